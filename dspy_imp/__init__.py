@@ -1,0 +1,27 @@
+"""dspy-imp: a tool-using agent loop for DSPy.
+
+``dspy_imp.ReActV2`` is a drop-in replacement for ``dspy.ReActV2`` whose turns end the way
+the program means them to, whose prompts are cache-friendly, and which never loses a
+reply. See the README and ``docs/``.
+"""
+
+from ._adapter import ReActAdapter
+from ._deadline import deadline
+from ._errors import ConfigurationError, StepError
+from ._module import ReActV2
+from ._prediction import Metadata, Prediction, is_complete
+from ._tools import Finish
+
+__all__ = [
+    "ConfigurationError",
+    "Finish",
+    "Metadata",
+    "Prediction",
+    "ReActAdapter",
+    "ReActV2",
+    "StepError",
+    "deadline",
+    "is_complete",
+]
+
+__version__ = "0.1.0"

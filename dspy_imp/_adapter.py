@@ -1,0 +1,221 @@
+"""``ReActAdapter``: renders the loop's requests and reads its replies, for any DSPy adapter.
+
+The loop hands each request's ``Guidance`` to the adapter through a context variable (no
+private keys in ``config``, which could reach the provider or flip ``engine="auto"`` to
+LiteLLM). The adapter
+
+- sends the tool roster natively and leaves ``tool_choice`` as the loop chose it, and never
+  lets DSPy add ``reasoning_effort`` behind the loop's back;
+- renders the messages with ``_render`` (one ``on_adapter_format_start`` callback per
+  request: ``format`` is wrapped once, and the parent's wrapped ``format`` is never called);
+- reads the raw reply (text, provider tool calls with their ids, reasoning content) before
+  DSPy's parsing could lose it, with DSPy's JSON fallback off, and the provider's finish
+  reason of *this* request (correct under ``dspy.Parallel``; ``None`` when DSPy's history
+  is disabled and it cannot be known).
+
+Outside a ``dspy_imp`` turn it behaves as the adapter it wraps (or a plain ``ChatAdapter``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import dspy
+from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
+from dspy.adapters.chat_adapter import field_header_pattern
+
+from ._effects import RawCall, Reply
+from ._render import Guidance, render_request, roster_for_provider
+from ._signature import STEP_CALLS, STEP_TEXT
+
+
+@dataclass
+class Exchange:
+    """One request in flight: the guidance in, the raw reply out."""
+
+    guidance: Guidance
+    reply: Reply | None = None
+    native: bool = True
+
+
+_EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
+
+
+@dataclass
+class _ReplyRecorder:
+    """Stands on DSPy's ``caller_modules`` stack to receive this request's history entry."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ReActAdapter(dspy.ChatAdapter):
+    """The adapter that renders ``dspy_imp.ReActV2`` steps.
+
+    You rarely build one: the loop wraps whatever adapter you configured. Configure it
+    yourself only to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``).
+
+    Args:
+        base: The adapter used for everything that is not a loop step (and, later, whose
+            format the steps follow). Defaults to a plain ``dspy.ChatAdapter``.
+        callbacks: Adapter callbacks; defaults to ``base``'s.
+    """
+
+    def __init__(self, base: dspy.Adapter | None = None, callbacks: list[Any] | None = None):
+        if isinstance(base, ReActAdapter):
+            base = base.base
+        super().__init__(
+            callbacks=callbacks if callbacks is not None else getattr(base, "callbacks", None),
+            use_native_function_calling=True,
+            use_json_adapter_fallback=False,
+        )
+        self.base = base
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
+        exchange = _EXCHANGE.get()
+        if exchange is None:
+            return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
+        recorder = _ReplyRecorder()
+        with _recording(recorder):
+            values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+        _note_finish_reason(exchange, recorder)
+        return values
+
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
+        exchange = _EXCHANGE.get()
+        if exchange is None:
+            return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
+        recorder = _ReplyRecorder()
+        with _recording(recorder):
+            values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+        _note_finish_reason(exchange, recorder)
+        return values
+
+    # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
+
+    def _call_preprocess(self, lm, lm_kwargs, signature, inputs):  # type: ignore[no-untyped-def]
+        exchange = _current()
+        exchange.native = bool(lm.supports_function_calling)
+        if exchange.native:
+            lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
+        else:
+            for key in ("tools", "tool_choice", "parallel_tool_calls"):
+                lm_kwargs.pop(key, None)
+        return signature
+
+    def format(self, signature, demos, inputs):  # type: ignore[no-untyped-def]
+        exchange = _current()
+        pending = {k: v for k, v in inputs.items() if k in exchange.guidance.task.inputs}
+        return render_request(exchange.guidance, signature.instructions, demos, pending)
+
+    def parse(self, signature, completion):  # type: ignore[no-untyped-def]
+        return {STEP_TEXT: read_text(completion, _text_fields()), STEP_CALLS: []}
+
+    def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):  # type: ignore[no-untyped-def]
+        exchange = _current()
+        output = outputs[0] if outputs else {}
+        if not isinstance(output, Mapping):
+            output = {"text": output}
+        text = output.get("text")
+        calls = tuple(_raw_call(c) for c in output.get("tool_calls") or [])
+        if text:
+            text = self.parse(processed_signature, text)[STEP_TEXT]
+        exchange.reply = Reply(
+            text=text,
+            calls=calls,
+            reasoning_content=output.get("reasoning_content"),
+            reasoning_details=output.get("reasoning_details"),
+        )
+        call_dicts = [{"id": c.id, "name": c.name, "args": c.args} for c in calls]
+        return [{STEP_TEXT: text, STEP_CALLS: call_dicts}]
+
+
+def _current() -> Exchange:
+    exchange = _EXCHANGE.get()
+    if exchange is None:  # pragma: no cover - __call__ routes such calls to the base adapter
+        raise RuntimeError("ReActAdapter step hooks run only inside a dspy_imp turn")
+    return exchange
+
+
+def _text_fields() -> tuple[str, ...]:
+    exchange = _EXCHANGE.get()
+    names = exchange.guidance.task.output_names if exchange is not None else ()
+    return (STEP_TEXT, *names)
+
+
+def read_text(completion: str, fields: tuple[str, ...]) -> str:
+    """The step's text: plain text as it is; a reply written in field markers, that field."""
+    sections: dict[str | None, list[str]] = {None: []}
+    current: str | None = None
+    for line in completion.splitlines():
+        match = field_header_pattern.match(line.strip())
+        if match:
+            current = match.group(1)
+            rest = line.strip()[match.end() :].strip()
+            sections.setdefault(current, [])
+            if rest:
+                sections[current].append(rest)
+            continue
+        sections.setdefault(current, []).append(line)
+    for name in fields:
+        if name in sections:
+            return "\n".join(sections[name]).strip()
+    return completion
+
+
+def _raw_call(provider_call: Any) -> RawCall:
+    data = _provider_tool_call_to_tool_call_dict(provider_call)
+    name = data.get("name") or None
+    return RawCall(id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else _jsonable(provider_call))
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# -- the provider's finish reason ------------------------------------------------------------------
+
+_FINISH_SPELLING = {"tool_calls": "tool_call", "function_call": "tool_call", "tool_use": "tool_call",
+                    "end_turn": "stop", "max_tokens": "length", "stop_sequence": "stop"}
+
+
+@contextlib.contextmanager
+def _recording(recorder: _ReplyRecorder) -> Iterator[None]:
+    with dspy.context(caller_modules=[*(dspy.settings.caller_modules or []), recorder]):
+        yield
+
+
+def _note_finish_reason(exchange: Exchange, recorder: _ReplyRecorder) -> None:
+    if exchange.reply is None or not recorder.history:
+        return
+    reason = finish_reason_of(recorder.history[-1].get("response"))
+    exchange.reply = replace(exchange.reply, finish_reason=reason)
+
+
+def finish_reason_of(response: Any) -> str | None:
+    """The finish reason of an lm15 ``Response`` or a LiteLLM ``ModelResponse``, one spelling."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    reason = getattr(response, "finish_reason", None)
+    if reason is None:
+        choices = getattr(response, "choices", None)
+        if choices:
+            reason = getattr(choices[0], "finish_reason", None)
+    if reason is None:
+        return None
+    reason = str(getattr(reason, "value", reason))
+    return _FINISH_SPELLING.get(reason, reason)
+
+
+def current_exchange() -> ContextVar[Exchange | None]:
+    return _EXCHANGE

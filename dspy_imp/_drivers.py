@@ -1,0 +1,177 @@
+"""The two drivers: they perform the machine's effects, sync or async, and decide nothing.
+
+``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
+send one request through the program's inner predictor (so traces, callbacks, usage and
+streaming work as for any DSPy predictor), run one tool, or ask the extractor.
+
+The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
+the failed request's error, passed unchanged to the machine (which ends the turn with a
+``StepError`` carrying it, or makes the last request the reference prescribes). The tool
+boundary catches ``Exception`` too: a raising tool is an observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from . import _prompts
+from ._adapter import Exchange, ReActAdapter, current_exchange
+from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
+from ._render import tool_listing, transcript
+
+if TYPE_CHECKING:
+    from ._module import ReActV2
+
+
+def drive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
+    sent: Any = None
+    while True:
+        try:
+            effect = turn.send(sent)
+        except StopIteration as stop:
+            return stop.value
+        sent = effects.perform(effect)
+
+
+async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
+    sent: Any = None
+    while True:
+        try:
+            effect = turn.send(sent)
+        except StopIteration as stop:
+            return stop.value
+        sent = await effects.aperform(effect)
+
+
+class Effects:
+    """Performs effects for one program."""
+
+    def __init__(self, program: ReActV2):
+        self.program = program
+
+    def perform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTool):
+            try:
+                return Returned(effect.tool(**effect.args))
+            except Exception as exc:
+                return Raised(exc)
+        if isinstance(effect, Sleep):
+            time.sleep(effect.seconds)
+            return None
+        if isinstance(effect, ModelRequest):
+            kwargs, exchange = self._step_call(effect)
+            with _exchanging(exchange), dspy.context(adapter=_step_adapter()):
+                try:
+                    self.program.react(**kwargs)
+                except Exception as exc:
+                    return Failed(exc)
+            return _reply(exchange)
+        predictor, kwargs = self._extraction_call(effect)
+        with dspy.context(adapter=_extraction_adapter()):
+            try:
+                return _extracted(predictor(**kwargs))
+            except Exception as exc:
+                return Failed(exc)
+
+    async def aperform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTool):
+            try:
+                return Returned(await effect.tool.acall(**effect.args))
+            except Exception as exc:
+                return Raised(exc)
+        if isinstance(effect, Sleep):
+            await asyncio.sleep(effect.seconds)
+            return None
+        if isinstance(effect, ModelRequest):
+            kwargs, exchange = self._step_call(effect)
+            with _exchanging(exchange), dspy.context(adapter=_step_adapter()):
+                try:
+                    await self.program.react.acall(**kwargs)
+                except Exception as exc:
+                    return Failed(exc)
+            return _reply(exchange)
+        predictor, kwargs = self._extraction_call(effect)
+        with dspy.context(adapter=_extraction_adapter()):
+            try:
+                return _extracted(await predictor.acall(**kwargs))
+            except Exception as exc:
+                return Failed(exc)
+
+    def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
+        kwargs: dict[str, Any] = dict(effect.pending)
+        kwargs.update(
+            history=effect.guidance.history,
+            tools=tool_listing(effect.guidance.roster),
+            config=dict(effect.config),
+        )
+        self._pin_lm(kwargs, effect.no_retries)
+        return kwargs, Exchange(effect.guidance)
+
+    def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
+        task = effect.guidance.task
+        instructions = self.program.react.signature.instructions
+        fields: dict[str, Any] = {
+            name: (info.annotation | None, dspy.InputField(desc=info.json_schema_extra.get("desc")))
+            for name, info in task.inputs.items()
+        }
+        fields["history"] = (str, dspy.InputField())
+        fields.update({name: (info.annotation, info) for name, info in task.outputs.items()})
+        signature = dspy.Signature(fields, f"{instructions}\n\n{_prompts.EXTRACTION_INSTRUCTIONS}".strip())
+        kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
+        kwargs["config"] = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
+        self._pin_lm(kwargs, effect.no_retries)
+        return dspy.ChainOfThought(signature), kwargs
+
+    def _pin_lm(self, kwargs: dict[str, Any], no_retries: bool) -> None:
+        lm = self.program.react.lm or dspy.settings.lm
+        if lm is None:
+            return
+        if no_retries and getattr(lm, "num_retries", 0):
+            lm = lm.copy(num_retries=0)
+        kwargs["lm"] = lm
+
+
+class _exchanging:
+    def __init__(self, exchange: Exchange):
+        self.exchange = exchange
+        self.token: Any = None
+
+    def __enter__(self) -> None:
+        self.token = current_exchange().set(self.exchange)
+
+    def __exit__(self, *exc: Any) -> None:
+        current_exchange().reset(self.token)
+
+
+def _reply(exchange: Exchange) -> Reply | Failed:
+    if exchange.reply is None:
+        return Failed(RuntimeError("the step request returned without a reply"))
+    return exchange.reply
+
+
+def _extracted(prediction: dspy.Prediction) -> Extracted:
+    return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
+
+
+def _step_adapter() -> ReActAdapter:
+    configured = dspy.settings.adapter
+    return configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+
+
+def _extraction_adapter() -> dspy.Adapter:
+    """The program's adapter, with DSPy's JSON fallback off: the extractor sends one request."""
+    configured = dspy.settings.adapter
+    base = configured.base if isinstance(configured, ReActAdapter) else configured
+    if base is None:
+        return dspy.ChatAdapter(use_json_adapter_fallback=False)
+    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
+        return base
+    adapter = type(base).__new__(type(base))
+    adapter.__dict__.update(base.__dict__)
+    adapter.use_json_adapter_fallback = False
+    return adapter

@@ -1,0 +1,121 @@
+"""The vocabulary between the turn's state machine and its drivers.
+
+The machine (``_machine.Turn.run``) is a generator: it *yields* an effect and is sent back
+what came of it. Drivers (``_drivers``) perform effects, sync or async, and contain no
+loop logic::
+
+    ModelRequest -> Reply | Failed        one request to the step predictor
+    Extraction   -> Extracted | Failed    one request to the tool-less extractor
+    RunTool      -> Returned | Raised     one tool call
+    Sleep        -> None                  a deadline-bounded retry's pause
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from ._kinds import TerminationCause, TerminationReason
+from ._render import Guidance
+from ._signature import SUBMIT
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    guidance: Guidance
+    pending: Mapping[str, Any]
+    config: Mapping[str, Any]
+    no_retries: bool = False
+
+
+@dataclass(frozen=True)
+class Extraction:
+    guidance: Guidance
+    inputs: Mapping[str, Any]
+    config: Mapping[str, Any]
+    no_retries: bool = False
+
+
+@dataclass(frozen=True)
+class RunTool:
+    tool: dspy.Tool
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RawCall:
+    """A call as the reply carried it: ``name`` is ``None`` when the call named no tool."""
+
+    id: str | None
+    name: str | None
+    args: Any
+    received: Any = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one step request answered, read before any DSPy parsing could lose it."""
+
+    text: str | None = None
+    calls: tuple[RawCall, ...] = ()
+    reasoning_content: str | None = None
+    reasoning_details: Any = None
+    finish_reason: str | None = None
+
+    @property
+    def said_something(self) -> bool:
+        return bool(self.text and self.text.strip())
+
+
+@dataclass(frozen=True)
+class Extracted:
+    outputs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Returned:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Raised:
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the turn ended, as data (becomes the prediction's metadata)."""
+
+    reason: TerminationReason
+    outputs: Mapping[str, Any] | None = None
+    cause: TerminationCause | None = None
+    error: Mapping[str, str] | None = None
+    finished_by_tool: str | None = None
+    unexecuted: tuple[Mapping[str, Any], ...] = ()
+    finish_reason: str | None = None
+    projection: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The turn got no model response; becomes a ``StepError``."""
+
+    error: BaseException
+
+
+def is_submit(call: RawCall) -> bool:
+    return call.name == SUBMIT

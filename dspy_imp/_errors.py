@@ -1,0 +1,61 @@
+"""The errors `dspy_imp` raises.
+
+The tree is small on purpose: expected ends of a turn (a step limit, a deadline, a full
+context window, a model that never answered usefully) are *data* on the prediction's
+metadata, never exceptions. Only two things raise::
+
+    ValueError
+    └── ConfigurationError   bad option, bad input or bad saved state, raised before any request
+    Exception
+    └── StepError            the turn could not get a model response; carries the history so far
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import dspy
+
+
+class ConfigurationError(ValueError):
+    """An option, per-call option or saved state was refused.
+
+    Raised at construction, at the start of a call (before any request is sent) or while
+    loading saved state. The message names the option or field at fault and shows the
+    value that was refused.
+    """
+
+
+class StepError(Exception):
+    """A turn could not get a model response.
+
+    Raised when the turn's last request failed (provider error, LM client or adapter
+    raised), when a step was stopped by the provider's content filter, or when a request
+    was refused by an operational guard.
+
+    Attributes:
+        reason: The failed request's error, unchanged (also chained as ``__cause__``).
+        history: A ``dspy.History`` with everything recorded up to the failure: every tool
+            that ran, with its result. Pass it back as ``history=`` to resume the turn.
+    """
+
+    def __init__(self, reason: BaseException | str, history: dspy.History):
+        self.reason = reason
+        self.history = history
+        super().__init__(f"ReActV2 turn got no model response: {_describe(reason)}")
+
+    def __repr__(self) -> str:
+        count = len(self.history.messages)
+        noun = "message" if count == 1 else "messages"
+        return f"StepError(reason={_describe(self.reason)!r}, history: {count} {noun})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, self.history))
+
+
+def _describe(reason: BaseException | str) -> str:
+    if isinstance(reason, BaseException):
+        text = str(reason)
+        return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
+    return str(reason)

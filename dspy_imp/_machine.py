@@ -1,0 +1,413 @@
+"""The turn's state machine: which request comes next and how the turn ends. No I/O.
+
+Theory of operation. A *turn* is one call of the program; a *step* is one ordinary
+request. ``Turn.run`` is a generator that yields effects (``_effects``) and is sent what
+came of them; the sync and async drivers perform them. Every rule that decides the next
+request, what is recorded and which reason and cause end the turn lives here (reference
+§3, §4, §5, §9); the rendering of what the model reads lives in ``_render``.
+
+State, all local to one call: ``steps`` (recorded this call), ``pending`` (the call's
+inputs not yet attached to a recorded step), ``step_index`` (ordinary requests sent),
+``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
+``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
+``omitted`` (leading prior entries left out after a context-window refusal).
+
+Invariants: the caller's history is never mutated; every recorded step is appended
+once, in order; no request is sent once the deadline has passed; a turn ends exactly once,
+as an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dspy.utils.exceptions import (
+    AdapterParseError,
+    ContextWindowExceededError,
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMInvalidRequestError,
+    LMUnsupportedFeatureError,
+    is_retryable_lm_error,
+)
+
+from . import _deadline
+from ._effects import (
+    Ending,
+    Extracted,
+    Extraction,
+    Failed,
+    Failure,
+    ModelRequest,
+    Reply,
+    RunTool,
+    Sleep,
+)
+from ._kinds import RequestKind, TerminationCause
+from ._options import CallPlan
+from ._records import Step, make_history, to_entry
+from ._redact import redact_text
+from ._render import Guidance, submit_only
+from ._signature import SUBMIT, OutputSpec, Rejection
+from ._tools import CallContext, CallMode, StepCalls, run_calls
+
+Effect = ModelRequest | Extraction | RunTool | Sleep
+Outcome = Ending | Failure
+
+MAX_RECOVERIES = 8
+_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError)
+_NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
+
+
+class ContentFiltered(Exception):
+    """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
+
+
+class _DeadlinePassed:
+    """Sentinel: the deadline had passed, so the request was not sent."""
+
+
+DEADLINE = _DeadlinePassed()
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a turn needs beyond the call plan (from the program)."""
+
+    guidance: Guidance
+    outputs: OutputSpec
+    calls: CallContext
+    prior: tuple[Step, ...]
+    prior_entries: tuple[Mapping[str, Any], ...]
+    retries: int = 3
+
+
+class Turn:
+    """One call of the program, run as a generator of effects."""
+
+    def __init__(self, plan: CallPlan, setup: Setup):
+        self.plan = plan
+        self.options = plan.options
+        self.setup = setup
+        self.guidance = setup.guidance
+        self.steps: list[Step] = []
+        self.entries: list[Mapping[str, Any]] = list(setup.prior_entries)
+        self.pending: dict[str, Any] = dict(plan.inputs)
+        self.step_index = 0
+        self.thoughts = 0
+        self.retried = False
+        self.errors: dict[str, str] = {}
+        self.omitted = 0
+        self.recoveries = 0
+        self.boundaries = _episode_boundaries(setup.prior, self.guidance.task.output_names)
+
+    # -- the step loop ---------------------------------------------------------------------
+
+    def run(self) -> Generator[Effect, Any, Outcome]:
+        while True:
+            if self.step_index >= self.options.max_iters:
+                return (yield from self._interrupted("max_iters"))
+            outcome = yield from self._send("step")
+            self.step_index += 1
+            if isinstance(outcome, Outcome):
+                return outcome
+            if isinstance(outcome, Failed):
+                ending = yield from self._after_failed_step(outcome.error)
+            else:
+                ending = yield from self._after_reply(outcome)
+            if ending is not None:
+                return ending
+
+    def _after_failed_step(self, error: BaseException) -> Generator[Effect, Any, Outcome | None]:
+        cause = _cause_of(error)
+        self.errors["initial"] = _describe(error)
+        if self.options.finish != "tools":
+            return (yield from self._interrupted(cause))
+        if not self.retried and self.step_index < self.options.max_iters and not _deadline.passed():
+            self.retried = True
+            return None
+        return self._incomplete(cause)
+
+    def _after_reply(self, reply: Reply) -> Generator[Effect, Any, Outcome | None]:
+        if reply.calls:
+            self.thoughts = 0
+            return (yield from self._calls_step(reply))
+        if self.guidance.text_answer:
+            return self._answered(reply)
+        if not reply.said_something:
+            return (yield from self._interrupted("empty_tool_calls"))
+        self._record(Step(thought=reply.text, **_reasoning(reply)))
+        if self.options.finish == "auto" or self.thoughts >= 1:
+            return (yield from self._interrupted("empty_tool_calls"))
+        self.thoughts = 1
+        return self._incomplete("deadline_exceeded") if _deadline.passed() else None
+
+    def _calls_step(self, reply: Reply) -> Generator[Effect, Any, Outcome | None]:
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", self.step_index - 1)
+        outputs = done.submitted
+        self._record(_calls_record(reply, done, outputs))
+        if outputs is not None:
+            return Ending("submit", outputs)
+        if done.finished is not None:
+            name, finished = done.finished
+            return Ending("finished_by_tool", finished, finished_by_tool=name)
+        return None
+
+    def _answered(self, reply: Reply) -> Outcome:
+        name = self.guidance.task.output_names[0]
+        text = reply.text if reply.said_something else None
+        self._record(Step(thought=text, outputs={name: text}, **_reasoning(reply)))
+        return Ending("answered", {name: text}, finish_reason=reply.finish_reason)
+
+    # -- interruptions and last requests ---------------------------------------------------
+
+    def _interrupted(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        if self.options.finish == "tools":  # nothing is ever forced
+            return self._incomplete(cause)
+        if self.guidance.has_submit:
+            return (yield from self._forced_submit(cause))
+        return (yield from self._last_text(cause))
+
+    def _last_text(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        if _deadline.passed():
+            return self._incomplete("deadline_exceeded")
+        self._record_note()
+        outcome = yield from self._send("last_text")
+        if not isinstance(outcome, Reply):
+            return self._last_request_failed(outcome, "last_text", cause)
+        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index)
+        name = self.guidance.task.output_names[0]
+        text = outcome.text if outcome.said_something else None
+        if text is not None or done.calls:
+            self._record(_calls_record(outcome, done, {name: text}))
+        unexecuted = tuple(done.unexecuted)
+        if done.finished is not None:
+            tool, finished = done.finished
+            return Ending("finished_by_tool", finished, cause, finished_by_tool=tool, unexecuted=unexecuted)
+        return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
+
+    def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        if _deadline.passed():
+            return self._incomplete("deadline_exceeded")
+        self._record_note()
+        outcome = yield from self._send("forced_submit")
+        if isinstance(outcome, Failed) and _refuses_named_choice(outcome.error):
+            self.errors["forced_submit"] = _describe(outcome.error)
+            if _deadline.passed():
+                return self._incomplete("deadline_exceeded")
+            outcome = yield from self._send("required_retry")
+            if isinstance(outcome, Failed) and not _ends_last_request(outcome.error):
+                self.errors["required_retry"] = _describe(outcome.error)
+                return (yield from self._extract(cause))
+        if not isinstance(outcome, Reply):
+            return self._last_request_failed(outcome, "forced_submit", cause)
+        return (yield from self._forced_reply(outcome, cause))
+
+    def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index)
+        unexecuted = tuple(done.unexecuted)
+        if done.calls or reply.said_something:
+            self._record(_calls_record(reply, done, done.submitted))
+        if done.submitted is not None:
+            return Ending("forced_submit", done.submitted, cause, unexecuted=unexecuted)
+        if done.submit_denied:
+            return self._incomplete(cause, unexecuted=unexecuted)
+        return (yield from self._extract(cause, unexecuted))
+
+    def _extract(self, cause: TerminationCause, unexecuted: tuple = ()) -> Generator[Effect, Any, Outcome]:
+        if _deadline.passed():
+            return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
+        outcome = yield from self._send("extraction")
+        if not isinstance(outcome, Extracted):
+            return self._last_request_failed(outcome, "extraction", cause, unexecuted)
+        outputs = self.setup.outputs.validate(dict(outcome.outputs))
+        if isinstance(outputs, Rejection):
+            self.errors["extraction"] = outputs.sentence
+            return self._incomplete(cause, unexecuted=unexecuted)
+        self._record(Step(outputs=outputs))
+        return Ending("extracted", outputs, cause, unexecuted=unexecuted)
+
+    def _last_request_failed(
+        self, outcome: Any, role: str, cause: TerminationCause, unexecuted: tuple = ()
+    ) -> Outcome:
+        """Reference §4.3, in order: fatal, deadline, context window, unreadable, anything else."""
+        if isinstance(outcome, Outcome):
+            return outcome
+        error = outcome.error
+        self.errors[role] = _describe(error)
+        if isinstance(error, _FATAL | ContentFiltered):
+            return Failure(error)
+        if _deadline.passed():
+            return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
+        if isinstance(error, ContextWindowExceededError):
+            return self._incomplete("context_window_exceeded", unexecuted=unexecuted)
+        if isinstance(error, AdapterParseError):
+            return self._incomplete(cause, unexecuted=unexecuted)
+        return Failure(error)
+
+    def _record_note(self) -> None:
+        note = self.options.last_request_note
+        names = self.guidance.task.input_names
+        if not note or not names:
+            return
+        if self.pending:
+            self._record(Step())
+        self._record(Step(inputs={names[0]: note}))
+
+    # -- sending one request ---------------------------------------------------------------
+
+    def _send(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Outcome]:
+        """One request, with context-window recovery and deadline-bounded retries."""
+        attempt = 0
+        while True:
+            if _deadline.passed():
+                return self._incomplete("deadline_exceeded")
+            outcome = yield self._request(kind)
+            if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
+                return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
+            if not isinstance(outcome, Failed):
+                return outcome
+            error = outcome.error
+            if isinstance(error, _FATAL):
+                return Failure(error)
+            if isinstance(error, ContextWindowExceededError):
+                if self._leave_out_more():
+                    continue
+                self.errors["initial" if kind == "step" else kind] = _describe(error)
+                return self._incomplete("context_window_exceeded")
+            delay = _retry_delay(error, attempt, self.setup.retries)
+            if delay is None:
+                return outcome
+            attempt += 1
+            yield Sleep(delay)
+
+    def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
+        guidance = self._guidance(kind)
+        config = dict(self.plan.config)
+        if kind == "forced_submit":
+            config.update(tool_choice=_NAMED_CHOICE, reasoning_effort=None)
+        elif kind == "required_retry":
+            config.update(tool_choice="required", reasoning_effort=None)
+        elif kind != "extraction":
+            config["tool_choice"] = "auto"
+        left = _deadline.time_left()
+        if left is not None:
+            config["timeout"] = max(left, 0.001)
+        if kind == "extraction":
+            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
+        return ModelRequest(guidance, dict(self.pending), config, no_retries=left is not None)
+
+    def _guidance(self, kind: RequestKind) -> Guidance:
+        guidance = replace(
+            self.guidance,
+            kind=kind,
+            steps=(*self.setup.prior, *self.steps),
+            history=make_history(self.entries),
+            omitted=self.omitted,
+            boundary=len(self.setup.prior),
+        )
+        if kind == "required_retry":
+            guidance = replace(guidance, roster=submit_only(guidance.roster))
+        return guidance
+
+    def _leave_out_more(self) -> bool:
+        """Reference §9: drop the oldest half of the remaining prior episodes, at most 8 times."""
+        remaining = [b for b in self.boundaries if b > self.omitted]
+        if not remaining or self.recoveries >= MAX_RECOVERIES:
+            return False
+        self.recoveries += 1
+        drop = len(remaining) if self.recoveries == MAX_RECOVERIES else max(1, math.ceil(len(remaining) / 2))
+        self.omitted = remaining[drop - 1]
+        return True
+
+    # -- recording and ending --------------------------------------------------------------
+
+    def _record(self, step: Step) -> None:
+        if self.pending:
+            step = replace(step, inputs={**self.pending, **step.inputs})
+            self.pending = {}
+        self.steps.append(step)
+        self.entries.append(to_entry(step))
+
+    def _incomplete(self, cause: TerminationCause, unexecuted: tuple = ()) -> Ending:
+        """No answer. A passed deadline is named instead of the interruption (reference §4.2)."""
+        if cause != "context_window_exceeded" and _deadline.passed():
+            cause = "deadline_exceeded"
+        return Ending("incomplete", None, cause, error=dict(self.errors) or None, unexecuted=unexecuted)
+
+    def projection(self) -> dict[str, Any] | None:
+        if not self.omitted:
+            return None
+        groups = sum(1 for b in self.boundaries if b <= self.omitted)
+        return {
+            "reason": "context_window_exceeded",
+            "omitted_prior_entries": self.omitted,
+            "omitted_prior_groups": groups,
+            "recovery_requests": self.recoveries,
+        }
+
+
+def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | None) -> Step:
+    return Step(
+        thought=reply.text if reply.said_something else None,
+        calls=tuple(done.calls),
+        results=tuple(done.results),
+        outputs=dict(outputs) if outputs is not None else None,
+        **_reasoning(reply),
+    )
+
+
+def _reasoning(reply: Reply) -> dict[str, Any]:
+    return {"reasoning_content": reply.reasoning_content, "reasoning_details": reply.reasoning_details}
+
+
+def _episode_boundaries(prior: tuple[Step, ...], output_names: tuple[str, ...]) -> list[int]:
+    """1-based ends of prior episodes: entries carrying every output, and the last prior entry."""
+    ends = [
+        i
+        for i, step in enumerate(prior, start=1)
+        if output_names and step.outputs is not None and all(n in step.outputs for n in output_names)
+    ]
+    if prior and (not ends or ends[-1] != len(prior)):
+        ends.append(len(prior))
+    return ends
+
+
+def _cause_of(error: BaseException) -> TerminationCause:
+    return "parse_error" if isinstance(error, AdapterParseError) else "prediction_error"
+
+
+def _refuses_named_choice(error: BaseException) -> bool:
+    """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
+    if not isinstance(error, LMInvalidRequestError) or isinstance(error, ContextWindowExceededError):
+        return False
+    text = str(error).lower()
+    return (
+        "tool_choice" in text
+        and ("invalid" in text or "unsupported" in text)
+        and ("required" in text or "supported string" in text)
+    )
+
+
+def _ends_last_request(error: BaseException) -> bool:
+    return isinstance(error, _FATAL | ContextWindowExceededError | ContentFiltered)
+
+
+def _retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:
+    """Retries the loop runs itself while a deadline is set (DSPy's are disabled then)."""
+    left = _deadline.time_left()
+    if left is None or attempt >= retries or not isinstance(error, Exception):
+        return None
+    if not is_retryable_lm_error(error):
+        return None
+    delay = float(getattr(error, "retry_after", None) or min(2**attempt, 60))
+    return delay if delay < left else None
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)
