@@ -41,6 +41,7 @@ class Exchange:
     guidance: Guidance
     reply: Reply | None = None
     native: bool = True
+    keep_reasoning: bool = True
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -73,11 +74,11 @@ class ReActAdapter(dspy.ChatAdapter):
             use_native_function_calling=True,
             use_json_adapter_fallback=False,
         )
-        self.base = base
+        self.base: dspy.Adapter | None = base
 
     # -- the call ----------------------------------------------------------------------------
 
-    def __call__(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
@@ -87,7 +88,7 @@ class ReActAdapter(dspy.ChatAdapter):
         _note_finish_reason(exchange, recorder)
         return values
 
-    async def acall(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
@@ -99,9 +100,10 @@ class ReActAdapter(dspy.ChatAdapter):
 
     # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
 
-    def _call_preprocess(self, lm, lm_kwargs, signature, inputs):  # type: ignore[no-untyped-def]
+    def _call_preprocess(self, lm, lm_kwargs, signature, inputs):
         exchange = _current()
         exchange.native = bool(lm.supports_function_calling)
+        exchange.keep_reasoning = _carries_reasoning(lm)
         if exchange.native:
             lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
         else:
@@ -109,15 +111,16 @@ class ReActAdapter(dspy.ChatAdapter):
                 lm_kwargs.pop(key, None)
         return signature
 
-    def format(self, signature, demos, inputs):  # type: ignore[no-untyped-def]
+    def format(self, signature, demos, inputs):
         exchange = _current()
-        pending = {k: v for k, v in inputs.items() if k in exchange.guidance.task.inputs}
-        return render_request(exchange.guidance, signature.instructions, demos, pending)
+        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning)
+        pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
+        return render_request(guidance, signature.instructions, demos, pending)
 
-    def parse(self, signature, completion):  # type: ignore[no-untyped-def]
+    def parse(self, signature, completion):
         return {STEP_TEXT: read_text(completion, _text_fields()), STEP_CALLS: []}
 
-    def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):  # type: ignore[no-untyped-def]
+    def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):
         exchange = _current()
         output = outputs[0] if outputs else {}
         if not isinstance(output, Mapping):
@@ -134,6 +137,17 @@ class ReActAdapter(dspy.ChatAdapter):
         )
         call_dicts = [{"id": c.id, "name": c.name, "args": c.args} for c in calls]
         return [{STEP_TEXT: text, STEP_CALLS: call_dicts}]
+
+
+def _carries_reasoning(lm: Any) -> bool:
+    """Whether replayed ``reasoning_content`` reaches the provider as reasoning.
+
+    LiteLLM forwards it as its own key and a custom engine receives it as a thinking part;
+    DSPy's native engine folds it into the visible assistant text, so there it is left out
+    of the request (it stays in the record).
+    """
+    engine = getattr(lm, "_engine_spec", "auto")
+    return not isinstance(engine, str) or engine == "litellm"
 
 
 def _current() -> Exchange:
@@ -172,7 +186,9 @@ def read_text(completion: str, fields: tuple[str, ...]) -> str:
 def _raw_call(provider_call: Any) -> RawCall:
     data = _provider_tool_call_to_tool_call_dict(provider_call)
     name = data.get("name") or None
-    return RawCall(id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else _jsonable(provider_call))
+    return RawCall(
+        id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else _jsonable(provider_call)
+    )
 
 
 def _jsonable(value: Any) -> Any:
@@ -185,8 +201,14 @@ def _jsonable(value: Any) -> Any:
 
 # -- the provider's finish reason ------------------------------------------------------------------
 
-_FINISH_SPELLING = {"tool_calls": "tool_call", "function_call": "tool_call", "tool_use": "tool_call",
-                    "end_turn": "stop", "max_tokens": "length", "stop_sequence": "stop"}
+_FINISH_SPELLING = {
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+    "tool_use": "tool_call",
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "stop_sequence": "stop",
+}
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ._errors import ConfigurationError
 
@@ -52,7 +52,7 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise ConfigurationError(f"deadline `at` must be an aware datetime, got naive {at!r}")
-        return time.monotonic() + (at - datetime.now(timezone.utc)).total_seconds()
+        return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise ConfigurationError(f"deadline `at` must be a datetime or a monotonic time, got {at!r}")
     return float(at)

@@ -13,16 +13,18 @@ boundary catches ``Exception`` too: a raising tool is an observation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from . import _prompts
 from ._adapter import Exchange, ReActAdapter, current_exchange
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
 from ._render import tool_listing, transcript
+from ._signature import make_extraction_signature
 
 if TYPE_CHECKING:
     from ._module import ReActV2
@@ -113,39 +115,32 @@ class Effects:
         return kwargs, Exchange(effect.guidance)
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
-        task = effect.guidance.task
         instructions = self.program.react.signature.instructions
-        fields: dict[str, Any] = {
-            name: (info.annotation | None, dspy.InputField(desc=info.json_schema_extra.get("desc")))
-            for name, info in task.inputs.items()
-        }
-        fields["history"] = (str, dspy.InputField())
-        fields.update({name: (info.annotation, info) for name, info in task.outputs.items()})
-        signature = dspy.Signature(fields, f"{instructions}\n\n{_prompts.EXTRACTION_INSTRUCTIONS}".strip())
+        signature = make_extraction_signature(self.program.signature, instructions)
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
         kwargs["config"] = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
         self._pin_lm(kwargs, effect.no_retries)
         return dspy.ChainOfThought(signature), kwargs
 
     def _pin_lm(self, kwargs: dict[str, Any], no_retries: bool) -> None:
+        """Under a deadline: no DSPy retries (the machine retries while time remains)."""
         lm = self.program.react.lm or dspy.settings.lm
         if lm is None:
             return
-        if no_retries and getattr(lm, "num_retries", 0):
+        if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
+            kwargs["config"].pop("timeout", None)  # a custom engine owns its connection and timeouts
+        if no_retries and getattr(lm, "num_retries", None):
             lm = lm.copy(num_retries=0)
         kwargs["lm"] = lm
 
 
-class _exchanging:
-    def __init__(self, exchange: Exchange):
-        self.exchange = exchange
-        self.token: Any = None
-
-    def __enter__(self) -> None:
-        self.token = current_exchange().set(self.exchange)
-
-    def __exit__(self, *exc: Any) -> None:
-        current_exchange().reset(self.token)
+@contextlib.contextmanager
+def _exchanging(exchange: Exchange) -> Iterator[None]:
+    token = current_exchange().set(exchange)
+    try:
+        yield
+    finally:
+        current_exchange().reset(token)
 
 
 def _reply(exchange: Exchange) -> Reply | Failed:
@@ -171,7 +166,6 @@ def _extraction_adapter() -> dspy.Adapter:
         return dspy.ChatAdapter(use_json_adapter_fallback=False)
     if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
         return base
-    adapter = type(base).__new__(type(base))
-    adapter.__dict__.update(base.__dict__)
+    adapter = copy.copy(base)
     adapter.use_json_adapter_fallback = False
     return adapter

@@ -53,7 +53,7 @@ from ._records import Step, make_history, to_entry
 from ._redact import redact_text
 from ._render import Guidance, submit_only
 from ._signature import SUBMIT, OutputSpec, Rejection
-from ._tools import CallContext, CallMode, StepCalls, run_calls
+from ._tools import CallContext, StepCalls, run_calls
 
 Effect = ModelRequest | Extraction | RunTool | Sleep
 Outcome = Ending | Failure
@@ -115,10 +115,11 @@ class Turn:
             self.step_index += 1
             if isinstance(outcome, Outcome):
                 return outcome
-            if isinstance(outcome, Failed):
-                ending = yield from self._after_failed_step(outcome.error)
-            else:
+            if isinstance(outcome, Reply):
                 ending = yield from self._after_reply(outcome)
+            else:
+                assert isinstance(outcome, Failed)
+                ending = yield from self._after_failed_step(outcome.error)
             if ending is not None:
                 return ending
 
@@ -231,15 +232,13 @@ class Turn:
         self._record(Step(outputs=outputs))
         return Ending("extracted", outputs, cause, unexecuted=unexecuted)
 
-    def _last_request_failed(
-        self, outcome: Any, role: str, cause: TerminationCause, unexecuted: tuple = ()
-    ) -> Outcome:
+    def _last_request_failed(self, outcome: Any, role: str, cause: TerminationCause, unexecuted: tuple = ()) -> Outcome:
         """Reference §4.3, in order: fatal, deadline, context window, unreadable, anything else."""
         if isinstance(outcome, Outcome):
             return outcome
         error = outcome.error
         self.errors[role] = _describe(error)
-        if isinstance(error, _FATAL | ContentFiltered):
+        if isinstance(error, (*_FATAL, ContentFiltered)):
             return Failure(error)
         if _deadline.passed():
             return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
@@ -394,7 +393,7 @@ def _refuses_named_choice(error: BaseException) -> bool:
 
 
 def _ends_last_request(error: BaseException) -> bool:
-    return isinstance(error, _FATAL | ContextWindowExceededError | ContentFiltered)
+    return isinstance(error, (*_FATAL, ContextWindowExceededError, ContentFiltered))
 
 
 def _retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:

@@ -110,8 +110,12 @@ class ReActV2(dspy.Module):
         entries = coerce_history(plan.history)
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
-        return Turn(plan, Setup(self._guidance(plan, task), OutputSpec(self.signature),
-                                self._call_context(plan), prior, tuple(entries)))
+        return Turn(
+            plan,
+            Setup(
+                self._guidance(plan, task), OutputSpec(self.signature), self._call_context(plan), prior, tuple(entries)
+            ),
+        )
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         options = plan.options

@@ -29,8 +29,19 @@ RESERVED_INPUTS = ("history", "tools", *(o for o in CALL_OPTIONS if o not in ("t
 LOOP_OWNED_CONFIG = frozenset({"tools", "tool_choice"})
 CLIENT_CONFIG = frozenset(
     {
-        "api_base", "base_url", "api_key", "model", "api_version", "organization", "project", "headers",
-        "extra_headers", "extra_query", "custom_llm_provider", "azure_ad_token_provider", "model_list",
+        "api_base",
+        "base_url",
+        "api_key",
+        "model",
+        "api_version",
+        "organization",
+        "project",
+        "headers",
+        "extra_headers",
+        "extra_query",
+        "custom_llm_provider",
+        "azure_ad_token_provider",
+        "model_list",
     }
 )
 
@@ -63,7 +74,7 @@ def check_max_iters(value: Any, where: str = "max_iters") -> int:
 def check_finish(value: Any) -> FinishMode:
     if value not in FINISH_MODES:
         raise ConfigurationError(f"`finish` must be one of {', '.join(map(repr, FINISH_MODES))}; got {value!r}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_note(value: Any, where: str = "last_request_note") -> str | None:
@@ -83,7 +94,7 @@ def check_history_replay(value: Any) -> HistoryReplay:
         raise ConfigurationError(
             f"`history_replay` must be one of {', '.join(map(repr, HISTORY_REPLAYS))}; got {value!r}"
         )
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_config(value: Any, where: str = "config") -> dict[str, Any]:
@@ -125,7 +136,9 @@ def check_policy(value: Any) -> ToolPolicy:
     if value is None or callable(value):
         return value
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ConfigurationError(f"`tool_policy` must be None, a list of allowed tool names or a callable; got {value!r}")
+        raise ConfigurationError(
+            f"`tool_policy` must be None, a list of allowed tool names or a callable; got {value!r}"
+        )
     names = [v.name if isinstance(v, dspy.Tool) else v for v in value]
     if not all(isinstance(n, str) for n in names):
         raise ConfigurationError(f"`tool_policy` must list tool names, got {value!r}")

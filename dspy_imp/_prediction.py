@@ -59,7 +59,7 @@ class Prediction(dspy.Prediction):
 
     @property
     def metadata(self) -> Metadata:
-        return self.__dict__["_metadata"]  # type: ignore[no-any-return]
+        return self.__dict__["_metadata"]
 
     def __getattr__(self, key: str) -> Any:
         if key in _FROM_METADATA and "_metadata" in self.__dict__ and key not in self.__dict__.get("_store", {}):

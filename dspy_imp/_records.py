@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import dspy
 
 from ._errors import ConfigurationError
 
-_STEP_KEYS = frozenset(
-    {"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details"}
-)
+_STEP_KEYS = frozenset({"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +94,7 @@ class Step:
 
 def now_iso() -> str:
     """The current UTC time as ISO 8601, as ``returned_at`` records it."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- the seam -----------------------------------------------------------------------------------
@@ -212,7 +210,9 @@ def coerce_history(value: Any) -> list[Mapping[str, Any]]:
     )
 
 
-def read_steps(entries: Iterable[Mapping[str, Any]], input_names: Sequence[str], output_names: Sequence[str]) -> list[Step]:
+def read_steps(
+    entries: Iterable[Mapping[str, Any]], input_names: Sequence[str], output_names: Sequence[str]
+) -> list[Step]:
     return [from_entry(e, input_names, output_names) for e in entries]
 
 

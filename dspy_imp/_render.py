@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -76,7 +76,7 @@ class Guidance:
     history: Any = None
     omitted: int = 0
     boundary: int = 0
-    config: Mapping[str, Any] = field(default_factory=dict)
+    keep_reasoning: bool = True
 
     @property
     def text_answer(self) -> bool:
@@ -98,9 +98,7 @@ class Guidance:
 def system_message(guidance: Guidance, instructions: str) -> str:
     task = guidance.task
     description = "Your input fields are:\n" + get_field_description_string(task.inputs)
-    structure = "\n\n".join(
-        [_prompts.INPUT_STRUCTURE, *(f"[[ ## {name} ## ]]\n{{{name}}}" for name in task.inputs)]
-    )
+    structure = "\n\n".join([_prompts.INPUT_STRUCTURE, *(f"[[ ## {name} ## ]]\n{{{name}}}" for name in task.inputs)])
     lines = [*textwrap.dedent(instructions).splitlines(), *guidance_lines(guidance)]
     objective = _prompts.OBJECTIVE + ("\n" + " " * 8).join(["", *lines])
     return f"{description}\n{structure}\n\n{objective}"
@@ -193,7 +191,7 @@ def _assistant(guidance: Guidance, step: Step) -> Message | None:
     message: Message = {"role": "assistant", "content": content or ""}
     if step.calls:
         message["tool_calls"] = [_native_call(c) for c in step.calls]
-    if step.reasoning_content is not None:
+    if step.reasoning_content is not None and guidance.keep_reasoning:
         message["reasoning_content"] = step.reasoning_content
     return message
 

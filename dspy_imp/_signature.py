@@ -32,12 +32,18 @@ def is_text_answer(signature: type[dspy.Signature]) -> bool:
     if len(outputs) != 1:
         return False
     field = outputs[0]
-    return field.annotation is str and not field.metadata and not field.json_schema_extra.get("constraints")
+    return field.annotation is str and not field.metadata and not dspy_extra(field).get("constraints")
+
+
+def dspy_extra(field: FieldInfo) -> dict[str, Any]:
+    """DSPy's per-field extras (``desc``, ``constraints``, ...)."""
+    extra = field.json_schema_extra
+    return extra if isinstance(extra, dict) else {}
 
 
 def field_description(name: str, field: FieldInfo) -> str | None:
     """The field's own description, or ``None`` for DSPy's ``${name}`` placeholder."""
-    desc = (field.json_schema_extra or {}).get("desc")
+    desc = dspy_extra(field).get("desc")
     if not desc or desc == f"${{{name}}}":
         return None
     return str(desc)
@@ -117,12 +123,26 @@ def make_step_signature(signature: type[dspy.Signature]) -> type[dspy.Signature]
     for name, field in signature.input_fields.items():
         annotation = field.annotation
         optional = annotation if type(None) in get_args(annotation) else annotation | None
-        fields[name] = (optional, dspy.InputField(desc=field.json_schema_extra.get("desc")))
+        fields[name] = (optional, dspy.InputField(desc=dspy_extra(field).get("desc")))
     fields["history"] = (dspy.History, dspy.InputField())
     fields["tools"] = (list[str] | None, dspy.InputField(desc=_prompts.TOOLS_FIELD_DESCRIPTION))
     fields[STEP_TEXT] = (str | None, dspy.OutputField())
     fields[STEP_CALLS] = (list[dict[str, Any]], dspy.OutputField(desc=_prompts.CALLS_FIELD_DESCRIPTION))
     return dspy.Signature(fields, signature.instructions)
+
+
+def make_extraction_signature(signature: type[dspy.Signature], instructions: str) -> type[dspy.Signature]:
+    """The extractor's signature: task inputs (optional) and the history as text -> task outputs.
+
+    Its instructions are the task's own followed by the extraction paragraph (reference
+    Appendix A); ``dspy.ChainOfThought`` adds ``reasoning`` before the outputs.
+    """
+    fields: dict[str, Any] = {}
+    for name, field in signature.input_fields.items():
+        fields[name] = (field.annotation | None, dspy.InputField(desc=dspy_extra(field).get("desc")))
+    fields["history"] = (str, dspy.InputField())
+    fields.update({name: (field.annotation, field) for name, field in signature.output_fields.items()})
+    return dspy.Signature(fields, f"{instructions}\n\n{_prompts.EXTRACTION_INSTRUCTIONS}".strip())
 
 
 @dataclass(frozen=True)
@@ -186,8 +206,8 @@ def type_words(annotation: Any) -> str:
         args = [a for a in get_args(annotation) if a is not type(None)]
         return type_words(args[0]) if len(args) == 1 else " or ".join(type_words(a) for a in args)
     if origin in (list, tuple, set, frozenset):
-        args = get_args(annotation)
-        return "list of " + _plural(type_words(args[0])) if args else "list"
+        items = get_args(annotation)
+        return "list of " + _plural(type_words(items[0])) if items else "list"
     simple = {str: "string", int: "integer", float: "number", bool: "true or false", dict: "object"}
     if annotation in simple:
         return simple[annotation]

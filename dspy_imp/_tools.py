@@ -18,7 +18,7 @@ import dspy
 from jsonschema import ValidationError, validate
 
 from . import _prompts
-from ._effects import RawCall, Raised, Returned, RunTool
+from ._effects import Raised, RawCall, Returned, RunTool
 from ._records import ToolCall, ToolResult, now_iso
 from ._signature import SUBMIT, OutputSpec, Rejection
 

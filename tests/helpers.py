@@ -1,0 +1,80 @@
+"""Fixtures of the reference scenarios (behaviour.md §12) shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import dspy
+
+LINE_PLAIN = "Your message above was not sent."
+
+
+def submit_line(*outputs: str) -> str:
+    names = [f"`{o}`" for o in outputs]
+    joined = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{LINE_PLAIN} To reply, call `submit` with {joined}; to keep working, call a tool."
+
+
+def user(content: str) -> dict[str, Any]:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str = "", calls: list[tuple[str, str, str]] | None = None, **extra: Any) -> dict[str, Any]:
+    """An assistant message; ``calls`` as ``(id, name, arguments_json)`` tuples."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+        ]
+    message.update(extra)
+    return message
+
+
+def tool(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def inputs(**fields: Any) -> dict[str, Any]:
+    return user("\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items()))
+
+
+def moved(thought: str) -> dict[str, Any]:
+    return user(f"[[ ## next_thought ## ]]\n{thought}")
+
+
+class Look:
+    """The reference ``look`` tool: "Look at a thing", returns {"seen": true}, counts its runs."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, Any]] = []
+        self.__name__ = "look"
+        self.__doc__ = "Look at a thing"
+
+    def __call__(self, where: str = "here") -> dict[str, bool]:
+        self.runs.append({"where": where})
+        return {"seen": True}
+
+
+class TA(dspy.Signature):
+    """Answer the intent."""
+
+    intent: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+class SubmitSig(dspy.Signature):
+    """Answer the intent with a confidence."""
+
+    intent: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+    confidence: float = dspy.OutputField()
+
+
+class EnumSig(dspy.Signature):
+    """Route the ticket."""
+
+    ticket: str = dspy.InputField()
+    team: Literal["atlas", "harbor"] = dspy.OutputField(desc="atlas owns money; harbor owns outages")
+
+
+NAMED_SUBMIT = {"type": "function", "function": {"name": "submit"}}
