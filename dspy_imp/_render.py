@@ -203,12 +203,12 @@ def _answer_text(guidance: Guidance, step: Step) -> str | None:
     names = guidance.task.output_names
     if len(names) == 1 and isinstance(step.outputs.get(names[0]), str):
         return str(step.outputs[names[0]])
-    return json.dumps(serialize_for_json(dict(step.outputs)), ensure_ascii=False)
+    return to_json(dict(step.outputs))
 
 
 def _native_call(call: ToolCall) -> Message:
     name = call.name if call.name is not None else "unreadable_call"
-    arguments = json.dumps(serialize_for_json(dict(call.args)), ensure_ascii=False)
+    arguments = to_json(dict(call.args))
     return {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
@@ -224,10 +224,18 @@ def render_result(call: ToolCall, result: ToolResult) -> str:
     value = result.value
     if isinstance(value, str):
         return value
+    if isinstance(value, dict | list):
+        return to_json(value)
     jsonable = serialize_for_json(value)
-    if isinstance(jsonable, dict | list):
-        return json.dumps(jsonable, ensure_ascii=False)
-    return str(jsonable)
+    return to_json(jsonable) if isinstance(jsonable, dict | list) else str(jsonable)
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON with ``", "``/``": "`` separators, non-ASCII kept; DSPy's serializer for other values."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except TypeError:
+        return json.dumps(serialize_for_json(value), ensure_ascii=False)
 
 
 def _unsent_line(guidance: Guidance) -> str | None:
@@ -264,7 +272,7 @@ def _demo(task: Task, demo: Mapping[str, Any]) -> list[Message]:
         if isinstance(c, Mapping)
     ]
     if calls:
-        parts.append("[[ ## tool_calls ## ]]\n" + json.dumps(serialize_for_json(calls), ensure_ascii=False))
+        parts.append("[[ ## tool_calls ## ]]\n" + to_json(calls))
     if not parts:
         return []
     return [*user, {"role": "assistant", "content": "\n\n".join(parts)}]
@@ -293,7 +301,7 @@ def transcript(guidance: Guidance) -> str:
         calls = {c.id: c for c in step.calls}
         for result in step.results:
             call = calls.get(result.id) or ToolCall(result.id, result.name, {})
-            arguments = json.dumps(serialize_for_json(dict(call.args)), ensure_ascii=False)
+            arguments = to_json(dict(call.args))
             lines.append(f"call {call.name}({arguments}) -> {render_result(call, result)}")
         if step.outputs is not None and not step.is_thought:
             lines += [f"{name}: {_plain(value)}" for name, value in step.outputs.items()]
@@ -302,8 +310,7 @@ def transcript(guidance: Guidance) -> str:
 
 
 def _plain(value: Any) -> str:
-    jsonable = serialize_for_json(value)
-    return jsonable if isinstance(jsonable, str) else json.dumps(jsonable, ensure_ascii=False)
+    return value if isinstance(value, str) else to_json(value)
 
 
 def tool_listing(roster: Sequence[dspy.Tool]) -> list[str]:

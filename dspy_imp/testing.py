@@ -117,6 +117,7 @@ class RecordedRequest:
 
 
 ScriptItem: TypeAlias = Reply | Failure | Callable[[RecordedRequest], Reply | Failure]
+Responder: TypeAlias = Callable[[RecordedRequest], Reply | Failure]
 
 
 def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> Call:
@@ -236,8 +237,10 @@ class _Script:
     supports_reasoning = False
     supports_response_schema = False
 
-    def __init__(self, items: Sequence[ScriptItem], native: bool) -> None:
-        self.items, self.native, self.position = list(items), native, 0
+    def __init__(self, items: Sequence[ScriptItem] | Responder, native: bool) -> None:
+        self.responder = items if callable(items) else None  # answers every request; never runs out
+        self.items = [] if callable(items) else list(items)
+        self.native, self.position = native, 0
         self.requests: list[RecordedRequest] = []
         self.overruns: list[int] = []
         self.supports_function_calling = native
@@ -266,15 +269,18 @@ class _Script:
         with self._lock:
             self.requests.append(recorded)
             number = len(self.requests)
-            if self.position >= len(self.items):
+            if self.position >= len(self.items) and self.responder is not None:
+                item: ScriptItem = self.responder
+            elif self.position >= len(self.items):
                 self.overruns.append(number)
                 raise ScriptError(
                     f"ScriptedLM: request #{number} (lm.requests[{number - 1}]) arrived, but "
                     f"the script has only {len(self.items)} item(s); last message: "
                     f"{recorded.messages[-1] if recorded.messages else None!r}"
                 )
-            item = self.items[self.position]
-            self.position += 1
+            else:
+                item = self.items[self.position]
+                self.position += 1
         if not isinstance(item, Reply | Failure):
             item = item(recorded)
             self._check(item, f"the callable for request #{number}", ScriptError)
@@ -338,7 +344,8 @@ class ScriptedLM(dspy.LM):
     savable (`dump_state` refuses its engine); streaming works except for calls without an id.
 
     Args:
-        script: `reply(...)`, `fail.*(...)`, or callables `fn(RecordedRequest) -> reply/fail item`.
+        script: A list of `reply(...)`, `fail.*(...)`, or callables `fn(RecordedRequest) -> reply/fail
+            item`, used one per request; or a single callable that answers every request.
         native: True (default): `supports_function_calling` is True and replies may carry native
             calls. False: a model without native function calling (it writes calls as text).
         model: The model string DSPy sees (the response's model is the part after the slash).
@@ -353,7 +360,7 @@ class ScriptedLM(dspy.LM):
     """
 
     def __init__(
-        self, script: Sequence[ScriptItem], *, native: bool = True, model: str = "openai/scripted", **kwargs: Any
+        self, script: Sequence[ScriptItem] | Responder, *, native: bool = True, model: str = "openai/scripted", **kwargs: Any
     ) -> None:
         engine = _Script(script, native)
         kwargs.setdefault("cache", False)
