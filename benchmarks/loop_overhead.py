@@ -15,10 +15,10 @@ import tracemalloc
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
+import dspy
 
-import dspy_imp  # noqa: E402
-from dspy_imp.testing import ScriptedLM, call, reply  # noqa: E402
+import dspy_imp
+from dspy_imp.testing import ScriptedLM, call, reply
 
 
 class Task(dspy.Signature):

@@ -360,7 +360,12 @@ class ScriptedLM(dspy.LM):
     """
 
     def __init__(
-        self, script: Sequence[ScriptItem] | Responder, *, native: bool = True, model: str = "openai/scripted", **kwargs: Any
+        self,
+        script: Sequence[ScriptItem] | Responder,
+        *,
+        native: bool = True,
+        model: str = "openai/scripted",
+        **kwargs: Any,
     ) -> None:
         engine = _Script(script, native)
         kwargs.setdefault("cache", False)

@@ -139,4 +139,6 @@ def test_bootstrap_few_shot_compiles_a_program_with_closure_tools():
         compiled(intent="and now?")
     assert compiled.react.demos
     last = lm.requests[-1].messages
-    assert not any(m.get("tool_calls") and m["role"] == "assistant" for m in last[1:3])  # demos never carry native calls
+    assert not any(
+        m.get("tool_calls") and m["role"] == "assistant" for m in last[1:3]
+    )  # demos never carry native calls
