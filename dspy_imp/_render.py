@@ -148,12 +148,17 @@ def render_request(
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
     for index, step in enumerate(steps):
-        following = steps[index + 1] if index + 1 < len(steps) else None
+        messages.extend(_inputs_message(guidance.task, step.inputs))
         if index == moved:
-            messages.extend(_inputs_message(guidance.task, step.inputs))
             messages.append(_user(_prompts.moved_thought(step.thought or "")))
             continue
-        messages.extend(_step(guidance, step, following))
+        earlier = guidance.history_replay == "actions" and guidance.omitted + index < guidance.boundary
+        messages.extend(_earlier_body(guidance, step) if earlier else _body(guidance, step))
+        following = steps[index + 1] if index + 1 < len(steps) else None
+        if not earlier and _gets_line(step, following):
+            line = _unsent_line(guidance)
+            if line is not None:
+                messages.append(_user(line))
     messages.extend(_inputs_message(guidance.task, pending))
     return messages
 
@@ -169,31 +174,97 @@ def _moved_thought(guidance: Guidance, steps: Sequence[Step], pending: Mapping[s
     return None
 
 
-def _step(guidance: Guidance, step: Step, following: Step | None) -> list[Message]:
-    messages = _inputs_message(guidance.task, step.inputs)
-    assistant = _assistant(guidance, step)
-    if assistant is not None:
-        messages.append(assistant)
-    calls = {c.id: c for c in step.calls}
-    for result in step.results:
-        call = calls.get(result.id) or ToolCall(result.id, result.name, {})
+def _gets_line(step: Step, following: Step | None) -> bool:
+    """Every thought gets the line, but one the turn's extracted outputs directly follow."""
+    return step.is_thought and not (following is not None and following.is_extracted)
+
+
+def _body(guidance: Guidance, step: Step) -> list[Message]:
+    """What the model did in a step: its assistant message and the tool messages."""
+    if not guidance.has_submit and any(_recorded_submit(c, r) for c, r in _paired(step)):
+        return _submit_as_answer(guidance, step)
+    content = step.thought if step.thought is not None else _answer_text(guidance, step)
+    return _exchange(guidance, content, step.calls, step.results, step.reasoning_content)
+
+
+def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
+    """``history_replay="actions"``: an earlier turn's calls and results, without narration.
+
+    Answers are shown whole; thought-only steps are left out (so is their line).
+    """
+    if step.is_answer:
+        return _body(guidance, step)
+    return _exchange(guidance, None, step.calls, step.results, None)
+
+
+def _exchange(
+    guidance: Guidance,
+    content: str | None,
+    calls: Sequence[ToolCall],
+    results: Sequence[ToolResult],
+    reasoning: str | None,
+) -> list[Message]:
+    messages: list[Message] = []
+    if calls or (content or "").strip():
+        message: Message = {"role": "assistant", "content": content or ""}
+        if calls:
+            message["tool_calls"] = [_native_call(c) for c in calls]
+        if reasoning is not None and guidance.keep_reasoning:
+            message["reasoning_content"] = reasoning
+        messages.append(message)
+    by_id = {c.id: c for c in calls}
+    for result in results:
+        call = by_id.get(result.id) or ToolCall(result.id, result.name, {})
         messages.append(_tool(guidance, call, result))
-    line = _unsent_line(guidance)
-    if step.is_thought and line is not None and not (following is not None and following.is_extracted):
-        messages.append(_user(line))
     return messages
 
 
-def _assistant(guidance: Guidance, step: Step) -> Message | None:
-    content = step.thought if step.thought is not None else _answer_text(guidance, step)
-    if not step.calls and not (content or "").strip():
-        return None
-    message: Message = {"role": "assistant", "content": content or ""}
-    if step.calls:
-        message["tool_calls"] = [_native_call(c) for c in step.calls]
-    if step.reasoning_content is not None and guidance.keep_reasoning:
-        message["reasoning_content"] = step.reasoning_content
-    return message
+def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
+    """Reference §7.4: in a loop without ``submit``, a recorded submit replays as the answer.
+
+    An accepted submit becomes assistant text (the value of a single text output, else the
+    JSON of its arguments) and its result is dropped; a rejected one is dropped with its
+    error. Other calls of the step replay natively, the answer after their tool messages.
+    """
+    pairs = _paired(step)
+    others = [(c, r) for c, r in pairs if not _recorded_submit(c, r)]
+    accepted = [c for c, r in pairs if _recorded_submit(c, r) and r is not None and not r.error]
+    answer = _submitted_text(guidance, accepted[-1]) if accepted else None
+    if not others:
+        content = "\n\n".join(t for t in (step.thought, answer) if t and t.strip())
+        return _exchange(guidance, content, (), (), step.reasoning_content)
+    results = [r for _, r in others if r is not None]
+    messages = _exchange(guidance, step.thought, [c for c, _ in others], results, step.reasoning_content)
+    if answer:
+        messages.append({"role": "assistant", "content": answer})
+    return messages
+
+
+def _recorded_submit(call: ToolCall, result: ToolResult | None) -> bool:
+    """A submit made in a loop that had one (not a call to an unknown tool named ``submit``)."""
+    return call.name == SUBMIT and not (result is not None and result.error_kind == "unknown_tool")
+
+
+def _paired(step: Step) -> list[tuple[ToolCall, ToolResult | None]]:
+    """Each call with its result: by id, else by name in call order."""
+    by_id = {r.id: r for r in step.results if r.id}
+    unclaimed = [r for r in step.results if r.id not in {c.id for c in step.calls}]
+    pairs = []
+    for call in step.calls:
+        result = by_id.get(call.id)
+        if result is None:
+            result = next((r for r in unclaimed if r.name == call.name), None)
+            if result is not None:
+                unclaimed.remove(result)
+        pairs.append((call, result))
+    return pairs
+
+
+def _submitted_text(guidance: Guidance, call: ToolCall) -> str:
+    names = guidance.task.output_names
+    if len(names) == 1 and isinstance(call.args.get(names[0]), str):
+        return str(call.args[names[0]])
+    return to_json(dict(call.args))
 
 
 def _answer_text(guidance: Guidance, step: Step) -> str | None:
