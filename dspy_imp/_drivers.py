@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import inspect
 import time
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,8 @@ class Effects:
 
     def perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTool):
+            if _async_only(effect.tool):
+                return Raised(RuntimeError(f"{effect.tool.name} is async and this turn runs sync"))
             try:
                 return Returned(effect.tool(**effect.args))
             except Exception as exc:
@@ -143,6 +146,12 @@ def _exchanging(exchange: Exchange) -> Iterator[None]:
         current_exchange().reset(token)
 
 
+def _async_only(tool: dspy.Tool) -> bool:
+    """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
+    function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
+    return inspect.iscoroutinefunction(function) and not dspy.settings.allow_tool_async_sync_conversion
+
+
 def _reply(exchange: Exchange) -> Reply | Failed:
     if exchange.reply is None:
         return Failed(RuntimeError("the step request returned without a reply"))
@@ -164,8 +173,29 @@ def _extraction_adapter() -> dspy.Adapter:
     base = configured.base if isinstance(configured, ReActAdapter) else configured
     if base is None:
         return dspy.ChatAdapter(use_json_adapter_fallback=False)
-    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
-        return base
     adapter = copy.copy(base)
-    adapter.use_json_adapter_fallback = False
+    adapter.__class__ = _single_callback(type(base))
+    if isinstance(adapter, dspy.ChatAdapter):
+        adapter.use_json_adapter_fallback = False
     return adapter
+
+
+_SINGLE_CALLBACK: dict[type, type] = {}
+
+
+def _single_callback(cls: type) -> type:
+    """``cls`` with ``format``/``parse`` wrapped with callbacks once.
+
+    DSPy re-wraps them on every adapter subclass, so ``JSONAdapter.format`` fires
+    ``on_adapter_format_start`` twice per request.
+    """
+    if cls not in _SINGLE_CALLBACK:
+        methods = {name: _innermost(getattr(cls, name)) for name in ("format", "parse")}
+        _SINGLE_CALLBACK[cls] = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__})
+    return _SINGLE_CALLBACK[cls]
+
+
+def _innermost(function: Any) -> Any:
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return function

@@ -103,6 +103,7 @@ class Turn:
         self.errors: dict[str, str] = {}
         self.omitted = 0
         self.recoveries = 0
+        self.note_index: int | None = None
         self.boundaries = _episode_boundaries(setup.prior, self.guidance.task.output_names)
 
     # -- the step loop ---------------------------------------------------------------------
@@ -183,12 +184,13 @@ class Turn:
         done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index)
         name = self.guidance.task.output_names[0]
         text = outcome.text if outcome.said_something else None
-        if text is not None or done.calls:
-            self._record(_calls_record(outcome, done, {name: text}))
         unexecuted = tuple(done.unexecuted)
-        if done.finished is not None:
+        if done.finished is not None:  # recorded like any finishing step: without the hook's outputs
+            self._record(_calls_record(outcome, done, None))
             tool, finished = done.finished
             return Ending("finished_by_tool", finished, cause, finished_by_tool=tool, unexecuted=unexecuted)
+        if text is not None or done.calls:
+            self._record(_calls_record(outcome, done, {name: text}))
         return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
 
     def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
@@ -255,6 +257,7 @@ class Turn:
             return
         if self.pending:
             self._record(Step())
+        self.note_index = len(self.setup.prior) + len(self.steps)
         self._record(Step(inputs={names[0]: note}))
 
     # -- sending one request ---------------------------------------------------------------
@@ -307,11 +310,24 @@ class Turn:
             steps=(*self.setup.prior, *self.steps),
             history=make_history(self.entries),
             omitted=self.omitted,
-            boundary=len(self.setup.prior),
+            boundary=self._turn_start(),
         )
         if kind == "required_retry":
             guidance = replace(guidance, roster=submit_only(guidance.roster))
         return guidance
+
+    def _turn_start(self) -> int:
+        """Where the current turn starts, for ``history_replay="actions"`` (reference §7.6).
+
+        The call's new inputs, else its own note, else (a resume mid-turn) the last recorded
+        step that carries inputs.
+        """
+        if self.plan.inputs:
+            return len(self.setup.prior)
+        if self.note_index is not None:
+            return self.note_index
+        steps = (*self.setup.prior, *self.steps)
+        return next((i for i in range(len(steps) - 1, -1, -1) if steps[i].inputs), 0)
 
     def _leave_out_more(self) -> bool:
         """Reference §9: drop the oldest half of the remaining prior episodes, at most 8 times."""

@@ -15,6 +15,7 @@ from ._errors import ConfigurationError, StepError
 from ._machine import Setup, Turn
 from ._options import CallPlan, ProgramOptions
 from ._prediction import Metadata, Prediction, make_prediction
+from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
 from ._render import Guidance, Task
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
@@ -90,10 +91,17 @@ class ReActV2(dspy.Module):
             config=opts.check_config(config),
         )
         opts.check_rules(options)
-        self.options = options
-        self.max_iters = options.max_iters
         self.submit_tool = make_submit_tool(self.signature)
-        self.react = dspy.Predict(make_step_signature(self.signature))
+        self.react = StepPredictor(make_step_signature(self.signature), options)
+
+    @property
+    def options(self) -> ProgramOptions:
+        """The program's options; they live on the inner predictor so that save/load keeps them."""
+        return self.react.options
+
+    @property
+    def max_iters(self) -> int:
+        return self.react.options.max_iters
 
     # -- calls --------------------------------------------------------------------------------
 

@@ -1,0 +1,96 @@
+"""The inner step predictor, which also carries the program's options through save/load.
+
+DSPy saves a program as the state of its predictors only, so options kept on the module
+would be lost once the program is nested inside another module. They live here instead:
+``dump_state`` adds a ``"dspy_imp"`` block holding the options set away from their
+defaults (a program using none saves exactly as ``dspy.Predict`` would), and
+``load_state`` accepts only the keys DSPy's ``Predict`` and ``dspy_imp`` write. Anything
+else (``config`` with an ``api_base``, an unknown option, a ``finish_on`` name the program
+has no hook for) raises ``ConfigurationError`` naming the key, and nothing is applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import dspy
+
+from . import _options as opts
+from ._errors import ConfigurationError
+from ._options import ProgramOptions
+
+STATE_KEY = "dspy_imp"
+_PREDICT_KEYS = frozenset({"traces", "train", "demos", "signature", "lm", "fields"})
+_DEFAULTS = ProgramOptions()
+_SAVED = ("max_iters", "finish", "history_replay", "unsent_note", "last_request_note", "finish_on")
+
+
+class StepPredictor(dspy.Predict):
+    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``."""
+
+    def __init__(self, signature: Any, options: ProgramOptions, **config: Any):
+        super().__init__(signature, **config)
+        self.options = options
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        state = super().dump_state(json_mode=json_mode)
+        saved = saved_options(self.options)
+        if saved:
+            state[STATE_KEY] = saved
+        return state
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> StepPredictor:
+        unknown = sorted(set(state) - _PREDICT_KEYS - {STATE_KEY})
+        if unknown:
+            raise ConfigurationError(
+                f"saved state for the step predictor has key(s) dspy_imp does not write: {unknown!r}; "
+                "refusing to load it"
+            )
+        options = restore_options(self.options, state.get(STATE_KEY, {}))
+        plain = {k: v for k, v in state.items() if k != STATE_KEY}
+        super().load_state(plain, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        self.options = options
+        return self
+
+
+def saved_options(options: ProgramOptions) -> dict[str, Any]:
+    """The options set away from their defaults, JSON-safe (``finish_on`` by tool name)."""
+    saved: dict[str, Any] = {}
+    for name in _SAVED:
+        value = getattr(options, name)
+        if value != getattr(_DEFAULTS, name):
+            saved[name] = sorted(value) if name == "finish_on" else value
+    return saved
+
+
+def restore_options(current: ProgramOptions, saved: Any) -> ProgramOptions:
+    """``current`` with the saved options applied, after the construction checks."""
+    if not isinstance(saved, dict):
+        raise ConfigurationError(f"saved `{STATE_KEY}` options must be a dict, got {saved!r}")
+    unknown = sorted(set(saved) - set(_SAVED))
+    if unknown:
+        raise ConfigurationError(f"saved `{STATE_KEY}` options have unknown key(s) {unknown!r}; refusing to load")
+    changes: dict[str, Any] = {
+        "max_iters": opts.check_max_iters(saved.get("max_iters", _DEFAULTS.max_iters)),
+        "finish": opts.check_finish(saved.get("finish", _DEFAULTS.finish)),
+        "history_replay": opts.check_history_replay(saved.get("history_replay", _DEFAULTS.history_replay)),
+        "unsent_note": opts.check_unsent_note(saved.get("unsent_note")),
+        "last_request_note": opts.check_note(saved.get("last_request_note")),
+        "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
+    }
+    options = replace(current, **changes)
+    opts.check_rules(options, where="loading saved state")
+    return options
+
+
+def _restore_hooks(current: ProgramOptions, names: Any) -> dict[str, Any]:
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigurationError(f"saved `finish_on` must be a list of tool names, got {names!r}")
+    missing = [n for n in names if n not in current.finish_on]
+    if missing:
+        raise ConfigurationError(
+            f"saved `finish_on` names {missing!r}, but this program has no finish_on hook for them; "
+            "build it with the same finish_on hooks before loading"
+        )
+    return {name: current.finish_on[name] for name in names}
