@@ -27,10 +27,12 @@ from typing import Any
 
 import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
-from dspy.adapters.chat_adapter import field_header_pattern
+from dspy.utils.exceptions import AdapterParseError
 
+from ._dialect import Dialect, dialect_for
 from ._effects import RawCall, Reply
-from ._render import Guidance, render_request, roster_for_provider
+from ._guidance import Guidance, roster_for_provider
+from ._render import render_request
 from ._signature import STEP_CALLS, STEP_TEXT
 
 
@@ -40,7 +42,7 @@ class Exchange:
 
     guidance: Guidance
     reply: Reply | None = None
-    native: bool = True
+    dialect: Dialect | None = None
     keep_reasoning: bool = True
 
 
@@ -102,9 +104,13 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def _call_preprocess(self, lm, lm_kwargs, signature, inputs):
         exchange = _current()
-        exchange.native = bool(lm.supports_function_calling)
+        native = bool(lm.supports_function_calling)
+        task = exchange.guidance.task
+        exchange.dialect = dialect_for(
+            self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
+        )
         exchange.keep_reasoning = _carries_reasoning(lm)
-        if exchange.native:
+        if native:
             lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
         else:
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
@@ -113,12 +119,18 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
-        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning)
+        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         return render_request(guidance, signature.instructions, demos, pending)
 
     def parse(self, signature, completion):
-        return {STEP_TEXT: read_text(completion, _text_fields()), STEP_CALLS: []}
+        exchange = _current()
+        assert exchange.dialect is not None
+        try:
+            text, calls = exchange.dialect.read(completion)
+        except ValueError as exc:  # calls written in a shape that cannot be read
+            raise AdapterParseError(type(self).__name__, signature, completion, str(exc)) from exc
+        return {STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}
 
     def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):
         exchange = _current()
@@ -128,15 +140,16 @@ class ReActAdapter(dspy.ChatAdapter):
         text = output.get("text")
         calls = tuple(_raw_call(c) for c in output.get("tool_calls") or [])
         if text:
-            text = self.parse(processed_signature, text)[STEP_TEXT]
+            parsed = self.parse(processed_signature, text)
+            text = parsed[STEP_TEXT]
+            calls = calls or tuple(_from_call_dict(c) for c in parsed[STEP_CALLS])
         exchange.reply = Reply(
             text=text,
             calls=calls,
             reasoning_content=output.get("reasoning_content"),
             reasoning_details=output.get("reasoning_details"),
         )
-        call_dicts = [{"id": c.id, "name": c.name, "args": c.args} for c in calls]
-        return [{STEP_TEXT: text, STEP_CALLS: call_dicts}]
+        return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
 
 
 def _carries_reasoning(lm: Any) -> bool:
@@ -157,30 +170,15 @@ def _current() -> Exchange:
     return exchange
 
 
-def _text_fields() -> tuple[str, ...]:
-    exchange = _EXCHANGE.get()
-    names = exchange.guidance.task.output_names if exchange is not None else ()
-    return (STEP_TEXT, *names)
+def _call_dict(call: RawCall) -> dict[str, Any]:
+    data = {"id": call.id, "name": call.name, "args": call.args}
+    if call.received is not None:
+        data["received"] = call.received
+    return data
 
 
-def read_text(completion: str, fields: tuple[str, ...]) -> str:
-    """The step's text: plain text as it is; a reply written in field markers, that field."""
-    sections: dict[str | None, list[str]] = {None: []}
-    current: str | None = None
-    for line in completion.splitlines():
-        match = field_header_pattern.match(line.strip())
-        if match:
-            current = match.group(1)
-            rest = line.strip()[match.end() :].strip()
-            sections.setdefault(current, [])
-            if rest:
-                sections[current].append(rest)
-            continue
-        sections.setdefault(current, []).append(line)
-    for name in fields:
-        if name in sections:
-            return "\n".join(sections[name]).strip()
-    return completion
+def _from_call_dict(data: dict[str, Any]) -> RawCall:
+    return RawCall(data.get("id"), data.get("name"), data.get("args"), data.get("received"))
 
 
 def _raw_call(provider_call: Any) -> RawCall:

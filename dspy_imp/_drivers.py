@@ -24,7 +24,8 @@ import dspy
 
 from ._adapter import Exchange, ReActAdapter, current_exchange
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
-from ._render import tool_listing, transcript
+from ._guidance import tool_listing
+from ._render import transcript
 from ._signature import make_extraction_signature
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import Any
 
 import dspy
 
+from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
-from ._render import Guidance
 from ._signature import SUBMIT
 
 

@@ -12,6 +12,9 @@ metadata, never exceptions. Only two things raise::
 
 from __future__ import annotations
 
+import copy
+import pickle
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,7 +54,29 @@ class StepError(Exception):
         return f"StepError(reason={_describe(self.reason)!r}, history: {count} {noun})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.reason, self.history))
+        return (type(self), (_picklable(self.reason), self.history))
+
+
+def _picklable(reason: BaseException | str) -> BaseException | str:
+    """``reason``, or a copy of it whose unpicklable attributes (a provider's read-only header
+    mapping, say) are plain copies; the in-process ``reason`` is left unchanged."""
+    try:
+        pickle.dumps(reason)
+        return reason
+    except Exception:
+        pass
+    try:
+        clone = copy.copy(reason)
+        for key, value in vars(reason).items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                setattr(clone, key, dict(value) if isinstance(value, Mapping) else repr(value))
+        clone.__cause__ = clone.__context__ = None  # type: ignore[union-attr]
+        pickle.dumps(clone)
+        return clone
+    except Exception:
+        return _describe(reason)
 
 
 def _describe(reason: BaseException | str) -> str:

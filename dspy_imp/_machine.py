@@ -47,11 +47,11 @@ from ._effects import (
     RunTool,
     Sleep,
 )
+from ._guidance import Guidance, submit_only
 from ._kinds import RequestKind, TerminationCause
 from ._options import CallPlan
 from ._records import Step, make_history, to_entry
 from ._redact import redact_text
-from ._render import Guidance, submit_only
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 
@@ -240,7 +240,7 @@ class Turn:
             return outcome
         error = outcome.error
         self.errors[role] = _describe(error)
-        if isinstance(error, (*_FATAL, ContentFiltered)):
+        if isinstance(error, ContentFiltered) or _fatal(error):
             return Failure(error)
         if _deadline.passed():
             return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
@@ -274,7 +274,7 @@ class Turn:
             if not isinstance(outcome, Failed):
                 return outcome
             error = outcome.error
-            if isinstance(error, _FATAL):
+            if _fatal(error):
                 return Failure(error)
             if isinstance(error, ContextWindowExceededError):
                 if self._leave_out_more():
@@ -409,7 +409,22 @@ def _refuses_named_choice(error: BaseException) -> bool:
 
 
 def _ends_last_request(error: BaseException) -> bool:
-    return isinstance(error, (*_FATAL, ContextWindowExceededError, ContentFiltered))
+    return _fatal(error) or isinstance(error, ContextWindowExceededError | ContentFiltered)
+
+
+def _fatal(error: BaseException) -> bool:
+    """An operational refusal (auth, billing, configuration, unsupported feature) anywhere in the chain.
+
+    No further request could succeed, so the turn fails at once with no last request.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _FATAL):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:

@@ -12,12 +12,12 @@ from . import _options as opts
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
+from ._guidance import Guidance, Task
 from ._machine import Setup, Turn
 from ._options import CallPlan, ProgramOptions
 from ._prediction import Metadata, Prediction, make_prediction
 from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
-from ._render import Guidance, Task
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from ._tools import CallContext
 

@@ -1,138 +1,35 @@
-"""Rendering: from (history, task, guidance) to the message list of one request. Pure.
+"""Rendering: from (history, guidance, dialect) to the message list of one request. Pure.
 
-The system message is DSPy's ChatAdapter layout (input fields, structure, objective) for
-the task's inputs, with the loop's guidance lines appended to the objective after the
-program's own instructions. With native tool calls no output markers are shown: the model
-answers with tool calls or with plain text, and recorded steps replay as native
-assistant/tool messages exactly as they were sent, so each request is the previous one
-plus the newest exchange (prompt-cache prefix).
+Recorded steps replay as they were sent, so each request is the previous one plus the
+newest exchange (prompt-cache prefix). With native tool calls a step is an assistant
+message with its calls and one tool message per result; with written calls it is the
+assistant's fields in the adapter's format and a user message with the results. A request
+ends on the pending inputs (or the last tool message), and, outside plain native Chat, on
+the adapter's format requirement (written mode: with the tool listing) in a user message
+of its own.
 
 Replay rules (reference §7): an *answer* (a step carrying outputs) is never a thought; a
 *thought* (text, no call, no output) is followed by the unsent line of the rendering loop,
 except when the turn's extracted outputs directly follow it or when thought_as_request
-moves it to the user side of a forced request; extracted outputs render nothing.
+moves it to the user side of a forced request; extracted outputs render nothing; under
+``history_replay="actions"`` earlier turns lose their narration and thoughts.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import dspy
-from dspy.adapters.utils import format_field_value, get_field_description_string, serialize_for_json
-from pydantic.fields import FieldInfo
+from dspy.adapters.utils import serialize_for_json
 
 from . import _prompts
-from ._kinds import FinishMode, HistoryReplay, RequestKind
+from ._dialect import Dialect
+from ._guidance import Guidance, system_message, tool_listing
 from ._records import Step, ToolCall, ToolResult
-from ._signature import SUBMIT, field_description, type_words
+from ._signature import SUBMIT
 
 Message = dict[str, Any]
-ResultRenderer = Callable[[ToolCall, ToolResult], str]
-
-
-@dataclass(frozen=True)
-class Task:
-    """The task signature's fields, as the renderer needs them (built once per program)."""
-
-    inputs: Mapping[str, FieldInfo]
-    outputs: Mapping[str, FieldInfo]
-    text_answer: bool
-
-    @classmethod
-    def of(cls, signature: type[dspy.Signature], text_answer: bool) -> Task:
-        return cls(dict(signature.input_fields), dict(signature.output_fields), text_answer)
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        return tuple(self.inputs)
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return tuple(self.outputs)
-
-
-@dataclass(frozen=True)
-class Guidance:
-    """Everything the renderer needs to know about the loop and this request.
-
-    The loop builds one per request and hands it to the adapter through a context
-    variable; nothing of it reaches the LM except through the rendered messages.
-    """
-
-    task: Task
-    finish: FinishMode
-    has_submit: bool
-    roster: tuple[dspy.Tool, ...]
-    ending_tools: tuple[str, ...] = ()
-    unsent_note: str | None = None
-    history_replay: HistoryReplay = "trajectory"
-    result_renderer: ResultRenderer | None = None
-    kind: RequestKind = "step"
-    steps: tuple[Step, ...] = ()
-    history: Any = None
-    omitted: int = 0
-    boundary: int = 0
-    keep_reasoning: bool = True
-
-    @property
-    def text_answer(self) -> bool:
-        """The step's text is the answer (a text-answer signature under ``"auto"``)."""
-        return self.finish == "auto" and self.task.text_answer
-
-    @property
-    def forced(self) -> bool:
-        return self.kind in ("forced_submit", "required_retry")
-
-    @property
-    def tool_names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.roster)
-
-
-# -- system message ------------------------------------------------------------------------------
-
-
-def system_message(guidance: Guidance, instructions: str) -> str:
-    task = guidance.task
-    description = "Your input fields are:\n" + get_field_description_string(task.inputs)
-    structure = "\n\n".join([_prompts.INPUT_STRUCTURE, *(f"[[ ## {name} ## ]]\n{{{name}}}" for name in task.inputs)])
-    lines = [*textwrap.dedent(instructions).splitlines(), *guidance_lines(guidance)]
-    objective = _prompts.OBJECTIVE + ("\n" + " " * 8).join(["", *lines])
-    return f"{description}\n{structure}\n\n{objective}"
-
-
-def guidance_lines(guidance: Guidance) -> list[str]:
-    """The loop's lines, in order: agent, outputs, call tools, finish, tool list (reference §2.5)."""
-    task = guidance.task
-    inputs, outputs = task.input_names, task.output_names
-    if guidance.finish == "tools":
-        lines = [_prompts.agent_line_act(inputs)]
-    elif guidance.text_answer:
-        lines = [_prompts.agent_line_text_answer(outputs, inputs)]
-    else:
-        lines = [_prompts.agent_line_tools_produce(outputs, inputs)]
-    if guidance.finish != "tools":
-        lines.append(_prompts.OUTPUTS_HEADER)
-        lines.extend(
-            _prompts.outputs_item(i, name, type_words(f.annotation), field_description(name, f))
-            for i, (name, f) in enumerate(task.outputs.items(), start=1)
-        )
-    lines.append(_prompts.CALL_TOOLS_LINE)
-    lines.append(_finish_line(guidance))
-    if guidance.roster:
-        lines.append(_prompts.tools_line(guidance.tool_names))
-    return lines
-
-
-def _finish_line(guidance: Guidance) -> str:
-    if guidance.finish == "tools":
-        return _prompts.finish_line_tools(guidance.ending_tools)
-    if guidance.has_submit:
-        return _prompts.finish_line_submit(guidance.task.output_names)
-    return _prompts.finish_line_native_text(guidance.task.output_names[0])
 
 
 # -- the whole request ---------------------------------------------------------------------------
@@ -141,14 +38,15 @@ def _finish_line(guidance: Guidance) -> str:
 def render_request(
     guidance: Guidance, instructions: str, demos: Sequence[Mapping[str, Any]], pending: Mapping[str, Any]
 ) -> list[Message]:
-    """The message list of one native request."""
-    messages: list[Message] = [{"role": "system", "content": system_message(guidance, instructions)}]
+    """The message list of one request; ``guidance.dialect`` says how fields are written."""
+    dialect = _dialect(guidance)
+    messages: list[Message] = [{"role": "system", "content": system_message(guidance, instructions, dialect)}]
     for demo in demos:
-        messages.extend(_demo(guidance.task, demo))
+        messages.extend(_demo(dialect, demo))
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
     for index, step in enumerate(steps):
-        messages.extend(_inputs_message(guidance.task, step.inputs))
+        messages.extend(_inputs_message(dialect, step.inputs))
         if index == moved:
             messages.append(_user(_prompts.moved_thought(step.thought or "")))
             continue
@@ -159,8 +57,14 @@ def render_request(
             line = _unsent_line(guidance)
             if line is not None:
                 messages.append(_user(line))
-    messages.extend(_inputs_message(guidance.task, pending))
+    messages.extend(dialect.trailing(pending, tool_listing(guidance.roster)))
     return messages
+
+
+def _dialect(guidance: Guidance) -> Dialect:
+    if guidance.dialect is None:
+        raise ValueError("render_request needs guidance.dialect (the adapter sets it)")
+    return guidance.dialect
 
 
 def _moved_thought(guidance: Guidance, steps: Sequence[Step], pending: Mapping[str, Any]) -> int | None:
@@ -204,19 +108,31 @@ def _exchange(
     results: Sequence[ToolResult],
     reasoning: str | None,
 ) -> list[Message]:
-    messages: list[Message] = []
-    if calls or (content or "").strip():
-        message: Message = {"role": "assistant", "content": content or ""}
-        if calls:
-            message["tool_calls"] = [_native_call(c) for c in calls]
-        if reasoning is not None and guidance.keep_reasoning:
-            message["reasoning_content"] = reasoning
-        messages.append(message)
+    """A step's assistant message and its results, natively or written."""
+    if not calls and not (content or "").strip():
+        return []
+    dialect = _dialect(guidance)
     by_id = {c.id: c for c in calls}
-    for result in results:
-        call = by_id.get(result.id) or ToolCall(result.id, result.name, {})
-        messages.append(_tool(guidance, call, result))
-    return messages
+    paired = [(by_id.get(r.id) or ToolCall(r.id, r.name, {}), r) for r in results]
+    if not dialect.native:
+        message: Message = {"role": "assistant", "content": dialect.assistant(content, [_written(c) for c in calls])}
+        lines = [_written_result(guidance, call, result) for call, result in paired]
+        return [message, _user(dialect.results(lines))] if lines else [message]
+    message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else ""}
+    if calls:
+        message["tool_calls"] = [_native_call(c) for c in calls]
+    if reasoning is not None and guidance.keep_reasoning:
+        message["reasoning_content"] = reasoning
+    return [message, *(_tool(guidance, call, result) for call, result in paired)]
+
+
+def _written(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "arguments": dict(call.args)}
+
+
+def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult) -> str:
+    render = guidance.result_renderer or render_result
+    return f"{call.name or 'unreadable_call'} ({result.id}): {render(call, result)}"
 
 
 def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
@@ -236,7 +152,7 @@ def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
     results = [r for _, r in others if r is not None]
     messages = _exchange(guidance, step.thought, [c for c, _ in others], results, step.reasoning_content)
     if answer:
-        messages.append({"role": "assistant", "content": answer})
+        messages.append({"role": "assistant", "content": _dialect(guidance).assistant(answer, [])})
     return messages
 
 
@@ -321,27 +237,25 @@ def _unsent_line(guidance: Guidance) -> str | None:
     return _prompts.UNSENT_PLAIN
 
 
-def _inputs_message(task: Task, inputs: Mapping[str, Any]) -> list[Message]:
-    parts = [
-        f"[[ ## {name} ## ]]\n{format_field_value(field_info=info, value=inputs[name])}"
-        for name, info in task.inputs.items()
-        if name in inputs and inputs[name] is not None
-    ]
-    content = "\n\n".join(parts).strip()
+def _inputs_message(dialect: Dialect, inputs: Mapping[str, Any]) -> list[Message]:
+    content = dialect.inputs({k: v for k, v in inputs.items() if k != "tools"})
     return [_user(content)] if content else []
 
 
-def _demo(task: Task, demo: Mapping[str, Any]) -> list[Message]:
+def _demo(dialect: Dialect, demo: Mapping[str, Any]) -> list[Message]:
     """A bootstrapped demo: its inputs, then what the model did, calls written as text."""
-    user = _inputs_message(task, demo)
+    user = _inputs_message(dialect, demo)
     if not user:
         return []
-    parts = [str(demo["next_thought"])] if demo.get("next_thought") else []
+    thought = str(demo["next_thought"]) if demo.get("next_thought") else None
     calls = [
         {"name": c.get("name"), "arguments": c.get("args", c.get("arguments", {}))}
         for c in demo.get("tool_calls") or []
         if isinstance(c, Mapping)
     ]
+    if not dialect.plain:
+        return [*user, {"role": "assistant", "content": dialect.assistant(thought, calls)}]
+    parts = [thought] if thought else []
     if calls:
         parts.append("[[ ## tool_calls ## ]]\n" + to_json(calls))
     if not parts:
@@ -351,14 +265,6 @@ def _demo(task: Task, demo: Mapping[str, Any]) -> list[Message]:
 
 def _user(content: str) -> Message:
     return {"role": "user", "content": content}
-
-
-def roster_for_provider(roster: Sequence[dspy.Tool]) -> list[dict[str, Any]]:
-    return [tool.format_as_litellm_function_call() for tool in roster]
-
-
-def submit_only(roster: Sequence[dspy.Tool]) -> tuple[dspy.Tool, ...]:
-    return tuple(t for t in roster if t.name == SUBMIT)
 
 
 def transcript(guidance: Guidance) -> str:
@@ -382,8 +288,3 @@ def transcript(guidance: Guidance) -> str:
 
 def _plain(value: Any) -> str:
     return value if isinstance(value, str) else to_json(value)
-
-
-def tool_listing(roster: Sequence[dspy.Tool]) -> list[str]:
-    """The roster in DSPy's ``Tool`` text shape, one line per tool (the step's ``tools`` input)."""
-    return [str(tool) for tool in roster]

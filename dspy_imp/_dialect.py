@@ -1,0 +1,214 @@
+"""How one request's fields are written and read: the configured adapter's format.
+
+A ``Dialect`` pairs the user's DSPy adapter (Chat, JSON, XML, or a subclass) with the
+request's mode:
+
+- *native* tool calls with ``ChatAdapter``: ``plain``. The model answers with tool calls
+  or plain text; no output markers are asked for or replayed.
+- *native* with ``JSONAdapter``/``XMLAdapter``: the step's text field is written in that
+  format, and each request ends on the adapter's own format requirement, in a user message
+  of its own (so the prompt before it stays a cacheable prefix).
+- *written* tool calls (the LM cannot call tools natively): the step asks for the text
+  field and the calls as a JSON list, in the adapter's format; earlier steps replay as text
+  and every request ends on the tool listing.
+
+The display signatures are built once per step signature and mode (DSPy's own history
+rendering builds one per recorded step on every request).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+import json_repair
+from dspy.adapters.chat_adapter import field_header_pattern
+from dspy.utils.exceptions import AdapterParseError
+
+from . import _prompts
+from ._effects import RawCall
+from ._signature import STEP_CALLS, STEP_TEXT
+
+Message = dict[str, Any]
+CALLS_FALLBACK = "agent_tool_calls"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    base: dspy.Adapter
+    native: bool
+    display: type[dspy.Signature]
+    text_field: str
+    calls_field: str | None
+
+    @property
+    def plain(self) -> bool:
+        """Native calls with a Chat-style adapter: plain text, no markers."""
+        return self.native and not isinstance(self.base, dspy.JSONAdapter | dspy.XMLAdapter)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def system(self, objective: str) -> str | None:
+        """The field description and structure of the adapter, then the objective (``None``: plain)."""
+        if self.plain:
+            return None
+        return (
+            f"{self.base.format_field_description(self.display)}\n"
+            f"{self.base.format_field_structure(self.display)}\n"
+            f"{objective}"
+        )
+
+    def inputs(self, values: Mapping[str, Any]) -> str:
+        shown = {k: v for k, v in values.items() if k in self.display.input_fields and v is not None}
+        return self.base.format_user_message_content(self.display, shown).strip() if shown else ""
+
+    def assistant(self, text: str | None, calls: Sequence[Mapping[str, Any]] | None) -> str:
+        if self.plain:
+            return text or ""
+        outputs: dict[str, Any] = {self.text_field: text or ""}
+        if self.calls_field is not None:
+            outputs[self.calls_field] = list(calls or [])
+        return self.base.format_assistant_message_content(self.display, outputs)
+
+    def results(self, lines: Sequence[str]) -> str:
+        """Written mode: the tool results of a step, as the user message that follows it."""
+        body = "\n".join(lines)
+        if isinstance(self.base, dspy.XMLAdapter):
+            return f"<tool_call_results>\n{body}\n</tool_call_results>"
+        return f"[[ ## tool_call_results ## ]]\n{body}"
+
+    def trailing(self, pending: Mapping[str, Any], listing: Sequence[str]) -> list[Message]:
+        """The request's last user messages: pending inputs, then the format requirement.
+
+        Written mode ends on the tool listing (with the requirement), native JSON/XML on the
+        requirement alone; plain native ends on the pending inputs, if any.
+        """
+        messages = []
+        content = self.inputs(pending)
+        if content:
+            messages.append({"role": "user", "content": content})
+        if self.plain:
+            return messages
+        requirement = self.base.user_message_output_requirements(self.display)
+        if not self.native:
+            tools = self.base.format_user_message_content(self.display, {"tools": list(listing)})
+            requirement = f"{tools}\n\n{requirement}"
+        messages.append({"role": "user", "content": requirement})
+        return messages
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, completion: str) -> tuple[str | None, tuple[RawCall, ...]]:
+        """The step's text and written calls from a reply's text.
+
+        Plain text with none of the format's structure is the text field; a reply in the
+        format is parsed by the adapter, and one that uses it but cannot be read raises
+        ``AdapterParseError`` (a ``parse_error`` interruption).
+        """
+        if not _structured(completion, self):
+            return completion, ()
+        if self.plain:  # free text: a text field written in markers is read, anything else kept whole
+            return _marked_field(completion, self.text_field), ()
+        parse = _innermost(type(self.base).parse)
+        fields = parse(self.base, self.display, completion)
+        text = fields.get(self.text_field)
+        calls = read_written_calls(fields.get(self.calls_field)) if self.calls_field else ()
+        return (None if text is None else str(text)), calls
+
+
+def dialect_for(base: dspy.Adapter, task: Any, text_answer: bool, native: bool) -> Dialect:
+    text_field = next(iter(task.output_fields)) if text_answer else STEP_TEXT
+    calls_field = None if native else (CALLS_FALLBACK if text_field == STEP_CALLS else STEP_CALLS)
+    return Dialect(base, native, _display(task, text_answer, calls_field), text_field, calls_field)
+
+
+@functools.lru_cache(maxsize=64)
+def _display(task: Any, text_answer: bool, calls_field: str | None) -> Any:  # task: a Signature class
+    """What the model is shown of a step: the task's inputs (and, written, the tool listing),
+    the text field (the task's own output for a text answer), and, written, the calls."""
+    fields: dict[str, Any] = {name: (info.annotation, info) for name, info in task.input_fields.items()}
+    if calls_field is not None:
+        fields["tools"] = (list[str], dspy.InputField(desc=_prompts.TOOLS_FIELD_DESCRIPTION))
+    if text_answer:
+        name, info = next(iter(task.output_fields.items()))
+        fields[name] = (str, info)
+    else:
+        fields[STEP_TEXT] = (str, dspy.OutputField())
+    if calls_field is not None:
+        fields[calls_field] = (list, dspy.OutputField(desc=_prompts.CALLS_FIELD_DESCRIPTION, default=[]))
+    return dspy.Signature(fields, task.instructions)
+
+
+def _structured(completion: str, dialect: Dialect) -> bool:
+    if isinstance(dialect.base, dspy.JSONAdapter):
+        return completion.lstrip().startswith("{")
+    if isinstance(dialect.base, dspy.XMLAdapter):
+        names = (dialect.text_field, dialect.calls_field)
+        return any(f"<{n}>" in completion for n in names if n)
+    return any(field_header_pattern.match(line.strip()) for line in completion.splitlines())
+
+
+def _marked_field(completion: str, name: str) -> str:
+    sections: dict[str | None, list[str]] = {}
+    current: str | None = None
+    for line in completion.splitlines():
+        match = field_header_pattern.match(line.strip())
+        if match:
+            current = match.group(1)
+            rest = line.strip()[match.end() :].strip()
+            sections.setdefault(current, [rest] if rest else [])
+            continue
+        sections.setdefault(current, []).append(line)
+    return "\n".join(sections[name]).strip() if name in sections else completion
+
+
+def _innermost(function: Any) -> Any:
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return function
+
+
+# -- calls written as text ---------------------------------------------------------------------
+
+
+def read_written_calls(value: Any) -> tuple[RawCall, ...]:
+    """Calls written as JSON: ``name``/``tool``/``recipient_name``, ``arguments``/``args``/``parameters``."""
+    if isinstance(value, str):
+        value = json_repair.loads(value) if value.strip() else []
+    if isinstance(value, Mapping) and "tool_calls" in value:
+        value = value["tool_calls"]
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"tool calls must be a JSON list, got {value!r}")
+    return tuple(_written_call(item) for item in value)
+
+
+def _written_call(item: Any) -> RawCall:
+    if not isinstance(item, Mapping):
+        return RawCall(None, None, {}, received=_jsonable(item))
+    function: Mapping[str, Any] = item["function"] if isinstance(item.get("function"), Mapping) else {}
+    name = item.get("name") or item.get("tool") or function.get("name") or item.get("recipient_name")
+    if isinstance(name, str) and name.startswith("functions."):
+        name = name.removeprefix("functions.")
+    args = next((item[k] for k in ("arguments", "args", "parameters") if k in item), function.get("arguments", {}))
+    if isinstance(args, str):
+        args = json_repair.loads(args) if args.strip() else {}
+    if not isinstance(name, str) or not name:
+        return RawCall(None, None, {}, received=_jsonable(dict(item)))
+    return RawCall(item.get("id") if isinstance(item.get("id"), str) else None, name, args)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+__all__ = ["AdapterParseError", "Dialect", "dialect_for", "read_written_calls"]
