@@ -42,6 +42,7 @@ class Dialect:
     base: dspy.Adapter
     native: bool
     display: type[dspy.Signature]
+    reading: type[dspy.Signature]
     text_field: str
     calls_field: str | None
 
@@ -114,7 +115,7 @@ class Dialect:
         if self.plain:  # free text: a text field written in markers is read, anything else kept whole
             return _marked_field(completion, self.text_field), ()
         parse = _innermost(type(self.base).parse)
-        fields = parse(self.base, self.display, completion)
+        fields = parse(self.base, self.reading, completion)
         text = fields.get(self.text_field)
         calls = read_written_calls(fields.get(self.calls_field)) if self.calls_field else ()
         return (None if text is None else str(text)), calls
@@ -123,11 +124,13 @@ class Dialect:
 def dialect_for(base: dspy.Adapter, task: Any, text_answer: bool, native: bool) -> Dialect:
     text_field = next(iter(task.output_fields)) if text_answer else STEP_TEXT
     calls_field = None if native else (CALLS_FALLBACK if text_field == STEP_CALLS else STEP_CALLS)
-    return Dialect(base, native, _display(task, text_answer, calls_field), text_field, calls_field)
+    display = _display(task, text_answer, calls_field, list)
+    reading = _display(task, text_answer, calls_field, Any)  # wrappers and odd spellings get through parsing
+    return Dialect(base, native, display, reading, text_field, calls_field)
 
 
-@functools.lru_cache(maxsize=64)
-def _display(task: Any, text_answer: bool, calls_field: str | None) -> Any:  # task: a Signature class
+@functools.lru_cache(maxsize=128)
+def _display(task: Any, text_answer: bool, calls_field: str | None, calls_type: Any) -> Any:
     """What the model is shown of a step: the task's inputs (and, written, the tool listing),
     the text field (the task's own output for a text answer), and, written, the calls."""
     fields: dict[str, Any] = {name: (info.annotation, info) for name, info in task.input_fields.items()}
@@ -139,7 +142,7 @@ def _display(task: Any, text_answer: bool, calls_field: str | None) -> Any:  # t
     else:
         fields[STEP_TEXT] = (str, dspy.OutputField())
     if calls_field is not None:
-        fields[calls_field] = (list, dspy.OutputField(desc=_prompts.CALLS_FIELD_DESCRIPTION, default=[]))
+        fields[calls_field] = (calls_type, dspy.OutputField(desc=_prompts.CALLS_FIELD_DESCRIPTION, default=[]))
     return dspy.Signature(fields, task.instructions)
 
 
