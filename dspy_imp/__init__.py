@@ -8,6 +8,7 @@ reply. See the README and ``docs/``.
 from ._adapter import ReActAdapter
 from ._deadline import deadline
 from ._errors import ConfigurationError, StepError
+from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
 from ._tools import Finish
@@ -21,7 +22,10 @@ __all__ = [
     "ReActV2",
     "StepError",
     "deadline",
+    "dump_history",
     "is_complete",
+    "load_history",
+    "redact_history",
 ]
 
 __version__ = "0.1.0"

@@ -104,6 +104,7 @@ class Turn:
         self.omitted = 0
         self.recoveries = 0
         self.note_index: int | None = None
+        self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.boundaries = _episode_boundaries(setup.prior, self.guidance.task.output_names)
 
     # -- the step loop ---------------------------------------------------------------------
@@ -126,7 +127,7 @@ class Turn:
 
     def _after_failed_step(self, error: BaseException) -> Generator[Effect, Any, Outcome | None]:
         cause = _cause_of(error)
-        self.errors["initial"] = _describe(error)
+        self.errors["retry" if "initial" in self.errors else "initial"] = _describe(error)
         if self.options.finish != "tools":
             return (yield from self._interrupted(cause))
         if not self.retried and self.step_index < self.options.max_iters and not _deadline.passed():
@@ -149,7 +150,7 @@ class Turn:
         return self._incomplete("deadline_exceeded") if _deadline.passed() else None
 
     def _calls_step(self, reply: Reply) -> Generator[Effect, Any, Outcome | None]:
-        done = yield from run_calls(self.setup.calls, reply.calls, "step", self.step_index - 1)
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", self.step_index - 1, self.call_ids)
         outputs = done.submitted
         self._record(_calls_record(reply, done, outputs))
         if outputs is not None:
@@ -181,7 +182,7 @@ class Turn:
         outcome = yield from self._send("last_text")
         if not isinstance(outcome, Reply):
             return self._last_request_failed(outcome, "last_text", cause)
-        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index)
+        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids)
         name = self.guidance.task.output_names[0]
         text = outcome.text if outcome.said_something else None
         unexecuted = tuple(done.unexecuted)
@@ -211,7 +212,7 @@ class Turn:
         return (yield from self._forced_reply(outcome, cause))
 
     def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
-        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index)
+        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids)
         unexecuted = tuple(done.unexecuted)
         if done.calls or reply.said_something:
             self._record(_calls_record(reply, done, done.submitted))

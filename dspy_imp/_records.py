@@ -16,11 +16,12 @@ loop does not know are kept untouched. The loop and the renderer work on ``Step`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import dspy
+import pydantic
 
 from ._errors import ConfigurationError
 
@@ -137,13 +138,24 @@ def _result_dict(result: ToolResult) -> dict[str, Any]:
     return data
 
 
-def from_entry(entry: Mapping[str, Any], input_names: Sequence[str], output_names: Sequence[str]) -> Step:
-    """Read one history entry (ours, a host's plain ``{question, answer}``, or a bare input)."""
+def from_entry(
+    entry: Mapping[str, Any], input_names: Sequence[str], output_names: Sequence[str], position: int = 0
+) -> Step:
+    """Read one history entry: ours, ``dspy.ReActV2``'s, a host's ``{question, answer}``, or a bare input.
+
+    ``position`` (the entry's index) makes ids for calls recorded without one: a
+    ``dspy.ReActV2`` history that went through JSON lost them; each call then takes its
+    result's ``call_id`` by position, or ``call_h{position}_{index}``.
+    """
     if not isinstance(entry, Mapping):
         raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
     known = set(input_names) | set(output_names) | _STEP_KEYS
-    calls = tuple(_read_call(c, i) for i, c in enumerate(_as_list(entry.get("tool_calls"))))
-    results = tuple(_read_result(r) for r in _as_list(entry.get("tool_call_results")))
+    raw_calls, raw_results = _calls_and_results(entry)
+    results = tuple(_read_result(r) for r in raw_results)
+    calls = tuple(_read_call(c, i, position, results) for i, c in enumerate(raw_calls))
+    results = tuple(
+        replace(r, id=calls[i].id) if not r.id and i < len(calls) else r for i, r in enumerate(results)
+    )
     outputs = {n: entry[n] for n in output_names if n in entry}
     thought = entry.get("next_thought")
     return Step(
@@ -167,12 +179,33 @@ def _as_list(value: Any) -> list[Any]:
     raise ConfigurationError(f"history `tool_calls`/`tool_call_results` must be lists, got {value!r}")
 
 
-def _read_call(data: Any, index: int) -> ToolCall:
+def _calls_and_results(entry: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """Ours: two lists. ``dspy.ReActV2``'s: a ``ToolCalls`` (or its dump) holding its results."""
+    calls = entry.get("tool_calls")
+    results = entry.get("tool_call_results")
+    if isinstance(calls, dspy.ToolCalls):
+        nested = calls.tool_call_results
+        calls = [{"id": c.id, "name": c.name, "args": c.args} for c in calls.tool_calls]
+        results = nested if results is None else results
+    elif isinstance(calls, Mapping) and "tool_calls" in calls:
+        results = calls.get("tool_call_results") if results is None else results
+        calls = calls["tool_calls"]
+    if isinstance(results, pydantic.BaseModel):
+        results = results.model_dump()
+    if isinstance(results, Mapping) and "tool_call_results" in results:
+        results = results["tool_call_results"]
+    return _as_list(calls), _as_list(results)
+
+
+def _read_call(data: Any, index: int, position: int, results: Sequence[ToolResult]) -> ToolCall:
+    if isinstance(data, pydantic.BaseModel):
+        data = data.model_dump()
     if not isinstance(data, Mapping):
         raise ConfigurationError(f"a recorded tool call must be a dict, got {data!r}")
     args = data.get("args", data.get("arguments", {}))
+    made_up = results[index].id if index < len(results) and results[index].id else f"call_h{position}_{index}"
     return ToolCall(
-        id=str(data.get("id") or f"call_h_{index}"),
+        id=str(data.get("id") or made_up),
         name=data.get("name"),
         args=dict(args) if isinstance(args, Mapping) else {},
         received=data.get("received"),
@@ -180,6 +213,8 @@ def _read_call(data: Any, index: int) -> ToolCall:
 
 
 def _read_result(data: Any) -> ToolResult:
+    if isinstance(data, pydantic.BaseModel):
+        data = data.model_dump()
     if not isinstance(data, Mapping):
         raise ConfigurationError(f"a recorded tool result must be a dict, got {data!r}")
     return ToolResult(
@@ -213,7 +248,7 @@ def coerce_history(value: Any) -> list[Mapping[str, Any]]:
 def read_steps(
     entries: Iterable[Mapping[str, Any]], input_names: Sequence[str], output_names: Sequence[str]
 ) -> list[Step]:
-    return [from_entry(e, input_names, output_names) for e in entries]
+    return [from_entry(e, input_names, output_names, i) for i, e in enumerate(entries)]
 
 
 def make_history(entries: Iterable[Mapping[str, Any]]) -> dspy.History:

@@ -72,13 +72,18 @@ class StepCalls:
 
 
 def run_calls(
-    ctx: CallContext, raw: Sequence[RawCall], mode: CallMode, step_index: int
+    ctx: CallContext, raw: Sequence[RawCall], mode: CallMode, step_index: int, taken: set[str]
 ) -> Generator[RunTool, Returned | Raised, StepCalls]:
-    """Check and run a step's calls in call order; yields each tool run to the driver."""
+    """Check and run a step's calls in call order; yields each tool run to the driver.
+
+    Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
+    (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
+    suffix, so every call in a request has its own id. ``taken`` is updated.
+    """
     done = StepCalls()
     for index, call in enumerate(raw):
         record = ToolCall(
-            id=call.id or f"call_{step_index}_{index}",
+            id=_unique(call.id or f"call_{step_index}_{index}", taken),
             name=call.name,
             args=dict(call.args) if isinstance(call.args, Mapping) else {},
             received=call.received,
@@ -90,6 +95,15 @@ def run_calls(
         done.calls.append(record)
         done.results.append(result)
     return done
+
+
+def _unique(call_id: str, taken: set[str]) -> str:
+    unique, suffix = call_id, 1
+    while unique in taken:
+        suffix += 1
+        unique = f"{call_id}_{suffix}"
+    taken.add(unique)
+    return unique
 
 
 def _runs_in(ctx: CallContext, name: str | None, mode: CallMode) -> bool:

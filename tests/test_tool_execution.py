@@ -290,15 +290,31 @@ def test_b4_native_calls_without_an_id_get_call_step_index(run):
     assert len(look.runs) == 4
 
 
-def test_b4_the_step_index_restarts_at_zero_on_every_call(run):
-    lm = ScriptedLM([reply(calls=[call("look", {})]), reply("one"), reply(calls=[call("look", {})]), reply("two")])
+def test_b4_the_step_index_restarts_at_zero_on_every_call_and_ids_stay_unique(run):
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("look", {})]),
+            reply("one"),
+            reply(calls=[call("look", {}), call("look", {"where": "box"}, id="dup"), call("look", {}, id="dup")]),
+            reply("two"),
+        ]
+    )
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
     with dspy.context(lm=lm):
         first = run(agent, intent="first")
         second = run(agent, intent="second", history=first.metadata.history)
 
     entries = second.metadata.history.messages
-    assert [[c["id"] for c in e["tool_calls"]] for e in entries] == [["call_0_0"], [], ["call_0_0"], []]
+    # call_{step}_{index} again in the second call, renamed because the conversation already holds it;
+    # a provider repeating an id within a step is renamed the same way, so every tool message pairs.
+    assert [[c["id"] for c in e["tool_calls"]] for e in entries] == [
+        ["call_0_0"],
+        [],
+        ["call_0_0_2", "dup", "dup_2"],
+        [],
+    ]
+    replayed = lm.requests[3].messages
+    assert [m["tool_call_id"] for m in replayed if m["role"] == "tool"] == ["call_0_0", "call_0_0_2", "dup", "dup_2"]
 
 
 # -- B6 -----------------------------------------------------------------------------------------

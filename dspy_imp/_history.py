@@ -1,0 +1,95 @@
+"""Histories as data: lossless JSON dump and load, and a redacted copy for logs.
+
+``dump_history`` turns a history into JSON-safe data that ``load_history`` restores, so a
+reloaded history sends byte-identical requests: call ids, parallel calls, results (values
+that are not JSON are stored as the text the model was shown), ``returned_at``, provider
+reasoning and notes all survive. ``redact_history`` returns a copy with credential-shaped
+values replaced, for logs; never feed it back as the conversation.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import dspy
+from dspy.adapters.utils import serialize_for_json
+
+from ._errors import ConfigurationError
+from ._records import _STEP_KEYS, coerce_history, make_history
+from ._redact import REDACTED, redact_text
+
+FORMAT = "history"
+_SECRET_KEY = re.compile(r"(^|[_\-])(api[_\-]?key|token|secret|password|passwd|authorization|credentials?)$", re.I)
+
+
+def dump_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dict[str, Any]:
+    """``{"type": "history", "messages": [...]}``, JSON-safe and lossless for what the model reads.
+
+    Accepts what ``history=`` accepts, including a history recorded by ``dspy.ReActV2``
+    (its ``ToolCalls`` become plain dicts, ids kept).
+    """
+    return {"type": FORMAT, "messages": [_entry(entry) for entry in coerce_history(history)]}
+
+
+def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
+    """The ``dspy.History`` a ``dump_history`` result (or a bare ``{"messages": [...]}``) holds."""
+    if isinstance(data, Mapping) and data.get("type", FORMAT) != FORMAT:
+        raise ConfigurationError(f"load_history takes a dumped history, got type {data.get('type')!r}")
+    entries = coerce_history(data)
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
+    return make_history([dict(entry) for entry in entries])
+
+
+def redact_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dspy.History:
+    """A copy for logs: credential-shaped text and values under secret-sounding keys hidden.
+
+    The original is not touched (it keeps what the conversation needs to continue).
+    """
+    return make_history([_redact(_entry(entry)) for entry in coerce_history(history)])
+
+
+def _entry(entry: Any) -> Any:
+    if isinstance(entry, dspy.ToolCalls):
+        return {
+            "tool_calls": [{"id": c.id, "name": c.name, "args": _json(c.args)} for c in entry.tool_calls],
+            "tool_call_results": _json(entry.tool_call_results),
+        }
+    if isinstance(entry, Mapping):
+        return {str(k): (_entry(v) if k in _STEP_KEYS else _json(v)) for k, v in entry.items()}
+    return _json(entry)
+
+
+def _json(value: Any) -> Any:
+    """JSON-safe: containers walked, bytes marked, anything else as DSPy serializes it for the model."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"__imp_type__": "binary", "bytes": len(value), "base64": base64.b64encode(value).decode()}
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json(v) for v in value]
+    serialized = serialize_for_json(value)
+    if serialized is value:
+        return str(value)
+    return _json(serialized)
+
+
+def _redact(value: Any, key: str = "") -> Any:
+    if key and _SECRET_KEY.search(key) and value not in (None, "", [], {}):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: _redact(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return value
