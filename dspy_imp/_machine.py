@@ -332,7 +332,9 @@ class Turn:
 
     def _leave_out_more(self) -> bool:
         """Reference §9: drop the oldest half of the remaining prior episodes, at most 8 times."""
-        remaining = [b for b in self.boundaries if b > self.omitted]
+        prior = len(self.setup.prior)
+        something_new = bool(self.pending or self.steps)  # a request needs more than the system message
+        remaining = [b for b in self.boundaries if b > self.omitted and (b < prior or something_new)]
         if not remaining or self.recoveries >= MAX_RECOVERIES:
             return False
         self.recoveries += 1
