@@ -10,7 +10,7 @@ State, all local to one call: ``steps`` (recorded this call), ``pending`` (the c
 inputs not yet attached to a recorded step), ``step_index`` (ordinary requests sent),
 ``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
 ``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
-``omitted`` (leading prior entries left out after a context-window refusal).
+``projection`` (leading prior entries left out after a context-window refusal, ``_projection``).
 
 Invariants: the caller's history is never mutated; every recorded step is appended
 once, in order; no request is sent once the deadline has passed; a turn ends exactly once,
@@ -19,21 +19,9 @@ as an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-
-from dspy.utils.exceptions import (
-    AdapterParseError,
-    ContextWindowExceededError,
-    LMAuthError,
-    LMBillingError,
-    LMConfigurationError,
-    LMInvalidRequestError,
-    LMUnsupportedFeatureError,
-    is_retryable_lm_error,
-)
 
 from . import _deadline
 from ._effects import (
@@ -47,31 +35,29 @@ from ._effects import (
     RunTool,
     Sleep,
 )
+from ._failures import (
+    ContentFiltered,
+    cause_of,
+    describe,
+    ends_last_request,
+    is_context_window,
+    is_fatal,
+    is_unreadable,
+    refuses_named_choice,
+    retry_delay,
+)
 from ._guidance import Guidance, submit_only
 from ._kinds import RequestKind, TerminationCause
 from ._options import CallPlan
+from ._projection import Projection
 from ._records import Step, make_history, to_entry
-from ._redact import redact_text
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 
 Effect = ModelRequest | Extraction | RunTool | Sleep
 Outcome = Ending | Failure
 
-MAX_RECOVERIES = 8
-_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError)
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
-
-
-class ContentFiltered(Exception):
-    """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
-
-
-class _DeadlinePassed:
-    """Sentinel: the deadline had passed, so the request was not sent."""
-
-
-DEADLINE = _DeadlinePassed()
 
 
 @dataclass(frozen=True)
@@ -101,11 +87,9 @@ class Turn:
         self.thoughts = 0
         self.retried = False
         self.errors: dict[str, str] = {}
-        self.omitted = 0
-        self.recoveries = 0
         self.note_index: int | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
-        self.boundaries = _episode_boundaries(setup.prior, self.guidance.task.output_names)
+        self.projection = Projection(setup.prior, self.guidance.task.output_names)
 
     # -- the step loop ---------------------------------------------------------------------
 
@@ -126,8 +110,8 @@ class Turn:
                 return ending
 
     def _after_failed_step(self, error: BaseException) -> Generator[Effect, Any, Outcome | None]:
-        cause = _cause_of(error)
-        self.errors["retry" if "initial" in self.errors else "initial"] = _describe(error)
+        cause = cause_of(error)
+        self.errors["retry" if "initial" in self.errors else "initial"] = describe(error)
         if self.options.finish != "tools":
             return (yield from self._interrupted(cause))
         if not self.retried and self.step_index < self.options.max_iters and not _deadline.passed():
@@ -199,13 +183,13 @@ class Turn:
             return self._incomplete("deadline_exceeded")
         self._record_note()
         outcome = yield from self._send("forced_submit")
-        if isinstance(outcome, Failed) and _refuses_named_choice(outcome.error):
-            self.errors["forced_submit"] = _describe(outcome.error)
+        if isinstance(outcome, Failed) and refuses_named_choice(outcome.error):
+            self.errors["forced_submit"] = describe(outcome.error)
             if _deadline.passed():
                 return self._incomplete("deadline_exceeded")
             outcome = yield from self._send("required_retry")
-            if isinstance(outcome, Failed) and not _ends_last_request(outcome.error):
-                self.errors["required_retry"] = _describe(outcome.error)
+            if isinstance(outcome, Failed) and not ends_last_request(outcome.error):
+                self.errors["required_retry"] = describe(outcome.error)
                 return (yield from self._extract(cause))
         if not isinstance(outcome, Reply):
             return self._last_request_failed(outcome, "forced_submit", cause)
@@ -240,14 +224,14 @@ class Turn:
         if isinstance(outcome, Outcome):
             return outcome
         error = outcome.error
-        self.errors[role] = _describe(error)
-        if isinstance(error, ContentFiltered) or _fatal(error):
+        self.errors[role] = describe(error)
+        if isinstance(error, ContentFiltered) or is_fatal(error):
             return Failure(error)
         if _deadline.passed():
             return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
-        if isinstance(error, ContextWindowExceededError):
+        if is_context_window(error):
             return self._incomplete("context_window_exceeded", unexecuted=unexecuted)
-        if isinstance(error, AdapterParseError):
+        if is_unreadable(error):
             return self._incomplete(cause, unexecuted=unexecuted)
         return Failure(error)
 
@@ -275,14 +259,14 @@ class Turn:
             if not isinstance(outcome, Failed):
                 return outcome
             error = outcome.error
-            if _fatal(error):
+            if is_fatal(error):
                 return Failure(error)
-            if isinstance(error, ContextWindowExceededError):
-                if self._leave_out_more():
+            if is_context_window(error):
+                if self.projection.leave_out_more(something_new=bool(self.pending or self.steps)):
                     continue
-                self.errors["initial" if kind == "step" else kind] = _describe(error)
+                self.errors["initial" if kind == "step" else kind] = describe(error)
                 return self._incomplete("context_window_exceeded")
-            delay = _retry_delay(error, attempt, self.setup.retries)
+            delay = retry_delay(error, attempt, self.setup.retries)
             if delay is None:
                 return outcome
             attempt += 1
@@ -310,7 +294,7 @@ class Turn:
             kind=kind,
             steps=(*self.setup.prior, *self.steps),
             history=make_history(self.entries),
-            omitted=self.omitted,
+            omitted=self.projection.omitted,
             boundary=self._turn_start(),
         )
         if kind == "required_retry":
@@ -330,18 +314,6 @@ class Turn:
         steps = (*self.setup.prior, *self.steps)
         return next((i for i in range(len(steps) - 1, -1, -1) if steps[i].inputs), 0)
 
-    def _leave_out_more(self) -> bool:
-        """Reference §9: drop the oldest half of the remaining prior episodes, at most 8 times."""
-        prior = len(self.setup.prior)
-        something_new = bool(self.pending or self.steps)  # a request needs more than the system message
-        remaining = [b for b in self.boundaries if b > self.omitted and (b < prior or something_new)]
-        if not remaining or self.recoveries >= MAX_RECOVERIES:
-            return False
-        self.recoveries += 1
-        drop = len(remaining) if self.recoveries == MAX_RECOVERIES else max(1, math.ceil(len(remaining) / 2))
-        self.omitted = remaining[drop - 1]
-        return True
-
     # -- recording and ending --------------------------------------------------------------
 
     def _record(self, step: Step) -> None:
@@ -357,17 +329,6 @@ class Turn:
             cause = "deadline_exceeded"
         return Ending("incomplete", None, cause, error=dict(self.errors) or None, unexecuted=unexecuted)
 
-    def projection(self) -> dict[str, Any] | None:
-        if not self.omitted:
-            return None
-        groups = sum(1 for b in self.boundaries if b <= self.omitted)
-        return {
-            "reason": "context_window_exceeded",
-            "omitted_prior_entries": self.omitted,
-            "omitted_prior_groups": groups,
-            "recovery_requests": self.recoveries,
-        }
-
 
 def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | None) -> Step:
     return Step(
@@ -381,66 +342,3 @@ def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | No
 
 def _reasoning(reply: Reply) -> dict[str, Any]:
     return {"reasoning_content": reply.reasoning_content, "reasoning_details": reply.reasoning_details}
-
-
-def _episode_boundaries(prior: tuple[Step, ...], output_names: tuple[str, ...]) -> list[int]:
-    """1-based ends of prior episodes: entries carrying every output, and the last prior entry."""
-    ends = [
-        i
-        for i, step in enumerate(prior, start=1)
-        if output_names and step.outputs is not None and all(n in step.outputs for n in output_names)
-    ]
-    if prior and (not ends or ends[-1] != len(prior)):
-        ends.append(len(prior))
-    return ends
-
-
-def _cause_of(error: BaseException) -> TerminationCause:
-    return "parse_error" if isinstance(error, AdapterParseError) else "prediction_error"
-
-
-def _refuses_named_choice(error: BaseException) -> bool:
-    """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
-    if not isinstance(error, LMInvalidRequestError) or isinstance(error, ContextWindowExceededError):
-        return False
-    text = str(error).lower()
-    return (
-        "tool_choice" in text
-        and ("invalid" in text or "unsupported" in text)
-        and ("required" in text or "supported string" in text)
-    )
-
-
-def _ends_last_request(error: BaseException) -> bool:
-    return _fatal(error) or isinstance(error, ContextWindowExceededError | ContentFiltered)
-
-
-def _fatal(error: BaseException) -> bool:
-    """An operational refusal (auth, billing, configuration, unsupported feature) anywhere in the chain.
-
-    No further request could succeed, so the turn fails at once with no last request.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, _FATAL):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:
-    """Retries the loop runs itself while a deadline is set (DSPy's are disabled then)."""
-    left = _deadline.time_left()
-    if left is None or attempt >= retries or not isinstance(error, Exception):
-        return None
-    if not is_retryable_lm_error(error):
-        return None
-    delay = float(getattr(error, "retry_after", None) or min(2**attempt, 60))
-    return delay if delay < left else None
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)

@@ -166,7 +166,7 @@ class ReActV2(dspy.Module):
             termination_error=outcome.error,
             finished_by_tool=outcome.finished_by_tool,
             unexecuted_tool_calls=tuple(outcome.unexecuted),
-            context_projection=turn.projection(),
+            context_projection=turn.projection.metadata(),
             finish_reason=outcome.finish_reason,
         )
         values = outcome.outputs or {}

@@ -153,9 +153,7 @@ def from_entry(
     raw_calls, raw_results = _calls_and_results(entry)
     results = tuple(_read_result(r) for r in raw_results)
     calls = tuple(_read_call(c, i, position, results) for i, c in enumerate(raw_calls))
-    results = tuple(
-        replace(r, id=calls[i].id) if not r.id and i < len(calls) else r for i, r in enumerate(results)
-    )
+    results = tuple(replace(r, id=calls[i].id) if not r.id and i < len(calls) else r for i, r in enumerate(results))
     outputs = {n: entry[n] for n in output_names if n in entry}
     thought = entry.get("next_thought")
     return Step(

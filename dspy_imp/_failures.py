@@ -1,0 +1,90 @@
+"""What a failed request means for the turn: classification of errors, no decisions.
+
+The machine asks these questions of a request's error; the answers come from the error's
+class (and, for operational refusals, the classes anywhere in its cause chain).
+"""
+
+from __future__ import annotations
+
+from dspy.utils.exceptions import (
+    AdapterParseError,
+    ContextWindowExceededError,
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMInvalidRequestError,
+    LMUnsupportedFeatureError,
+    is_retryable_lm_error,
+)
+
+from . import _deadline
+from ._kinds import TerminationCause
+from ._redact import redact_text
+
+_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError)
+
+
+class ContentFiltered(Exception):
+    """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
+
+
+def cause_of(error: BaseException) -> TerminationCause:
+    """The interruption a failed ordinary step is: unreadable reply, or no reply."""
+    return "parse_error" if isinstance(error, AdapterParseError) else "prediction_error"
+
+
+def is_fatal(error: BaseException) -> bool:
+    """An operational refusal (auth, billing, configuration, unsupported feature) anywhere in the chain.
+
+    No further request could succeed, so the turn fails at once with no last request.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _FATAL):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def is_context_window(error: BaseException) -> bool:
+    return isinstance(error, ContextWindowExceededError)
+
+
+def is_unreadable(error: BaseException) -> bool:
+    return isinstance(error, AdapterParseError)
+
+
+def refuses_named_choice(error: BaseException) -> bool:
+    """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
+    if not isinstance(error, LMInvalidRequestError) or isinstance(error, ContextWindowExceededError):
+        return False
+    text = str(error).lower()
+    return (
+        "tool_choice" in text
+        and ("invalid" in text or "unsupported" in text)
+        and ("required" in text or "supported string" in text)
+    )
+
+
+def ends_last_request(error: BaseException) -> bool:
+    """After a refused named choice, the errors that end the turn rather than go to the extractor."""
+    return is_fatal(error) or isinstance(error, ContextWindowExceededError | ContentFiltered)
+
+
+def retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:
+    """Seconds before the loop's own retry while a deadline is set (DSPy's are off then), or None."""
+    left = _deadline.time_left()
+    if left is None or attempt >= retries or not isinstance(error, Exception):
+        return None
+    if not is_retryable_lm_error(error):
+        return None
+    delay = float(getattr(error, "retry_after", None) or min(2**attempt, 60))
+    return delay if delay < left else None
+
+
+def describe(error: BaseException) -> str:
+    """``"Type: message"``, with credential-shaped text hidden (for ``termination_error``)."""
+    text = str(error)
+    return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)
