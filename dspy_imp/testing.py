@@ -78,15 +78,15 @@ class RecordedRequest:
     """One request as the engine received it, converted back to OpenAI Chat Completions form.
 
     The conversion is lm15's Chat Completions serializer (the one DSPy uses to hand a Request to
-    LiteLLM), set to keep reasoning as `reasoning_content`, tool names on tool messages and the
-    `max_tokens` spelling. Tool-call `arguments` are re-serialized compactly (`{"a":1}`): the
-    engine gets parsed arguments, not the caller's string.
+    LiteLLM), set to keep reasoning as `reasoning_content` and the `max_tokens` spelling.
+    Tool-call `arguments` are re-serialized compactly (`{"a":1}`): the engine gets parsed
+    arguments, not the caller's string.
 
     Attributes:
         messages: `{"role", "content"}` dicts; assistant ones carry `tool_calls` (`[{"id", "type":
             "function", "function": {"name", "arguments"}}]`) only when they have calls,
             `reasoning_content` only when they carried reasoning, and `content` None when they had
-            no text; tool ones carry `tool_call_id` and `name`.
+            no text; tool ones carry `tool_call_id` (DSPy does not pass a tool message's `name`).
         tools: The OpenAI function tools as sent, or None.
         tool_choice: As sent: "auto", "required", "none", `{"type": "function", "function":
             {"name": ...}}`, or None.

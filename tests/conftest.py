@@ -7,7 +7,8 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dspy
@@ -34,3 +35,23 @@ def _fresh_settings() -> Any:
     """Each test starts with no LM, adapter or callbacks configured."""
     with dspy.context(lm=None, adapter=None, callbacks=[]):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _close_litellm_event_loop() -> Iterator[None]:
+    """Close the event loop LiteLLM's sync path leaves installed in the main thread.
+
+    ``litellm._service_logger`` calls ``asyncio.get_event_loop()``, which creates and installs
+    a loop that nothing closes; the next ``asyncio.run`` uninstalls it and the garbage
+    collector then reports an unclosed loop (a ResourceWarning: an error here).
+    """
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:  # no loop installed
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)

@@ -1,0 +1,139 @@
+"""A tiny OpenAI-compatible Chat Completions server for wire tests.
+
+It binds to 127.0.0.1 on a free port, answers each ``POST`` with the next scripted
+``chat.completion`` body, and records every request (path and parsed JSON body). Stdlib only
+(``http.server`` in a background thread), so both of DSPy's engines can talk to it: the
+native lm15 engine (raw sockets) and LiteLLM (OpenAI SDK over ``httpx2``).
+
+Example:
+    >>> with FakeOpenAIServer([tool_calls_completion(...), text_completion("Hi")]) as server:
+    ...     lm = dspy.LM("openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test")
+    ...     ...
+    ...     server.requests[0].body["messages"]
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-cased names
+    body: Any  # the parsed JSON body (None when there was none)
+
+
+def tool_calls_completion(
+    calls: Iterable[tuple[str, str, Mapping[str, Any]]], *, content: str | None = None, model: str = "gpt-4o-mini"
+) -> dict[str, Any]:
+    """A ``chat.completion`` body with native tool calls, ``finish_reason: "tool_calls"``.
+
+    Args:
+        calls: ``(id, name, arguments)`` triples; arguments are JSON-encoded as a provider does.
+        content: Optional text beside the calls.
+        model: The model name reported back.
+    """
+    tool_calls = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for call_id, name, args in calls
+    ]
+    message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    return _completion(message, "tool_calls", model)
+
+
+def text_completion(content: str, *, finish_reason: str = "stop", model: str = "gpt-4o-mini") -> dict[str, Any]:
+    """A ``chat.completion`` body with plain text content."""
+    return _completion({"role": "assistant", "content": content}, finish_reason, model)
+
+
+def _completion(message: dict[str, Any], finish_reason: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class FakeOpenAIServer:
+    """Serves scripted Chat Completions bodies in order and records every request.
+
+    A request that arrives after the script ran out gets HTTP 500 (an error DSPy raises, so a
+    test with too few responses fails loudly instead of hanging); it is still recorded.
+    """
+
+    def __init__(self, responses: Sequence[Mapping[str, Any]]) -> None:
+        self.responses = list(responses)
+        self.requests: list[ReceivedRequest] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The ``api_base`` to give ``dspy.LM``: ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next(self, request: ReceivedRequest) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(request)
+            index = len(self.requests) - 1
+        if index < len(self.responses):
+            return 200, dict(self.responses[index])
+        message = f"fake server: request #{index + 1} arrived, but only {len(self.responses)} response(s) scripted"
+        return 500, {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            received = ReceivedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            status, payload = server._next(received)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")  # one request per connection: nothing lingers at shutdown
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+    return Handler
