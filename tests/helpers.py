@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import dspy
@@ -78,3 +79,21 @@ class EnumSig(dspy.Signature):
 
 
 NAMED_SUBMIT = {"type": "function", "function": {"name": "submit"}}
+
+ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+
+
+def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries with every result's ``returned_at`` checked (ISO 8601 UTC) and dropped."""
+    out = []
+    for entry in entries:
+        entry = dict(entry)
+        if "tool_call_results" in entry:
+            results = []
+            for result in entry["tool_call_results"]:
+                result = dict(result)
+                assert ISO_UTC.match(result.pop("returned_at"))
+                results.append(result)
+            entry["tool_call_results"] = results
+        out.append(entry)
+    return out

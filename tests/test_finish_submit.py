@@ -8,12 +8,11 @@ thought to the user side (thought_as_request). Answers are never thoughts.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import dspy
 import pytest
-from helpers import NAMED_SUBMIT, TA, Look, SubmitSig, assistant, inputs, moved, submit_line, tool, user
+from helpers import NAMED_SUBMIT, TA, Look, SubmitSig, assistant, inputs, moved, settled, submit_line, tool, user
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
@@ -21,7 +20,6 @@ from dspy_imp.testing import ScriptedLM, call, reply
 # E11 (written tool calls under finish="submit": the step's fields, the line, then the tool
 # listing) is a later issue and is deliberately not covered here.
 
-ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 # SPEC §4, spelled out here rather than built, so a wrong helper cannot hide a wrong line.
 LINE = "Your message above was not sent. To reply, call `submit` with `answer`; to keep working, call a tool."
@@ -51,22 +49,6 @@ SYSTEM_TA_SUBMIT = (
 )
 SYSTEM = {"role": "system", "content": SYSTEM_TA_SUBMIT}
 EXTRACTED_CAT = "[[ ## reasoning ## ]]\nThe thoughts say so.\n\n[[ ## answer ## ]]\ncat\n\n[[ ## completed ## ]]"
-
-
-def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries with every result's ``returned_at`` checked (ISO 8601 UTC) and dropped."""
-    out = []
-    for entry in entries:
-        entry = dict(entry)
-        results = []
-        for result in entry.get("tool_call_results", []):
-            result = dict(result)
-            assert ISO_UTC.match(result.pop("returned_at")), result
-            results.append(result)
-        if "tool_call_results" in entry:
-            entry["tool_call_results"] = results
-        out.append(entry)
-    return out
 
 
 def thought_step(text: str, **keys: Any) -> dict[str, Any]:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import dspy
 import pytest
 from dspy.utils.exceptions import LMBillingError, LMInvalidRequestError, LMServerError
-from helpers import NAMED_SUBMIT, Look, SubmitSig, assistant, inputs, moved, tool, user
+from helpers import NAMED_SUBMIT, Look, SubmitSig, assistant, inputs, moved, settled, tool, user
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
-ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 APPENDIX_A = (
     "Produce the final outputs only from the original inputs and successful tool results recorded in "
     "`history`. A proposed tool call, model reasoning, a malformed call, or an error result is not evidence "
@@ -26,22 +24,6 @@ EXTRACTED = (
     "[[ ## confidence ## ]]\n0.9\n\n[[ ## completed ## ]]"
 )
 EXTRACTED_ENTRY = {"tool_calls": [], "tool_call_results": [], "answer": "Paris", "confidence": 0.9}
-
-
-def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries with every result's ``returned_at`` checked (ISO 8601 UTC) and dropped."""
-    out = []
-    for entry in entries:
-        entry = dict(entry)
-        if "tool_call_results" in entry:
-            results = []
-            for result in entry["tool_call_results"]:
-                result = dict(result)
-                assert ISO_UTC.match(result.pop("returned_at"))
-                results.append(result)
-            entry["tool_call_results"] = results
-        out.append(entry)
-    return out
 
 
 def submit(answer: Any = "Paris", confidence: Any = 0.9, *, id: str = "s1") -> Any:

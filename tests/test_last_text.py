@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 import dspy
 import pytest
 from dspy.utils.exceptions import LMServerError, LMUnexpectedError, is_retryable_lm_error
-from helpers import TA, Look, assistant, inputs, tool
+from helpers import TA, Look, assistant, inputs, settled, tool
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
-ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 SERVER_MESSAGE = "The server had an error while processing your request. Sorry about that!"
-
-
-def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries with every result's ``returned_at`` checked (ISO 8601 UTC) and dropped."""
-    out = []
-    for entry in entries:
-        entry = dict(entry)
-        if "tool_call_results" in entry:
-            results = []
-            for result in entry["tool_call_results"]:
-                result = dict(result)
-                assert ISO_UTC.match(result.pop("returned_at"))
-                results.append(result)
-            entry["tool_call_results"] = results
-        out.append(entry)
-    return out
 
 
 def look_result(call_id: str) -> dict[str, Any]:

@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import dspy
 import pytest
-from helpers import TA, Look, assistant, inputs, tool
+from helpers import TA, Look, assistant, inputs, settled, tool
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
-
-ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-
-
-def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries with every result's ``returned_at`` checked (ISO 8601 UTC) and dropped."""
-    out = []
-    for entry in entries:
-        entry = dict(entry)
-        if "tool_call_results" in entry:
-            results = []
-            for result in entry["tool_call_results"]:
-                result = dict(result)
-                assert ISO_UTC.match(result.pop("returned_at"))
-                results.append(result)
-            entry["tool_call_results"] = results
-        out.append(entry)
-    return out
 
 
 def imp_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -103,15 +103,20 @@ async def test_async_predict_and_sync_share_one_script():
 
 
 def test_native_tool_calls_keep_their_ids_and_options_are_recorded():
-    lm = ScriptedLM([
-        reply("look 1", calls=[call("look", {"where": "shelf"}, id="c1")]),
-        reply(calls=[call("look", {}), call("send", {"text": "hi"}, id="c2")]),
-    ])
+    lm = ScriptedLM(
+        [
+            reply("look 1", calls=[call("look", {"where": "shelf"}, id="c1")]),
+            reply(calls=[call("look", {}), call("send", {"text": "hi"}, id="c2")]),
+        ]
+    )
     predict = dspy.Predict(ToolStep)
     forced = {"type": "function", "function": {"name": "look"}}
     with dspy.context(lm=lm, adapter=NATIVE):
-        first = predict(question="Where is the cat?", tools=TOOLS,
-                        config={"tool_choice": forced, "temperature": 0.2, "reasoning_effort": None})
+        first = predict(
+            question="Where is the cat?",
+            tools=TOOLS,
+            config={"tool_choice": forced, "temperature": 0.2, "reasoning_effort": None},
+        )
         second = predict(question="Again", tools=TOOLS, config={"tool_choice": "required", "max_tokens": 50})
 
     assert [(c.id, c.args) for c in first.tool_calls.tool_calls] == [("c1", {"where": "shelf"})]
@@ -122,9 +127,14 @@ def test_native_tool_calls_keep_their_ids_and_options_are_recorded():
 
     one, two = lm.requests
     assert one.tool_names == ["look", "send"]
-    assert one.tools[0] == {"type": "function", "function": {
-        "name": "look", "description": "Look somewhere.",
-        "parameters": {"type": "object", "properties": {"where": {"type": "string"}}, "required": ["where"]}}}
+    assert one.tools[0] == {
+        "type": "function",
+        "function": {
+            "name": "look",
+            "description": "Look somewhere.",
+            "parameters": {"type": "object", "properties": {"where": {"type": "string"}}, "required": ["where"]},
+        },
+    }
     assert one.tool_choice == forced
     assert one.options == {"temperature": 0.2}  # reasoning_effort=None never reaches the engine
     assert (two.tool_choice, two.options) == ("required", {"max_tokens": 50})
@@ -147,8 +157,13 @@ def test_replayed_assistant_turn_is_recorded_in_openai_chat_form():
         system="Be brief.",
         messages=(
             lm15.Message.user("Where?"),
-            lm15.Message.assistant([lm15.ThinkingPart("check shelf"), lm15.TextPart("Looking."),
-                                    lm15.ToolCallPart(id="c1", name="look", input={"where": "shelf"})]),
+            lm15.Message.assistant(
+                [
+                    lm15.ThinkingPart("check shelf"),
+                    lm15.TextPart("Looking."),
+                    lm15.ToolCallPart(id="c1", name="look", input={"where": "shelf"}),
+                ]
+            ),
             lm15.Message.tool({"c1": "a cat"}),
         ),
         config=lm15.Config(max_tokens=20),
@@ -159,9 +174,12 @@ def test_replayed_assistant_turn_is_recorded_in_openai_chat_form():
     sent = lm.requests[0]
     assert sent.roles == ["system", "user", "assistant", "tool"]
     assert sent.messages[2] == {
-        "role": "assistant", "content": "Looking.", "reasoning_content": "check shelf",
-        "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "look", "arguments": '{"where":"shelf"}'}}],
+        "role": "assistant",
+        "content": "Looking.",
+        "reasoning_content": "check shelf",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "look", "arguments": '{"where":"shelf"}'}}
+        ],
     }
     assert sent.messages[3]["role"] == "tool" and sent.messages[3]["tool_call_id"] == "c1"
     assert sent.options == {"max_tokens": 20}
@@ -170,8 +188,17 @@ def test_replayed_assistant_turn_is_recorded_in_openai_chat_form():
 
 def test_options_reach_the_engine_under_chat_completions_names():
     lm = ScriptedLM([reply(answer("x")), reply(answer("y"))], temperature=0.1, max_tokens=77)
-    options = {"top_p": 0.5, "top_k": 4, "stop": ["END"], "seed": 1, "logit_bias": {"5": 1}, "user": "u",
-               "reasoning_effort": "high", "logprobs": True, "top_logprobs": 2}
+    options = {
+        "top_p": 0.5,
+        "top_k": 4,
+        "stop": ["END"],
+        "seed": 1,
+        "logit_bias": {"5": 1},
+        "user": "u",
+        "reasoning_effort": "high",
+        "logprobs": True,
+        "top_logprobs": 2,
+    }
     with dspy.context(lm=lm):
         predict = dspy.Predict("question -> answer")
         predict(question="q", config=options)
@@ -210,10 +237,18 @@ def test_callbacks_and_history_see_scripted_calls():
         (fail.server_error(503), LMServerError, 503, "server had an error"),
         (fail.rate_limit(), LMRateLimitError, 429, "Rate limit"),
         (fail.context_window(), ContextWindowExceededError, 400, "maximum context length"),
-        (fail.tool_choice_refused(), LMInvalidRequestError, 400,
-         "Invalid tool_choice type: 'object'. Supported string values: none, auto, required"),
-        (fail.invalid_request("Invalid request: model is unavailable"), LMInvalidRequestError, 400,
-         "Invalid request: model is unavailable"),
+        (
+            fail.tool_choice_refused(),
+            LMInvalidRequestError,
+            400,
+            "Invalid tool_choice type: 'object'. Supported string values: none, auto, required",
+        ),
+        (
+            fail.invalid_request("Invalid request: model is unavailable"),
+            LMInvalidRequestError,
+            400,
+            "Invalid request: model is unavailable",
+        ),
     ],
 )
 def test_failures_raise_dspy_public_errors_and_are_recorded(item, error, status, text):
@@ -287,8 +322,7 @@ def test_default_chat_adapter_retries_an_empty_reply_with_json():
 
 def test_written_mode_has_no_function_calling():
     written = {"tool_calls": [{"name": "look", "args": {"where": "box"}}]}
-    text = (f"[[ ## answer ## ]]\nlooking\n\n[[ ## tool_calls ## ]]\n{json.dumps(written)}\n\n"
-            "[[ ## completed ## ]]")
+    text = f"[[ ## answer ## ]]\nlooking\n\n[[ ## tool_calls ## ]]\n{json.dumps(written)}\n\n[[ ## completed ## ]]"
     lm = ScriptedLM([reply(text)], native=False)
     assert lm.supports_function_calling is False
     with dspy.context(lm=lm, adapter=NATIVE):
