@@ -13,14 +13,13 @@ loop logic::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
 
 from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
-from ._signature import SUBMIT
 
 
 @dataclass(frozen=True)
@@ -106,8 +105,6 @@ class Ending:
     finished_by_tool: str | None = None
     unexecuted: tuple[Mapping[str, Any], ...] = ()
     finish_reason: str | None = None
-    projection: Mapping[str, Any] | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,3 @@ class Failure:
     """The turn got no model response; becomes a ``StepError``."""
 
     error: BaseException
-
-
-def is_submit(call: RawCall) -> bool:
-    return call.name == SUBMIT

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -41,7 +41,6 @@ class Metadata:
     unexecuted_tool_calls: tuple[Mapping[str, Any], ...] = ()
     context_projection: Mapping[str, Any] | None = None
     finish_reason: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def complete(self) -> bool:

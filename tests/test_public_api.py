@@ -1,0 +1,44 @@
+"""The public surface is explicit: a sorted ``__all__``, private modules, nothing else exported."""
+
+from __future__ import annotations
+
+import pathlib
+
+import dspy
+
+import dspy_imp
+import dspy_imp.testing
+
+
+def test_all_is_sorted_and_exact():
+    assert dspy_imp.__all__ == sorted(dspy_imp.__all__)
+    assert set(dspy_imp.__all__) == {
+        "ConfigurationError",
+        "Finish",
+        "Metadata",
+        "Prediction",
+        "ReActAdapter",
+        "ReActV2",
+        "StepError",
+        "deadline",
+        "dump_history",
+        "is_complete",
+        "load_history",
+        "redact_history",
+    }
+    assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
+    assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)
+
+
+def test_modules_other_than_the_public_ones_are_private():
+    package = pathlib.Path(dspy_imp.__file__).parent
+    public = {"__init__.py", "testing.py"}
+    assert all(p.name in public or p.name.startswith("_") for p in package.glob("*.py"))
+
+
+def test_the_error_tree():
+    assert issubclass(dspy_imp.ConfigurationError, ValueError)
+    assert issubclass(dspy_imp.StepError, Exception) and not issubclass(dspy_imp.StepError, ValueError)
+    assert issubclass(dspy_imp.ReActV2, dspy.Module)
+    assert issubclass(dspy_imp.ReActAdapter, dspy.ChatAdapter)
+    assert issubclass(dspy_imp.Prediction, dspy.Prediction)
