@@ -62,9 +62,14 @@ class ReActAdapter(dspy.ChatAdapter):
     You rarely build one: the loop wraps whatever adapter you configured. Configure it
     yourself only to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``).
 
+    A step the model answered in a format that cannot be read (a written-calls reply with
+    broken JSON, say) gets DSPy's JSON fallback, as with ``ChatAdapter``: one more request,
+    rendered by this adapter in JSON, so the guidance, the history rendering and the tool
+    result renderer are the same. A JSON base has no fallback; the extractor never has one.
+
     Args:
-        base: The adapter used for everything that is not a loop step (and, later, whose
-            format the steps follow). Defaults to a plain ``dspy.ChatAdapter``.
+        base: The adapter whose format the steps follow, and which serves every call that is
+            not a loop step. Defaults to a plain ``dspy.ChatAdapter``.
         callbacks: Adapter callbacks; defaults to ``base``'s.
     """
 
@@ -74,9 +79,12 @@ class ReActAdapter(dspy.ChatAdapter):
         super().__init__(
             callbacks=callbacks if callbacks is not None else getattr(base, "callbacks", None),
             use_native_function_calling=True,
-            use_json_adapter_fallback=False,
+            use_json_adapter_fallback=not isinstance(base, dspy.JSONAdapter),
         )
         self.base: dspy.Adapter | None = base
+
+    def _make_json_adapter_fallback(self) -> ReActAdapter:
+        return ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
 
     # -- the call ----------------------------------------------------------------------------
 

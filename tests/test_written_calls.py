@@ -186,12 +186,32 @@ def test_b2_a_written_call_that_names_no_tool_is_an_observation(run):
     assert pred.metadata.termination_reason == "submit"
 
 
-def test_unreadable_calls_are_a_parse_error_then_the_last_text_request(run):
+UNREADABLE = "[[ ## answer ## ]]\nhm\n\n[[ ## tool_calls ## ]]\n42\n\n[[ ## completed ## ]]"
+
+
+def test_an_unreadable_reply_gets_dspys_json_fallback_with_the_same_guidance(run):
     lm = ScriptedLM(
-        [
-            reply("[[ ## answer ## ]]\nhm\n\n[[ ## tool_calls ## ]]\n42\n\n[[ ## completed ## ]]"),
-            reply(written("From memory: a cat.", [], field="answer")),
-        ],
+        [reply(UNREADABLE), reply('{"answer": "From memory: a cat.", "tool_calls": []}')],
+        native=False,
+    )
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[Look()]), intent="what?")
+
+    first, fallback = lm.requests
+    assert (pred.answer, pred.metadata.termination_reason) == ("From memory: a cat.", "answered")
+    assert "Outputs will be a JSON object with the following fields." in fallback.messages[0]["content"]
+    guidance = first.messages[0]["content"].split("your objective is:")[1]
+    assert fallback.messages[0]["content"].endswith(guidance)  # the same instructions and guidance lines
+    assert fallback.messages[1] == inputs(intent="what?")
+    assert fallback.messages[-1]["content"].endswith(
+        "Respond with a JSON object in the following order of fields: `answer`, then `tool_calls` "
+        "(must be formatted as a valid Python list)."
+    )
+
+
+def test_a_fallback_that_cannot_be_read_either_is_a_parse_error(run):
+    lm = ScriptedLM(
+        [reply(UNREADABLE), reply("{not json"), reply(written("From memory: a cat.", [], field="answer"))],
         native=False,
     )
     with dspy.context(lm=lm):
@@ -199,7 +219,7 @@ def test_unreadable_calls_are_a_parse_error_then_the_last_text_request(run):
     meta = pred.metadata
     assert (meta.termination_reason, meta.termination_cause) == ("last_text", "parse_error")
     assert pred.answer == "From memory: a cat."
-    assert meta.termination_error is None  # set only for "incomplete" turns
+    assert len(lm.requests) == 3  # the step, its JSON fallback, the last-text request
 
 
 def test_a_history_recorded_natively_replays_as_text(run):
