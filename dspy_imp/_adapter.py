@@ -148,7 +148,12 @@ class ReActAdapter(dspy.ChatAdapter):
         text = output.get("text")
         calls = tuple(_raw_call(c) for c in output.get("tool_calls") or [])
         if text:
-            parsed = self.parse(processed_signature, text)
+            try:
+                parsed = self.parse(processed_signature, text)
+            except AdapterParseError:
+                if not calls:
+                    raise
+                parsed = {STEP_TEXT: text, STEP_CALLS: []}  # native calls are the step; keep the text as written
             text = parsed[STEP_TEXT]
             calls = calls or tuple(_from_call_dict(c) for c in parsed[STEP_CALLS])
         exchange.reply = Reply(

@@ -182,17 +182,19 @@ class Turn:
         if _deadline.passed():
             return self._incomplete("deadline_exceeded")
         self._record_note()
-        outcome = yield from self._send("forced_submit")
+        role: RequestKind = "forced_submit"
+        outcome = yield from self._send(role)
         if isinstance(outcome, Failed) and refuses_named_choice(outcome.error):
-            self.errors["forced_submit"] = describe(outcome.error)
+            self.errors[role] = describe(outcome.error)
             if _deadline.passed():
                 return self._incomplete("deadline_exceeded")
-            outcome = yield from self._send("required_retry")
+            role = "required_retry"
+            outcome = yield from self._send(role)
             if isinstance(outcome, Failed) and not ends_last_request(outcome.error):
-                self.errors["required_retry"] = describe(outcome.error)
+                self.errors[role] = describe(outcome.error)
                 return (yield from self._extract(cause))
         if not isinstance(outcome, Reply):
-            return self._last_request_failed(outcome, "forced_submit", cause)
+            return self._last_request_failed(outcome, role, cause)
         return (yield from self._forced_reply(outcome, cause))
 
     def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:

@@ -89,3 +89,16 @@ def test_m7_each_request_extends_the_previous_one_but_its_requirement(run):
     assert r2[: len(r1) - 1] == r1[:-1] and r3[: len(r2) - 1] == r2[:-1]
     assert r1[-1] == r2[-1] == r3[-1]
     assert len(r3) == len(r2) + 2
+
+
+def test_m7_unreadable_text_beside_native_calls_is_kept_as_written(run):
+    lm = ScriptedLM(
+        [
+            reply("<next_thought>unterminated <b>", calls=[call("look", {}, id="c1")]),
+            reply(calls=[call("submit", {"answer": "cat", "confidence": 0.8}, id="s1")]),
+        ]
+    )
+    with dspy.context(lm=lm, adapter=dspy.XMLAdapter()):
+        pred = run(dspy_imp.ReActV2(SubmitSig, tools=[Look()]), intent="what?")
+    assert pred.metadata.termination_reason == "submit"
+    assert pred.metadata.history.messages[0]["next_thought"] == "<next_thought>unterminated <b>"
