@@ -17,7 +17,9 @@ import contextlib
 import copy
 import inspect
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -52,61 +54,68 @@ async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         sent = await effects.aperform(effect)
 
 
+@dataclass
+class _Job:
+    """One effect's I/O, sync and async, and what to send back to the machine."""
+
+    run: Callable[[], Any]
+    arun: Callable[[], Awaitable[Any]]
+    done: Callable[[Any], Any]
+    failed: Callable[[Exception], Any]
+    scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+
+
 class Effects:
-    """Performs effects for one program."""
+    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting."""
 
     def __init__(self, program: ReActV2):
         self.program = program
 
     def perform(self, effect: Any) -> Any:
-        if isinstance(effect, RunTool):
-            if _async_only(effect.tool):
-                return Raised(RuntimeError(f"{effect.tool.name} is async and this turn runs sync"))
+        job = self._job(effect)
+        with job.scope():
             try:
-                return Returned(effect.tool(**effect.args))
+                value = job.run()
             except Exception as exc:
-                return Raised(exc)
-        if isinstance(effect, Sleep):
-            time.sleep(effect.seconds)
-            return None
-        if isinstance(effect, ModelRequest):
-            kwargs, exchange = self._step_call(effect)
-            with _exchanging(exchange), dspy.context(adapter=_step_adapter()):
-                try:
-                    self.program.react(**kwargs)
-                except Exception as exc:
-                    return Failed(exc)
-            return _reply(exchange)
-        predictor, kwargs = self._extraction_call(effect)
-        with dspy.context(adapter=_extraction_adapter()):
-            try:
-                return _extracted(predictor(**kwargs))
-            except Exception as exc:
-                return Failed(exc)
+                return job.failed(exc)
+        return job.done(value)
 
     async def aperform(self, effect: Any) -> Any:
-        if isinstance(effect, RunTool):
+        job = self._job(effect)
+        with job.scope():
             try:
-                return Returned(await effect.tool.acall(**effect.args))
+                value = await job.arun()
             except Exception as exc:
-                return Raised(exc)
+                return job.failed(exc)
+        return job.done(value)
+
+    def _job(self, effect: Any) -> _Job:
+        if isinstance(effect, RunTool):
+            tool, args = effect.tool, effect.args
+            return _Job(lambda: _run_sync(tool, args), lambda: tool.acall(**args), Returned, Raised)
         if isinstance(effect, Sleep):
-            await asyncio.sleep(effect.seconds)
-            return None
+            return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
         if isinstance(effect, ModelRequest):
             kwargs, exchange = self._step_call(effect)
-            with _exchanging(exchange), dspy.context(adapter=_step_adapter()):
-                try:
-                    await self.program.react.acall(**kwargs)
-                except Exception as exc:
-                    return Failed(exc)
-            return _reply(exchange)
+            react = self.program.react
+
+            def scope() -> AbstractContextManager[Any]:
+                stack = contextlib.ExitStack()
+                stack.enter_context(_exchanging(exchange))
+                stack.enter_context(dspy.context(adapter=_step_adapter()))
+                return stack
+
+            return _Job(
+                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
+            )
         predictor, kwargs = self._extraction_call(effect)
-        with dspy.context(adapter=_extraction_adapter()):
-            try:
-                return _extracted(await predictor.acall(**kwargs))
-            except Exception as exc:
-                return Failed(exc)
+        return _Job(
+            lambda: predictor(**kwargs),
+            lambda: predictor.acall(**kwargs),
+            _extracted,
+            Failed,
+            lambda: dspy.context(adapter=_extraction_adapter()),
+        )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
         kwargs: dict[str, Any] = dict(effect.pending)
@@ -145,6 +154,20 @@ def _exchanging(exchange: Exchange) -> Iterator[None]:
         yield
     finally:
         current_exchange().reset(token)
+
+
+def _run_sync(tool: dspy.Tool, args: dict[str, Any]) -> Any:
+    if _async_only(tool):
+        raise RuntimeError(f"{tool.name} is async and this turn runs sync")
+    return tool(**args)
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _reraise(error: Exception) -> Any:
+    raise error
 
 
 def _async_only(tool: dspy.Tool) -> bool:
