@@ -1,8 +1,8 @@
 """The two drivers: they perform the machine's effects, sync or async, and decide nothing.
 
 ``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
-send one request through the program's inner predictor (so traces, callbacks, usage and
-streaming work as for any DSPy predictor), run one tool, or ask the extractor.
+send one request through the program's inner predictor (so traces, callbacks and usage
+work as for any DSPy predictor), run one tool, or ask the extractor.
 
 The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
 the failed request's error, passed unchanged to the machine (which ends the turn with a

@@ -170,3 +170,11 @@ def test_demos_render_as_short_exchanges_before_the_history(run):
         },
         {"role": "user", "content": "[[ ## intent ## ]]\nand now?"},
     ]
+
+
+def test_usage_is_tracked_across_the_turns_requests(run):
+    lm = ScriptedLM([reply("look", calls=[call("look", {}, id="c1")], usage=(10, 2)), reply("done", usage=(20, 3))])
+    with dspy.context(lm=lm, track_usage=True):
+        pred = run(dspy_imp.ReActV2(TA, tools=[Look()]), intent="look")
+    usage = pred.get_lm_usage()["openai/scripted"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (30, 5)
