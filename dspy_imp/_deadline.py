@@ -1,9 +1,9 @@
-"""A process-wide (context-local) deadline for turns.
+"""A context-local deadline for turns.
 
-``deadline`` sets a monotonic deadline in a ``ContextVar``; the loop reads it before every
-extra request and gives each request the time left as its timeout. Threads started by DSPy's
-``ParallelExecutor`` copy the context, so a deadline set around ``dspy.Evaluate`` applies to
-every example.
+``deadline`` sets a monotonic end time in DSPy's settings overrides (``dspy.context``), so it
+is local to the thread or task that set it and reaches the worker threads of
+``dspy.Parallel`` and ``dspy.Evaluate``, which copy those overrides. A deadline inside
+another never extends it: the earlier end wins. The loop reads it before every request.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from contextvars import ContextVar
 from datetime import UTC, datetime
+
+import dspy
 
 from ._errors import ConfigurationError
 
-_DEADLINE: ContextVar[float | None] = ContextVar("dspy_imp_deadline", default=None)
+_KEY = "dspy_imp_deadline"
 
 
 @contextlib.contextmanager
@@ -37,11 +38,10 @@ def deadline(*, seconds: float | None = None, at: datetime | float | None = None
     """
     if (seconds is None) == (at is None):
         raise ConfigurationError("deadline() takes exactly one of `seconds` or `at`")
-    token = _DEADLINE.set(_resolve(seconds, at))
-    try:
+    end = _resolve(seconds, at)
+    outer = _end()
+    with dspy.context(**{_KEY: end if outer is None else min(outer, end)}):
         yield
-    finally:
-        _DEADLINE.reset(token)
 
 
 def _resolve(seconds: float | None, at: datetime | float | None) -> float:
@@ -58,9 +58,14 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     return float(at)
 
 
+def _end() -> float | None:
+    end = dspy.settings.get(_KEY)
+    return end if isinstance(end, float) else None
+
+
 def time_left() -> float | None:
     """Seconds left before the current deadline (may be negative), or ``None`` without one."""
-    end = _DEADLINE.get()
+    end = _end()
     return None if end is None else end - time.monotonic()
 
 

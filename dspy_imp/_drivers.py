@@ -195,9 +195,12 @@ def _extraction_adapter() -> dspy.Adapter:
     """The program's adapter, with DSPy's JSON fallback off: the extractor sends one request."""
     configured = dspy.settings.adapter
     base = configured.base if isinstance(configured, ReActAdapter) else configured
+    callbacks = configured.callbacks if isinstance(configured, ReActAdapter) else None
     if base is None:
-        return dspy.ChatAdapter(use_json_adapter_fallback=False)
+        return dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
     adapter = copy.copy(base)
+    if callbacks is not None:
+        adapter.callbacks = callbacks
     adapter.__class__ = _single_callback(type(base))
     if isinstance(adapter, dspy.ChatAdapter):
         adapter.use_json_adapter_fallback = False

@@ -23,8 +23,8 @@ class Metadata:
         termination_reason: How the turn ended.
         termination_cause: Why it was interrupted (``None`` when it was not).
         termination_error: For ``"incomplete"``, the redacted errors of the requests that
-            failed, by role (``initial``, ``last_text``, ``forced_submit``,
-            ``required_retry``, ``extraction``).
+            failed, by role (``initial``, ``retry`` (the one extra step of a ``"tools"``
+            turn), ``last_text``, ``forced_submit``, ``required_retry``, ``extraction``).
         finished_by_tool: The ``finish_on`` tool that ended the turn.
         unexecuted_tool_calls: Calls the last request made that were not run.
         context_projection: How many prior entries were left out after a context-window

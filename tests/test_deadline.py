@@ -378,3 +378,17 @@ def test_no_per_request_timeout_reaches_a_custom_engine(run):
 
     assert pred.metadata.termination_reason == "answered"
     assert [r.options for r in lm.requests] == [{"temperature": 0.1}] * 2
+
+
+def test_a_deadline_reaches_dspy_parallel_threads_and_never_extends_an_outer_one():
+    lm = ScriptedLM(lambda request: reply("thinking", delay=0.3))
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[])
+    examples = [dspy.Example(intent=f"q{i}").with_inputs("intent") for i in range(2)]
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.1), dspy_imp.deadline(seconds=60):
+        results = dspy.Parallel(num_threads=2)([(agent, ex) for ex in examples])
+    for pred in results:
+        assert (pred.metadata.termination_reason, pred.metadata.termination_cause) == (
+            "incomplete",
+            "deadline_exceeded",
+        )
+    assert len(lm.requests) == 2  # one step each; nothing after the deadline

@@ -321,3 +321,13 @@ def test_a_configured_chat_adapter_sends_the_same_requests_as_none(run):
     # JSONAdapter and XMLAdapter write the step in their own format: tests/test_adapters.py (M7).
     expected = requests_with(None, run)
     assert requests_with(dspy.ChatAdapter(), run) == expected
+
+
+def test_callbacks_given_to_a_react_adapter_fire_on_every_request_including_extraction(run):
+    counter = Counter()
+    lm = ScriptedLM([reply("t1"), reply("no submit"), reply("unreadable")])
+    with dspy.context(lm=lm, adapter=dspy_imp.ReActAdapter(callbacks=[counter])):
+        pred = run(dspy_imp.ReActV2(SubmitSig, tools=[Look()]), intent="where?")
+    assert pred.metadata.termination_reason == "incomplete"
+    assert len(lm.requests) == 3  # step, forced submit, extraction
+    assert counter.events.count("format") == 3
