@@ -19,7 +19,6 @@ Outside a ``dspy_imp`` turn it behaves as the adapter it wraps (or a plain ``Cha
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -29,7 +28,7 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
-from ._dialect import Dialect, dialect_for
+from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
 from ._render import render_request
@@ -198,16 +197,8 @@ def _raw_call(provider_call: Any) -> RawCall:
     data = _provider_tool_call_to_tool_call_dict(provider_call)
     name = data.get("name") or None
     return RawCall(
-        id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else _jsonable(provider_call)
+        id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else jsonable(provider_call)
     )
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 # -- the provider's finish reason ------------------------------------------------------------------

@@ -27,7 +27,6 @@ from typing import Any
 import dspy
 import json_repair
 from dspy.adapters.chat_adapter import field_header_pattern
-from dspy.utils.exceptions import AdapterParseError
 
 from . import _prompts
 from ._effects import RawCall
@@ -193,7 +192,7 @@ def read_written_calls(value: Any) -> tuple[RawCall, ...]:
 
 def _written_call(item: Any) -> RawCall:
     if not isinstance(item, Mapping):
-        return RawCall(None, None, {}, received=_jsonable(item))
+        return RawCall(None, None, {}, received=jsonable(item))
     function: Mapping[str, Any] = item["function"] if isinstance(item.get("function"), Mapping) else {}
     name = item.get("name") or item.get("tool") or function.get("name") or item.get("recipient_name")
     if isinstance(name, str) and name.startswith("functions."):
@@ -202,11 +201,12 @@ def _written_call(item: Any) -> RawCall:
     if isinstance(args, str):
         args = json_repair.loads(args) if args.strip() else {}
     if not isinstance(name, str) or not name:
-        return RawCall(None, None, {}, received=_jsonable(dict(item)))
+        return RawCall(None, None, {}, received=jsonable(dict(item)))
     return RawCall(item.get("id") if isinstance(item.get("id"), str) else None, name, args)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` if JSON can hold it, else its ``repr`` (a malformed call's payload, kept for the record)."""
     try:
         json.dumps(value)
         return value
@@ -214,4 +214,3 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
-__all__ = ["AdapterParseError", "Dialect", "dialect_for", "read_written_calls"]
