@@ -45,7 +45,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 unit: $(VENV)/.installed-dev
-	$(BIN)/pytest
+	$(BIN)/pytest --cov --cov-report=term
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info

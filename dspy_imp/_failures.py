@@ -68,11 +68,6 @@ def refuses_named_choice(error: BaseException) -> bool:
     )
 
 
-def ends_last_request(error: BaseException) -> bool:
-    """After a refused named choice, the errors that end the turn rather than go to the extractor."""
-    return is_fatal(error) or isinstance(error, ContextWindowExceededError | ContentFiltered)
-
-
 def retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:
     """Seconds before the loop's own retry while a deadline is set (DSPy's are off then), or None."""
     left = _deadline.time_left()

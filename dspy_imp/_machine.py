@@ -39,7 +39,6 @@ from ._failures import (
     ContentFiltered,
     cause_of,
     describe,
-    ends_last_request,
     is_context_window,
     is_fatal,
     is_unreadable,
@@ -190,7 +189,7 @@ class Turn:
                 return self._incomplete("deadline_exceeded")
             role = "required_retry"
             outcome = yield from self._send(role)
-            if isinstance(outcome, Failed) and not ends_last_request(outcome.error):
+            if isinstance(outcome, Failed):  # fatal, filtered and context-window failures ended in _send
                 self.errors[role] = describe(outcome.error)
                 return (yield from self._extract(cause))
         if not isinstance(outcome, Reply):
@@ -222,17 +221,16 @@ class Turn:
         return Ending("extracted", outputs, cause, unexecuted=unexecuted)
 
     def _last_request_failed(self, outcome: Any, role: str, cause: TerminationCause, unexecuted: tuple = ()) -> Outcome:
-        """Reference §4.3, in order: fatal, deadline, context window, unreadable, anything else."""
+        """Reference §4.3: deadline, then unreadable, then anything else.
+
+        Fatal, filtered and context-window failures already ended the turn in ``_send``.
+        """
         if isinstance(outcome, Outcome):
             return outcome
         error = outcome.error
         self.errors[role] = describe(error)
-        if isinstance(error, ContentFiltered) or is_fatal(error):
-            return Failure(error)
         if _deadline.passed():
             return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
-        if is_context_window(error):
-            return self._incomplete("context_window_exceeded", unexecuted=unexecuted)
         if is_unreadable(error):
             return self._incomplete(cause, unexecuted=unexecuted)
         return Failure(error)

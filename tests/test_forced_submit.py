@@ -444,6 +444,26 @@ def test_d10_a_forced_submit_refused_by_policy_never_goes_to_the_extractor(run):
 # -- D13: a fatal error on the required retry ------------------------------------------------------
 
 
+def test_d7_a_required_retry_that_fails_otherwise_goes_to_the_extractor(run):
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("submit", {}, id="s0")]),
+            fail.tool_choice_refused(),
+            fail.server_error(message="upstream hiccup"),
+            reply(EXTRACTED),
+        ]
+    )
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup], max_iters=1)
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="capital of France?")
+
+    assert [r.tool_choice for r in lm.requests] == ["auto", NAMED_SUBMIT, "required", None]
+    meta = pred.metadata
+    assert (meta.termination_reason, meta.termination_cause) == ("extracted", "max_iters")
+    assert (pred.answer, pred.confidence) == ("Paris", 0.9)
+    assert meta.termination_error is None  # set only for "incomplete" turns
+
+
 def test_d13_a_fatal_error_on_the_required_retry_raises_step_error(run):
     billing = LMBillingError("Your credit balance is too low.", status=402)
     lm = ScriptedLM([reply("ready"), fail.tool_choice_refused(), fail.raises(billing)])
