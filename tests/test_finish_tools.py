@@ -20,7 +20,7 @@ from typing import Any
 
 import dspy
 import pytest
-from helpers import Look, assistant, inputs, tool, user
+from helpers import MESSAGE_REPLY_TEXT_ANSWER_SYSTEM, Look, assistant, inputs, tool, user
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
@@ -54,24 +54,7 @@ def system(finish_line: str = FINISH_LINE, tools: str = "`look`, `send`, `declin
 
 SYSTEM_TOOLS = system()
 
-SYSTEM_TEXT_ANSWER = {
-    "role": "system",
-    "content": (
-        "Your input fields are:\n"
-        "1. `message` (str):\n"
-        "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-        "[[ ## message ## ]]\n{message}\n\n"
-        "In adhering to this structure, your objective is: \n"
-        "        Given the fields `message`, produce the fields `reply`.\n"
-        "        You are an Agent. Produce `reply` from `message`, using the supplied tools to gather information "
-        "and take actions.\n"
-        "        The outputs to produce are:\n"
-        "        1. `reply` (string):\n"
-        "        Call tools when more information is needed.\n"
-        "        When the final answer is ready, reply without calling a tool: that message is `reply`.\n"
-        "        The available tools are: `look`, `send`, `decline`."
-    ),
-}
+SYSTEM_TEXT_ANSWER = MESSAGE_REPLY_TEXT_ANSWER_SYSTEM
 
 
 class Outbox:

@@ -14,26 +14,24 @@ from typing import Any, Literal
 import dspy
 import pytest
 from dspy.utils.callback import BaseCallback
-from helpers import NAMED_SUBMIT, TA, EnumSig, Look, SubmitSig, assistant, inputs, submit_line, tool, user
+from helpers import (
+    NAMED_SUBMIT,
+    TA,
+    EnumSig,
+    Look,
+    SubmitSig,
+    assistant,
+    inputs,
+    submit_line,
+    submit_system,
+    tool,
+    user,
+)
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
-SYSTEM_SUBMIT = (
-    "Your input fields are:\n"
-    "1. `intent` (str):\n"
-    "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## intent ## ]]\n{intent}\n\n"
-    "In adhering to this structure, your objective is: \n"
-    "        Answer the intent with a confidence.\n"
-    "        You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.\n"
-    "        The outputs to produce are:\n"
-    "        1. `answer` (string):\n"
-    "        2. `confidence` (number):\n"
-    "        Call tools when more information is needed.\n"
-    "        When the final answer is ready, call `submit` with `answer`, `confidence`.\n"
-    "        The available tools are: `look`, `submit`."
-)
+SYSTEM_SUBMIT = submit_system("look")
 
 FORBIDDEN = ("[[ ## tools ## ]]", "Respond with the corresponding output fields", "The tools you can call")
 

@@ -15,26 +15,12 @@ from typing import Any
 import dspy
 import pydantic
 from dspy import lm15
-from helpers import NAMED_SUBMIT, TA, Look, SubmitSig, assistant, inputs, tool
+from helpers import NAMED_SUBMIT, TA, Look, SubmitSig, assistant, inputs, submit_system, tool
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
-SYSTEM_SUBMIT_LOOKUP = (
-    "Your input fields are:\n"
-    "1. `intent` (str):\n"
-    "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## intent ## ]]\n{intent}\n\n"
-    "In adhering to this structure, your objective is: \n"
-    "        Answer the intent with a confidence.\n"
-    "        You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.\n"
-    "        The outputs to produce are:\n"
-    "        1. `answer` (string):\n"
-    "        2. `confidence` (number):\n"
-    "        Call tools when more information is needed.\n"
-    "        When the final answer is ready, call `submit` with `answer`, `confidence`.\n"
-    "        The available tools are: `lookup`, `submit`."
-)
+SYSTEM_SUBMIT_LOOKUP = submit_system("lookup")
 
 
 def lookup(query: str) -> str:
