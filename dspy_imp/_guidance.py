@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -25,6 +25,7 @@ from ._signature import SUBMIT, field_description, type_words
 
 if TYPE_CHECKING:
     from ._dialect import Dialect
+    from ._render_memo import RenderMemo
 
 ResultRenderer = Callable[[ToolCall, ToolResult], str]
 
@@ -74,6 +75,7 @@ class Guidance:
     boundary: int = 0
     keep_reasoning: bool = True
     dialect: Dialect | None = None
+    memo: RenderMemo | None = field(default=None, compare=False, repr=False)
 
     @property
     def text_answer(self) -> bool:

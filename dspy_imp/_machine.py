@@ -50,6 +50,7 @@ from ._kinds import RequestKind, TerminationCause
 from ._options import CallPlan
 from ._projection import Projection
 from ._records import Step, make_history, to_entry
+from ._render_memo import RenderMemo
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 
@@ -78,7 +79,7 @@ class Turn:
         self.plan = plan
         self.options = plan.options
         self.setup = setup
-        self.guidance = setup.guidance
+        self.guidance = replace(setup.guidance, memo=RenderMemo())  # incremental rendering, one per turn
         self.steps: list[Step] = []
         self.entries: list[Mapping[str, Any]] = list(setup.prior_entries)
         self.pending: dict[str, Any] = dict(plan.inputs)

@@ -43,21 +43,39 @@ def render_request(
     messages: list[Message] = [{"role": "system", "content": system_message(guidance, instructions, dialect)}]
     for demo in demos:
         messages.extend(_demo(dialect, demo))
+    messages.extend(_history(guidance, dialect, pending))
+    messages.extend(dialect.trailing(pending, tool_listing(guidance.roster)))
+    return messages
+
+
+def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any]) -> list[Message]:
+    """The recorded steps' messages; with a memo, only the steps earlier requests did not render."""
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
-    for index, step in enumerate(steps):
-        messages.extend(_inputs_message(dialect, step.inputs))
-        if index == moved:
-            messages.append(_user(_prompts.moved_thought(step.thought or "")))
-            continue
-        earlier = guidance.history_replay == "actions" and guidance.omitted + index < guidance.boundary
-        messages.extend(_earlier_body(guidance, step) if earlier else _body(guidance, step))
-        following = steps[index + 1] if index + 1 < len(steps) else None
-        if not earlier and _gets_line(step, following):
-            line = _unsent_line(guidance)
-            if line is not None:
-                messages.append(_user(line))
-    messages.extend(dialect.trailing(pending, tool_listing(guidance.roster)))
+    memo = guidance.memo
+    start, messages = (0, []) if memo is None else memo.reuse(guidance, steps, moved)
+    for index in range(start, len(steps)):
+        rendered = _step(guidance, dialect, steps, index, moved)
+        messages.extend(rendered)
+        if memo is not None and index < len(steps) - 1 and (moved is None or index < moved):
+            memo.settle(steps, index, rendered)
+    return messages
+
+
+def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: int, moved: int | None) -> list[Message]:
+    """One recorded step: its inputs, what the model did, and the unsent line after a thought."""
+    step = steps[index]
+    messages = _inputs_message(dialect, step.inputs)
+    if index == moved:
+        messages.append(_user(_prompts.moved_thought(step.thought or "")))
+        return messages
+    earlier = guidance.history_replay == "actions" and guidance.omitted + index < guidance.boundary
+    messages.extend(_earlier_body(guidance, step) if earlier else _body(guidance, step))
+    following = steps[index + 1] if index + 1 < len(steps) else None
+    if not earlier and _gets_line(step, following):
+        line = _unsent_line(guidance)
+        if line is not None:
+            messages.append(_user(line))
     return messages
 
 

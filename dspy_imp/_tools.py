@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import dspy
-from jsonschema import ValidationError, validate
+from jsonschema import ValidationError, validators
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
 
 from . import _prompts
 from ._effects import Raised, RawCall, Returned, RunTool
@@ -174,13 +176,35 @@ def check_arguments(tool: dspy.Tool, args: Any) -> Rejection | None:
             if not tool.has_kwargs:
                 problems.append(f"{key} is not an argument of {tool.name}")
             continue
-        try:
-            spec = schema[key]
-            if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
-                validate(instance=value, schema=spec)
-        except ValidationError as exc:
-            problems.append(f"{key} {exc.message}")
+        spec = schema[key]
+        if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
+            error = best_match(_validator(spec).iter_errors(value))
+            if isinstance(error, ValidationError):
+                problems.append(f"{key} {error.message}")
     return Rejection("schema_validation", _prompts.invalid_arguments(problems)) if problems else None
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Validator]] = {}
+_MAX_VALIDATORS = 4096
+
+
+def _validator(spec: dict[str, Any]) -> Validator:
+    """One argument's validator, built (and its schema checked) once per tool argument.
+
+    ``jsonschema.validate`` re-checks the schema against its meta-schema on every call; this
+    gives the same verdicts and messages. Keyed by the schema object, which the entry keeps
+    alive (so its id is not reused); a long-lived process building tools endlessly clears it.
+    """
+    entry = _VALIDATORS.get(id(spec))
+    if entry is not None and entry[0] is spec:
+        return entry[1]
+    cls = validators.validator_for(spec)
+    cls.check_schema(spec)
+    validator = cls(spec)
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(spec)] = (spec, validator)
+    return validator
 
 
 def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls) -> ToolResult:

@@ -1,0 +1,68 @@
+"""The incremental-rendering memo: what earlier requests of a turn rendered, reused.
+
+Within a turn each request is the previous one plus the newest exchange (``_render``), so
+the messages of the recorded steps a request shares with the previous one are already
+known. ``RenderMemo`` keeps them: the steps whose messages can no longer change (all but
+the last, and none from a thought moved to the user side on), the messages they rendered,
+and the rendering context they were rendered in. A request whose context is the same and
+whose steps start with those very step objects (identity, not equality: ``1`` and ``True``
+compare equal but render differently) reuses them and renders only the rest; anything else
+renders from scratch. The memo changes how much work a request costs, never a byte of it.
+
+The context is the request's ``Guidance`` without the fields that change on every request
+(its kind, its steps and history, the memo itself), so a new rendering option added to
+``Guidance`` invalidates the memo without anyone remembering to list it here.
+
+One memo belongs to one turn (``Turn`` creates it); a turn runs on one thread or task.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._guidance import Guidance
+    from ._records import Step
+
+Message = dict[str, Any]
+
+
+@dataclass
+class RenderMemo:
+    """The rendered messages of a turn's settled steps, and the context they were rendered in."""
+
+    context: Any = None
+    steps: tuple[Step, ...] = ()
+    after: Step | None = None
+    messages: list[Message] = field(default_factory=list)
+
+    def reuse(self, guidance: Guidance, steps: Sequence[Step], moved: int | None) -> tuple[int, list[Message]]:
+        """How many of ``steps`` are already rendered, and a new list of their messages.
+
+        ``moved`` is the index of a thought this request moves to the user side (which
+        renders differently from its settled form), if any.
+        """
+        context = replace(guidance, kind="step", steps=(), history=None, memo=None)
+        settled = len(self.steps)
+        if settled and not (
+            context == self.context
+            and len(steps) > settled
+            and steps[settled] is self.after  # a thought's line depends on the step after it
+            and all(map(operator.is_, steps, self.steps))
+            and (moved is None or moved >= settled)
+        ):
+            settled = 0
+        if not settled:
+            self.context, self.steps, self.after, self.messages = context, (), None, []
+            return 0, []
+        return settled, list(self.messages)
+
+    def settle(self, steps: Sequence[Step], index: int, messages: Sequence[Message]) -> None:
+        """Keep ``steps[index]``'s messages (rendered with ``steps[index + 1]`` after it)."""
+        if index == len(self.steps):
+            self.steps = (*self.steps, steps[index])
+            self.after = steps[index + 1]
+            self.messages.extend(messages)
