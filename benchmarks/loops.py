@@ -1,0 +1,157 @@
+"""The four loops under comparison, each pointed at the benchmark server the way its users would.
+
+Every loop gets a base URL and an API key and nothing else: ``dspy.LM`` (the default native
+engine, and ``engine="litellm"`` for ours), pydantic-ai's ``OpenAIChatModel`` with an
+``OpenAIProvider``, and the OpenAI Agents SDK's ``OpenAIChatCompletionsModel`` over an
+``AsyncOpenAI`` client (Chat Completions: the API an OpenAI-compatible server speaks; its
+tracing is off, since it would upload traces). DSPy's response cache is off (a repeated
+turn would otherwise never reach the server). ``dspy.ReActV2`` runs with native function
+calling (``ChatAdapter(use_native_function_calling=True)``), as ours always does.
+
+A loop runs one *kind* of turn: ``"text"`` (``question -> answer``, the answer in plain text
+where the loop allows it) or ``"typed"`` (an answer plus a ``confidence``, or an enum answer:
+every loop then needs its own way to hand over structured outputs). ``turn`` returns whether
+the turn ended with a usable answer; any exception is a turn without one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Literal
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy
+import pydantic
+
+import dspy_imp
+
+MODEL = "gpt-4o-mini"  # a name DSPy knows to call tools natively; the server answers for it
+KEY = "sk-bench"
+
+
+def look(where: str) -> str:
+    """Look somewhere."""
+    return f"nothing at {where}"
+
+
+class Typed(pydantic.BaseModel):
+    answer: str
+    confidence: float
+
+
+class Enum(pydantic.BaseModel):
+    answer: Literal["yes", "no"]
+    confidence: float
+
+
+class TextTask(dspy.Signature):
+    """Find the thing."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+class TypedTask(dspy.Signature):
+    """Find the thing."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+    confidence: float = dspy.OutputField()
+
+
+class EnumTask(dspy.Signature):
+    """Find the thing."""
+
+    question: str = dspy.InputField()
+    answer: Literal["yes", "no"] = dspy.OutputField()
+    confidence: float = dspy.OutputField()
+
+
+SIGNATURES: dict[str, type[dspy.Signature]] = {"text": TextTask, "typed": TypedTask, "enum": EnumTask}
+MODELS: dict[str, Any] = {"text": str, "typed": Typed, "enum": Enum}
+QUESTION = "Where is the thing?"
+
+Turn = Callable[[], bool]
+
+
+def _answered(value: Any) -> bool:
+    return getattr(value, "answer", None) is not None
+
+
+def _dspy_turn(module: dspy.Module, lm: dspy.LM, adapter: dspy.Adapter | None) -> Turn:
+    def turn() -> bool:
+        with dspy.context(lm=lm, adapter=adapter):
+            try:
+                return _answered(module(question=QUESTION))
+            except Exception:
+                return False
+
+    return turn
+
+
+def ours(base_url: str, kind: str, max_steps: int, engine: str = "auto") -> Turn:
+    options: dict[str, Any] = {} if engine == "auto" else {"engine": engine}
+    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False, **options)
+    agent = dspy_imp.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps)
+    return _dspy_turn(agent, lm, None)
+
+
+def ours_litellm(base_url: str, kind: str, max_steps: int) -> Turn:
+    return ours(base_url, kind, max_steps, engine="litellm")
+
+
+def dspy_react(base_url: str, kind: str, max_steps: int) -> Turn:
+    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False)
+    agent = dspy.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps)
+    return _dspy_turn(agent, lm, dspy.ChatAdapter(use_native_function_calling=True))
+
+
+def pydantic_ai(base_url: str, kind: str, max_steps: int) -> Turn:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.usage import UsageLimits
+
+    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key=KEY))
+    agent = Agent(model, output_type=MODELS[kind], tools=[look], instructions=TextTask.__doc__)
+    limits = UsageLimits(request_limit=max_steps)
+
+    def turn() -> bool:
+        try:
+            output = agent.run_sync(QUESTION, usage_limits=limits).output
+        except Exception:
+            return False
+        return bool(output) if kind == "text" else _answered(output)
+
+    return turn
+
+
+def openai_agents(base_url: str, kind: str, max_steps: int) -> Turn:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    model = OpenAIChatCompletionsModel(MODEL, openai_client=AsyncOpenAI(base_url=base_url, api_key=KEY))
+    agent = Agent(
+        name="finder", instructions=TextTask.__doc__, tools=[function_tool(look)], model=model, output_type=MODELS[kind]
+    )
+
+    def turn() -> bool:
+        try:
+            output = Runner.run_sync(agent, QUESTION, max_turns=max_steps).final_output
+        except Exception:
+            return False
+        return bool(output) if kind == "text" else _answered(output)
+
+    return turn
+
+
+LOOPS: dict[str, Callable[..., Turn]] = {
+    "dspy_imp": ours,
+    "dspy_imp (litellm)": ours_litellm,
+    "dspy.ReActV2": dspy_react,
+    "pydantic-ai": pydantic_ai,
+    "openai-agents": openai_agents,
+}

@@ -1,0 +1,208 @@
+"""A scripted OpenAI-compatible Chat Completions server for the benchmarks (stdlib only).
+
+It runs in its own process (``BenchServer`` starts and stops it), so its work never counts
+against the loop being measured, and answers every request at once from a *scenario*: a
+small script of what "the model" does, read off the request itself (how many tool results
+it holds, which tools and ``tool_choice`` it offers). The model gives its final answer the
+way the loop asks for one: a named ``tool_choice`` is obeyed, a ``submit`` tool (DSPy's and
+ours) or pydantic-ai's ``final_result`` tool is called, a JSON schema ``response_format``
+(the OpenAI Agents SDK with a typed output) gets JSON text, and otherwise it answers in
+plain text.
+
+Every request body is kept as received; ``stats`` hands them back between turns, so sizes,
+prefix shares and token counts are computed outside the timed region.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "found"
+SCENARIOS = (
+    "steps",  # N tool steps, then the answer
+    "thought_then_answer",
+    "thought_then_tool",
+    "step_limit",  # always another tool call
+    "provider_error",  # one HTTP 500 on the second request
+    "named_choice_refused",  # HTTP 400 for a named tool_choice
+    "enum_output",  # an invalid enum value first
+    "never_submits",  # text only, whatever is asked
+)
+
+
+class Script:
+    """One turn's scenario and what the server has received in it."""
+
+    def __init__(self, scenario: str = "steps", steps: int = 1, answer: dict[str, Any] | None = None):
+        self.scenario = scenario
+        self.steps = steps
+        self.answer = answer or {"answer": ANSWER}
+        self.bodies: list[bytes] = []
+        self.statuses: list[int] = []
+
+    def respond(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        index = len(self.bodies)
+        self.bodies.append(raw)
+        body = json.loads(raw)
+        status, reply = self._decide(index, body)
+        self.statuses.append(status)
+        return status, reply
+
+    def _decide(self, index: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        scenario, tools = self.scenario, _tool_names(body)
+        named = _named_choice(body)
+        if scenario == "named_choice_refused" and named:
+            return 400, _error("Invalid value for 'tool_choice': unsupported; supported string values are 'none', "
+                               "'auto' and 'required'", "invalid_request_error")
+        if scenario == "provider_error" and index == 1:
+            return 500, _error("The server had an error while processing your request.", "server_error")
+        if scenario == "never_submits":
+            return 200, _text("It is probably in the kitchen.")
+        required = body.get("tool_choice") == "required"  # some call, whichever: no bare thought
+        done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+        if named is None and scenario in ("thought_then_answer", "thought_then_tool", "named_choice_refused"):
+            if index == 0 and not required:
+                return 200, _text("Let me think about where to look.")
+            if scenario == "thought_then_tool" and done == 0 and "look" in tools:
+                return 200, _call("look", {"where": "shelf"}, "call_0")
+        wants_step = scenario == "step_limit" or (scenario in ("steps", "provider_error") and done < self.steps)
+        if wants_step and named is None and "look" in tools:
+            return 200, _call("look", {"where": f"place {done}"}, f"call_{done}")
+        return 200, self._answer(body, named, tools)
+
+    def _answer(self, body: dict[str, Any], named: str | None, tools: list[str]) -> dict[str, Any]:
+        answer = self.answer
+        if self.scenario == "enum_output" and not _answered_before(body):
+            answer = {**answer, "answer": "maybe"}
+        for name in (named, "submit", "final_result"):
+            if name and name in tools:
+                return _call(name, answer, f"call_{name}_{len(self.bodies)}")
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return _text(json.dumps(answer))
+        return _text(str(answer["answer"]))
+
+
+def _answered_before(body: dict[str, Any]) -> bool:
+    """Whether an earlier answer attempt is in the conversation (the enum scenario's second try)."""
+    for message in body.get("messages", []):
+        for call in message.get("tool_calls") or []:
+            if call.get("function", {}).get("name") in ("submit", "final_result"):
+                return True
+        if message.get("role") == "assistant" and "maybe" in str(message.get("content") or ""):
+            return True
+    return False
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    return [t.get("function", {}).get("name") for t in body.get("tools") or []]
+
+
+def _named_choice(body: dict[str, Any]) -> str | None:
+    choice = body.get("tool_choice")
+    return choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+
+
+def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _text(content: str) -> dict[str, Any]:
+    return _completion({"role": "assistant", "content": content}, "stop")
+
+
+def _call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return _completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# -- the server process ----------------------------------------------------------------------
+
+
+def serve() -> None:
+    state = {"script": Script()}
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # one reply is two writes: no 40 ms delayed-ACK stall
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+            with lock:
+                if self.path == "/_bench/reset":
+                    config = json.loads(raw)
+                    state["script"] = Script(config["scenario"], config["steps"], config.get("answer"))
+                    status, reply = 200, {"ok": True}
+                else:
+                    status, reply = state["script"].respond(raw)
+            self._send(status, reply)
+
+        def do_GET(self) -> None:
+            with lock:
+                script = state["script"]
+                reply = {"bodies": [b.decode() for b in script.bodies], "statuses": script.statuses}
+            self._send(200, reply)
+
+        def _send(self, status: int, reply: dict[str, Any]) -> None:
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            if status >= 500:
+                self.send_header("retry-after", "0")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(httpd.server_address[1], flush=True)
+    httpd.serve_forever()
+
+
+class BenchServer:
+    """The server in a child process: ``base_url``, ``reset(...)`` before a turn, ``stats()`` after."""
+
+    def __enter__(self) -> BenchServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.server"], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        port = int(self.process.stdout.readline())
+        self.root = f"http://127.0.0.1:{port}"
+        self.base_url = f"{self.root}/v1"
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def reset(self, scenario: str = "steps", steps: int = 1, answer: dict[str, Any] | None = None) -> None:
+        data = json.dumps({"scenario": scenario, "steps": steps, "answer": answer}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{self.root}/_bench/reset", data=data), timeout=10).read()
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.root}/_bench/stats", timeout=30) as response:
+            return json.loads(response.read())
+
+
+if __name__ == "__main__":
+    serve()
