@@ -47,6 +47,10 @@ class Exchange:
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
 
+# The format a loop without a configured adapter follows. One instance (it is only read), so
+# a turn's rendering context is the same from request to request and its memo is reused.
+_PLAIN_CHAT = dspy.ChatAdapter()
+
 
 @dataclass
 class _ReplyRecorder:
@@ -114,7 +118,7 @@ class ReActAdapter(dspy.ChatAdapter):
         native = bool(lm.supports_function_calling)
         task = exchange.guidance.task
         exchange.dialect = dialect_for(
-            self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
+            self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native
         )
         exchange.keep_reasoning = _carries_reasoning(lm)
         if native:
