@@ -6,7 +6,7 @@ reply. See the README and ``docs/``.
 """
 
 from ._adapter import ReActAdapter
-from ._approval import NEEDS_APPROVAL
+from ._approval import NeedsApproval
 from ._deadline import deadline
 from ._errors import ConfigurationError, StepError
 from ._history import dump_history, load_history, redact_history
@@ -19,7 +19,7 @@ __all__ = [
     "ConfigurationError",
     "Finish",
     "Metadata",
-    "NEEDS_APPROVAL",
+    "NeedsApproval",
     "Prediction",
     "ReActAdapter",
     "ReActV2",

@@ -1,7 +1,7 @@
 """Pausing a turn for a person or an external runner, and the caller's decisions on resume.
 
 A step whose reply holds a call that needs approval (``tool_policy`` answered
-``NEEDS_APPROVAL``, or the tool is in ``needs_approval``) or that an external runner must
+``NeedsApproval()``, or the tool is in ``needs_approval``) or that an external runner must
 answer (``external_tools``) runs none of its calls: the turn ends ``"paused"``, the history
 records the reply with its ``pending_calls`` and no results, and
 ``pred.metadata.pending_calls`` lists them. The caller resumes with
@@ -23,24 +23,28 @@ from ._errors import ConfigurationError
 from ._records import PendingCall, Step
 
 
-class _NeedsApproval:
-    """The ``tool_policy`` answer that means "ask a person before running this call"."""
+class NeedsApproval:
+    """What a ``tool_policy`` returns to have a person decide on a call before it runs.
 
-    _instance: _NeedsApproval | None = None
+    The turn pauses before any call of that reply runs (``termination_reason == "paused"``).
 
-    def __new__(cls) -> _NeedsApproval:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    Example:
+        >>> def policy(name, args):
+        ...     return dspy_imp.NeedsApproval() if name == "refund" and args["amount"] > 100 else True
+    """
 
     def __repr__(self) -> str:
-        return "dspy_imp.NEEDS_APPROVAL"
+        return "NeedsApproval()"
 
-    def __reduce__(self) -> str:
-        return "NEEDS_APPROVAL"
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NeedsApproval)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-NEEDS_APPROVAL = _NeedsApproval()
+def asks_approval(verdict: Any) -> bool:
+    """A policy verdict meaning "ask a person" (the class itself is accepted too)."""
+    return isinstance(verdict, NeedsApproval) or verdict is NeedsApproval
 
 
 @dataclass(frozen=True)

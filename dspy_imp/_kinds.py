@@ -49,7 +49,7 @@ UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "ext
 PendingKind = Literal["approval", "external"]
 """Why a call waits in a paused turn.
 
-- ``"approval"``: a person must approve it (``tool_policy`` answered ``dspy_imp.NEEDS_APPROVAL``,
+- ``"approval"``: a person must approve it (``tool_policy`` answered ``dspy_imp.NeedsApproval()``,
   or the tool is named in ``needs_approval``); resume with ``approvals={id: ...}``.
 - ``"external"``: the host runs it elsewhere (the tool is named in ``external_tools``); resume
   with ``results={id: ...}``.

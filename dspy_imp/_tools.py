@@ -18,7 +18,7 @@ import dspy
 from jsonschema import ValidationError, validate
 
 from . import _prompts
-from ._approval import NEEDS_APPROVAL, Decisions
+from ._approval import Decisions, asks_approval
 from ._effects import Raised, RawCall, Returned, RunTool, RunTools
 from ._kinds import PendingKind
 from ._records import PendingCall, ToolCall, ToolResult, now_iso
@@ -227,7 +227,7 @@ def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdic
         verdict = name in policy
     elif policy is not None:
         verdict = policy(name, args)
-    if verdict is NEEDS_APPROVAL or (verdict is True and name in ctx.needs_approval):
+    if asks_approval(verdict) or (verdict is True and name in ctx.needs_approval):
         return "approval"
     if verdict is True:
         return None

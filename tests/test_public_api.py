@@ -16,7 +16,7 @@ def test_all_is_sorted_and_exact():
         "ConfigurationError",
         "Finish",
         "Metadata",
-        "NEEDS_APPROVAL",
+        "NeedsApproval",
         "Prediction",
         "ReActAdapter",
         "ReActV2",
