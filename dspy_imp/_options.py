@@ -150,7 +150,7 @@ def check_tool_names(value: Any, held: Mapping[str, dspy.Tool], where: str) -> t
     for item in value:
         name = item.name if isinstance(item, dspy.Tool) else getattr(item, "__name__", item)
         if name == SUBMIT:
-            raise ConfigurationError(f"`{where}` may not name `submit`: only a forced submit runs it")
+            raise ConfigurationError(f"`{where}` may not name `submit`: the loop owns it (use `tool_policy` for it)")
         if not isinstance(name, str) or name not in held:
             raise ConfigurationError(f"`{where}` names a tool the program does not hold: {item!r}")
         names.append(name)
