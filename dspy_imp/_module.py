@@ -42,7 +42,8 @@ class ReActV2(dspy.Module):
         unsent_note: Host words replacing the unsent line.
         last_request_note: One line of host text put before a last request.
         last_request_tools: Tools (names or the objects) whose calls run in the last-text request.
-        tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args) -> bool | str``.
+        tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args)`` returning
+            ``True``, ``False``, a reason (a refusal the model reads) or ``dspy_imp.NeedsApproval()``.
         tool_result_renderer: ``callable(call, result) -> str``; ``result.returned_at`` is the
             ISO 8601 UTC time the result came back.
         config: Request options for every request (``temperature``, ``max_tokens``, ...).

@@ -253,3 +253,25 @@ def test_a_text_answer_program_with_one_call_runs_it_plainly(run):
     assert pred.answer == "done"
     [entry, _] = settled(pred.metadata.history.messages)
     assert entry["tool_call_results"][0]["error"] is True
+
+
+def test_the_machine_yields_one_run_tools_effect_for_a_reply_and_takes_results_in_call_order():
+    """What a driver sees (a streaming or durable driver performs the same effects)."""
+    from dspy_imp._effects import ModelRequest, Raised, RawCall, Reply, Returned, RunTool, RunTools
+
+    clock = Clock()
+    agent = dspy_imp.ReActV2("question -> answer", tools=[fetch_tool(clock, False)], parallel_tools=True)
+    turn = agent._turn({"question": "q"})
+    machine = turn.run()
+    assert isinstance(next(machine), ModelRequest)
+    calls = tuple(RawCall(f"c{i}", "fetch", {"key": k}) for i, k in enumerate("ab"))
+    effect = machine.send(Reply(calls=calls))
+    assert effect == RunTools(tuple(RunTool(agent.tools["fetch"], {"key": k}) for k in "ab"))
+    request = machine.send((Returned("page a"), Raised(RuntimeError("gone"))))
+    assert isinstance(request, ModelRequest)
+    [step] = request.guidance.steps
+    assert [(r.id, r.value, r.error) for r in step.results] == [
+        ("c0", "page a", False),
+        ("c1", "fetch failed: gone", True),
+    ]
+    assert clock.spans == {}  # the machine ran nothing itself
