@@ -45,6 +45,7 @@ from ._effects import (
     Sleep,
 )
 from ._guidance import tool_listing
+from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
 from ._usage import Recorder, measured, recording
@@ -128,7 +129,12 @@ class Effects:
     def _job(self, effect: Any) -> _Job:
         if isinstance(effect, RunTool):
             tool, args = effect.tool, effect.args
-            return _Job(lambda: _run_sync(tool, args), lambda: tool.acall(**args), Returned, Raised)
+            return _Job(
+                lambda: _run_sync(tool, args),
+                lambda: tool.acall(**args),
+                lambda value: Returned(value, now_iso()),
+                lambda error: Raised(error, now_iso()),
+            )
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
         if isinstance(effect, ModelRequest):

@@ -105,12 +105,16 @@ class Failed:
 
 @dataclass(frozen=True)
 class Returned:
+    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver."""
+
     value: Any
+    at: str | None = None
 
 
 @dataclass(frozen=True)
 class Raised:
     error: BaseException
+    at: str | None = None
 
 
 @dataclass(frozen=True)

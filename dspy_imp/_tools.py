@@ -261,34 +261,35 @@ def check_arguments(tool: dspy.Tool, args: Any) -> Rejection | None:
 
 def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:
     if isinstance(outcome, Raised):
-        return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(outcome.error))))
-    return _finish_hook(ctx, call, outcome.value, done)
+        failed = Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(outcome.error)))
+        return _error(call, failed, outcome.at)
+    return _finish_hook(ctx, call, outcome.value, done, outcome.at)
 
 
-def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls) -> ToolResult:
+def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, at: str | None) -> ToolResult:
     hook = ctx.finish_on.get(call.name or "")
     if hook is None:
-        return _ok(call, value)
+        return _ok(call, value, at)
     try:
         verdict = hook(dict(call.args), value, dict(ctx.inputs))
     except Exception as exc:  # the hook is host code at the tool boundary: an observation
         return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(exc))))
     if not isinstance(verdict, Finish):
-        return _ok(call, value)
+        return _ok(call, value, at)
     outputs = ctx.outputs.validate(verdict.outputs)
     if isinstance(outputs, Rejection):
-        return _error(call, outputs)
+        return _error(call, outputs, at)
     if done.finished is None:
         done.finished = (call.name or "", outputs)
-    return _ok(call, value)
+    return _ok(call, value, at)
 
 
-def _ok(call: ToolCall, value: Any) -> ToolResult:
-    return ToolResult(call.id, call.name, value, False, now_iso())
+def _ok(call: ToolCall, value: Any, at: str | None = None) -> ToolResult:
+    return ToolResult(call.id, call.name, value, False, at or now_iso())
 
 
-def _error(call: ToolCall, rejection: Rejection) -> ToolResult:
-    return ToolResult(call.id, call.name, rejection.sentence, True, now_iso(), rejection.kind)
+def _error(call: ToolCall, rejection: Rejection, at: str | None = None) -> ToolResult:
+    return ToolResult(call.id, call.name, rejection.sentence, True, at or now_iso(), rejection.kind)
 
 
 def _message(error: BaseException) -> str:

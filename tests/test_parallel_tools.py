@@ -275,3 +275,18 @@ def test_the_machine_yields_one_run_tools_effect_for_a_reply_and_takes_results_i
         ("c1", "fetch failed: gone", True),
     ]
     assert clock.spans == {}  # the machine ran nothing itself
+
+
+def test_each_result_is_stamped_when_its_own_tool_returned(run):
+    clock = Clock()
+    slow, _ = clock.slow("slow", 0.2)
+    quick, _ = clock.slow("quick", 0.0)
+    schema = {"key": {"type": "string"}}
+    tools = [dspy.Tool(f, name=n, desc=n, args=schema) for f, n in ((slow, "slow"), (quick, "quick"))]
+    both = [call("slow", {"key": "s"}, id="s"), call("quick", {"key": "q"}, id="q")]
+    lm = ScriptedLM([reply(calls=both), reply("ok")])
+    agent = dspy_imp.ReActV2("question -> answer", tools=tools, parallel_tools=True)
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    slow_result, quick_result = pred.metadata.history.messages[0]["tool_call_results"]
+    assert quick_result["returned_at"] < slow_result["returned_at"]  # recorded in call order, stamped in time order
