@@ -10,7 +10,8 @@ any request, the paused step's calls are answered (approved and ordinary calls r
 ones become observations, external ones take the given result), and the loop goes on.
 
 ``check_resume`` validates the decisions against the history before any request: every
-pending call must be decided, and nothing else may be.
+pending call must be decided, nothing else may be, and no new inputs are given (the resumed call
+continues the paused turn).
 """
 
 from __future__ import annotations
@@ -87,8 +88,12 @@ def paused_step(prior: Sequence[Step]) -> Step | None:
     return prior[-1] if prior and prior[-1].pending else None
 
 
-def check_resume(paused: Step | None, decisions: Decisions) -> None:
-    """Every pending call decided the right way, and no decision for anything else."""
+def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str, Any]) -> None:
+    """Every pending call decided the right way, no decision for anything else, no new inputs."""
+    if paused is not None and inputs:
+        raise ConfigurationError(
+            f"a paused turn is resumed without new inputs (it continues the turn that paused); got {sorted(inputs)!r}"
+        )
     for call_id in sorted(decisions.approvals.keys() & decisions.results.keys()):
         raise ConfigurationError(f"call {call_id!r} is in both `approvals` and `results`")
     given = {**{k: "approvals" for k in decisions.approvals}, **{k: "results" for k in decisions.results}}

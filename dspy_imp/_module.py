@@ -137,7 +137,7 @@ class ReActV2(dspy.Module):
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
         paused = paused_step(prior)
-        check_resume(paused, plan.decisions)
+        check_resume(paused, plan.decisions, plan.inputs)
         if paused is not None:  # answered first, then recorded again with its results
             prior, entries = prior[:-1], entries[:-1]
         setup = Setup(

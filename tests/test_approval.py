@@ -208,6 +208,14 @@ def test_a_resume_that_leaves_a_call_undecided_is_refused_before_any_request(run
     assert len(lm.requests) == 1 and SENT == []
 
 
+def test_a_resume_takes_no_new_inputs(run):
+    lm = ScriptedLM([TWO_CALLS])
+    agent, pred = paused_turn(run, lm, needs_approval=["send"])
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match=r"without new inputs.*\['message'\]"):
+        run(agent, message="again", history=pred.metadata.history, approvals={"c2": True})
+    assert len(lm.requests) == 1 and SENT == []
+
+
 def test_decisions_without_a_paused_turn_are_refused(run):
     agent = dspy_imp.ReActV2("message -> reply", tools=[send])
     with pytest.raises(dspy_imp.ConfigurationError, match=r"`approvals` given, but the history has no paused turn"):
