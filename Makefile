@@ -3,6 +3,7 @@
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
 #   make test          ruff + mypy + pytest (network blocked: scripted models, replay, a local fake server)
+#   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -15,10 +16,10 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LIVE ?=
 DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)
 
-.PHONY: help demo test lint typecheck unit clean
+.PHONY: help demo test lint typecheck unit bench clean
 
 help:
-	@sed -n '3,5s/^#   //p' Makefile
+	@sed -n '3,6s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[bench]'
 	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -46,6 +51,9 @@ typecheck: $(VENV)/.installed-dev
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest --cov --cov-report=term
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m benchmarks.run
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info

@@ -1,0 +1,326 @@
+"""Tables, the targets, the ``docs/performance.md`` page and its SVG chart, all from the results.
+
+Every number on the page is read from the results dictionary that ``benchmarks/results.json``
+stores; the prose around them says what was measured and names no number of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+FLAT_LIMIT = 1.5  # ours at 1,000 steps against ours at 10
+RATIO_LIMIT = 0.2  # ours + DSPy's plumbing against dspy.ReActV2, per request at 100 steps
+
+
+def _row(curve: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    return next((r for r in curve if r["steps"] == steps), {})
+
+
+def targets(results: dict[str, Any]) -> dict[str, Any]:
+    curve = results["curve"]
+    steps = sorted(r["steps"] for r in curve if "ours_ms" in r)
+    small = 10 if 10 in steps else steps[0]
+    large = steps[-1]
+    near = 100 if any(r["steps"] == 100 and "dspy_ms" in r for r in curve) else max(
+        r["steps"] for r in curve if "dspy_ms" in r
+    )
+    base, top, mid = _row(curve, small), _row(curve, large), _row(curve, near)
+    flat = top["ours_ms"] / base["ours_ms"]
+    whole = mid["whole_ms"] / mid["dspy_ms"]
+    plumbing = mid["plumbing_ms"] / mid["dspy_ms"]
+    return {
+        "flat": {"small": small, "large": large, "ratio": flat, "limit": FLAT_LIMIT, "met": flat <= FLAT_LIMIT},
+        "whole_vs_dspy": {"steps": near, "ratio": whole, "limit": RATIO_LIMIT, "met": whole <= RATIO_LIMIT},
+        "plumbing_vs_dspy": {"steps": near, "ratio": plumbing},
+        "ours_vs_dspy": {"steps": near, "ratio": mid["ours_ms"] / mid["dspy_ms"]},
+    }
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = ["---" if a == "l" else "---:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def curve_table(results: dict[str, Any]) -> str:
+    rows = []
+    for r in results["curve"]:
+        ratio = r["whole_ms"] / r["dspy_ms"] if "whole_ms" in r and "dspy_ms" in r else None
+        rows.append([
+            _f(r["steps"]), _f(r.get("ours_ms")), _f(r.get("plumbing_ms")), _f(r.get("whole_ms")),
+            _f(r.get("dspy_ms")), _f(ratio),
+        ])
+    header = ["recorded steps", "ours ms/request", "DSPy's plumbing ms/request", "whole loop ms/request",
+              "`dspy.ReActV2` ms/request", "whole / `dspy.ReActV2`"]
+    return _table(header, rows)
+
+
+def loops_table(results: dict[str, Any]) -> str:
+    rows = []
+    for r in results["loops"]:
+        rows.append([
+            f"N={r['steps']}", f"`{r['loop']}`", _f(r["turn_ms"], 1), _f(r["request_ms"]), _f(r["requests"]),
+            _f(r["bytes"] / 1000, 1), _f(r["tokens"]), _f(r["prefix_share"] and 100 * r["prefix_share"], 1),
+            _f(r["min_prefix_share"] and 100 * r["min_prefix_share"], 1), _f(r["peak_mb"]), _f(r["answered"]),
+        ])
+    header = ["turn", "loop", "ms/turn", "ms/request", "requests", "kB sent", "tokens sent", "prefix share %",
+              "lowest prefix share %", "peak MB", "answered"]
+    return _table(header, rows, "ll" + "r" * 9)
+
+
+def scenarios_table(results: dict[str, Any]) -> str:
+    loops = list(dict.fromkeys(r["loop"] for r in results["scenarios"]))
+    names = list(dict.fromkeys(r["scenario"] for r in results["scenarios"]))
+    cells = {(r["loop"], r["scenario"]): r for r in results["scenarios"]}
+    rows = []
+    for name in names:
+        row = [name.replace("_", " ")]
+        for loop in loops:
+            r = cells[(loop, name)]
+            if not r["applies"]:
+                row.append("n/a")
+                continue
+            failed = f" ({r['failed_requests']} failed)" if r["failed_requests"] else ""
+            row.append(f"{r['requests']}{failed}, {'answered' if r['answered'] else 'no answer'}")
+        rows.append(row)
+    return _table(["scenario", *(f"`{loop}`" for loop in loops)], rows, "l" * (len(loops) + 1))
+
+
+def profile_table(results: dict[str, Any]) -> str:
+    rows = []
+    for loop, entry in results["profile"].items():
+        rows.append([f"`{loop}`", _f(entry["steps"]), ", ".join(f"{p} {100 * s:.0f}%" for p, s in entry["shares"])])
+    return _table(["loop", "N", "share of the turn's own time, by package"], rows, "lrl")
+
+
+def parallel_table(results: dict[str, Any]) -> str:
+    rows = [
+        [_f(r["calls"]), f"`{r['mode']}`", _f(r["tool_ms"], 0), _f(r["sequential_ms"], 1), _f(r["parallel_ms"], 1),
+         _f(r["sequential_ms"] / r["parallel_ms"], 1)]
+        for r in results["parallel"]
+    ]
+    return _table(["calls in one reply", "call", "tool sleeps ms", "sequential ms/turn", "parallel ms/turn",
+                   "speed-up ×"], rows, "rlrrrr")
+
+
+def targets_table(results: dict[str, Any]) -> str:
+    t = results["targets"]
+    flat, whole = t["flat"], t["whole_vs_dspy"]
+    rows = [
+        [f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps", f"≤ {_f(flat['limit'], 1)}",
+         _f(flat["ratio"]), _f(flat["met"])],
+        [f"whole loop / `dspy.ReActV2`, per request at {_f(whole['steps'])} steps", f"≤ {_f(whole['limit'], 1)}",
+         _f(whole["ratio"]), _f(whole["met"])],
+        [f"DSPy's plumbing alone / `dspy.ReActV2` at {_f(t['plumbing_vs_dspy']['steps'])} steps", "",
+         _f(t["plumbing_vs_dspy"]["ratio"]), ""],
+        [f"ours alone / `dspy.ReActV2` at {_f(t['ours_vs_dspy']['steps'])} steps", "", _f(t["ours_vs_dspy"]["ratio"]),
+         ""],
+    ]
+    return _table(["target", "limit", "measured", "met"], rows, "lrrr")
+
+
+def tables(results: dict[str, Any]) -> str:
+    parts = [
+        ("Per-request cost against recorded steps", curve_table),
+        ("Same model, four loops", loops_table),
+        ("Requests per answered turn", scenarios_table),
+        ("Where each loop spends a turn", profile_table),
+        ("Parallel tools", parallel_table),
+        ("Targets", targets_table),
+    ]
+    return "\n\n".join(f"## {title}\n\n{make(results)}" for title, make in parts)
+
+
+# -- the chart --------------------------------------------------------------------------------
+
+_SERIES = [
+    ("ours_ms", "ours", "#1b7837"),
+    ("plumbing_ms", "DSPy's plumbing (in our loop)", "#762a83"),
+    ("whole_ms", "whole loop (ours + plumbing)", "#2166ac"),
+    ("dspy_ms", "dspy.ReActV2", "#b2182b"),
+]
+
+
+def chart(curve: list[dict[str, Any]]) -> str:
+    """A log-log line chart of ms per request against recorded steps, as standalone SVG."""
+    width, height, left, right, top, bottom = 720, 420, 70, 230, 20, 50
+    points = [(r["steps"], r[k]) for r in curve for k, _, _ in _SERIES if r.get(k)]
+    xs = [math.log10(max(s, 1)) for s, _ in points]
+    ys = [math.log10(v) for _, v in points]
+    x0, x1 = min(xs), max(xs) or 1.0
+    y0, y1 = math.floor(min(ys)), math.ceil(max(ys))
+
+    def px(steps: float) -> float:
+        return left + (math.log10(max(steps, 1)) - x0) / ((x1 - x0) or 1) * (width - left - right)
+
+    def py(value: float) -> float:
+        return top + (y1 - math.log10(value)) / ((y1 - y0) or 1) * (height - top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="12"><rect width="100%" height="100%" fill="white"/>']
+    for exponent in range(y0, y1 + 1):
+        y = py(10**exponent)
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{10.0**exponent:g}</text>')
+    for steps in sorted({r["steps"] for r in curve}):
+        x = px(steps)
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{height - bottom}" stroke="#eee"/>')
+        out.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{steps:,}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">recorded steps</text>')
+    out.append(f'<text x="16" y="{(top + height - bottom) / 2}" text-anchor="middle" '
+               f'transform="rotate(-90 16 {(top + height - bottom) / 2})">ms per request (log)</text>')
+    for index, (key, label, colour) in enumerate(_SERIES):
+        series = [(r["steps"], r[key]) for r in curve if r.get(key)]
+        path = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in series)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        out += [f'<circle cx="{px(s):.1f}" cy="{py(v):.1f}" r="3" fill="{colour}"/>' for s, v in series]
+        y = top + 20 + 22 * index
+        out.append(f'<line x1="{width - right + 15}" x2="{width - right + 35}" y1="{y}" y2="{y}" stroke="{colour}" '
+                   'stroke-width="2"/>')
+        out.append(f'<text x="{width - right + 40}" y="{y + 4}">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# -- the page -----------------------------------------------------------------------------------
+
+_INTRO = """# Performance
+
+Generated by `make bench` (`benchmarks/run.py`) from `benchmarks/results.json`; do not edit by
+hand. Every number below is read from that file. Nothing in the test suite asserts on time.
+
+Reproduce from a fresh clone:
+
+```bash
+make bench            # installs the `bench` extra (pydantic-ai, OpenAI Agents SDK), runs everything
+.venv/bin/python -m benchmarks.run --quick   # tiny sizes, writes nothing: checks the scripts run
+```
+
+This run: Python {python} on {platform}, {cpus} CPUs, {elapsed:.0f} s for the whole of `make bench`
+(the machine was shared, so single timings are noisy; each number is the least disturbed of
+several samples, as described per section).
+"""
+
+_CURVE = """## Per-request cost against recorded steps
+
+One turn of N tool steps, then a `submit`, in-process against `dspy_imp.testing.ScriptedLM`
+(an engine that answers at once). Timers around a few functions split each request into
+*ours* (the state machine, bookkeeping, and `ReActAdapter`'s hooks: rendering the request,
+reading the reply), *DSPy's plumbing* (`Predict`, the adapter base and `dspy.LM`, which for
+the default engine converts the whole message list into an lm15 request and checks it,
+every request) and the scripted engine (left out: it stands for the provider). Each value
+is the least disturbed of the last 20 requests of the N-step turn. `dspy.ReActV2` is timed
+whole, minus the engine, and is not run to 1,000 steps (its per-request cost grows with the
+history, so that turn alone would take minutes).
+
+![ms per request against recorded steps](performance.svg)
+
+{curve}
+
+Why ours stays flat: within a turn every request is the previous one plus the newest
+exchange, so the renderer keeps the messages of settled steps in a per-turn memo
+(`dspy_imp/_render_memo.py`) and renders only what is new; the memo is keyed on the step
+records themselves (by identity) and on the request's rendering context, and a request
+whose context differs renders from scratch, so no byte of any request changes. Each tool
+argument's JSON-schema validator is built once (`_tools.check_arguments`), instead of
+`jsonschema.validate` re-checking the schema against its meta-schema on every call.
+
+What still grows is DSPy's, per request and proportional to the history: `dspy.LM`'s
+native engine re-reads the whole OpenAI-style message list into an lm15 request
+(`_ingest_messages`), walks it again to refuse unencodable text (`_check_encodable`), and
+the engine serialises it again; Python's garbage collector also walks a heap that grows
+with DSPy's `lm.history`, which keeps every request. These are what a caller of `dspy.LM`
+pays; we do not reach around them into private APIs.
+"""
+
+_TARGETS = """## Targets
+
+{targets}
+
+The second line is the one the loop cannot move alone: at this history length DSPy's
+plumbing by itself costs the share of `dspy.ReActV2` shown in the third line, whatever our
+own part costs (fourth line). Where the second target is not met, that plumbing is why:
+the whole loop's ratio is the sum of the last two lines. The ways around it are DSPy's to
+offer (a typed `lm15.Request` passed as `request=` skips the message re-reading, but
+`dspy.Predict` and the adapters only ever call the LM with a message list, and DSPy still
+converts a typed request to a dict to check it); they are not taken here.
+"""
+
+_LOOPS = """## Same model, four loops
+
+A scripted OpenAI-compatible server on 127.0.0.1 (`benchmarks/server.py`, in its own
+process, answering at once) serves the same turn to each loop: N tool calls, then the
+answer in the loop's own form (a `submit` call for the DSPy loops, plain text for
+pydantic-ai and the Agents SDK with a `str` output). Each loop is pointed at it as its
+users would: a base URL and a key (`benchmarks/loops.py`). `ms/turn` is the best of 5
+(N=1), 3 (N=10) or 1 (N=100) turns; `ms/request` divides it by the requests the turn sent.
+*kB* and *tokens sent* are the request bodies of one turn (tokens: `cl100k_base` over the
+serialized tools and messages, an estimate of prompt tokens). *Prefix share* is, for each
+request after the first, the share of its prompt (tools, then messages, serialized) that is
+a byte-identical prefix of the previous request's: what a provider's prompt cache can
+reuse; the mean and the lowest over the turn. *Peak MB* is `tracemalloc`'s peak over one
+separate turn (the client's memory, not the server's).
+
+{loops}
+"""
+
+_SCENARIOS = """## Requests per answered turn
+
+Each cell: requests the turn sent (failed ones included), and whether it ended with a usable
+answer. The outputs are typed here (an answer and a confidence; for *enum output*, an answer
+that must be `yes` or `no`), so every loop needs its own way to hand them over. The scripted
+model: *thought then answer* writes a thought, then answers; *thought then tool* writes a
+thought, calls a tool, then answers; *step limit* calls a tool every time, and the loop's
+step limit is 3 (pydantic-ai: `request_limit=3`; Agents SDK: `max_turns=3`); *provider
+error* gets one HTTP 500 on the second request; *named choice refused* gets an HTTP 400 for
+any request naming a tool in `tool_choice` (n/a: the loop never names one); *enum output*
+first answers `maybe`; *never submits* only ever writes text. A model under `tool_choice`
+`"required"` writes no bare thought; a named choice is obeyed.
+
+{scenarios}
+"""
+
+_PROFILE = """## Where each loop spends a turn
+
+One N-step turn of the comparison above under `cProfile`, each function's own time summed
+by the package it lives in (`builtins` are C functions such as `isinstance` and JSON
+encoding, called from all of them). Profiling slows every call, so only shares are shown.
+
+{profile}
+"""
+
+_PARALLEL = """## Parallel tools
+
+The scripted model asks for several calls of a tool that sleeps, in one reply, then
+submits (`benchmarks/parallel.py`): the turn with `parallel_tools=False` against
+`parallel_tools=True`, sync (a bounded thread pool) and under `acall` (tasks).
+
+{parallel}
+"""
+
+
+def page(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    parts = [
+        _INTRO.format(elapsed=results["elapsed_s"], **machine),
+        _CURVE.format(curve=curve_table(results)),
+        _TARGETS.format(targets=targets_table(results)),
+        _LOOPS.format(loops=loops_table(results)),
+        _SCENARIOS.format(scenarios=scenarios_table(results)),
+        _PROFILE.format(profile=profile_table(results)),
+        _PARALLEL.format(parallel=parallel_table(results)),
+    ]
+    return "\n".join(parts)
