@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -125,28 +125,28 @@ class Meter:
     def __init__(self, limits: UsageLimits | None):
         self.limits = limits or UsageLimits()
         self.calls: list[RequestUsage] = []
+        self._sums = Usage()  # running sums (no calls), so checking the limits costs the same at every step
 
     def add(self, calls: Sequence[RequestUsage]) -> None:
         self.calls.extend(calls)
+        sums = self._sums
+        for call in calls:
+            sums = Usage(
+                requests={**sums.requests, call.kind: sums.requests.get(call.kind, 0) + 1},
+                input_tokens=sums.input_tokens + call.input_tokens,
+                output_tokens=sums.output_tokens + call.output_tokens,
+                cached_tokens=sums.cached_tokens + call.cached_tokens,
+                reasoning_tokens=sums.reasoning_tokens + call.reasoning_tokens,
+                cost=sums.cost if call.cost is None else (sums.cost or 0) + call.cost,
+            )
+        self._sums = sums
 
     def usage(self) -> Usage:
-        requests: dict[str, int] = {}
-        for call in self.calls:
-            requests[call.kind] = requests.get(call.kind, 0) + 1
-        costs = [c.cost for c in self.calls if c.cost is not None]
-        return Usage(
-            requests=requests,
-            input_tokens=sum(c.input_tokens for c in self.calls),
-            output_tokens=sum(c.output_tokens for c in self.calls),
-            cached_tokens=sum(c.cached_tokens for c in self.calls),
-            reasoning_tokens=sum(c.reasoning_tokens for c in self.calls),
-            cost=sum(costs) if costs else None,
-            calls=tuple(self.calls),
-        )
+        return replace(self._sums, calls=tuple(self.calls))
 
     def reached(self) -> bool:
         """Whether any limit is reached: then no request may leave."""
-        usage, limits = self.usage(), self.limits
+        usage, limits = self._sums, self.limits
         pairs = (
             (usage.total_requests, limits.requests),
             (usage.input_tokens, limits.input_tokens),
