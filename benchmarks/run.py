@@ -26,8 +26,8 @@ from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {
-    "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100, 300], "calls": [1, 4, 8],
-             "profile": 100},
+    "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
+             "profile": 30},
     "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2},
 }
 
