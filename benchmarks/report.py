@@ -223,8 +223,8 @@ reading the reply), *DSPy's plumbing* (`Predict`, the adapter base and `dspy.LM`
 the default engine converts the whole message list into an lm15 request and checks it,
 every request) and the scripted engine (left out: it stands for the provider). Each value
 is the least disturbed of the last 20 requests of the N-step turn. `dspy.ReActV2` is timed
-whole, minus the engine, and is not run to 1,000 steps (its per-request cost grows with the
-history, so that turn alone would take minutes).
+whole, minus the engine, and only as far as its column goes (its per-request cost grows with
+the history, so a 1,000-step turn alone would take many minutes).
 
 ![ms per request against recorded steps](performance.svg)
 
@@ -250,6 +250,13 @@ _TARGETS = """## Targets
 
 {targets}
 
+The first line compares our own per-request cost at the longest history with a short one, in
+the same run. Each request renders only the newest step and the one before it (asserted in
+`tests/test_render_memo.py`), and the usage meter keeps running sums, so what is left of any
+difference is the process around our code: the longer turn runs in a heap that DSPy's
+`lm.history` grows with every request, which makes allocation and garbage collection dearer
+for everyone, and on a shared machine the noise between two samples.
+
 The second line is the one the loop cannot move alone: at this history length DSPy's
 plumbing by itself costs the share of `dspy.ReActV2` shown in the third line, whatever our
 own part costs (fourth line). Where the second target is not met, that plumbing is why:
@@ -263,8 +270,9 @@ _LOOPS = """## Same model, four loops
 
 A scripted OpenAI-compatible server on 127.0.0.1 (`benchmarks/server.py`, in its own
 process, answering at once) serves the same turn to each loop: N tool calls, then the
-answer in the loop's own form (a `submit` call for the DSPy loops, plain text for
-pydantic-ai and the Agents SDK with a `str` output). Each loop is pointed at it as its
+answer in the loop's own form: a `submit` call for `dspy.ReActV2`, plain text for the
+others (`question -> answer` is a text answer for `dspy_imp`; pydantic-ai and the Agents SDK
+have a `str` output). Each loop is pointed at it as its
 users would: a base URL and a key (`benchmarks/loops.py`). `ms/turn` is the best of 5
 (N=1), 3 (N=10) or 1 (N=100) turns; `ms/request` divides it by the requests the turn sent.
 *kB* and *tokens sent* are the request bodies of one turn (tokens: `cl100k_base` over the

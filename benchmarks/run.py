@@ -14,6 +14,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def _profiles(server: BenchServer, steps: int) -> dict[str, Any]:
         turn = make(server.base_url, "text", steps + 5)
         server.reset("steps", steps)
 
-        def one() -> None:
+        def one(turn: Callable[[], bool] = turn) -> None:
             server.reset("steps", steps)
             turn()
 
@@ -81,12 +82,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the scripts run")
     parser.add_argument("--out", type=Path, help="results JSON (default: benchmarks/results.json unless --quick)")
     parser.add_argument("--docs", type=Path, help="markdown page (default: docs/performance.md unless --quick)")
+    parser.add_argument("--render", type=Path, metavar="JSON", help="rebuild the page from saved results")
     args = parser.parse_args()
     _quiet()
-    results = run(args.quick)
+    results = json.loads(args.render.read_text()) if args.render else run(args.quick)
     print()
     print(report.tables(results))
-    out = args.out or (None if args.quick else ROOT / "benchmarks" / "results.json")
+    out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")
     if out is not None:
         out.write_text(json.dumps(results, indent=2) + "\n")
