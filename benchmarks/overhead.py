@@ -1,7 +1,7 @@
 """Per-request cost against the number of recorded steps: ours, DSPy's plumbing, ``dspy.ReActV2``.
 
-One turn of N tool steps, then a ``submit``, runs in-process against ``ScriptedLM`` (an
-engine that answers at once). Timers wrapped around a few functions split each request's
+One turn of N tool steps, then a ``submit``, runs in-process against ``ScriptedLM``'s engine
+(answering at once, keeping nothing). Timers wrapped around a few functions split each request's
 time into buckets, recorded when the request's effect completes:
 
 - *engine*: the scripted engine itself (it stands for the provider; left out of everything);
@@ -31,7 +31,7 @@ import dspy
 import dspy_imp
 from dspy_imp import _adapter, _drivers, testing
 from dspy_imp._effects import ModelRequest, RunTool
-from dspy_imp.testing import ScriptedLM, call, reply
+from dspy_imp.testing import call, reply
 
 WINDOW = 20
 
@@ -111,7 +111,22 @@ def metered(meter: Meter) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def scripted(steps: int, meter: Meter | None = None) -> ScriptedLM:
+class _Instant(testing._Script):
+    """``ScriptedLM``'s engine without its recording: it answers at once and keeps nothing.
+
+    ``ScriptedLM`` keeps every request, converted back to Chat Completions form, which at a
+    thousand steps is a heap of hundreds of megabytes that slows everything in the process;
+    a provider keeps nothing on our side.
+    """
+
+    def next(self, request: Any, asynchronous: bool) -> Any:
+        self.position += 1
+        assert self.responder is not None
+        item = self.responder(None)
+        return item, self.position, testing.RecordedRequest([], None, None, {}, asynchronous, request)
+
+
+def scripted(steps: int, meter: Meter | None = None) -> dspy.LM:
     made = [0]
 
     def answer(_request: Any) -> Any:
@@ -123,7 +138,7 @@ def scripted(steps: int, meter: Meter | None = None) -> ScriptedLM:
             return reply(calls=[call("submit", {"answer": "found", "confidence": 0.9}, id=f"s{done}")])
         return reply(f"step {done}", calls=[call("look", {"where": f"place {done}"}, id=f"c{done}")])
 
-    return ScriptedLM(answer)
+    return dspy.LM("openai/scripted", engine=_Instant(answer, native=True), cache=False, num_retries=0)
 
 
 def _tail(values: list[float]) -> float:
@@ -135,12 +150,16 @@ def _tail(values: list[float]) -> float:
     return min(values[-WINDOW:])
 
 
-def ours(steps: int) -> dict[str, float]:
-    """Median ms per request near the end of an N-step turn: ours, DSPy's plumbing, and the whole."""
+def ours(steps: int, history: bool = True) -> dict[str, float]:
+    """ms per request near the end of an N-step turn: ours, DSPy's plumbing, and the whole.
+
+    ``history=False`` runs with ``dspy.configure(disable_history=True)``: DSPy then keeps no
+    ``lm.history`` entry (with its converted request) per call, and the heap stays small.
+    """
     meter = Meter()
     lm = scripted(steps)
     agent = dspy_imp.ReActV2(Task, tools=[look], max_iters=steps + 1)
-    with metered(meter), dspy.context(lm=lm):
+    with metered(meter), dspy.context(lm=lm, disable_history=not history):
         meter.mark()
         prediction = agent(question="where is it?")
     assert prediction.answer == "found", prediction
@@ -173,6 +192,8 @@ def curve(ours_steps: list[int], their_steps: list[int]) -> list[dict[str, Any]]
             row.update(ours(steps))
         if steps in their_steps:
             row.update(theirs(steps))
+        if steps in (ours_steps[1 if len(ours_steps) > 1 else 0], ours_steps[-1]):
+            row["ours_no_history_ms"] = ours(steps, history=False)["ours_ms"]
         print(f"  steps={steps:<5} " + " ".join(f"{k}={v:.2f}" for k, v in row.items() if k != "steps"), flush=True)
         rows.append(row)
     return rows
