@@ -11,6 +11,9 @@ from ._errors import ConfigurationError, StepError
 from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
+from ._progress import show_progress
+from ._status import StatusMessageProvider
+from ._streaming import StreamListener
 from ._tools import Finish
 
 __all__ = [
@@ -20,12 +23,15 @@ __all__ = [
     "Prediction",
     "ReActAdapter",
     "ReActV2",
+    "StatusMessageProvider",
     "StepError",
+    "StreamListener",
     "deadline",
     "dump_history",
     "is_complete",
     "load_history",
     "redact_history",
+    "show_progress",
 ]
 
 __version__ = "0.1.0"

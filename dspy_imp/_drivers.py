@@ -29,6 +29,7 @@ from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply
 from ._guidance import tool_listing
 from ._render import transcript
 from ._signature import make_extraction_signature
+from ._streaming import Watch
 
 if TYPE_CHECKING:
     from ._module import ReActV2
@@ -40,7 +41,7 @@ def drive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         try:
             effect = turn.send(sent)
         except StopIteration as stop:
-            return stop.value
+            return effects.ended(stop.value)
         sent = effects.perform(effect)
 
 
@@ -50,7 +51,7 @@ async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         try:
             effect = turn.send(sent)
         except StopIteration as stop:
-            return stop.value
+            return await effects.aended(stop.value)
         sent = await effects.aperform(effect)
 
 
@@ -63,16 +64,56 @@ class _Job:
     done: Callable[[Any], Any]
     failed: Callable[[Exception], Any]
     scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+    exchange: Exchange | None = None
 
 
 class Effects:
-    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting."""
+    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
+
+    Under ``dspy.streamify`` or live progress, a ``Watch`` (``_streaming``) sees each effect
+    before and after it is performed, and the outcome of the turn; it decides nothing.
+    """
 
     def __init__(self, program: ReActV2):
         self.program = program
+        self.watch = Watch.of(program)
 
     def perform(self, effect: Any) -> Any:
         job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return self._outcome(job)
+        watch.send(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = self._outcome(job)
+        watch.send([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    async def aperform(self, effect: Any) -> Any:
+        job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return await self._aoutcome(job)
+        await watch.asend(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = await self._aoutcome(job)
+        await watch.asend([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    def ended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            self.watch.send(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    async def aended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            await self.watch.asend(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    @staticmethod
+    def _outcome(job: _Job) -> Any:
         with job.scope():
             try:
                 value = job.run()
@@ -80,8 +121,8 @@ class Effects:
                 return job.failed(exc)
         return job.done(value)
 
-    async def aperform(self, effect: Any) -> Any:
-        job = self._job(effect)
+    @staticmethod
+    async def _aoutcome(job: _Job) -> Any:
         with job.scope():
             try:
                 value = await job.arun()
@@ -106,7 +147,12 @@ class Effects:
                 return stack
 
             return _Job(
-                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
+                lambda: react(**kwargs),
+                lambda: react.acall(**kwargs),
+                lambda _: _reply(exchange),
+                Failed,
+                scope,
+                exchange,
             )
         predictor, kwargs = self._extraction_call(effect)
         return _Job(
