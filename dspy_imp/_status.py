@@ -66,7 +66,7 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
     def retry_status_message(self, seconds: float, error: BaseException | None) -> str | None:
         """Before the pause of a retry under the deadline."""
         why = f" after {type(error).__name__}" if error is not None else ""
-        return f"Retrying in {seconds:.1f}s{why}"
+        return f"Retrying in {seconds:.3g}s{why}"
 
     def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
         """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``)."""
