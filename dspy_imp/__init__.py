@@ -9,6 +9,7 @@ from ._adapter import ReActAdapter
 from ._deadline import deadline
 from ._errors import ConfigurationError, StepError
 from ._history import dump_history, load_history, redact_history
+from ._html import HistoryView
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
 from ._progress import show_progress
@@ -19,6 +20,7 @@ from ._tools import Finish
 __all__ = [
     "ConfigurationError",
     "Finish",
+    "HistoryView",
     "Metadata",
     "Prediction",
     "ReActAdapter",

@@ -15,16 +15,20 @@ def test_all_is_sorted_and_exact():
     assert set(dspy_imp.__all__) == {
         "ConfigurationError",
         "Finish",
+        "HistoryView",
         "Metadata",
         "Prediction",
         "ReActAdapter",
         "ReActV2",
+        "StatusMessageProvider",
         "StepError",
+        "StreamListener",
         "deadline",
         "dump_history",
         "is_complete",
         "load_history",
         "redact_history",
+        "show_progress",
     }
     assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
     assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)

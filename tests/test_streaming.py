@@ -19,7 +19,10 @@ from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 LOOK = reply(calls=[call("look", {"where": "shelf"}, id="c1")])
 LOOKED = ['Calling look({"where": "shelf"})', 'look returned: {"seen": true}']
-EXTRACTED = "[[ ## reasoning ## ]]\nIt was seen.\n\n[[ ## answer ## ]]\nOn the shelf.\n\n[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+EXTRACTED = (
+    "[[ ## reasoning ## ]]\nIt was seen.\n\n[[ ## answer ## ]]\nOn the shelf.\n\n"
+    "[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+)
 
 
 def streamed(agent: dspy.Module, lm: ScriptedLM, how: str, *fields: str, **kwargs: Any) -> list[Any]:
