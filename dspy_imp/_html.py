@@ -167,7 +167,8 @@ def metadata_repr(metadata: Any) -> str:
     cause = f", cause={metadata.termination_cause!r}" if metadata.termination_cause else ""
     tool = f", finished_by_tool={metadata.finished_by_tool!r}" if metadata.finished_by_tool else ""
     count = len(metadata.history.messages)
-    return f"Metadata(termination_reason={metadata.termination_reason!r}{cause}{tool}, history: {count} entries)"
+    entries = "entry" if count == 1 else "entries"
+    return f"Metadata(termination_reason={metadata.termination_reason!r}{cause}{tool}, history: {count} {entries})"
 
 
 class HistoryView:
