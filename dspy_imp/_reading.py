@@ -140,20 +140,35 @@ class _ExtractionReader(FieldReader):
 
 
 class _Marked:
-    """DSPy's own listener, for a field written in an adapter's format (markers, JSON, XML).
+    """A field written in an adapter's format.
 
-    It picks the format by ``settings.adapter``'s class name, so it runs under the stock
-    adapter class the configured one derives from.
+    JSON is read as partial JSON (the field's string as it grows); markers and XML by DSPy's
+    own listener, which picks the format by ``settings.adapter``'s class name, so it runs
+    under the stock adapter class the configured one derives from.
     """
 
     def __init__(self, field: str, base: dspy.Adapter | None):
+        self.field = field
         self.adapter = _stock(base)
         self.listener = dspy.streaming.StreamListener(field, predict_name="")
+        self.text = ""
+        self.sent = ""
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
+        if isinstance(self.adapter, dspy.JSONAdapter):
+            return self._json(_delta(chunk, "content") or "")
         with dspy.context(adapter=self.adapter):
             response = self.listener.receive(chunk)
         return [response] if response is not None and (response.chunk or response.is_last_chunk) else []
+
+    def _json(self, content: str) -> list[StreamResponse]:
+        self.text += content
+        start = self.text.find("{")
+        value = _partial(self.text[start:]).get(self.field) if start >= 0 else None
+        if not isinstance(value, str) or not value.startswith(self.sent) or len(value) == len(self.sent):
+            return []
+        new, self.sent = value[len(self.sent) :], value
+        return [StreamResponse("", self.field, new, is_last_chunk=False)]
 
 
 def _stock(base: dspy.Adapter | None) -> dspy.Adapter:

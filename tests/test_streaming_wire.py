@@ -184,3 +184,26 @@ def test_a_written_submit_streams_its_thought_and_hands_over_the_outputs(served,
     assert items[-1].answer == SUBMITTED
     assert segments(chunks(items, "next_thought")) == ["Looking it up.", "Done."]
     assert segments(chunks(items, "answer")) == [SUBMITTED]  # written calls stream as text: whole at the end
+
+
+def formatted(adapter: str, mode: str, text: str) -> dict[str, Any]:
+    """A text answer in the adapter's format (written mode adds the empty calls field)."""
+    if adapter == "json":
+        fields: dict[str, Any] = {"answer": text, **({"tool_calls": []} if mode == "written" else {})}
+        return text_completion(json.dumps(fields))
+    calls = "\n<tool_calls>[]</tool_calls>" if mode == "written" else ""
+    return text_completion(f"<answer>{text}</answer>{calls}")
+
+
+@pytest.mark.parametrize("adapter", ["json", "xml"])
+@pytest.mark.parametrize("mode", ["native", "written"])
+def test_an_answer_written_in_json_or_xml_streams_without_its_format(served, engine, mode, adapter, how):
+    server = served([formatted(adapter, mode, ANSWER)])
+    agent = dspy_imp.ReActV2("city -> answer", tools=[lookup])
+    configured = dspy.JSONAdapter() if adapter == "json" else dspy.XMLAdapter()
+    with dspy.context(lm=lm_for(server, engine, mode), adapter=configured):
+        items = stream_items(agent, how, [StreamListener("answer")], city="Paris")
+
+    answer = chunks(items, "answer")
+    assert segments(answer) == [ANSWER] == [items[-1].answer]
+    assert len([c for c in answer if c.chunk]) > 5
