@@ -3,12 +3,15 @@
 On by default; ``dspy_imp.show_progress(False)`` turns it off (for the process, or as a
 context manager for a block). It shows only where someone watches: in a Jupyter kernel
 (an updating display) or when standard error is a terminal (one line rewritten in place
-and cleared at the end). Piped, captured or logged output gets nothing.
+and cleared at the end). Piped, captured or logged output gets nothing, and so do turns
+run off the main thread (``dspy.Parallel`` workers, a sync program under ``streamify``),
+whose lines would interleave.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 _enabled = [True]  # process-wide: a notebook cell may run in a context of its own
@@ -52,8 +55,8 @@ class Progress:
 
     @classmethod
     def of(cls) -> Progress | None:
-        if not _enabled[0]:
-            return None
+        if not _enabled[0] or threading.current_thread() is not threading.main_thread():
+            return None  # turns in worker threads (dspy.Parallel, streamify) would interleave
         display = _notebook()
         if display is None and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
             return None

@@ -110,6 +110,7 @@ class Watch:
         self.progress = progress
         self.provider = _provider() if stream is not None else StatusMessageProvider()
         self.omitted = 0
+        self.steps = 0
         self.last_error: BaseException | None = None
 
     @classmethod
@@ -119,7 +120,7 @@ class Watch:
         progress = Progress.of()
         if stream is None and progress is None:
             return None
-        listeners = dspy.settings.stream_listeners or [] if stream is not None else []
+        listeners = (dspy.settings.stream_listeners or []) if stream is not None else []
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
         return cls(program, stream, ours, progress)
@@ -132,6 +133,9 @@ class Watch:
             recovered = effect.guidance.omitted > self.omitted
             self.omitted = effect.guidance.omitted
             message = status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, recovered)
+            if message is None and self.progress is not None:
+                self.steps += 1
+                self.progress.show(f"Step {self.steps}: waiting for the model")
         elif isinstance(effect, Extraction):
             message = status_for(self.provider, "request", "extraction", self.omitted, False)
         elif isinstance(effect, Sleep):

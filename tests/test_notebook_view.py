@@ -188,7 +188,12 @@ def test_progress_shows_one_line_per_step_in_a_terminal_and_clears_it(monkeypatc
     with dspy.context(lm=lm):
         run(dspy_imp.ReActV2(SubmitSig, tools=[fetch]), intent="q")
     lines = [line for line in terminal.getvalue().split("\r\x1b[2K") if line]
-    assert [line[2:] for line in lines] == ['Calling fetch({"url": "u"})', "Turn ended: submit"]
+    assert [line[2:] for line in lines] == [
+        "Step 1: waiting for the model",
+        'Calling fetch({"url": "u"})',
+        "Step 2: waiting for the model",
+        "Turn ended: submit",
+    ]
     assert terminal.getvalue().endswith("\r\x1b[2K")  # nothing left behind
 
 
