@@ -6,6 +6,7 @@ reply. See the README and ``docs/``.
 """
 
 from ._adapter import ReActAdapter
+from ._approval import NeedsApproval
 from ._deadline import deadline
 from ._errors import ConfigurationError, StepError
 from ._history import dump_history, load_history, redact_history
@@ -16,18 +17,22 @@ from ._progress import show_progress
 from ._status import StatusMessageProvider
 from ._streaming import StreamListener
 from ._tools import Finish
+from ._usage import Usage, UsageLimits
 
 __all__ = [
     "ConfigurationError",
     "Finish",
     "HistoryView",
     "Metadata",
+    "NeedsApproval",
     "Prediction",
     "ReActAdapter",
     "ReActV2",
     "StatusMessageProvider",
     "StepError",
     "StreamListener",
+    "Usage",
+    "UsageLimits",
     "deadline",
     "dump_history",
     "is_complete",
