@@ -222,3 +222,16 @@ def test_dspys_own_listener_is_refused_with_a_clear_error(how, target):
     ):
         stream_items(agent, how, [listener], intent="k")
     assert lm.requests == []
+
+
+def test_tools_run_at_once_each_send_their_status_with_their_own_name(how):
+    calls = [call("look", {"where": "a"}, id="c1"), call("look", {"where": "b"}, id="c2")]
+    lm = ScriptedLM([reply(calls=calls), reply("done")])
+    with dspy.context(lm=lm):
+        items = stream_items(dspy_imp.ReActV2(TA, tools=[Look()]), how, [StreamListener("answer")], intent="k")
+    lines = statuses(items)
+    assert sorted(lines[:4]) == sorted(
+        ['Calling look({"where": "a"})', 'Calling look({"where": "b"})', *['look returned: {"seen": true}'] * 2]
+    )
+    assert lines[4:] == ["Turn ended: answered"]
+    assert segments(chunks(items, "answer")) == ["done"]
