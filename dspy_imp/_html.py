@@ -64,8 +64,15 @@ def termination_html(metadata: Any) -> str:
         value = getattr(metadata, name)
         if value is not None:
             rows.append((name, value_html(value)))
-    if metadata.unexecuted_tool_calls:
-        rows.append(("unexecuted_tool_calls", value_html(list(metadata.unexecuted_tool_calls))))
+    for name in ("pending_calls", "unexecuted_tool_calls"):
+        calls = getattr(metadata, name, ())
+        if calls:
+            rows.append((name, value_html([dict(c) for c in calls])))
+    usage = getattr(metadata, "usage", None)
+    if usage is not None and usage.requests:
+        summary = {"requests": dict(usage.requests), "input_tokens": usage.input_tokens}
+        summary.update(output_tokens=usage.output_tokens, cost=usage.cost)
+        rows.append(("usage", value_html(summary)))
     return _table(rows, "dspy-imp-termination")
 
 

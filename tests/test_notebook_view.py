@@ -90,6 +90,7 @@ def test_the_prediction_view_shows_the_termination_first_then_every_call_and_res
     assert markup.index("dspy-imp-termination") < markup.index("dspy-imp-outputs") < markup.index("dspy-imp-history")
     termination = tree.find("dspy-imp-termination")[0][2]
     assert "forced_submit" in termination and "max_iters" in termination
+    assert '"requests": {"step": 2, "forced_submit": 1, "required_retry": 1}' in termination
 
     # Every call with its arguments and result; the error result marked.
     calls = [text for _, _, text in tree.find("dspy-imp-call")]
@@ -205,3 +206,14 @@ def test_progress_can_be_turned_off_and_is_silent_when_nobody_watches(monkeypatc
     assert _progress.Progress.of() is not None  # back on after the block
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal, not a notebook
     assert _progress.Progress.of() is None
+
+
+def test_a_paused_turn_shows_the_calls_waiting_for_a_decision(run):
+    lm = ScriptedLM([reply(calls=[call("fetch", {"url": "https://pay.test"}, id="c1")])])
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[fetch], tool_policy=lambda name, args: dspy_imp.NeedsApproval())
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="q")
+    assert pred.metadata.termination_reason == "paused"
+    termination = parse(pred._repr_html_()).find("dspy-imp-termination")[0][2]
+    assert "paused" in termination and "pending_calls" in termination
+    assert '"name": "fetch"' in termination and '"kind": "approval"' in termination
