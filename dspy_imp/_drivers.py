@@ -27,6 +27,7 @@ import dspy
 from ._adapter import Exchange, ReActAdapter, current_exchange
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
 from ._guidance import tool_listing
+from ._predicted import reply_from_prediction
 from ._render import transcript
 from ._signature import make_extraction_signature
 
@@ -106,7 +107,7 @@ class Effects:
                 return stack
 
             return _Job(
-                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
+                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda p: _reply(exchange, p), Failed, scope
             )
         predictor, kwargs = self._extraction_call(effect)
         return _Job(
@@ -176,10 +177,17 @@ def _async_only(tool: dspy.Tool) -> bool:
     return inspect.iscoroutinefunction(function) and not dspy.settings.allow_tool_async_sync_conversion
 
 
-def _reply(exchange: Exchange) -> Reply | Failed:
-    if exchange.reply is None:
+def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
+    """The raw reply the adapter captured, else the step the returned prediction carries."""
+    if exchange.reply is not None:
+        return exchange.reply
+    try:
+        reply = reply_from_prediction(prediction)
+    except ValueError as exc:  # calls in a shape that cannot be read
+        return Failed(exc)
+    if reply is None:
         return Failed(RuntimeError("the step request returned without a reply"))
-    return exchange.reply
+    return reply
 
 
 def _extracted(prediction: dspy.Prediction) -> Extracted:

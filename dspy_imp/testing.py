@@ -46,7 +46,12 @@ class ScriptError(LMError, AssertionError):
 
 @dataclass(frozen=True)
 class Call:
-    """One native tool call the scripted model makes. `id=None` means the provider sent no id."""
+    """One native tool call the scripted model makes.
+
+    `id=None` (the default) gets a stable generated id, `scripted_{request number}_{index}`, as a
+    provider would send (so `cache=True` and `dspy.streamify` work); `id=""` models a provider that
+    sent no id.
+    """
 
     name: str
     args: dict[str, Any] = field(default_factory=dict)
@@ -121,7 +126,10 @@ Responder: TypeAlias = Callable[[RecordedRequest], Reply | Failure]
 
 
 def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> Call:
-    """A native tool call for `reply(calls=[...])`, e.g. `call("send", {"text": "hi"}, id="c2")`."""
+    """A native tool call for `reply(calls=[...])`, e.g. `call("send", {"text": "hi"}, id="c2")`.
+
+    Without `id` the call gets a stable generated one; `id=""` models a provider that sent none.
+    """
     return Call(name, dict(args or {}), id)
 
 
@@ -293,9 +301,10 @@ class _Script:
             raise item.make()
         parts: list[Any] = [lm15.ThinkingPart(item.reasoning)] if item.reasoning else []
         parts += [lm15.TextPart(item.text)] if item.text or not item.calls else []
-        for scripted in item.calls:
-            part = lm15.ToolCallPart(id=scripted.id or "-", name=scripted.name, input=scripted.args)
-            if scripted.id is None:  # lm15 requires an id; "" reaches DSPy's adapter as "no id" (None)
+        for index, scripted in enumerate(item.calls):
+            made_up = scripted.id if scripted.id is not None else f"scripted_{number}_{index}"
+            part = lm15.ToolCallPart(id=made_up or "-", name=scripted.name, input=scripted.args)
+            if not made_up:  # lm15 requires an id; "" reaches DSPy's adapter as "no id" (None)
                 object.__setattr__(part, "id", "")
             parts.append(part)
         size = len(json.dumps(recorded.messages))  # default usage: a rough chars/4 estimate
@@ -341,7 +350,7 @@ class ScriptedLM(dspy.LM):
     Items are used in order, one per request, sync (`lm(...)`, `Predict.forward`) and async
     (`lm.acall`, `Predict.aforward`) alike. Copies (`lm.copy()`, `copy.deepcopy`) share the script
     and the recording, like two handles on one server; each keeps its own DSPy `history`. Not
-    savable (`dump_state` refuses its engine); streaming works except for calls without an id.
+    savable (`dump_state` refuses its engine); streaming works except for calls scripted with `id=""`.
 
     Args:
         script: A list of `reply(...)`, `fail.*(...)`, or callables `fn(RecordedRequest) -> reply/fail
