@@ -32,6 +32,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
+from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
 from ._render import render_request
 from ._signature import STEP_CALLS, STEP_TEXT
@@ -45,6 +46,8 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -82,6 +85,8 @@ class ReActAdapter(dspy.ChatAdapter):
             native calls; ``True`` or ``None`` (default) uses native calls when the LM supports
             them (``None`` also follows a ``JSONAdapter(use_native_function_calling=False)`` base).
     """
+
+    native_calls: bool | None = None
 
     def __init__(
         self,
@@ -154,7 +159,7 @@ class ReActAdapter(dspy.ChatAdapter):
         )
         exchange.keep_reasoning = _carries_reasoning(lm)
         if native:
-            lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
+            lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
                 lm_kwargs["parallel_tool_calls"] = self.parallel_tool_calls
         else:
@@ -169,7 +174,16 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _current()
         guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
-        return render_request(guidance, signature.instructions, demos, pending)
+        exchange.messages = render_request(guidance, signature.instructions, demos, pending)
+        return exchange.messages
+
+    def format_finetune_data(self, signature, demos, inputs, outputs):
+        """A traced loop step as the request the loop sent and its reply (``_finetune``);
+        anything else as the base adapter would format it."""
+        request = sent_request(outputs)
+        if request is not None:
+            return training_example(request)
+        return (self.base or dspy.ChatAdapter()).format_finetune_data(signature, demos, inputs, outputs)
 
     def parse(self, signature, completion):
         exchange = _current()

@@ -160,7 +160,8 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
 
     The trace holds each step's prediction as the model made it; the tools ran after it was
     traced. Bootstrapping optimizers build demos from these predictions, so they get the
-    recorded ``tool_calls`` (ids as replayed) and their ``tool_call_results``, and a demo
+    recorded ``tool_calls`` (ids as replayed) and their ``tool_call_results`` (JSON-safe,
+    without ``returned_at``: the Bootstrap optimizers hash demos to pick among them), and a demo
     shows each call with its result. Predictions are matched to recorded steps in order, by
     the calls' names and arguments.
     """
@@ -177,7 +178,12 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
         unclaimed.remove(step)
         entry = to_entry(step)
         prediction[STEP_CALLS] = entry["tool_calls"]
-        prediction["tool_call_results"] = [{**r, "result": jsonable(r["result"])} for r in entry["tool_call_results"]]
+        prediction["tool_call_results"] = [_demo_result(r) for r in entry["tool_call_results"]]
+
+
+def _demo_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result as a demo keeps it: JSON-safe, and without its time (demos are hashed to pick among them)."""
+    return {**{k: v for k, v in result.items() if k != "returned_at"}, "result": jsonable(result["result"])}
 
 
 def _call_key(calls: Any) -> list[tuple[Any, Any]]:

@@ -26,6 +26,7 @@ import dspy
 
 from ._adapter import Exchange, ReActAdapter, current_exchange
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
+from ._finetune import attach
 from ._guidance import tool_listing
 from ._predicted import reply_from_prediction
 from ._render import transcript
@@ -180,6 +181,7 @@ def _async_only(tool: dspy.Tool) -> bool:
 def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
     """The raw reply the adapter captured, else the step the returned prediction carries."""
     if exchange.reply is not None:
+        attach(prediction, exchange.messages, exchange.tools, exchange.dialect, exchange.reply)
         return exchange.reply
     try:
         reply = reply_from_prediction(prediction)

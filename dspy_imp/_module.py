@@ -9,7 +9,7 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from . import _options as opts
-from ._demos import complete_trace
+from ._demos import complete_trace, demo_examples
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
@@ -129,12 +129,9 @@ class ReActV2(dspy.Module):
         entries = coerce_history(plan.history)
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
-        return Turn(
-            plan,
-            Setup(
-                self._guidance(plan, task), OutputSpec(self.signature), self._call_context(plan), prior, tuple(entries)
-            ),
-        )
+        guidance = self._guidance(plan, task)
+        demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
+        return Turn(plan, Setup(guidance, OutputSpec(self.signature), self._call_context(plan), prior, tuple(entries)))
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         options = plan.options

@@ -121,7 +121,11 @@ def test_native_tool_calls_keep_their_ids_and_options_are_recorded():
 
     assert [(c.id, c.args) for c in first.tool_calls.tool_calls] == [("c1", {"where": "shelf"})]
     # id="" reaches the adapter with no id (lm15 needs one: it carries ""); no id at all gets a stable made-up one.
-    assert [(c.id, c.name) for c in second.tool_calls.tool_calls] == [(None, "look"), ("c2", "send"), ("scripted_2_2", "look")]
+    assert [(c.id, c.name) for c in second.tool_calls.tool_calls] == [
+        (None, "look"),
+        ("c2", "send"),
+        ("scripted_2_2", "look"),
+    ]
     assert [c["id"] for c in lm.history[-1]["outputs"][0]["tool_calls"]] == ["", "c2", "scripted_2_2"]
     assert lm.history[-1]["response"].finish_reason == "tool_call"
 

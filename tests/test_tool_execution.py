@@ -281,7 +281,9 @@ def test_b4_the_step_index_restarts_at_zero_on_every_call_and_ids_stay_unique(ru
         [
             reply(calls=[call("look", {}, id="")]),
             reply("one"),
-            reply(calls=[call("look", {}, id=""), call("look", {"where": "box"}, id="dup"), call("look", {}, id="dup")]),
+            reply(
+                calls=[call("look", {}, id=""), call("look", {"where": "box"}, id="dup"), call("look", {}, id="dup")]
+            ),
             reply("two"),
         ]
     )
