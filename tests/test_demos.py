@@ -11,6 +11,7 @@ from helpers import TA, Look, SubmitSig, assistant, inputs, tool, user
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
+LOOK_JSON = '[{"name": "look", "arguments": {"where": "shelf"}}]'
 NOT_SHOWN = "(The result of this call is not part of the example.)"
 
 
@@ -25,8 +26,9 @@ def _traced_demos(native: bool = True) -> list[dspy.Example]:
     if native:
         lm = ScriptedLM(_script)
     else:
-        written = '[[ ## answer ## ]]\n\n[[ ## tool_calls ## ]]\n[{"name": "look", "arguments": {"where": "shelf"}}]'
-        lm = ScriptedLM([reply(written), reply("[[ ## answer ## ]]\na cat\n\n[[ ## tool_calls ## ]]\n[]")], native=False)
+        written = f"[[ ## answer ## ]]\n\n[[ ## tool_calls ## ]]\n{LOOK_JSON}"
+        answer = "[[ ## answer ## ]]\na cat\n\n[[ ## tool_calls ## ]]\n[]"
+        lm = ScriptedLM([reply(written), reply(answer)], native=False)
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
     with dspy.context(lm=lm, trace=[]):
         agent(intent="what is on the shelf?")
@@ -76,8 +78,7 @@ def test_demos_render_written_where_the_live_steps_are_written(run):
         user("[[ ## intent ## ]]\nwhat is on the shelf?"),
         {
             "role": "assistant",
-            "content": '[[ ## answer ## ]]\n\n\n[[ ## tool_calls ## ]]\n[{"name": "look", "arguments": {"where": "shelf"}}]'
-            "\n\n[[ ## completed ## ]]\n",
+            "content": f"[[ ## answer ## ]]\n\n\n[[ ## tool_calls ## ]]\n{LOOK_JSON}\n\n[[ ## completed ## ]]\n",
         },
         user("[[ ## tool_call_results ## ]]\nlook (demo0_0_0): {\"seen\": true}"),
     ]
