@@ -124,7 +124,7 @@ class Dialect:
         """
         if self.two_step and not self.native:
             return self._fields(_innermost(type(self.base).parse)(self.base, self.reading, completion))
-        names = (self.text_field, self.calls_field or STEP_CALLS)
+        names = (self.text_field, self.calls_field or STEP_CALLS, STEP_TEXT)
         if not _structured(completion, self) and find_fields(completion, names) is None:
             return completion, ()
         if not self.plain:
@@ -141,7 +141,7 @@ class Dialect:
         return self._fields(found)
 
     def _fields(self, fields: Mapping[str, Any]) -> tuple[str | None, tuple[RawCall, ...]]:
-        text = fields.get(self.text_field)
+        text = fields.get(self.text_field, fields.get(STEP_TEXT))
         raw_calls = fields.get(self.calls_field or STEP_CALLS)
         calls = read_written_calls(raw_calls) if raw_calls is not None else ()
         if text is None and raw_calls is None:

@@ -245,13 +245,14 @@ class _Script:
     supports_reasoning = False
     supports_response_schema = False
 
-    def __init__(self, items: Sequence[ScriptItem] | Responder, native: bool) -> None:
+    def __init__(self, items: Sequence[ScriptItem] | Responder, native: bool, reasoning: bool = False) -> None:
         self.responder = items if callable(items) else None  # answers every request; never runs out
         self.items = [] if callable(items) else list(items)
         self.native, self.position = native, 0
         self.requests: list[RecordedRequest] = []
         self.overruns: list[int] = []
         self.supports_function_calling = native
+        self.supports_reasoning = reasoning
         params = {"temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "user"}
         self.supported_params = frozenset(
             params | ({"tools", "tool_choice", "parallel_tool_calls", "response_format"} if native else set())
@@ -357,6 +358,8 @@ class ScriptedLM(dspy.LM):
             item`, used one per request; or a single callable that answers every request.
         native: True (default): `supports_function_calling` is True and replies may carry native
             calls. False: a model without native function calling (it writes calls as text).
+        reasoning: True: `supports_reasoning` is True (a reasoning model: DSPy and the loop send
+            `reasoning_effort` where they would to one). Default False.
         model: The model string DSPy sees (the response's model is the part after the slash).
         **kwargs: Passed to `dspy.LM` (e.g. `temperature`, `callbacks`). `cache` defaults to
             False and `num_retries` to 0, so a scripted failure is raised once, with no sleep.
@@ -373,10 +376,11 @@ class ScriptedLM(dspy.LM):
         script: Sequence[ScriptItem] | Responder,
         *,
         native: bool = True,
+        reasoning: bool = False,
         model: str = "openai/scripted",
         **kwargs: Any,
     ) -> None:
-        engine = _Script(script, native)
+        engine = _Script(script, native, reasoning)
         kwargs.setdefault("cache", False)
         kwargs.setdefault("num_retries", 0)
         super().__init__(model, engine=engine, async_engine=_AsyncScript(engine), **kwargs)
