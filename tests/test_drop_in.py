@@ -158,9 +158,9 @@ def test_a_mocked_submit_ends_a_submit_turn(run):
     done = dspy.Prediction(next_thought=dspy.Reasoning(content="done"), tool_calls=calls)
     agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()])
     new = mock.Mock(return_value=done) if run.mode == "sync" else mock.AsyncMock(return_value=done)
-    with mock.patch.object(agent.react, "forward" if run.mode == "sync" else "aforward", new=new):
-        with dspy.context(lm=ScriptedLM([])):
-            pred = run(agent, intent="what?")
+    method = "forward" if run.mode == "sync" else "aforward"
+    with mock.patch.object(agent.react, method, new=new), dspy.context(lm=ScriptedLM([])):
+        pred = run(agent, intent="what?")
     assert (pred.answer, pred.confidence, pred.metadata.termination_reason) == ("a cat", 0.5, "submit")
 
 
@@ -306,7 +306,7 @@ def test_two_step_adapter_with_a_model_without_native_calls(run):
 
 
 def test_id_less_scripted_calls_survive_the_cache(run):
-    dspy.configure_cache(enable_memory_cache=True)
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
     try:
         script = [reply(calls=[call("look", {"where": "shelf"})]), reply("a cat")]
         lm = ScriptedLM(script, cache=True, model=f"openai/cached-{run.mode}")  # one cache key space per test

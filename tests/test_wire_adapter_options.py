@@ -1,0 +1,71 @@
+"""On the wire, both engines: the adapter's ``parallel_tool_calls`` and DSPy's default ``reasoning_effort``.
+
+The same fake server as ``test_wire_local_server``; the assertions are on the HTTP bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import dspy
+import pytest
+from fake_openai_server import FakeOpenAIServer, text_completion, tool_calls_completion
+
+import dspy_imp
+
+pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
+
+
+class Answer(dspy.Signature):
+    """Answer with a confidence."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+    confidence: float = dspy.OutputField()
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"sunny in {city}"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    script = [
+        text_completion("Let me think."),  # a thought: the forced submit follows
+        tool_calls_completion([("call_1", "submit", {"answer": "sunny", "confidence": 0.9})]),
+    ]
+    with FakeOpenAIServer(script) as fake:
+        yield fake
+
+
+def _lm(server: FakeOpenAIServer, model: str, engine: str, **kwargs: Any) -> dspy.LM:
+    return dspy.LM(
+        model, api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0, engine=engine, **kwargs
+    )
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_parallel_tool_calls_from_the_adapter_reach_the_wire(server: FakeOpenAIServer, engine: str, run: Any) -> None:
+    adapter = dspy.ChatAdapter(use_native_function_calling=True, parallel_tool_calls=False)
+    with dspy.context(lm=_lm(server, "openai/gpt-4o-mini", engine), adapter=adapter):
+        pred = run(dspy_imp.ReActV2(Answer, tools=[get_weather]), question="Weather in Paris?")
+    assert pred.metadata.termination_reason == "forced_submit"
+    step, forced = (r.body for r in server.requests)
+    assert (step["parallel_tool_calls"], step["tool_choice"]) == (False, "auto")
+    assert forced["parallel_tool_calls"] is False
+    assert forced["tool_choice"] == {"type": "function", "function": {"name": "submit"}}
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_a_reasoning_model_gets_low_effort_on_steps_and_none_on_the_forced_submit(
+    server: FakeOpenAIServer, engine: str, run: Any
+) -> None:
+    lm = _lm(server, "openai/o4-mini", engine, temperature=1.0, max_tokens=16000)
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(Answer, tools=[get_weather]), question="Weather in Paris?")
+    assert (pred.answer, pred.metadata.termination_reason) == ("sunny", "forced_submit")
+    step, forced = (r.body for r in server.requests)
+    assert step["reasoning_effort"] == "low"
+    assert "reasoning_effort" not in forced
