@@ -166,7 +166,7 @@ class ReActAdapter(dspy.ChatAdapter):
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
                 lm_kwargs.pop(key, None)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
-            _json_response_format(self.base, lm, lm_kwargs, exchange.dialect.display)
+            _json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
         return signature
 
@@ -226,13 +226,19 @@ def _json_fallback(base: dspy.Adapter | None) -> bool:
     return bool(getattr(base, "use_json_adapter_fallback", True))
 
 
-def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], display: Any) -> None:
+def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], dialect: Dialect) -> None:
     """The ``response_format`` a ``JSONAdapter`` sends, for the fields the step is shown.
 
-    ``_prepare_response_format`` is private to DSPy; it is the one place that decides between
-    a structured schema and JSON mode from the LM's capabilities, so it is reused rather than copied.
+    Written calls get JSON mode, as DSPy gives a ``ToolCalls`` field written as text (a strict
+    schema cannot describe free-form call arguments). Otherwise DSPy's private
+    ``_prepare_response_format`` decides between a structured schema and JSON mode from the
+    LM's capabilities; it is reused rather than copied.
     """
-    base._prepare_response_format(lm, lm_kwargs, display)
+    if dialect.calls_field is not None:
+        if "response_format" in lm.supported_params:
+            lm_kwargs["response_format"] = {"type": "json_object"}
+        return
+    base._prepare_response_format(lm, lm_kwargs, dialect.display)
 
 
 def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:

@@ -153,6 +153,14 @@ def test_a_mocked_inner_predictor_drives_the_turn(run):
     assert first["tool_call_results"][0]["result"] == {"seen": True}
 
 
+def test_a_mocked_acall_of_the_inner_predictor_drives_an_async_turn():
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    patched = mock.patch.object(agent.react, "acall", new=mock.AsyncMock(side_effect=_predictions()))
+    with patched, dspy.context(lm=ScriptedLM([])):
+        pred = asyncio.run(agent.acall(intent="what is on the shelf?"))
+    assert (pred.answer, len(pred.metadata.history.messages)) == ("a cat", 2)
+
+
 def test_a_mocked_submit_ends_a_submit_turn(run):
     calls = dspy.ToolCalls.from_dict_list([{"name": "submit", "args": {"answer": "a cat", "confidence": 0.5}}])
     done = dspy.Prediction(next_thought=dspy.Reasoning(content="done"), tool_calls=calls)

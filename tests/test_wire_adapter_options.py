@@ -69,3 +69,19 @@ def test_a_reasoning_model_gets_low_effort_on_steps_and_none_on_the_forced_submi
     step, forced = (r.body for r in server.requests)
     assert step["reasoning_effort"] == "low"
     assert "reasoning_effort" not in forced
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+@pytest.mark.parametrize("native", [True, False])
+def test_a_json_adapter_sends_its_response_format(
+    server: FakeOpenAIServer, engine: str, native: bool, run: Any
+) -> None:
+    adapter = dspy.JSONAdapter(use_native_function_calling=native)
+    with dspy.context(lm=_lm(server, "openai/gpt-4o-mini", engine), adapter=adapter):
+        run(dspy_imp.ReActV2("question -> answer", tools=[get_weather]), question="Weather in Paris?")
+    body = server.requests[0].body
+    if native:  # a strict schema of the one field the step writes as text
+        schema = body["response_format"]["json_schema"]["schema"]
+        assert (list(schema["properties"]), body["tools"][0]["function"]["name"]) == (["answer"], "get_weather")
+    else:  # written calls: JSON mode, no tools
+        assert body["response_format"] == {"type": "json_object"} and "tools" not in body
