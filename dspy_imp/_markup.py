@@ -29,10 +29,6 @@ def find_fields(completion: str, names: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
-def has_markers(completion: str) -> bool:
-    return any(field_header_pattern.match(line.strip()) for line in completion.splitlines())
-
-
 def without_markers(completion: str) -> str:
     """The text with every ``[[ ## name ## ]]`` header line taken out."""
     kept = []

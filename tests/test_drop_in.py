@@ -326,15 +326,20 @@ def test_id_less_scripted_calls_survive_the_cache(run):
     assert again.metadata.history.messages[0]["tool_calls"][0]["id"] == "scripted_1_0"
 
 
-def test_id_less_scripted_calls_stream():
-    lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"})]), reply("a cat")])
-    agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    streaming = dspy.streamify(agent)
+def test_id_less_scripted_calls_stream_from_the_cache():
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
+    lm = ScriptedLM(
+        [reply(calls=[call("look", {"where": "shelf"})]), reply("a cat")], cache=True, model="openai/streamed"
+    )
+    streaming = dspy.streamify(dspy_imp.ReActV2(TA, tools=[Look()]))
 
     async def collect() -> list[Any]:
         with dspy.context(lm=lm):
             return [item async for item in streaming(intent="what is on the shelf?")]
 
-    items = asyncio.run(collect())
-    pred = items[-1]
-    assert pred.answer == "a cat" and pred.metadata.history.messages[0]["tool_calls"][0]["id"] == "scripted_1_0"
+    try:
+        runs = [asyncio.run(collect())[-1] for _ in range(2)]  # the second is answered from the cache
+    finally:
+        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    assert [p.answer for p in runs] == ["a cat", "a cat"] and len(lm.requests) == 2
+    assert runs[1].metadata.history.messages[0]["tool_calls"][0]["id"] == "scripted_1_0"
