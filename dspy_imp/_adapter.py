@@ -64,7 +64,9 @@ class ReActAdapter(dspy.ChatAdapter):
     """The adapter that renders ``dspy_imp.ReActV2`` steps.
 
     You rarely build one: the loop wraps whatever adapter you configured. Configure it
-    yourself only to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``).
+    yourself to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``),
+    to force written calls (``ReActAdapter(dspy.ChatAdapter(), native_calls=False)``), or as
+    ``BootstrapFinetune``'s adapter, whose data is then each step's request as sent and its reply.
 
     A step the model answered in a format that cannot be read (a written-calls reply with
     broken JSON, say) gets DSPy's JSON fallback, as with ``ChatAdapter``: one more request,

@@ -59,6 +59,9 @@ def _marked(completion: str, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _tagged(completion: str, names: Sequence[str]) -> dict[str, Any]:
+    """``<name>...</name>`` fields, in a reply that opens with a tag (prose that quotes a tag is prose)."""
+    if not completion.lstrip().startswith("<"):
+        return {}
     found = {}
     for name in names:
         match = re.search(rf"<{re.escape(name)}>(.*?)</{re.escape(name)}>", completion, re.DOTALL)

@@ -184,6 +184,22 @@ def test_a_written_reply_with_only_calls_runs_them(run):
     assert len(lm.requests) == 3  # no JSON fallback: the reply was readable
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        '<tool_calls>[{"name": "look", "arguments": {"where": "shelf"}}]</tool_calls>',
+        '{"tool_calls": [{"name": "look", "arguments": {"where": "shelf"}}]}',
+        '```json\n{"answer": "", "tool_calls": [{"name": "look", "args": {"where": "shelf"}}]}\n```',
+    ],
+    ids=["xml", "json", "fenced-json"],
+)
+def test_calls_written_in_another_format_run(run, written):
+    look = Look()
+    lm = ScriptedLM([reply(written), reply("[[ ## answer ## ]]\na cat")], native=False)
+    pred = _ask(run, lm, agent=dspy_imp.ReActV2(TA, tools=[look]))
+    assert (pred.answer, look.runs, len(lm.requests)) == ("a cat", [{"where": "shelf"}], 2)
+
+
 def test_a_native_reply_that_writes_its_calls_as_text_runs_them(run):
     look = Look()
     lm = ScriptedLM(
