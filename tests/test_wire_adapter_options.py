@@ -85,3 +85,17 @@ def test_a_json_adapter_sends_its_response_format(
         assert (list(schema["properties"]), body["tools"][0]["function"]["name"]) == (["answer"], "get_weather")
     else:  # written calls: JSON mode, no tools
         assert body["response_format"] == {"type": "json_object"} and "tools" not in body
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_native_calls_false_sends_written_calls_to_a_native_model(engine: str, run: Any) -> None:
+    written = '[[ ## answer ## ]]\n\n[[ ## tool_calls ## ]]\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]'
+    script = [text_completion(written), text_completion("[[ ## answer ## ]]\nSunny.\n\n[[ ## tool_calls ## ]]\n[]")]
+    adapter = dspy_imp.ReActAdapter(dspy.ChatAdapter(), native_calls=False)
+    with FakeOpenAIServer(script) as fake, dspy.context(lm=_lm(fake, "openai/gpt-4o-mini", engine), adapter=adapter):
+        pred = run(dspy_imp.ReActV2("question -> answer", tools=[get_weather]), question="Weather in Paris?")
+    assert pred.answer == "Sunny."
+    first, second = (r.body for r in fake.requests)
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & (set(first) | set(second))
+    results = {"role": "user", "content": "[[ ## tool_call_results ## ]]\nget_weather (call_0_0): sunny in Paris"}
+    assert results in second["messages"]
