@@ -80,7 +80,7 @@ def test_demos_render_written_where_the_live_steps_are_written(run):
             "role": "assistant",
             "content": f"[[ ## answer ## ]]\n\n\n[[ ## tool_calls ## ]]\n{LOOK_JSON}\n\n[[ ## completed ## ]]\n",
         },
-        user("[[ ## tool_call_results ## ]]\nlook (demo0_0_0): {\"seen\": true}"),
+        user('[[ ## tool_call_results ## ]]\nlook (demo0_0_0): {"seen": true}'),
     ]
     assert all("tool_calls" not in m for m in lm.requests[0].messages)
 
@@ -164,3 +164,32 @@ def test_a_labeled_example_under_finish_tools_is_refused(run):
     agent.react.demos = [dspy.Example(intent="what is on the shelf?", answer="a cat")]
     with dspy.context(lm=ScriptedLM([])), pytest.raises(dspy_imp.ConfigurationError, match="finish='tools'"):
         run(agent, intent="and now?")
+
+
+def test_a_later_step_brings_its_turns_inputs_and_last_two_steps(run):
+    def entry(where: str, call_id: str, **inputs_: Any) -> dict[str, Any]:
+        return {
+            **inputs_,
+            "tool_calls": [{"id": call_id, "name": "look", "args": {"where": where}}],
+            "tool_call_results": [{"id": call_id, "name": "look", "result": where, "error": False}],
+        }
+
+    earlier_turn = {"intent": "an older question", "next_thought": "old answer", "answer": "old answer"}
+    history = [earlier_turn, entry("shelf", "a", intent="where is it?"), entry("desk", "b"), entry("box", "c")]
+    demo = dspy.Example(
+        augmented=True, history=dspy.History(messages=history), tools=["look"], next_thought="found it", tool_calls=[]
+    )
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    agent.react.demos = [demo]
+    lm = ScriptedLM([reply("a dog")])
+    with dspy.context(lm=lm):
+        run(agent, intent="and now?")
+    assert lm.requests[0].messages[1:] == [
+        inputs(intent="where is it?"),  # the turn's inputs, on the first step kept
+        assistant("", [("demo0_0_0", "look", '{"where":"desk"}')]),
+        tool("demo0_0_0", "desk"),
+        assistant("", [("demo0_1_0", "look", '{"where":"box"}')]),
+        tool("demo0_1_0", "box"),
+        assistant("found it"),
+        inputs(intent="and now?"),
+    ]

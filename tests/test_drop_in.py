@@ -285,6 +285,18 @@ def test_finetune_data_is_the_requests_the_loop_sent_and_their_replies():
     assert _compact(by_length[1]["messages"]) == [*second.messages, {"role": "assistant", "content": "a cat"}]
 
 
+def test_each_traced_step_formats_as_its_request_and_reply(run):
+    lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")]), reply("a cat")])
+    with dspy.context(trace=[]):
+        _ask(run, lm)
+        trace = list(dspy.settings.trace)
+    adapter = dspy_imp.ReActAdapter()
+    data = [adapter.format_finetune_data(p.signature, [], i, o) for p, i, o in trace]
+    assert [_compact(d["messages"])[:-1] for d in data] == [r.messages for r in lm.requests]
+    assert [d["messages"][-1]["content"] for d in data] == [None, "a cat"]
+    assert all(d["tools"] == r.tools for d, r in zip(data, lm.requests, strict=True))
+
+
 def _compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Arguments as the scripted engine records them (lm15 re-serializes them compactly)."""
     out = []
