@@ -222,10 +222,13 @@ class ReActAdapter(dspy.ChatAdapter):
 
 
 def _json_fallback(base: dspy.Adapter | None) -> bool:
-    """DSPy's JSON fallback, as the base adapter has it: never for a JSON base, off when turned off."""
-    if isinstance(base, dspy.JSONAdapter):
+    """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
+    the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
+    if base is None:
+        return True
+    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
         return False
-    return bool(getattr(base, "use_json_adapter_fallback", True))
+    return bool(base.use_json_adapter_fallback)
 
 
 def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], dialect: Dialect) -> None:
