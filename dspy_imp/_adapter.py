@@ -48,6 +48,7 @@ class Exchange:
     keep_reasoning: bool = True
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+    fallbacks: int = 0
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -110,6 +111,9 @@ class ReActAdapter(dspy.ChatAdapter):
         self.native_calls = native_calls
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
+        exchange = _EXCHANGE.get()
+        if exchange is not None:  # counted as its own request in the turn's usage
+            exchange.fallbacks += 1
         fallback = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
         return ReActAdapter(base=fallback, callbacks=self.callbacks, native_calls=self.native_calls)
 
