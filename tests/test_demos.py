@@ -193,3 +193,29 @@ def test_a_later_step_brings_its_turns_inputs_and_last_two_steps(run):
         assistant("found it"),
         inputs(intent="and now?"),
     ]
+
+
+def test_a_demo_recorded_by_dspy_react_v2_renders_with_its_nested_results(run):
+    results = dspy.ToolCallResults(
+        tool_call_results=[dspy.ToolCallResults.ToolCallResult(call_id="c1", name="look", value="a cat")]
+    )
+    calls = dspy.ToolCalls(
+        tool_calls=[dspy.ToolCalls.ToolCall(id="c1", name="look", args={"where": "shelf"})], tool_call_results=results
+    )
+    stock = dspy.Example(
+        augmented=True,
+        intent="what is on the shelf?",
+        history=dspy.History(messages=[]),
+        next_thought=dspy.Reasoning(content="checking"),
+        tool_calls=calls.model_dump(),  # as a saved state holds it
+    )
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    agent.react.demos = [stock]
+    lm = ScriptedLM([reply("a dog")])
+    with dspy.context(lm=lm):
+        run(agent, intent="and now?")
+    assert lm.requests[0].messages[1:4] == [
+        inputs(intent="what is on the shelf?"),
+        assistant("checking", [("demo0_0_0", "look", '{"where":"shelf"}')]),
+        tool("demo0_0_0", "a cat"),
+    ]

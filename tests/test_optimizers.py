@@ -64,8 +64,7 @@ def test_mipro_v2(tmp_path):
         optimizer = dspy.MIPROv2(
             metric=metric,
             prompt_model=prompt_lm(),
-            auto=None,
-            num_candidates=2,
+            auto="light",
             num_threads=1,
             max_bootstrapped_demos=1,
             max_labeled_demos=0,
@@ -75,8 +74,6 @@ def test_mipro_v2(tmp_path):
             agent(),
             trainset=TRAINSET,
             valset=DEVSET,
-            num_trials=2,
-            minibatch=False,
             program_aware_proposer=False,
             data_aware_proposer=False,
             tip_aware_proposer=False,
