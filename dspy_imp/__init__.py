@@ -15,6 +15,7 @@ from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
 from ._progress import show_progress
 from ._status import StatusMessageProvider
+from ._stock import to_dspy_history
 from ._streaming import StreamListener
 from ._tools import Finish
 from ._usage import Usage, UsageLimits
@@ -39,6 +40,7 @@ __all__ = [
     "load_history",
     "redact_history",
     "show_progress",
+    "to_dspy_history",
 ]
 
 __version__ = "0.1.0"
