@@ -11,6 +11,12 @@ a turn runs under it, the drivers hold a ``Watch``, which forwards what they per
 - *status messages* (``_status``) for each request kind, deadline retries, context-window
   recovery and the end of the turn, beside DSPy's own callback-driven tool messages.
 
+This module is the one place that leans on DSPy's streaming internals, because
+``streamify`` offers no hook for a program to read its own chunks: the ``send_stream`` and
+``stream_listeners`` settings, ``Predict._should_stream``'s rule (a predictor streams when
+no listener is set), ``StatusStreamingCallback`` (where the user's status provider lives) and
+``sync_send_to_stream`` (dspy/streaming/streamify.py, messages.py; dspy/predict/predict.py).
+
 DSPy's ``StreamListener`` finds its predictor by field and its markers by adapter class
 name; native replies carry no markers and no predictor has the task's output fields. So
 ``dspy_imp.StreamListener`` is the listener for ``dspy_imp`` programs, and a DSPy listener
