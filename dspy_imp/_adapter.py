@@ -28,6 +28,7 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
+from . import _tracing
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
@@ -37,12 +38,21 @@ from ._signature import STEP_CALLS, STEP_TEXT
 
 @dataclass
 class Exchange:
-    """One request in flight: the guidance in, the raw reply out."""
+    """One request in flight: the guidance, options and pinned LM in; the raw reply out.
+
+    ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
+    ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
+    applied by the adapter, so they never appear among the step predictor's inputs.
+    ``json_fallback`` is set when DSPy's JSON fallback re-sent the request.
+    """
 
     guidance: Guidance
+    config: Mapping[str, Any] = field(default_factory=dict)
+    lm: Any = None
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
+    json_fallback: bool = False
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -81,9 +91,15 @@ class ReActAdapter(dspy.ChatAdapter):
             use_json_adapter_fallback=not isinstance(base, dspy.JSONAdapter),
         )
         self.base: dspy.Adapter | None = base
+        self.fallback = False  # True on the adapter DSPy's JSON fallback sends through
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
-        return ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
+        exchange = _EXCHANGE.get()
+        if exchange is not None:
+            exchange.json_fallback = True
+        fallback = ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
+        fallback.fallback = True
+        return fallback
 
     # -- the call ----------------------------------------------------------------------------
 
@@ -93,7 +109,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+            values = super().__call__(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -103,7 +119,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+            values = await super().acall(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -126,6 +142,8 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
+        if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
+            _tracing.annotate(self, _tracing.request_attributes("json_fallback"))
         guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         return render_request(guidance, signature.instructions, demos, pending)

@@ -7,6 +7,7 @@ loop logic::
     ModelRequest -> Reply | Failed        one request to the step predictor
     Extraction   -> Extracted | Failed    one request to the tool-less extractor
     RunTool      -> Returned | Raised     one tool call
+    DecidedCall  -> None                  a call decided without running a tool, reported to tracers
     Sleep        -> None                  a deadline-bounded retry's pause
 """
 
@@ -20,6 +21,7 @@ import dspy
 
 from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
+from ._records import ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,20 @@ class Extraction:
 class RunTool:
     tool: dspy.Tool
     args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DecidedCall:
+    """A call that ran no tool (refused, unknown, malformed, rejected arguments, ``submit``).
+
+    The driver reports it through DSPy's tool callbacks (``_tracing``), so tracers and status
+    messages see every call the model made. ``args`` are the arguments as the model sent them.
+    """
+
+    call: ToolCall
+    result: ToolResult
+    args: Any
+    description: str | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import _deadline
 from ._effects import (
+    DecidedCall,
     Ending,
     Extracted,
     Extraction,
@@ -53,7 +54,7 @@ from ._records import Step, make_history, to_entry
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | Sleep
+Effect = ModelRequest | Extraction | RunTool | DecidedCall | Sleep
 Outcome = Ending | Failure
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}

@@ -12,6 +12,7 @@ from . import _options as opts
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
+from ._failures import describe
 from ._guidance import Guidance, Task
 from ._machine import Setup, Turn
 from ._options import CallPlan, ProgramOptions
@@ -20,6 +21,7 @@ from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from ._tools import CallContext
+from ._tracing import TurnUsage, trace_failure, trace_turn, tracking_usage
 
 
 class ReActV2(dspy.Module):
@@ -107,11 +109,15 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
-        return self._conclude(turn, drive(turn.run(), Effects(self)))
+        with tracking_usage() as usage:
+            outcome = drive(turn.run(), Effects(self))
+        return self._conclude(turn, outcome, usage)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
-        return self._conclude(turn, await adrive(turn.run(), Effects(self)))
+        with tracking_usage() as usage:
+            outcome = await adrive(turn.run(), Effects(self))
+        return self._conclude(turn, outcome, usage)
 
     def _turn(self, kwargs: dict[str, Any]) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.tools, kwargs)
@@ -155,9 +161,10 @@ class ReActV2(dspy.Module):
             last_request_tools=options.last_request_tools,
         )
 
-    def _conclude(self, turn: Turn, outcome: Ending | Failure) -> Prediction:
+    def _conclude(self, turn: Turn, outcome: Ending | Failure, usage: TurnUsage) -> Prediction:
         history = make_history(turn.entries)
         if isinstance(outcome, Failure):
+            trace_failure(self, describe(outcome.error), turn.errors, usage)
             raise StepError(outcome.error, history) from outcome.error
         metadata = Metadata(
             history=history,
@@ -169,6 +176,7 @@ class ReActV2(dspy.Module):
             context_projection=turn.projection.metadata(),
             finish_reason=outcome.finish_reason,
         )
+        trace_turn(self, metadata, turn.errors, usage)
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)

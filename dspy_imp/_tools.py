@@ -5,7 +5,9 @@ sentences of reference Appendix B) and the loop goes on: a malformed call, an un
 tool, a policy refusal, invalid arguments, a tool that raises, an invalid ``submit`` or
 ``finish_on`` result. Which calls run depends on the request: an ordinary step runs every
 call; the last-text request runs only ``last_request_tools``; the forced request runs only
-``submit``. Calls that are not run are listed, never recorded.
+``submit``. Calls that are not run are listed, never recorded. A call decided without
+running a tool (a refusal, ``submit``) is yielded as a ``DecidedCall``, so the driver reports
+it to tracers like a tool that ran.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import dspy
 from jsonschema import ValidationError, validate
 
 from . import _prompts
-from ._effects import Raised, RawCall, Returned, RunTool
+from ._effects import DecidedCall, Raised, RawCall, Returned, RunTool
 from ._records import ToolCall, ToolResult, now_iso
 from ._signature import SUBMIT, OutputSpec, Rejection
 
@@ -73,7 +75,7 @@ class StepCalls:
 
 def run_calls(
     ctx: CallContext, raw: Sequence[RawCall], mode: CallMode, step_index: int, taken: set[str]
-) -> Generator[RunTool, Returned | Raised, StepCalls]:
+) -> Generator[RunTool | DecidedCall, Returned | Raised | None, StepCalls]:
     """Check and run a step's calls in call order; yields each tool run to the driver.
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
@@ -116,7 +118,22 @@ def _runs_in(ctx: CallContext, name: str | None, mode: CallMode) -> bool:
 
 def _run_one(
     ctx: CallContext, call: ToolCall, args: Any, done: StepCalls
-) -> Generator[RunTool, Returned | Raised, ToolResult]:
+) -> Generator[RunTool | DecidedCall, Returned | Raised | None, ToolResult]:
+    decided = _decide(ctx, call, args, done)
+    if decided is not None:  # reported, so tracers see this call as they see a tool that ran
+        tool = ctx.roster.get(call.name or "")
+        yield DecidedCall(call, decided, args, tool.desc if tool is not None else None)
+        return decided
+    assert call.name is not None
+    outcome = yield RunTool(ctx.runners[call.name], dict(call.args))
+    if isinstance(outcome, Raised):
+        return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name, _message(outcome.error))))
+    assert isinstance(outcome, Returned)
+    return _finish_hook(ctx, call, outcome.value, done)
+
+
+def _decide(ctx: CallContext, call: ToolCall, args: Any, done: StepCalls) -> ToolResult | None:
+    """The call's result when no tool runs for it (a refusal, or ``submit``), else ``None``."""
     refusal = _refuse(ctx, call, args)
     if refusal is not None:
         if refusal.kind == "tool_denied" and call.name == SUBMIT:
@@ -128,11 +145,7 @@ def _run_one(
             return _error(call, outputs)
         done.submitted = outputs
         return _ok(call, outputs)
-    assert call.name is not None
-    outcome = yield RunTool(ctx.runners[call.name], dict(call.args))
-    if isinstance(outcome, Raised):
-        return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name, _message(outcome.error))))
-    return _finish_hook(ctx, call, outcome.value, done)
+    return None
 
 
 def _refuse(ctx: CallContext, call: ToolCall, args: Any) -> Rejection | None:
