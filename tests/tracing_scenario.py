@@ -1,0 +1,179 @@
+"""Run traced turns in a fresh interpreter and print their span trees as JSON.
+
+    python tests/tracing_scenario.py TRACER ORDER [STORE]
+
+TRACER is ``mlflow`` (``mlflow.dspy.autolog()`` into a local file store under STORE) or
+``openinference`` (``DSPyInstrumentor`` into an in-memory OpenTelemetry exporter). ORDER is
+``before`` (``dspy_imp`` imported before the tracer is set up) or ``after``. The turns:
+
+- ``recovered`` (sync and async): a step calls ``lookup`` (runs), ``delete`` (refused by the
+  policy), ``lookup`` with a bad argument and ``peek`` (unknown); the next step fails; the
+  forced submit is refused by the provider, and the ``"required"`` retry submits.
+- ``incomplete``: a text-only step, then a forced ``submit`` the policy refuses.
+- ``step_error``: a failed step, then a failed forced submit (``StepError``).
+
+Used by ``tests/test_tracing.py`` and to render the trace in ``docs/observability.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+TRACER, ORDER = sys.argv[1], sys.argv[2]
+
+if ORDER == "before":
+    import dspy_imp  # noqa: F401  (the import order is what is tested)
+
+if TRACER == "mlflow":
+    import mlflow
+
+    mlflow.set_tracking_uri(f"file://{sys.argv[3]}/mlruns")
+    mlflow.dspy.autolog()
+else:
+    from openinference.instrumentation.dspy import DSPyInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    EXPORTER = InMemorySpanExporter()
+    PROVIDER = TracerProvider()
+    PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    DSPyInstrumentor().instrument(tracer_provider=PROVIDER)
+
+import dspy
+
+import dspy_imp
+from dspy_imp.testing import ScriptedLM, call, fail, reply
+
+
+class Answer(dspy.Signature):
+    """Answer the question, with a confidence."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+    confidence: float = dspy.OutputField()
+
+
+def lookup(topic: str) -> str:
+    """Look a topic up in the notes."""
+    return f"notes on {topic}: the key is under the mat"
+
+
+def delete(topic: str) -> str:
+    """Delete a topic from the notes."""
+    raise AssertionError("never runs: the policy refuses it")
+
+
+def policy(refused: set[str]) -> Any:
+    return lambda name, args: "notes are read-only" if name in refused else True
+
+
+def recovered_script() -> list[Any]:
+    return [
+        reply(
+            calls=[
+                call("lookup", {"topic": "keys"}, id="c1"),
+                call("delete", {"topic": "keys"}, id="c2"),
+                call("lookup", {"topic": 7}, id="c3"),
+                call("peek", {}, id="c4"),
+            ],
+            usage=(100, 20),
+        ),
+        fail.server_error(),
+        fail.tool_choice_refused(),
+        reply(calls=[call("submit", {"answer": "Under the mat.", "confidence": 0.9}, id="c5")], usage=(150, 10)),
+    ]
+
+
+def run_turn(name: str, mode: str) -> dict[str, Any]:
+    script = {
+        "recovered": recovered_script(),
+        "incomplete": [
+            reply("I think it is under the mat.", usage=(80, 8)),
+            reply(calls=[call("submit", {"answer": "Under the mat.", "confidence": 0.5}, id="s1")], usage=(90, 9)),
+        ],
+        "step_error": [fail.server_error(), fail.server_error()],
+    }[name]
+    lm = ScriptedLM(script)
+    refused = {"delete", "submit"} if name == "incomplete" else {"delete"}
+    agent = dspy_imp.ReActV2(Answer, tools=[lookup, delete], tool_policy=policy(refused))
+    outcome: dict[str, Any] = {"turn": name, "mode": mode}
+    with dspy.context(lm=lm):
+        try:
+            question = "Where is the key?"
+            pred = agent(question=question) if mode == "sync" else asyncio.run(agent.acall(question=question))
+            outcome["termination_reason"] = pred.metadata.termination_reason
+        except dspy_imp.StepError as exc:
+            outcome["raised"] = type(exc).__name__
+    outcome["spans"] = collect()
+    return outcome
+
+
+def collect() -> list[dict[str, Any]]:
+    return collect_mlflow() if TRACER == "mlflow" else collect_openinference()
+
+
+def collect_mlflow() -> list[dict[str, Any]]:
+    mlflow.flush_trace_async_logging()
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())  # read back from the file store
+    spans = sorted(trace.data.spans, key=lambda s: s.start_time_ns)
+    index = {s.span_id: i for i, s in enumerate(spans)}
+    return [
+        {
+            "name": s.name,
+            "type": s.span_type,
+            "status": s.status.status_code.value if hasattr(s.status.status_code, "value") else str(s.status.status_code),
+            "parent": index.get(s.parent_id),
+            "attributes": {k: v for k, v in s.attributes.items() if k.startswith(("dspy_imp.", "mlflow.chat"))},
+            "inputs": s.inputs,
+            "outputs": s.outputs,
+            "error": next((e.attributes.get("exception.message") for e in s.events if e.name == "exception"), None),
+        }
+        for s in spans
+    ]
+
+
+def collect_openinference() -> list[dict[str, Any]]:
+    spans = sorted(EXPORTER.get_finished_spans(), key=lambda s: s.start_time or 0)
+    EXPORTER.clear()
+    index = {s.context.span_id: i for i, s in enumerate(spans)}
+    return [
+        {
+            "name": s.name,
+            "type": (s.attributes or {}).get("openinference.span.kind"),
+            "status": s.status.status_code.name,
+            "parent": index.get(s.parent.span_id) if s.parent else None,
+            "attributes": {
+                k: _decoded(v) for k, v in (s.attributes or {}).items() if k.startswith(("dspy_imp.", "llm.token"))
+            },
+            "inputs": _decoded((s.attributes or {}).get("input.value")),
+            "outputs": _decoded((s.attributes or {}).get("output.value")),
+            "error": next((e.attributes.get("exception.message") for e in s.events if e.name == "exception"), None),
+        }
+        for s in spans
+    ]
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def main() -> None:
+    turns = [run_turn("recovered", "sync"), run_turn("recovered", "async")]
+    turns += [run_turn("incomplete", "sync"), run_turn("step_error", "sync")]
+    print(json.dumps(turns, default=str))
+
+
+if __name__ == "__main__":
+    main()
