@@ -33,6 +33,7 @@ from typing import Any
 import dspy
 
 from ._effects import DecidedCall
+from ._errors import ToolCallRejected
 
 PREFIX = "dspy_imp."
 
@@ -56,18 +57,6 @@ MALFORMED_NAME = "<malformed call>"
 """The tool name a call that named no tool is reported under."""
 
 
-class ToolCallRejected(Exception):
-    """Raised by a reported call's stand-in tool: the message is what the model reads.
-
-    Attributes:
-        kind: The rejection's kind (``tool_denied``, ``unknown_tool``, ``schema_validation``, ...).
-    """
-
-    def __init__(self, kind: str, observation: str):
-        super().__init__(observation)
-        self.kind = kind
-
-
 # -- tool events for calls that run no tool -----------------------------------------------------
 
 
@@ -88,7 +77,10 @@ def reported_call(effect: DecidedCall, renderer: Callable[[Any, Any], str] | Non
     # args={} with a **kwargs function: DSPy validates nothing, so the stand-in sees the call's
     # arguments exactly as the model sent them (a bad argument is the point of the report).
     tool = dspy.Tool(reported, name=call.name or MALFORMED_NAME, desc=effect.description or "", args={})
-    args = dict(effect.args) if isinstance(effect.args, Mapping) else {"arguments": effect.args}
+    if call.name is None:  # what the model wrote, as it wrote it
+        args = {"received": call.received}
+    else:
+        args = dict(effect.args) if isinstance(effect.args, Mapping) else {"arguments": effect.args}
     return tool, {str(k): v for k, v in args.items()}
 
 

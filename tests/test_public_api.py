@@ -20,6 +20,7 @@ def test_all_is_sorted_and_exact():
         "ReActAdapter",
         "ReActV2",
         "StepError",
+        "ToolCallRejected",
         "deadline",
         "dump_history",
         "is_complete",

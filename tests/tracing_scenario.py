@@ -28,7 +28,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 TRACER, ORDER = sys.argv[1], sys.argv[2]
 
 if ORDER == "before":
-    import dspy_imp  # noqa: F401  (the import order is what is tested)
+    import dspy_imp
 
 if TRACER == "mlflow":
     import mlflow
@@ -46,10 +46,10 @@ else:
     PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
     DSPyInstrumentor().instrument(tracer_provider=PROVIDER)
 
-import dspy
+import dspy  # noqa: E402
 
-import dspy_imp
-from dspy_imp.testing import ScriptedLM, call, fail, reply
+import dspy_imp  # noqa: E402
+from dspy_imp.testing import ScriptedLM, call, fail, reply  # noqa: E402
 
 
 class Answer(dspy.Signature):
@@ -128,7 +128,9 @@ def collect_mlflow() -> list[dict[str, Any]]:
         {
             "name": s.name,
             "type": s.span_type,
-            "status": s.status.status_code.value if hasattr(s.status.status_code, "value") else str(s.status.status_code),
+            "status": s.status.status_code.value
+            if hasattr(s.status.status_code, "value")
+            else str(s.status.status_code),
             "parent": index.get(s.parent_id),
             "attributes": {k: v for k, v in s.attributes.items() if k.startswith(("dspy_imp.", "mlflow.chat"))},
             "inputs": s.inputs,
