@@ -9,10 +9,12 @@ So every callback-based tracer (MLflow, DSPy's status messages, your own) sees t
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import dspy
+from dspy.streaming import StatusMessage
 from dspy.utils.callback import BaseCallback
 from helpers import SubmitSig
 
@@ -203,3 +205,25 @@ def test_the_step_predictor_gets_no_lm_or_config_among_its_inputs(run):
     assert [e for e in recorder.events if e[0] == "predict"] == [("predict", ["history", "intent", "tools"])]
     assert seen_lms == [(0, "auto", 0.2)]  # under a deadline: an LM without DSPy retries; the request's options
     assert lm.requests[0].options["temperature"] == 0.2
+
+
+def test_dspys_status_messages_of_a_streamed_turn_name_every_call():
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("lookup", {"topic": "keys"}, id="c1"), call("delete", {"topic": "keys"}, id="c2")]),
+            reply(calls=[call("submit", _ANSWER, id="c3")]),
+        ]
+    )
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup, delete], tool_policy=read_only)
+    streamed = dspy.streamify(agent)
+
+    async def statuses() -> list[str]:
+        return [item.message async for item in streamed(intent="where?") if isinstance(item, StatusMessage)]
+
+    with dspy.context(lm=lm):
+        messages = asyncio.run(statuses())
+    assert [m for m in messages if m.startswith("Calling tool")] == [
+        "Calling tool lookup...",
+        "Calling tool delete...",
+        "Calling tool submit...",
+    ]
