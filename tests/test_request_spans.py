@@ -23,8 +23,26 @@ from dspy_imp.testing import ScriptedLM, call, reply
 KIND = "dspy_imp.request.kind"
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
+_METHODS = ("forward", "aforward", "__call__", "acall")
+_ABSENT = object()
+
+
+def _patchable() -> list[type]:
+    from dspy.utils import DummyLM
+
+    return [dspy.LM, DummyLM, dspy.Predict, *dspy.Predict.__subclasses__(), dspy.Retrieve, dspy.Module]
+
+
+@pytest.fixture(scope="module")
+def _instrumented() -> Iterator[InMemorySpanExporter]:
+    """OpenInference instrumented once for this module, then DSPy's classes restored.
+
+    ``uninstrument()`` alone is not enough: it unwraps every ``__wrapped__`` down to the bottom,
+    through DSPy's own ``with_callbacks`` wrappers, and DSPy's callbacks would stop firing for
+    the rest of the session. So the classes' methods are put back as they were.
+    """
+    classes = [*_patchable(), dspy.ColBERTv2, dspy.Adapter, dspy.Tool]
+    saved = {(cls, name): vars(cls).get(name, _ABSENT) for cls in classes for name in _METHODS}
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -34,6 +52,17 @@ def spans() -> Iterator[InMemorySpanExporter]:
         yield exporter
     finally:
         instrumentor.uninstrument()
+        for (cls, name), method in saved.items():
+            if method is not _ABSENT:
+                setattr(cls, name, method)
+            elif name in vars(cls):
+                delattr(cls, name)
+
+
+@pytest.fixture
+def spans(_instrumented: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    _instrumented.clear()
+    yield _instrumented
 
 
 def requests(exporter: InMemorySpanExporter) -> list[tuple[str, dict[str, Any]]]:

@@ -26,6 +26,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 TRACER, ORDER = sys.argv[1], sys.argv[2]
+TEXT = "--text" in sys.argv  # print the turns as text trees (docs/observability.md) instead of JSON
 
 if ORDER == "before":
     import dspy_imp
@@ -33,7 +34,7 @@ if ORDER == "before":
 if TRACER == "mlflow":
     import mlflow
 
-    mlflow.set_tracking_uri(f"file://{sys.argv[3]}/mlruns")
+    mlflow.set_tracking_uri(f"file://{sys.argv[3].rstrip('/')}/mlruns")
     mlflow.dspy.autolog()
 else:
     from openinference.instrumentation.dspy import DSPyInstrumentor
@@ -171,10 +172,29 @@ def _decoded(value: Any) -> Any:
     return value
 
 
+def render(turn: dict[str, Any]) -> str:
+    """One line per span, indented under its parent: name [type] STATUS, then what it says."""
+    spans, lines = turn["spans"], [f"# {turn['turn']} turn ({turn['mode']})"]
+
+    def depth(i: int) -> int:
+        return 0 if spans[i]["parent"] is None else 1 + depth(spans[i]["parent"])
+
+    for i, span in enumerate(spans):
+        pad = "  " * depth(i)
+        lines.append(f"{pad}{span['name']} [{span['type']}] {span['status']}")
+        notes = {k: v for k, v in span["attributes"].items() if k != "dspy_imp.usage"}
+        notes.update({"error": span["error"]} if span["error"] else {})
+        lines += [f"{pad}    {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in notes.items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     turns = [run_turn("recovered", "sync"), run_turn("recovered", "async")]
     turns += [run_turn("incomplete", "sync"), run_turn("step_error", "sync")]
-    print(json.dumps(turns, default=str))
+    if TEXT:
+        print("\n\n".join(render(t) for t in turns if t["mode"] == "sync"))
+    else:
+        print(json.dumps(turns, default=str))
 
 
 if __name__ == "__main__":
