@@ -2,7 +2,8 @@
 
 ``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
 send one request through the program's inner predictor (so traces, callbacks and usage
-work as for any DSPy predictor), run one tool, or ask the extractor.
+work as for any DSPy predictor), run one tool, report a call that ran no tool to DSPy's tool
+callbacks (``_tracing``), or ask the extractor.
 
 The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
 the failed request's error, passed unchanged to the machine (which ends the turn with a

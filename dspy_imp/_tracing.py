@@ -34,6 +34,7 @@ import dspy
 
 from ._effects import DecidedCall
 from ._errors import ToolCallRejected
+from ._render import render_result
 
 PREFIX = "dspy_imp."
 
@@ -62,8 +63,6 @@ MALFORMED_NAME = "<malformed call>"
 
 def reported_call(effect: DecidedCall, renderer: Callable[[Any, Any], str] | None) -> tuple[dspy.Tool, dict[str, Any]]:
     """The stand-in tool and the arguments to call it with, for ``effect``."""
-    from ._render import render_result
-
     call, result = effect.call, effect.result
     observation = (renderer or render_result)(call, result)
     kind = result.error_kind or "error"
