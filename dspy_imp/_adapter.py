@@ -43,7 +43,7 @@ class Exchange:
     ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
     ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
     applied by the adapter, so they never appear among the step predictor's inputs.
-    ``json_fallback`` is set when DSPy's JSON fallback re-sent the request.
+    ``fallbacks`` counts the times DSPy's JSON fallback re-sent the request.
     """
 
     guidance: Guidance
@@ -52,7 +52,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
-    json_fallback: bool = False
+    fallbacks: int = 0
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -95,8 +95,8 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
         exchange = _EXCHANGE.get()
-        if exchange is not None:
-            exchange.json_fallback = True
+        if exchange is not None:  # counted as its own request in the turn's usage
+            exchange.fallbacks += 1
         fallback = ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
         fallback.fallback = True
         return fallback

@@ -8,7 +8,11 @@ loop logic::
     Extraction   -> Extracted | Failed    one request to the tool-less extractor
     RunTool      -> Returned | Raised     one tool call
     DecidedCall  -> None                  a call decided without running a tool, reported to tracers
+    RunTools     -> tuple[Returned | Raised, ...]
+                                          several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
+
+A request's answer carries ``usage``: the model calls it took, as the LM reported them.
 """
 
 from __future__ import annotations
@@ -21,15 +25,19 @@ import dspy
 
 from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
-from ._records import ToolCall, ToolResult
+from ._records import PendingCall, ToolCall, ToolResult
+from ._usage import RequestUsage
 
 
 @dataclass(frozen=True)
 class ModelRequest:
+    """One step request. ``fallback``: whether DSPy's JSON fallback may send a second one."""
+
     guidance: Guidance
     pending: Mapping[str, Any]
     config: Mapping[str, Any]
     no_retries: bool = False
+    fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,13 @@ class DecidedCall:
 
 
 @dataclass(frozen=True)
+class RunTools:
+    """Calls of one reply run concurrently; one failing or slow call cancels none of the others."""
+
+    runs: tuple[RunTool, ...]
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -84,6 +99,7 @@ class Reply:
     reasoning_content: str | None = None
     reasoning_details: Any = None
     finish_reason: str | None = None
+    usage: tuple[RequestUsage, ...] = ()
 
     @property
     def said_something(self) -> bool:
@@ -93,21 +109,27 @@ class Reply:
 @dataclass(frozen=True)
 class Extracted:
     outputs: Mapping[str, Any]
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)
 class Failed:
     error: BaseException
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)
 class Returned:
+    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver."""
+
     value: Any
+    at: str | None = None
 
 
 @dataclass(frozen=True)
 class Raised:
     error: BaseException
+    at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,7 @@ class Ending:
     finished_by_tool: str | None = None
     unexecuted: tuple[Mapping[str, Any], ...] = ()
     finish_reason: str | None = None
+    pending: tuple[PendingCall, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,24 @@ from . import _tracing
 from ._adapter import current_exchange
 from ._errors import ConfigurationError
 from ._options import ProgramOptions
+from ._usage import check_usage_limits
 
 STATE_KEY = "dspy_imp"
 _PREDICT_KEYS = frozenset({"traces", "train", "demos", "signature", "lm", "fields"})
 _DEFAULTS = ProgramOptions()
-_SAVED = ("max_iters", "finish", "history_replay", "unsent_note", "last_request_note", "finish_on")
+_SAVED = (
+    "max_iters",
+    "finish",
+    "history_replay",
+    "unsent_note",
+    "last_request_note",
+    "finish_on",
+    "parallel_tools",
+    "usage_limits",
+    "needs_approval",
+    "external_tools",
+)
+_TOOL_LISTS = ("needs_approval", "external_tools")
 
 
 @_tracing.expose_on_dspy
@@ -40,9 +53,10 @@ class StepPredictor(dspy.Predict):
     would then give the predictor no span when ``dspy_imp`` is imported after ``instrument()``.
     """
 
-    def __init__(self, signature: Any, options: ProgramOptions, **config: Any):
+    def __init__(self, signature: Any, options: ProgramOptions, tool_names: tuple[str, ...] = (), **config: Any):
         super().__init__(signature, **config)
         self.options = options
+        self.tool_names = tool_names
 
     def _forward_preprocess(self, **kwargs: Any) -> Any:
         exchange = current_exchange().get()
@@ -53,7 +67,7 @@ class StepPredictor(dspy.Predict):
     def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
         exchange = current_exchange().get()
         if exchange is not None:
-            attributes = _tracing.reply_attributes(exchange.guidance, exchange.reply, exchange.json_fallback)
+            attributes = _tracing.reply_attributes(exchange.guidance, exchange.reply, exchange.fallbacks > 0)
             _tracing.annotate(self, attributes)
         return super()._forward_postprocess(completions, signature, **kwargs)
 
@@ -71,7 +85,7 @@ class StepPredictor(dspy.Predict):
                 f"saved state for the step predictor has key(s) dspy_imp does not write: {unknown!r}; "
                 "refusing to load it"
             )
-        options = restore_options(self.options, state.get(STATE_KEY, {}))
+        options = restore_options(self.options, state.get(STATE_KEY, {}), self.tool_names)
         plain = {k: v for k, v in state.items() if k != STATE_KEY}
         super().load_state(plain, allow_unsafe_lm_state=allow_unsafe_lm_state)
         self.options = options
@@ -83,12 +97,19 @@ def saved_options(options: ProgramOptions) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     for name in _SAVED:
         value = getattr(options, name)
-        if value != getattr(_DEFAULTS, name):
-            saved[name] = sorted(value) if name == "finish_on" else value
+        if value == getattr(_DEFAULTS, name):
+            continue
+        if name == "finish_on":
+            value = sorted(value)
+        elif name == "usage_limits":
+            value = value.to_dict()
+        elif name in _TOOL_LISTS:
+            value = list(value)
+        saved[name] = value
     return saved
 
 
-def restore_options(current: ProgramOptions, saved: Any) -> ProgramOptions:
+def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, ...] = ()) -> ProgramOptions:
     """``current`` with the saved options applied, after the construction checks."""
     if not isinstance(saved, dict):
         raise ConfigurationError(f"saved `{STATE_KEY}` options must be a dict, got {saved!r}")
@@ -102,7 +123,15 @@ def restore_options(current: ProgramOptions, saved: Any) -> ProgramOptions:
         "unsent_note": opts.check_unsent_note(saved.get("unsent_note")),
         "last_request_note": opts.check_note(saved.get("last_request_note")),
         "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
+        "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
+        "usage_limits": check_usage_limits(saved.get("usage_limits")),
     }
+    held = dict.fromkeys(tool_names)
+    for key in _TOOL_LISTS:
+        names = saved.get(key, [])
+        if not isinstance(names, list):
+            raise ConfigurationError(f"saved `{key}` must be a list of tool names, got {names!r}")
+        changes[key] = opts.check_tool_names(names, held, key)
     options = replace(current, **changes)
     opts.check_rules(options, where="loading saved state")
     return options

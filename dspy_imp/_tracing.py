@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dspy
@@ -47,7 +47,7 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.termination.finished_by_tool": "the `finish_on` tool that ended the turn",
     "dspy_imp.termination.unexecuted_tool_calls": "calls the last request made that did not run",
     "dspy_imp.turn.failed_requests": "every request of the turn that failed, by role, recovered or not",
-    "dspy_imp.usage": "tokens of the turn's model calls, by model (DSPy's usage tracker)",
+    "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost",
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | json_fallback",
     "dspy_imp.request.json_fallback": "true when DSPy's JSON fallback re-sent this request",
     "dspy_imp.reply.answer": "the reply's text as the task output it answers (text-answer requests)",
@@ -95,50 +95,47 @@ async def areport(effect: DecidedCall, renderer: Callable[[Any, Any], str] | Non
         await tool.acall(**args)
 
 
-# -- usage ----------------------------------------------------------------------------------------
-
-
-class TurnUsage:
-    """The usage of one turn's model calls, as DSPy's usage tracker counted them.
-
-    ``outermost`` is false when an outer tracker was already counting (``dspy.configure(
-    track_usage=True)``, ``dspy.track_usage()``): that tracker gets this turn's usage too, and
-    MLflow writes it on the outermost module's span, so the tracers' own token keys are left
-    to it (no trace counts a turn's tokens twice).
-    """
-
-    def __init__(self, tracker: Any, outermost: bool):
-        self.tracker = tracker
-        self.outermost = outermost
-
-    def totals(self) -> dict[str, Any]:
-        return dict(self.tracker.get_total_tokens())
-
-
-@contextlib.contextmanager
-def tracking_usage() -> Iterator[TurnUsage]:
-    """DSPy's usage tracker around a turn; nested trackers roll their usage up on exit."""
-    outermost = dspy.settings.usage_tracker is None
-    with dspy.track_usage() as tracker:
-        yield TurnUsage(tracker, outermost)
-
-
 # -- attributes -----------------------------------------------------------------------------------
 
 
-def trace_turn(program: Any, metadata: Any, failed: Mapping[str, str], usage: TurnUsage) -> None:
+def trace_turn(program: Any, metadata: Any, failed: Mapping[str, str]) -> None:
     """Annotate the turn's span (the program's module span) with how the turn ended."""
-    totals = usage.totals()
-    annotate(program, turn_attributes(metadata, failed, totals), totals if usage.outermost else None)
+    annotate(program, turn_attributes(metadata, failed), _tracer_tokens(metadata.usage))
 
 
-def trace_failure(program: Any, description: str, failed: Mapping[str, str], usage: TurnUsage) -> None:
+def trace_failure(program: Any, description: str, failed: Mapping[str, str], usage: Any) -> None:
     """Annotate the turn's span of a turn that raises ``StepError`` (``description``: its redacted reason)."""
-    totals = usage.totals()
-    annotate(program, failure_attributes(description, failed, totals), totals if usage.outermost else None)
+    annotate(program, failure_attributes(description, failed, usage), _tracer_tokens(usage))
 
 
-def turn_attributes(metadata: Any, failed: Mapping[str, str], usage: Mapping[str, Any]) -> dict[str, Any]:
+def _tracer_tokens(usage: Any) -> dict[str, int] | None:
+    """The turn's tokens for the tracers' own keys, unless an outer usage tracker counts them.
+
+    With ``dspy.configure(track_usage=True)`` (or ``dspy.track_usage()`` around the call) MLflow
+    writes the same totals on the outermost module's span; a trace must not count them twice.
+    """
+    if usage is None or dspy.settings.usage_tracker is not None or not usage.total_tokens:
+        return None
+    return {"prompt": usage.input_tokens, "completion": usage.output_tokens, "total": usage.total_tokens}
+
+
+def usage_attribute(usage: Any) -> dict[str, Any] | None:
+    """``metadata.usage`` without its per-call list: requests by kind, token sums, cost."""
+    if usage is None:
+        return None
+    values = {
+        "requests": dict(usage.requests),
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "cost": usage.cost,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def turn_attributes(metadata: Any, failed: Mapping[str, str]) -> dict[str, Any]:
     """The turn span's attributes for a turn that returned ``metadata``."""
     values = {
         "termination.reason": metadata.termination_reason,
@@ -149,17 +146,17 @@ def turn_attributes(metadata: Any, failed: Mapping[str, str], usage: Mapping[str
         "termination.finished_by_tool": metadata.finished_by_tool,
         "termination.unexecuted_tool_calls": [dict(c) for c in metadata.unexecuted_tool_calls] or None,
     }
-    return _prefixed({**values, **_common(failed, usage)})
+    return _prefixed({**values, **_common(failed, metadata.usage)})
 
 
-def failure_attributes(reason: str, failed: Mapping[str, str], usage: Mapping[str, Any]) -> dict[str, Any]:
+def failure_attributes(reason: str, failed: Mapping[str, str], usage: Any) -> dict[str, Any]:
     """The turn span's attributes for a turn that raised ``StepError``."""
     values = {"termination.reason": "step_error", "termination.complete": False, "termination.error": reason}
     return _prefixed({**values, **_common(failed, usage)})
 
 
-def _common(failed: Mapping[str, str], usage: Mapping[str, Any]) -> dict[str, Any]:
-    return {"turn.failed_requests": dict(failed) or None, "usage": dict(usage) or None}
+def _common(failed: Mapping[str, str], usage: Any) -> dict[str, Any]:
+    return {"turn.failed_requests": dict(failed) or None, "usage": usage_attribute(usage)}
 
 
 def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,17 +186,17 @@ def reply_attributes(guidance: Any, reply: Any, json_fallback: bool) -> dict[str
 # -- writing to the tracers' spans ----------------------------------------------------------------
 
 
-def annotate(instance: Any, attributes: Mapping[str, Any], usage: Mapping[str, Any] | None = None) -> None:
+def annotate(instance: Any, attributes: Mapping[str, Any], tokens: Mapping[str, int] | None = None) -> None:
     """Set ``attributes`` on the span each active tracer has open for ``instance``'s call.
 
-    ``usage`` (DSPy's per-model totals) is also written in each tracer's own token keys.
+    ``tokens`` (``prompt``, ``completion``, ``total``) are also written in each tracer's own keys.
     Tracing never fails a turn: a tracer that refuses an attribute is left as it is.
     """
     if not attributes:
         return
     for write in (_mlflow_span, _openinference_span):
         with contextlib.suppress(Exception):
-            write(instance, attributes, _tokens(usage or {}))
+            write(instance, attributes, tokens or {})
 
 
 def _mlflow_span(instance: Any, attributes: Mapping[str, Any], tokens: Mapping[str, int]) -> None:
@@ -239,18 +236,6 @@ def _otel_value(value: Any) -> Any:
     if isinstance(value, str | bool | int | float):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _tokens(usage: Mapping[str, Any]) -> dict[str, int]:
-    totals = {"prompt": 0, "completion": 0, "total": 0}
-    for entry in usage.values():
-        if not isinstance(entry, Mapping):
-            continue
-        for key in totals:
-            value = entry.get(f"{key}_tokens")
-            if isinstance(value, int) and not isinstance(value, bool):
-                totals[key] += value
-    return totals if any(totals.values()) else {}
 
 
 # -- the one touch of DSPy internals --------------------------------------------------------------

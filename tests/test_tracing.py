@@ -120,8 +120,9 @@ def test_the_turn_span_says_how_the_turn_ended(traced: dict[str, Any], mode: str
         "forced_submit": "LMInvalidRequestError: [openai/scripted] Invalid tool_choice type: 'object'. "
         "Supported string values: none, auto, required",
     }
-    usage = attributes["dspy_imp.usage"]["openai/scripted"]
-    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (250, 30, 280)
+    usage = attributes["dspy_imp.usage"]
+    assert usage["requests"] == {"step": 2, "forced_submit": 1, "required_retry": 1}
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (250, 30, 280)
     if traced["tracer"] == "mlflow":
         assert attributes["mlflow.chat.tokenUsage"] == {"input_tokens": 250, "output_tokens": 30, "total_tokens": 280}
     else:

@@ -182,7 +182,7 @@ def render(turn: dict[str, Any]) -> str:
     for i, span in enumerate(spans):
         pad = "  " * depth(i)
         lines.append(f"{pad}{span['name']} [{span['type']}] {span['status']}")
-        notes = {k: v for k, v in span["attributes"].items() if k != "dspy_imp.usage"}
+        notes = dict(span["attributes"])
         notes.update({"error": span["error"]} if span["error"] else {})
         lines += [f"{pad}    {k} = {json.dumps(v, ensure_ascii=False)}" for k, v in notes.items()]
     return "\n".join(lines)
