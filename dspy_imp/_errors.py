@@ -64,15 +64,17 @@ class StepError(Exception):
 
 
 class ToolCallRejected(Exception):
-    """A tool call refused or rejected without running (policy, unknown tool, malformed call,
-    invalid arguments, invalid ``submit``), as DSPy's tool callbacks and tracers see it.
+    """A tool call that ended in an error without its tool running here, as DSPy's tool
+    callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid
+    arguments, invalid ``submit``, or an error result a host supplied (``results=``).
 
     The loop reports such a call through a stand-in ``dspy.Tool`` that raises this; the turn
     goes on (the model reads the observation). It is never raised to a caller.
 
     Attributes:
         kind: The rejection's kind: ``tool_denied``, ``unknown_tool``, ``malformed_tool_call``,
-            ``missing_required``, ``schema_validation``, or a ``submit`` validation kind.
+            ``missing_required``, ``schema_validation``, ``tool_error``, or a ``submit``
+            validation kind.
 
     The message is the observation the model read (the tool message's text).
     """

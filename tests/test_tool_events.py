@@ -227,3 +227,59 @@ def test_dspys_status_messages_of_a_streamed_turn_name_every_call():
         "Calling tool delete...",
         "Calling tool submit...",
     ]
+
+
+def test_results_a_host_supplied_are_reported_when_the_turn_resumes(run):
+    def render_chart(kind: str) -> str:
+        """Render a chart in the user's browser."""
+        raise AssertionError("runs in the browser")
+
+    lm = ScriptedLM(
+        [
+            reply(
+                calls=[call("render_chart", {"kind": "bar"}, id="c1"), call("render_chart", {"kind": "pie"}, id="c2")]
+            ),
+            reply("Here are your charts."),
+        ]
+    )
+    recorder = Recorder()
+    agent = dspy_imp.ReActV2("request -> reply", tools=[render_chart], external_tools=["render_chart"])
+    with dspy.context(lm=lm, callbacks=[recorder]):
+        paused = run(agent, request="Chart my sales.")
+        assert recorder.tools() == []  # a paused step runs nothing
+        results = {"c1": {"shown": "bar.png"}, "c2": RuntimeError("the tab was closed")}
+        run(agent, history=paused.metadata.history, results=results)
+    assert recorder.tools() == [
+        ("start", "render_chart", {"kind": "bar"}),
+        ("end", "render_chart", {"shown": "bar.png"}),
+        ("start", "render_chart", {"kind": "pie"}),
+        ("error", "render_chart", "ToolCallRejected", "Error: render_chart failed: the tab was closed"),
+    ]
+
+
+def test_parallel_tools_fire_their_events_and_decided_calls_follow_in_call_order(run):
+    lm = ScriptedLM(
+        [
+            reply(
+                calls=[
+                    call("lookup", {"topic": "a"}, id="c1"),
+                    call("delete", {"topic": "a"}, id="c2"),
+                    call("lookup", {"topic": "b"}, id="c3"),
+                ]
+            ),
+            reply(calls=[call("submit", _ANSWER, id="c4")]),
+        ]
+    )
+    recorder = Recorder()
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup, delete], tool_policy=read_only, parallel_tools=True)
+    with dspy.context(lm=lm, callbacks=[recorder]):
+        run(agent, intent="where?")
+    events = recorder.tools()
+    ran = sorted(e[2]["topic"] for e in events if e[:2] == ("start", "lookup"))
+    assert ran == ["a", "b"]
+    assert events[4:] == [
+        ("start", "delete", {"topic": "a"}),
+        ("error", "delete", "ToolCallRejected", "Error: delete is not allowed: notes are read-only"),
+        ("start", "submit", _ANSWER),
+        ("end", "submit", _ANSWER),
+    ]
