@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dspy_imp import _tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = Path(__file__).with_name("tracing_scenario.py")
@@ -95,17 +98,17 @@ RECOVERED = [
 # -- the recovered turn ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "streamed"])
 def test_every_request_and_every_call_is_a_child_of_the_turn(traced: dict[str, Any], mode: str) -> None:
     turn = traced["turns"][f"recovered-{mode}"]
     assert turn["termination_reason"] == "forced_submit"
     assert story(turn) == RECOVERED
-    suffix = "forward" if traced["tracer"] == "mlflow" or mode == "sync" else "aforward"
+    suffix = "aforward" if traced["tracer"] == "openinference" and mode == "async" else "forward"
     assert root(turn)["name"] == f"ReActV2.{suffix}"
     assert {s["name"] for s in children(turn, root(turn)) if s["type"] != "TOOL"} == {f"StepPredictor.{suffix}"}
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "streamed"])
 def test_the_turn_span_says_how_the_turn_ended(traced: dict[str, Any], mode: str) -> None:
     span = root(traced["turns"][f"recovered-{mode}"])
     attributes = span["attributes"]
@@ -204,3 +207,9 @@ def test_a_step_error_is_an_error_span_with_its_reason(traced: dict[str, Any]) -
     assert span["attributes"]["dspy_imp.termination.complete"] is False
     assert span["attributes"]["dspy_imp.termination.error"].startswith("LMServerError: ")
     assert set(span["attributes"]["dspy_imp.turn.failed_requests"]) == {"initial", "forced_submit"}
+
+
+def test_docs_list_exactly_the_attributes_we_set():
+    text = (ROOT / "docs" / "observability.md").read_text()
+    documented = set(re.findall(r"`(dspy_imp\.[a-z_.]+[a-z_])`", text))
+    assert documented == set(_tracing.ATTRIBUTES)

@@ -6,9 +6,10 @@ TRACER is ``mlflow`` (``mlflow.dspy.autolog()`` into a local file store under ST
 ``openinference`` (``DSPyInstrumentor`` into an in-memory OpenTelemetry exporter). ORDER is
 ``before`` (``dspy_imp`` imported before the tracer is set up) or ``after``. The turns:
 
-- ``recovered`` (sync and async): a step calls ``lookup`` (runs), ``delete`` (refused by the
-  policy), ``lookup`` with a bad argument and ``peek`` (unknown); the next step fails; the
-  forced submit is refused by the provider, and the ``"required"`` retry submits.
+- ``recovered`` (sync, async, and streamed with ``dspy.streamify``): a step calls ``lookup``
+  (runs), ``delete`` (refused by the policy), ``lookup`` with a bad argument and ``peek``
+  (unknown); the next step fails; the forced submit is refused by the provider, and the
+  ``"required"`` retry submits.
 - ``incomplete``: a text-only step, then a forced ``submit`` the policy refuses.
 - ``step_error``: a failed step, then a failed forced submit (``StepError``).
 
@@ -107,13 +108,29 @@ def run_turn(name: str, mode: str) -> dict[str, Any]:
     outcome: dict[str, Any] = {"turn": name, "mode": mode}
     with dspy.context(lm=lm):
         try:
-            question = "Where is the key?"
-            pred = agent(question=question) if mode == "sync" else asyncio.run(agent.acall(question=question))
+            pred = call_agent(agent, mode, question="Where is the key?")
             outcome["termination_reason"] = pred.metadata.termination_reason
         except dspy_imp.StepError as exc:
             outcome["raised"] = type(exc).__name__
     outcome["spans"] = collect()
     return outcome
+
+
+def call_agent(agent: Any, mode: str, **inputs: Any) -> Any:
+    if mode == "sync":
+        return agent(**inputs)
+    if mode == "async":
+        return asyncio.run(agent.acall(**inputs))
+    return asyncio.run(streamed(agent, **inputs))
+
+
+async def streamed(agent: Any, **inputs: Any) -> Any:
+    """``dspy.streamify``: status messages on the way, the prediction last."""
+    prediction = None
+    async for item in dspy.streamify(agent)(**inputs):
+        if isinstance(item, dspy.Prediction):
+            prediction = item
+    return prediction
 
 
 def collect() -> list[dict[str, Any]]:
@@ -189,7 +206,7 @@ def render(turn: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    turns = [run_turn("recovered", "sync"), run_turn("recovered", "async")]
+    turns = [run_turn("recovered", mode) for mode in ("sync", "async", "streamed")]
     turns += [run_turn("incomplete", "sync"), run_turn("step_error", "sync")]
     if TEXT:
         print("\n\n".join(render(t) for t in turns if t["mode"] == "sync"))
