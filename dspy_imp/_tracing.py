@@ -40,12 +40,13 @@ PREFIX = "dspy_imp."
 
 ATTRIBUTES: dict[str, str] = {
     "dspy_imp.termination.reason": "how the turn ended (`metadata.termination_reason`), or `step_error`",
-    "dspy_imp.termination.complete": "false for an `incomplete` turn or a `StepError`",
+    "dspy_imp.termination.complete": "false for an `incomplete` or `paused` turn, or a `StepError`",
     "dspy_imp.termination.cause": "why it was interrupted, when it was",
     "dspy_imp.termination.finish_reason": "the provider's finish reason of a text answer",
     "dspy_imp.termination.error": "`termination_error` of an incomplete turn, or the StepError's reason",
     "dspy_imp.termination.finished_by_tool": "the `finish_on` tool that ended the turn",
     "dspy_imp.termination.unexecuted_tool_calls": "calls the last request made that did not run",
+    "dspy_imp.termination.pending_calls": "a paused turn's calls waiting for approval or an external result",
     "dspy_imp.turn.failed_requests": "every request of the turn that failed, by role, recovered or not",
     "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost",
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | json_fallback",
@@ -145,6 +146,7 @@ def turn_attributes(metadata: Any, failed: Mapping[str, str]) -> dict[str, Any]:
         "termination.error": dict(metadata.termination_error) if metadata.termination_error else None,
         "termination.finished_by_tool": metadata.finished_by_tool,
         "termination.unexecuted_tool_calls": [dict(c) for c in metadata.unexecuted_tool_calls] or None,
+        "termination.pending_calls": [dict(c) for c in metadata.pending_calls] or None,
     }
     return _prefixed({**values, **_common(failed, metadata.usage)})
 

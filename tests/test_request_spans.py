@@ -6,6 +6,7 @@ same attributes reach MLflow's spans (``tests/test_tracing.py``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,3 +140,21 @@ def test_every_predict_subclass_of_dspy_imp_resolves_on_dspy():
 def lookup(topic: str) -> str:
     """Look a topic up."""
     return f"notes on {topic}"
+
+
+def test_a_paused_turn_is_not_complete_and_lists_its_pending_calls(run, spans):
+    def render_chart(kind: str) -> str:
+        """Render a chart in the user's browser."""
+        raise AssertionError("runs in the browser")
+
+    lm = ScriptedLM([reply(calls=[call("render_chart", {"kind": "bar"}, id="c1")])])
+    agent = dspy_imp.ReActV2("request -> reply", tools=[render_chart], external_tools=["render_chart"])
+    with dspy.context(lm=lm):
+        pred = run(agent, request="Chart my sales.")
+    assert pred.metadata.termination_reason == "paused"
+    (turn,) = [s for s in spans.get_finished_spans() if s.name.startswith("ReActV2.")]
+    attributes = dict(turn.attributes or {})
+    assert attributes["dspy_imp.termination.reason"] == "paused"
+    assert attributes["dspy_imp.termination.complete"] is False
+    pending = json.loads(str(attributes["dspy_imp.termination.pending_calls"]))
+    assert [(c["id"], c["name"], c["kind"]) for c in pending] == [("c1", "render_chart", "external")]
