@@ -19,7 +19,10 @@ wraps ``Module.__call__``, ``Predict.forward``, ``LM.__call__``, ``Adapter.__cal
   is among DSPy's callbacks, and the current OpenTelemetry span when OpenInference opened it.
   Nothing is imported from a tracer: a tracer not imported is a tracer not in use.
 
-The one touch of DSPy internals here is ``expose_on_dspy`` (see its docstring).
+DSPy internals touched for tracing, all listed here: ``expose_on_dspy`` (sets an attribute on
+the ``dspy`` module, see its docstring), and the step predictor's overrides of the private
+``Predict._forward_preprocess``/``_forward_postprocess`` (``_predictor``), which write the
+request attributes from inside the request's span.
 """
 
 from __future__ import annotations
