@@ -8,7 +8,7 @@ reply. See the README and ``docs/``.
 from ._adapter import ReActAdapter
 from ._approval import NeedsApproval
 from ._deadline import deadline
-from ._errors import ConfigurationError, StepError
+from ._errors import ConfigurationError, StepError, ToolCallRejected
 from ._history import dump_history, load_history, redact_history
 from ._html import HistoryView
 from ._module import ReActV2
@@ -32,6 +32,7 @@ __all__ = [
     "StatusMessageProvider",
     "StepError",
     "StreamListener",
+    "ToolCallRejected",
     "Usage",
     "UsageLimits",
     "deadline",

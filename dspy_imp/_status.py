@@ -46,8 +46,10 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         return f"Calling {instance.name}({short(args)})"
 
     def tool_end_status_message(self, outputs: Any) -> str | None:
-        name = _TOOL.get()
-        return f"{name or 'Tool'} returned: {short(outputs)}"
+        name = _TOOL.get() or "Tool"
+        if outputs is None:  # DSPy passes no outputs for a call that raised or was refused
+            return f"{name} finished with no result"
+        return f"{name} returned: {short(outputs)}"
 
     def request_status_message(self, kind: str, omitted: int) -> str | None:
         """Before a request other than an ordinary step (``kind``: a ``RequestKind``)."""

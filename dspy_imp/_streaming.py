@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, StreamResponse, sync_send_to_stream
 
-from ._effects import Extraction, Failed, ModelRequest, Sleep
+from ._effects import DecidedCall, Extraction, Failed, ModelRequest, RunTool, Sleep
 from ._errors import ConfigurationError
 from ._progress import Progress
 from ._reading import FieldReader, readers_for
@@ -146,8 +146,8 @@ class Watch:
             message = status_for(self.provider, "request", "extraction", self.omitted, False)
         elif isinstance(effect, Sleep):
             message = status_for(self.provider, "retry", effect.seconds, self.last_error)
-        elif self.progress is not None:  # a tool: DSPy's tool callbacks send the streamed message
-            self.progress.show(status_for(self.provider, "tool", effect.tool.name, effect.args) or "")
+        elif self.progress is not None and isinstance(effect, RunTool | DecidedCall):
+            self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
         return self._messages(message)
 
     def after(self, effect: Any, outcome: Any) -> list[Any]:
@@ -212,6 +212,12 @@ class _Relay:
     def close(self, reply: Any) -> list[StreamResponse]:
         """The readers' last chunks, once the request is over (``reply``: what it answered)."""
         return [response for reader in self.readers for response in reader.close(reply)]
+
+
+def _tool_line(provider: Any, effect: RunTool | DecidedCall) -> str:
+    if isinstance(effect, RunTool):
+        return status_for(provider, "tool", effect.tool.name, effect.args) or ""
+    return status_for(provider, "tool", effect.call.name or "<malformed call>", effect.args) or ""
 
 
 def _is_chunk(value: Any) -> bool:

@@ -193,6 +193,7 @@ def test_progress_shows_one_line_per_step_in_a_terminal_and_clears_it(monkeypatc
         "Step 1: waiting for the model",
         'Calling fetch({"url": "u"})',
         "Step 2: waiting for the model",
+        'Calling submit({"answer": "a", "confidence": 1})',
         "Turn ended: submit",
     ]
     assert terminal.getvalue().endswith("\r\x1b[2K")  # nothing left behind

@@ -24,6 +24,7 @@ def test_all_is_sorted_and_exact():
         "StatusMessageProvider",
         "StepError",
         "StreamListener",
+        "ToolCallRejected",
         "Usage",
         "UsageLimits",
         "deadline",

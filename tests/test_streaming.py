@@ -43,7 +43,12 @@ def test_answered(how):
 def test_submit(how):
     lm = ScriptedLM([LOOK, reply("Found.", calls=[call("submit", {"answer": "shelf", "confidence": 0.9}, id="c2")])])
     items = streamed(dspy_imp.ReActV2(SubmitSig, tools=[Look()]), lm, how, "answer", "next_thought", intent="k")
-    assert statuses(items) == [*LOOKED, "Turn ended: submit"]
+    assert statuses(items) == [
+        *LOOKED,
+        'Calling submit({"answer": "shelf", "confidence": 0.9})',
+        'submit returned: {"answer": "shelf", "confidence": 0.9}',
+        "Turn ended: submit",
+    ]
     assert segments(chunks(items, "next_thought")) == ["Found."]
     assert segments(chunks(items, "answer")) == ["shelf"]
     assert {c.predict_name for c in chunks(items, "answer")} == {"react"}
@@ -63,6 +68,8 @@ def test_forced_submit(how):
     assert statuses(items) == [
         *LOOKED,
         "Asking the model to submit its answer (forced submit)",
+        'Calling submit({"answer": "shelf", "confidence": 0.5})',
+        'submit returned: {"answer": "shelf", "confidence": 0.5}',
         "Turn ended: forced_submit (max_iters)",
     ]
     assert segments(chunks(items, "answer")) == ["shelf"]
@@ -235,3 +242,10 @@ def test_tools_run_at_once_each_send_their_status_with_their_own_name(how):
     )
     assert lines[4:] == ["Turn ended: answered"]
     assert segments(chunks(items, "answer")) == ["done"]
+
+
+def test_a_refused_call_has_its_status_too(how):
+    lm = ScriptedLM([LOOK, reply("Not allowed, sorry.")])
+    agent = dspy_imp.ReActV2(TA, tools=[Look()], tool_policy=lambda name, args: False)
+    items = streamed(agent, lm, how, "answer", intent="k")
+    assert statuses(items) == [LOOKED[0], "look finished with no result", "Turn ended: answered"]
