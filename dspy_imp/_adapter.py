@@ -31,7 +31,9 @@ from dspy.utils.exceptions import AdapterParseError
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
+from ._reasoning import blocks_of
 from ._render import render_request
+from ._route import Route, call_options, canonical_request, outputs_of, planned, route_for
 from ._signature import STEP_CALLS, STEP_TEXT
 
 
@@ -42,7 +44,7 @@ class Exchange:
     guidance: Guidance
     reply: Reply | None = None
     dialect: Dialect | None = None
-    keep_reasoning: bool = True
+    route: Route = field(default_factory=lambda: Route("custom"))
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -91,21 +93,44 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
+        _settle_options(exchange, lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
-        _note_finish_reason(exchange, recorder)
+            if _replays_state(exchange):
+                values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
+            else:
+                values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+        _note_raw_reply(exchange, recorder)
         return values
 
     async def acall(self, lm, lm_kwargs, signature, demos, inputs):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
+        _settle_options(exchange, lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
-        _note_finish_reason(exchange, recorder)
+            if _replays_state(exchange):
+                values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
+            else:
+                values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+        _note_raw_reply(exchange, recorder)
         return values
+
+    @planned
+    def _call_with_state(self, lm, lm_kwargs, signature, demos, inputs):
+        """DSPy's adapter pipeline, sending the native ``Request`` that carries the replay state."""
+        processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        outputs = outputs_of(lm(request, **call_options(lm_kwargs)))
+        return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
+
+    @planned
+    async def _acall_with_state(self, lm, lm_kwargs, signature, demos, inputs):
+        processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        outputs = outputs_of(await lm.acall(request, **call_options(lm_kwargs)))
+        return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
     # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
 
@@ -116,7 +141,6 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.dialect = dialect_for(
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
-        exchange.keep_reasoning = _carries_reasoning(lm)
         if native:
             lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
         else:
@@ -126,7 +150,13 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
-        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
+        route = exchange.route
+        guidance = replace(
+            exchange.guidance,
+            keep_reasoning=route.keeps_reasoning,
+            replayed_kinds=route.replayed_kinds,
+            dialect=exchange.dialect,
+        )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         return render_request(guidance, signature.instructions, demos, pending)
 
@@ -164,15 +194,29 @@ class ReActAdapter(dspy.ChatAdapter):
         return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
 
 
-def _carries_reasoning(lm: Any) -> bool:
-    """Whether replayed ``reasoning_content`` reaches the provider as reasoning.
+def _settle_options(exchange: Exchange, lm: Any, lm_kwargs: dict[str, Any]) -> None:
+    """Provider rules on the options, then where the request goes (which decides what is replayed).
 
-    LiteLLM forwards it as its own key and a custom engine receives it as a thinking part;
-    DSPy's native engine folds it into the visible assistant text, so there it is left out
-    of the request (it stays in the record).
+    A forced ``tool_choice`` goes out without ``thinking`` (Anthropic refuses the two together;
+    ``reasoning_effort`` is already None there).
     """
-    engine = getattr(lm, "_engine_spec", "auto")
-    return not isinstance(engine, str) or engine == "litellm"
+    choice = lm_kwargs.get("tool_choice")
+    forced = choice == "required" or isinstance(choice, Mapping)
+    if forced and (lm_kwargs.get("thinking") or (getattr(lm, "kwargs", None) or {}).get("thinking")):
+        lm_kwargs["thinking"] = None
+    exchange.route = route_for(lm, lm_kwargs)
+
+
+def _replays_state(exchange: Exchange) -> bool:
+    """A native step whose history holds reasoning blocks this provider takes back."""
+    route = exchange.route
+    if route.engine == "litellm" or not route.replayed_kinds:
+        return False
+    return any(
+        isinstance(b, Mapping) and b.get("type") in route.replayed_kinds
+        for step in exchange.guidance.steps
+        for b in (step.reasoning_details if isinstance(step.reasoning_details, list) else ())
+    )
 
 
 def _current() -> Exchange:
@@ -219,11 +263,16 @@ def _recording(recorder: _ReplyRecorder) -> Iterator[None]:
         yield
 
 
-def _note_finish_reason(exchange: Exchange, recorder: _ReplyRecorder) -> None:
+def _note_raw_reply(exchange: Exchange, recorder: _ReplyRecorder) -> None:
+    """What only the raw response has: the finish reason and the provider's reasoning blocks."""
     if exchange.reply is None or not recorder.history:
         return
-    reason = finish_reason_of(recorder.history[-1].get("response"))
-    exchange.reply = replace(exchange.reply, finish_reason=reason)
+    response = recorder.history[-1].get("response")
+    exchange.reply = replace(
+        exchange.reply,
+        finish_reason=finish_reason_of(response),
+        reasoning_details=blocks_of(response) or exchange.reply.reasoning_details,
+    )
 
 
 def finish_reason_of(response: Any) -> str | None:
