@@ -124,6 +124,7 @@ def _exchange(
     paired = [(by_id.get(r.id) or ToolCall(r.id, r.name, {}), r) for r in results]
     if not dialect.native:
         message: Message = {"role": "assistant", "content": dialect.assistant(content, [_written(c) for c in calls])}
+        _add_reasoning(guidance, message, step)
         lines = [_written_result(guidance, call, result) for call, result in paired]
         return [message, _user(dialect.results(lines))] if lines else [message]
     message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else None}
@@ -133,9 +134,13 @@ def _exchange(
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
         message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]
+    _add_reasoning(guidance, message, step)
+    return [message, *(_tool(guidance, call, result) for call, result in paired)]
+
+
+def _add_reasoning(guidance: Guidance, message: Message, step: Step) -> None:
     if step.reasoning_content is not None and guidance.keep_reasoning:
         message["reasoning_content"] = step.reasoning_content
-    return [message, *(_tool(guidance, call, result) for call, result in paired)]
 
 
 def _written(call: ToolCall) -> dict[str, Any]:
