@@ -80,8 +80,9 @@ def chat_context_window() -> Scripted:
 
 
 def chat_server_error() -> Scripted:
-    return chat_error(500, "The server had an error while processing your request. Sorry about that!",
-                      type="server_error", code=None)
+    return chat_error(
+        500, "The server had an error while processing your request. Sorry about that!", type="server_error", code=None
+    )
 
 
 # -- Anthropic Messages -------------------------------------------------------------------------
@@ -127,8 +128,10 @@ def anthropic(
 
 
 def anthropic_error(status: int, type: str, message: str) -> Scripted:
-    return Scripted(status, {"type": "error", "error": {"type": type, "message": message},
-                             "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"})
+    return Scripted(
+        status,
+        {"type": "error", "error": {"type": type, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"},
+    )
 
 
 # -- Gemini generateContent ---------------------------------------------------------------------
