@@ -6,6 +6,7 @@ One ``Scenario`` is run on both engines by ``test_providers.py``; ``tools/record
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,6 +203,49 @@ def _expect_stop(cause: str) -> Callable[[list[Body], Outcome], None]:
 
 ANTHROPIC_CONTEXT = anthropic_error(400, "invalid_request_error", "prompt is too long: 212044 tokens > 200000 maximum")
 
+
+def _through_a_file(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``dump_history`` -> JSON text -> ``load_history``: what a saved conversation comes back as."""
+    saved = json.dumps(dspy_imp.dump_history(entries))
+    return list(dspy_imp.load_history(json.loads(saved)).messages)
+
+
+ANTHROPIC_EARLIER = _through_a_file(
+    [
+        {
+            "question": "Weather in Paris?",
+            "tool_calls": [{"id": "toolu_01Old", "name": "get_weather", "args": PARIS}],
+            "tool_call_results": [
+                {
+                    "id": "toolu_01Old",
+                    "name": "get_weather",
+                    "result": "sunny",
+                    "error": False,
+                    "returned_at": "2026-11-29T10:00:00.000Z",
+                }
+            ],
+            "reasoning_content": "Look it up.",
+            "reasoning_details": [thinking("Look it up.", "EqQBCkYIBxgCKkDold"), redacted("EmwKAhgBEgyOld")],
+        },
+        {
+            "next_thought": "Sunny.",
+            "tool_calls": [],
+            "tool_call_results": [],
+            "answer": "Sunny.",
+            "reasoning_details": [thinking("Answer.", "EqQBCkYIBxgCKkDoldanswer")],
+        },
+    ]
+)
+
+
+def _expect_resumed_thinking(bodies: list[Body], outcome: Outcome) -> None:
+    _answered("Still sunny.")(outcome)
+    turns = _assistant_turns(bodies, "anthropic")
+    assert turns[0]["content"][:2] == [thinking("Look it up.", "EqQBCkYIBxgCKkDold"), redacted("EmwKAhgBEgyOld")]
+    assert turns[-1]["content"][0] == thinking("Again.", "EqQBCkYIBxgCKkDnew")
+
+
+# ``thinking=`` sends engine="auto" through LiteLLM (DSPy's choice); ``reasoning_effort`` stays native.
 ANTHROPIC: list[Scenario] = [
     Scenario(
         "anthropic_tool_then_answer", "anthropic", _script_tool_then_answer("anthropic"), tool_then_answer("anthropic")
@@ -222,6 +266,23 @@ ANTHROPIC: list[Scenario] = [
         ],
         _expect_thinking_carried,
         lm={"thinking": THINKING, "max_tokens": 4096},
+    ),
+    Scenario(
+        "anthropic_reasoning_effort_across_tool_steps",
+        "anthropic",
+        [
+            anthropic(
+                [thinking("I need the weather first.", "EqQBCkYIBxgCKkDweather")],
+                calls=[("toolu_01W", "get_weather", PARIS)],
+            ),
+            anthropic(
+                [redacted("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT"), thinking("Now the time.", "EqQBCkYIBxgCKkDtime")],
+                calls=[("toolu_01T", "get_time", PARIS), ("toolu_01W2", "get_weather", {"city": "Lyon"})],
+            ),
+            anthropic([thinking("Both known.", "EqQBCkYIBxgCKkDdone")], text="Sunny and 14:05."),
+        ],
+        _expect_thinking_carried,
+        lm={"reasoning_effort": "low"},  # natively: lm15 turns it into thinking
     ),
     Scenario(
         "anthropic_forced_submit_with_thinking",
@@ -249,6 +310,18 @@ ANTHROPIC: list[Scenario] = [
         _expect_thought_then_submit,
         lm={"thinking": THINKING, "max_tokens": 4096},
         agent={"finish": "submit"},
+    ),
+    Scenario(
+        "anthropic_resumed_after_dump_and_load",
+        "anthropic",
+        [
+            anthropic([thinking("Again.", "EqQBCkYIBxgCKkDnew")], calls=[("toolu_01New", "get_weather", PARIS)]),
+            anthropic([thinking("Done.", "EqQBCkYIBxgCKkDnewdone")], text="Still sunny."),
+        ],
+        _expect_resumed_thinking,
+        lm={"thinking": THINKING, "max_tokens": 4096},
+        inputs={"question": "And now?"},
+        history=ANTHROPIC_EARLIER,
     ),
     Scenario("anthropic_context_window", "anthropic", [ANTHROPIC_CONTEXT], _expect_stop("context_window_exceeded")),
     Scenario(
