@@ -21,6 +21,7 @@ Where a request goes decides what can be replayed (``docs/providers.md``):
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -64,10 +65,28 @@ class Route:
 
 
 def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
-    """Where DSPy will send this request, decided as DSPy decides it, before any I/O."""
+    """Where DSPy will send this request, decided as DSPy decides it, before any I/O.
+
+    Remembered per LM and option names (the answer depends on which options are set, not on
+    their values, for the options a loop step sends).
+    """
     spec = getattr(lm, "_engine_spec", None)
     if not isinstance(spec, str):
         return Route("custom")
+    key = (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})))
+    try:
+        known = _ROUTES.setdefault(lm, {})
+    except TypeError:  # not weak-referenceable: no memory
+        return _route(lm, lm_kwargs, spec)
+    if key not in known:
+        known[key] = _route(lm, lm_kwargs, spec)
+    return known[key]
+
+
+_ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDictionary()
+
+
+def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     prefix = str(getattr(lm, "model", "")).split("/", 1)[0]
     if spec == "litellm":
         return Route("litellm", prefix)
