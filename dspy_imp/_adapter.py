@@ -45,6 +45,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     route: Route = field(default_factory=lambda: Route("custom"))
+    fallbacks: int = 0
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -85,6 +86,9 @@ class ReActAdapter(dspy.ChatAdapter):
         self.base: dspy.Adapter | None = base
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
+        exchange = _EXCHANGE.get()
+        if exchange is not None:  # counted as its own request in the turn's usage
+            exchange.fallbacks += 1
         return ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
 
     # -- the call ----------------------------------------------------------------------------
