@@ -9,7 +9,7 @@
   request goes over real HTTP to the emulator too.
 
 Every request body goes through ``provider_rules.assert_accepted``; each scenario then asserts
-what it is about (``scenarios.py``).
+what it is about (``turns_*.py``).
 """
 
 from __future__ import annotations
