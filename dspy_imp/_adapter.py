@@ -201,12 +201,14 @@ class ReActAdapter(dspy.ChatAdapter):
 def _settle_options(exchange: Exchange, lm: Any, lm_kwargs: dict[str, Any]) -> None:
     """Provider rules on the options, then where the request goes (which decides what is replayed).
 
-    A forced ``tool_choice`` goes out without ``thinking`` (Anthropic refuses the two together;
-    ``reasoning_effort`` is already None there).
+    A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
+    together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
+    choice, so it stays.
     """
     choice = lm_kwargs.get("tool_choice")
     forced = choice == "required" or isinstance(choice, Mapping)
-    if forced and (lm_kwargs.get("thinking") or (getattr(lm, "kwargs", None) or {}).get("thinking")):
+    thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
+    if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
         lm_kwargs["thinking"] = None
     exchange.route = route_for(lm, lm_kwargs)
 
