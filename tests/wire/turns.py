@@ -114,10 +114,13 @@ def assistant_turns(bodies: list[Body], protocol: str) -> list[Any]:
     return [m for m in last["messages"] if m["role"] == "assistant"]
 
 
-def tool_then_answer(protocol: str) -> Callable[[list[Body], Outcome], None]:
+def tool_then_answer(protocol: str, requests: int = 2) -> Callable[[list[Body], Outcome], None]:
+    """The answer after one tool step (``requests`` > 2: a failed request was retried first, unchanged)."""
+
     def expect(bodies: list[Body], outcome: Outcome) -> None:
         answered("Sunny, 21°C.")(outcome)
-        assert len(bodies) == 2
+        assert len(bodies) == requests
+        assert all(body == bodies[0] for body in bodies[: requests - 1])
         (turn,) = assistant_turns(bodies, protocol)
         if protocol == "anthropic":  # issue 8 point 1: no empty text block beside the call
             assert [b["type"] for b in turn["content"]] == ["tool_use"]

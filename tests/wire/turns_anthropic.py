@@ -183,6 +183,13 @@ ANTHROPIC: list[Scenario] = [
         inputs={"question": "And now?"},
         history=ANTHROPIC_EARLIER,
     ),
+    Scenario(
+        "anthropic_overloaded_then_recovery",
+        "anthropic",
+        [anthropic_error(529, "overloaded_error", "Overloaded"), *script_tool_then_answer("anthropic")],
+        tool_then_answer("anthropic", requests=3),
+        lm={"num_retries": 1},
+    ),
     Scenario("anthropic_context_window", "anthropic", [ANTHROPIC_CONTEXT], expect_stop("context_window_exceeded")),
     Scenario(
         "anthropic_refusal_stop", "anthropic", [anthropic(text="", stop="refusal")], expect_stop("content_filter")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from responses import gemini
+from responses import gemini, gemini_error
 from turns import (
     EARLIER,
     PARIS,
@@ -41,6 +41,18 @@ GEMINI: list[Scenario] = [
             gemini(text="Sunny and 14:05.", text_signature="CiQBVKhc7sIg_par_final"),
         ],
         _expect_gemini_parallel,
+    ),
+    Scenario(
+        "gemini_context_window",
+        "gemini",
+        [
+            gemini_error(
+                400,
+                "INVALID_ARGUMENT",
+                "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            )
+        ],
+        expect_stop("context_window_exceeded"),
     ),
     Scenario("gemini_safety_stop", "gemini", [gemini(finish="SAFETY")], expect_stop("content_filter")),
     Scenario(
