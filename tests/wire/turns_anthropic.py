@@ -107,8 +107,12 @@ def _expect_resumed_thinking(bodies: list[Body], outcome: Outcome) -> None:
 
 # ``thinking=`` sends engine="auto" through LiteLLM (DSPy's choice); ``reasoning_effort`` stays native.
 ANTHROPIC: list[Scenario] = [
-    Scenario(
-        "anthropic_tool_then_answer", "anthropic", script_tool_then_answer("anthropic"), tool_then_answer("anthropic")
+    Scenario(  # Claude without extended thinking (reasoning_effort=None turns DSPy's default "low" off)
+        "anthropic_tool_then_answer",
+        "anthropic",
+        script_tool_then_answer("anthropic"),
+        tool_then_answer("anthropic"),
+        lm={"reasoning_effort": None},
     ),
     Scenario(
         "anthropic_thinking_across_tool_steps",
@@ -188,7 +192,7 @@ ANTHROPIC: list[Scenario] = [
         "anthropic",
         [anthropic_error(529, "overloaded_error", "Overloaded"), *script_tool_then_answer("anthropic")],
         tool_then_answer("anthropic", requests=3),
-        lm={"num_retries": 1},
+        lm={"num_retries": 1, "reasoning_effort": None},
     ),
     Scenario("anthropic_context_window", "anthropic", [ANTHROPIC_CONTEXT], expect_stop("context_window_exceeded")),
     Scenario(
