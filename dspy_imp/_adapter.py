@@ -30,21 +30,30 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
+from . import _tracing
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
 from ._reasoning import blocks_of
 from ._render import render_request
-from ._route import Route, call_options, canonical_request, outputs_of, planned, route_for
+from ._route import Route, call_options, canonical_request, outputs_of, planned, replays_state, settle_options
 from ._signature import STEP_CALLS, STEP_TEXT
 
 
 @dataclass
 class Exchange:
-    """One request in flight: the guidance in, the raw reply out."""
+    """One request in flight: the guidance, options and pinned LM in; the raw reply out.
+
+    ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
+    ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
+    applied by the adapter, so they never appear among the step predictor's inputs.
+    ``fallbacks`` counts the times DSPy's JSON fallback re-sent the request.
+    """
 
     guidance: Guidance
+    config: Mapping[str, Any] = field(default_factory=dict)
+    lm: Any = None
     reply: Reply | None = None
     dialect: Dialect | None = None
     route: Route = field(default_factory=lambda: Route("custom"))
@@ -111,13 +120,16 @@ class ReActAdapter(dspy.ChatAdapter):
         )
         self.base: dspy.Adapter | None = base
         self.native_calls = native_calls
+        self.fallback = False  # True on the adapter DSPy's JSON fallback sends through
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
         exchange = _EXCHANGE.get()
         if exchange is not None:  # counted as its own request in the turn's usage
             exchange.fallbacks += 1
-        fallback = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
-        return ReActAdapter(base=fallback, callbacks=self.callbacks, native_calls=self.native_calls)
+        base = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
+        fallback = ReActAdapter(base=base, callbacks=self.callbacks, native_calls=self.native_calls)
+        fallback.fallback = True
+        return fallback
 
     def uses_native_calls(self, lm: Any) -> bool:
         """Native calls when the LM supports them, unless this adapter or its base says written.
@@ -140,10 +152,11 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
-        _settle_options(exchange, lm, lm_kwargs)
+        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        exchange.route = settle_options(lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if _replays_state(exchange):
+            if replays_state(exchange.route, exchange.guidance.steps):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
@@ -154,10 +167,11 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
-        _settle_options(exchange, lm, lm_kwargs)
+        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        exchange.route = settle_options(lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if _replays_state(exchange):
+            if replays_state(exchange.route, exchange.guidance.steps):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
@@ -202,6 +216,8 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
+        if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
+            _tracing.annotate(self, _tracing.request_attributes("json_fallback"))
         route = exchange.route
         guidance = replace(
             exchange.guidance,
@@ -295,33 +311,6 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
         return
     lm_kwargs["reasoning_effort"] = "low"
-
-
-def _settle_options(exchange: Exchange, lm: Any, lm_kwargs: dict[str, Any]) -> None:
-    """Provider rules on the options, then where the request goes (which decides what is replayed).
-
-    A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
-    together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
-    choice, so it stays.
-    """
-    choice = lm_kwargs.get("tool_choice")
-    forced = choice == "required" or isinstance(choice, Mapping)
-    thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
-    if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
-        lm_kwargs["thinking"] = None
-    exchange.route = route_for(lm, lm_kwargs)
-
-
-def _replays_state(exchange: Exchange) -> bool:
-    """A native step whose history holds reasoning blocks this provider takes back."""
-    route = exchange.route
-    if route.engine == "litellm" or not route.replayed_kinds:
-        return False
-    return any(
-        isinstance(b, Mapping) and b.get("type") in route.replayed_kinds
-        for step in exchange.guidance.steps
-        for b in (step.reasoning_details if isinstance(step.reasoning_details, list) else ())
-    )
 
 
 def _current() -> Exchange:

@@ -108,6 +108,32 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     return Route("native", selection.resolution.provider)
 
 
+def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
+    """Provider rules on a step's options, then where the request goes (which decides what is replayed).
+
+    A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
+    together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
+    choice, so it stays.
+    """
+    choice = lm_kwargs.get("tool_choice")
+    forced = choice == "required" or isinstance(choice, Mapping)
+    thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
+    if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
+        lm_kwargs["thinking"] = None
+    return route_for(lm, lm_kwargs)
+
+
+def replays_state(route: Route, steps: Sequence[Any]) -> bool:
+    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back."""
+    if route.engine == "litellm" or not route.replayed_kinds:
+        return False
+    return any(
+        isinstance(b, Mapping) and b.get("type") in route.replayed_kinds
+        for step in steps
+        for b in (step.reasoning_details if isinstance(step.reasoning_details, list) else ())
+    )
+
+
 def _options(lm: Any, lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     from dspy.clients.backend_selection import CLIENT_KEYS
 
