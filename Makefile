@@ -2,7 +2,8 @@
 #
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
-#   make test          ruff + mypy + pytest (network blocked: scripted models, replay, a local fake server)
+#   make test          ruff + mypy + docs build + pytest (network blocked: scripted models, replay, a local fake server)
+#   make docs          the documentation site (mkdocs --strict) into site/
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -15,10 +16,10 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LIVE ?=
 DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)
 
-.PHONY: help demo test lint typecheck unit clean
+.PHONY: help demo test lint typecheck docs unit clean
 
 help:
-	@sed -n '3,5s/^#   //p' Makefile
+	@sed -n '3,6s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +37,19 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/python examples/quickstart.py $(DEMO_FLAGS)
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check dspy_imp tests examples benchmarks
+	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
+
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest --cov --cov-report=term
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info
+	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist site *.egg-info

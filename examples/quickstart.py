@@ -1,6 +1,12 @@
-"""dspy_imp quick start: one turn that calls a tool, then answers.
+"""dspy_imp quick start: what makes this loop different, in two short turns.
 
-Offline with a scripted model (no network), or live against a real model::
+1. A weather agent calls a tool, then answers in text (`"answered"`).
+2. A research agent under `finish="submit"`: the model first writes a thought instead of acting.
+   `dspy.ReActV2` would end the turn there (and force `submit`); here the thought is recorded, the
+   model is told its message was not sent, it looks the answer up, and it submits.
+
+Every prediction says how its turn ended (`pred.metadata`). Offline with a scripted model (no
+network), or live against a real model::
 
     python examples/quickstart.py
     DSPY_IMP_MODEL=openai/gpt-4o-mini OPENAI_API_KEY=... python examples/quickstart.py --live
@@ -26,12 +32,22 @@ def get_weather(city: str) -> str:
     return f"sunny, 21°C in {city}"
 
 
+def search(query: str) -> str:
+    """Search the encyclopedia."""
+    return "The Eiffel Tower is 330 m tall (since 2022)."
+
+
 def scripted_model() -> dspy.LM:
-    """A model that calls `get_weather`, then answers in text. It records requests and sends none."""
+    """A model that answers from a script. It records requests and sends none."""
     return ScriptedLM(
         [
+            # Turn 1: a tool call, then the answer in text.
             reply(calls=[call("get_weather", {"city": "Paris"}, id="call_1")]),
             reply("It is sunny and 21°C in Paris."),
+            # Turn 2: a thought first (no tool call), then a search, then submit.
+            reply("I should check the current height rather than rely on memory."),
+            reply(calls=[call("search", {"query": "Eiffel Tower height"}, id="call_2")]),
+            reply(calls=[call("submit", {"answer": "330 m", "confident": True}, id="call_3")]),
         ]
     )
 
@@ -46,6 +62,20 @@ def live_model() -> dspy.LM:
     return dspy.LM(model)
 
 
+def show(pred: dspy.Prediction) -> None:
+    for step in pred.metadata.history.messages:
+        results = {r["id"]: r["result"] for r in step.get("tool_call_results", [])}
+        if step.get("next_thought") and not step.get("tool_calls") and not set(pred.keys()) & step.keys():
+            print(f"  thought (not sent; the loop continued): {step['next_thought']}")
+        for tool_call in step.get("tool_calls", []):
+            print(f"  tool call: {tool_call['name']}({tool_call['args']}) -> {results.get(tool_call['id'])!r}")
+    meta = pred.metadata
+    print(f"  outputs: {dict(pred.items())}")
+    print(f"  termination_reason: {meta.termination_reason}")
+    print(f"  termination_cause: {meta.termination_cause}")
+    print(f"  complete: {meta.complete}; history: {len(meta.history.messages)} step(s) to pass back as history=")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--live", action="store_true", help="use DSPY_IMP_MODEL instead of the scripted model")
@@ -54,19 +84,22 @@ def main() -> None:
     lm = live_model() if live else scripted_model()
     print(f"model: {lm.model}" if live else "model: scripted model (no network)")
 
-    agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
+    weather = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
     question = "What's the weather in Paris?"
-    print(f"question: {question}")
-
+    print(f"\n1. question: {question}")
     with dspy.context(lm=lm):
-        pred = agent(question=question)
+        show(weather(question=question))
 
-    for step in pred.metadata.history.messages:
-        results = {r["id"]: r["result"] for r in step.get("tool_call_results", [])}
-        for tool_call in step.get("tool_calls", []):
-            print(f"tool call: {tool_call['name']}({tool_call['args']}) -> {results.get(tool_call['id'])!r}")
-    print(f"answer: {pred.answer}")
-    print(f"termination_reason: {pred.metadata.termination_reason}")
+    research = dspy_imp.ReActV2("question -> answer, confident: bool", tools=[search], finish="submit")
+    question = "How tall is the Eiffel Tower?"
+    print(f'\n2. question: {question}   (finish="submit")')
+    with dspy.context(lm=lm):
+        show(research(question=question))
+
+    print(
+        "\nRead next: docs/why.md (dspy.ReActV2 and this loop side by side), docs/finish-modes.md,"
+        "\ndocs/termination.md (every reason and cause), and the examples/ folder."
+    )
 
 
 if __name__ == "__main__":
