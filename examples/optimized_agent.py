@@ -56,8 +56,8 @@ def teacher(request: RecordedRequest) -> object:
 
 def student(request: RecordedRequest) -> object:
     """A small model: uses the tool the right way only after seeing it done in a worked example."""
-    examples = sum("[[ ## question ## ]]" in str(m["content"]) for m in request.messages if m["role"] == "user")
-    if examples > 1 or request.messages[-1]["role"] == "tool":
+    shown_an_example = len(request.messages) > 2  # anything between the system message and the question
+    if shown_an_example or request.messages[-1]["role"] == "tool":
         return _convert_or_answer(request)
     return reply("About a thousand.")
 
@@ -94,7 +94,7 @@ def main() -> None:
     print(f"before compiling: dev score {score(agent, student_lm):.0f}%")
 
     optimizer = dspy.BootstrapFewShot(
-        metric=exact, max_bootstrapped_demos=2, max_labeled_demos=0, teacher_settings={"lm": teacher_lm}
+        metric=exact, max_bootstrapped_demos=4, max_labeled_demos=0, teacher_settings={"lm": teacher_lm}
     )
     with dspy.context(lm=student_lm):
         compiled = optimizer.compile(agent, trainset=[x.with_inputs("question") for x in TRAIN])
