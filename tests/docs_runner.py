@@ -17,7 +17,9 @@ type when ``submit`` is offered, and otherwise answers in text). Pages that need
 conversation script it themselves with ``ScriptedLM``, as readers would in their tests.
 
 Blocks that are not meant to run (shell commands, signatures, output) use another info string:
-``bash``, ``text``, ``json``, ``pycon``.
+``bash``, ``text``, ``json``, ``pycon``. A block that changes the whole process (instrumenting a
+tracer, say) is preceded by ``<!-- docs-test: own-process -->`` and runs alone in a fresh
+interpreter, in a temporary directory.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import os
 import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +44,10 @@ from dspy.dsp.utils.utils import dotdict
 
 from dspy_imp.testing import RecordedRequest, Reply, ScriptedLM, call, reply
 
-_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(
+    r"(?P<own><!-- docs-test: own-process[^>]*-->\n)?^```python[ \t]*\n(?P<code>.*?)^```[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -46,12 +55,16 @@ class Block:
     page: Path
     line: int
     code: str
+    own_process: bool = False
 
 
 def python_blocks(page: Path) -> list[Block]:
     """The page's ``python`` blocks with the line each starts on."""
     text = page.read_text(encoding="utf-8")
-    return [Block(page, text.count("\n", 0, match.start()) + 2, match.group(1)) for match in _FENCE.finditer(text)]
+    return [
+        Block(page, text.count("\n", 0, match.start("code")) + 1, match.group("code"), bool(match.group("own")))
+        for match in _FENCE.finditer(text)
+    ]
 
 
 def _example_value(schema: dict[str, Any]) -> Any:
@@ -118,7 +131,19 @@ def offline(page: Page) -> Iterator[None]:
         dspy.LM, dspy.configure = real_lm, real_configure  # type: ignore[misc]
 
 
+def _run_alone(block: Block) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(
+            [sys.executable, "-c", block.code], cwd=folder, env=env, capture_output=True, text=True, check=False
+        )
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed")
+
+
 def _run_block(block: Block, page: Page) -> None:
+    if block.own_process:
+        return _run_alone(block)
     code = compile(block.code, f"{block.page.name}:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     with dspy.context(**page.settings()):
         if code.co_flags & inspect.CO_COROUTINE:

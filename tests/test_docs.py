@@ -75,3 +75,15 @@ def test_the_why_page_is_generated_from_real_runs() -> None:
         cwd=ROOT,
     )
     assert generated.returncode == 0, generated.stdout + generated.stderr
+
+
+def test_a_block_that_changes_the_process_runs_alone(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport sys\nsys.shown = 1\n```\n\n<!-- docs-test: own-process -->\n"
+        "```python\nimport sys\nassert not hasattr(sys, 'shown'), 'not alone'\nraise SystemExit('ran alone')\n```\n"
+    )
+    with pytest.raises(AssertionError, match=r"block at line 8 failed.*ran alone"):
+        run_page(page)
+    assert python_blocks(page)[1].own_process
+    del sys.shown  # type: ignore[attr-defined]
