@@ -6,9 +6,12 @@
    model is told its message was not sent, it looks the answer up, and it submits.
 
 Every prediction says how its turn ended (`pred.metadata`). Offline with a scripted model (no
-network), or live against a real model::
+network), replayed through the real HTTP stack from a cassette (offline, no key: LiteLLM -> OpenAI
+SDK -> httpx, answered by ``cassettes/quickstart.yaml``, which ``make record`` writes from a local
+emulator), or live against a real model::
 
     python examples/quickstart.py
+    python examples/quickstart.py --replay
     DSPY_IMP_MODEL=openai/gpt-4o-mini OPENAI_API_KEY=... python examples/quickstart.py --live
 """
 
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 
 # Use the model metadata bundled with DSPy/LiteLLM instead of fetching it (keeps the offline run offline).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -25,6 +30,9 @@ import dspy
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
+
+WEATHER_QUESTION = "What's the weather in Paris?"
+RESEARCH_QUESTION = "How tall is the Eiffel Tower?"
 
 
 def get_weather(city: str) -> str:
@@ -52,6 +60,24 @@ def scripted_model() -> dspy.LM:
     )
 
 
+CASSETTE = Path(__file__).resolve().parents[1] / "cassettes" / "quickstart.yaml"
+REPLAY_BASE = "http://127.0.0.1:18089/v1"  # where the cassette was recorded (the local emulator)
+
+
+def replay_model() -> dspy.LM:
+    """gpt-4o-mini through LiteLLM's real HTTP stack; every request is answered from the cassette."""
+    return dspy.LM(
+        "openai/gpt-4o-mini", api_base=REPLAY_BASE, api_key="sk-replay", engine="litellm", cache=False, num_retries=0
+    )
+
+
+def replaying() -> AbstractContextManager[object]:
+    """Answer HTTP from ``CASSETTE`` (vcrpy, a dev dependency); an unrecorded request fails."""
+    import vcr  # type: ignore[import-untyped]
+
+    return vcr.VCR(record_mode="none", match_on=["method", "path", "body"]).use_cassette(str(CASSETTE))
+
+
 def live_model() -> dspy.LM:
     model = os.environ.get("DSPY_IMP_MODEL")
     if not model:
@@ -60,6 +86,14 @@ def live_model() -> dspy.LM:
             "(plus that provider's API key, e.g. OPENAI_API_KEY)"
         )
     return dspy.LM(model)
+
+
+def ask(lm: dspy.LM) -> tuple[dspy.Prediction, dspy.Prediction]:
+    """The quickstart's two turns: a weather question, then a research question under "submit"."""
+    weather = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
+    research = dspy_imp.ReActV2("question -> answer, confident: bool", tools=[search], finish="submit")
+    with dspy.context(lm=lm):
+        return weather(question=WEATHER_QUESTION), research(question=RESEARCH_QUESTION)
 
 
 def show(pred: dspy.Prediction) -> None:
@@ -78,24 +112,28 @@ def show(pred: dspy.Prediction) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--live", action="store_true", help="use DSPY_IMP_MODEL instead of the scripted model")
-    live = parser.parse_args().live
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--live", action="store_true", help="use DSPY_IMP_MODEL instead of the scripted model")
+    mode.add_argument("--replay", action="store_true", help="replay gpt-4o-mini over HTTP from the cassette")
+    args = parser.parse_args()
 
-    lm = live_model() if live else scripted_model()
-    print(f"model: {lm.model}" if live else "model: scripted model (no network)")
+    context: AbstractContextManager[object] = nullcontext()
+    if args.live:
+        lm = live_model()
+        print(f"model: {lm.model}")
+    elif args.replay:
+        lm, context = replay_model(), replaying()
+        print(f"model: {lm.model}, replayed over HTTP from {os.path.relpath(CASSETTE)}")
+    else:
+        lm = scripted_model()
+        print("model: scripted model (no network)")
 
-    weather = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
-    question = "What's the weather in Paris?"
-    print(f"\n1. question: {question}")
-    with dspy.context(lm=lm):
-        show(weather(question=question))
-
-    research = dspy_imp.ReActV2("question -> answer, confident: bool", tools=[search], finish="submit")
-    question = "How tall is the Eiffel Tower?"
-    print(f'\n2. question: {question}   (finish="submit")')
-    with dspy.context(lm=lm):
-        show(research(question=question))
-
+    with context:
+        weather, research = ask(lm)
+    print(f"\n1. question: {WEATHER_QUESTION}")
+    show(weather)
+    print(f'\n2. question: {RESEARCH_QUESTION}   (finish="submit")')
+    show(research)
     print(
         "\nRead next: docs/why.md (dspy.ReActV2 and this loop side by side), docs/finish-modes.md,"
         "\ndocs/termination.md (every reason and cause), and the examples/ folder."
