@@ -131,8 +131,8 @@ def targets_table(results: dict[str, Any]) -> str:
          _f(whole["ratio"]), _f(whole["met"])],
         [f"DSPy's plumbing alone / `dspy.ReActV2` at {_f(t['plumbing_vs_dspy']['steps'])} steps", "",
          _f(t["plumbing_vs_dspy"]["ratio"]), ""],
-        [f"ours alone / `dspy.ReActV2` at {_f(t['ours_vs_dspy']['steps'])} steps", "", _f(t["ours_vs_dspy"]["ratio"]),
-         ""],
+        [f"ours alone / `dspy.ReActV2` at {_f(t['ours_vs_dspy']['steps'])} steps", "",
+         _f(t["ours_vs_dspy"]["ratio"], 3), ""],
     ]
     return _table(["target", "limit", "measured", "met"], rows, "lrrr")
 
@@ -221,21 +221,22 @@ several samples, as described per section).
 
 _CURVE = """## Per-request cost against recorded steps
 
-One turn of N tool steps, then a `submit`, in-process against `dspy_imp.testing.ScriptedLM`
-(an engine that answers at once). Timers around a few functions split each request into
-*ours* (the state machine, bookkeeping, and `ReActAdapter`'s hooks: rendering the request,
-reading the reply), *DSPy's plumbing* (`Predict`, the adapter base and `dspy.LM`, which for
-the default engine converts the whole message list into an lm15 request and checks it,
-every request) and the scripted engine (left out: it stands for the provider). Each value
-is the least disturbed of the last 20 requests of the N-step turn. `dspy.ReActV2` is timed
-whole, minus the engine, and only as far as its column goes (its per-request cost grows with
-the history, so a 1,000-step turn alone would take many minutes).
+One turn of N tool steps, then a `submit`, in-process against `dspy_imp.testing.ScriptedLM`'s
+engine (answering at once, and here keeping no copy of the requests). Timers around a few
+functions split each request into *ours* (the state machine, bookkeeping, and
+`ReActAdapter`'s hooks: rendering the request, reading the reply), *DSPy's plumbing*
+(`Predict`, the adapter base and `dspy.LM`, which for the default engine converts the whole
+message list into an lm15 request and checks it, every request) and the scripted engine
+(left out: it stands for the provider). Each value is the least disturbed of the last 20
+requests of the N-step turn. `dspy.ReActV2` is timed whole, minus the engine, and only as far
+as its column goes (its per-request cost grows with the history, so a 1,000-step turn alone
+would take many minutes).
 
 ![ms per request against recorded steps](performance.svg)
 
 {curve}
 
-Why ours stays flat: within a turn every request is the previous one plus the newest
+Why ours no longer re-renders the history: within a turn every request is the previous one plus the newest
 exchange, so the renderer keeps the messages of settled steps in a per-turn memo
 (`dspy_imp/_render_memo.py`) and renders only what is new; the memo is keyed on the step
 records themselves (by identity) and on the request's rendering context, and a request
@@ -255,25 +256,14 @@ _TARGETS = """## Targets
 
 {targets}
 
-The first line compares our own per-request cost at the longest history with a short one, in
-the same run. Each request renders only the newest step and the one before it (asserted in
-`tests/test_render_memo.py`), and the usage meter keeps running sums; what our code still
-does per request in proportion to the history is copying references (the steps tuple, the
-`dspy.History` list, the memo's message list). What grows beyond that is the process around
-our code: with DSPy's defaults every call leaves an `lm.history` entry holding its converted
-request, so a 1,000-step turn runs in a heap of millions of objects, and every function,
-ours included, runs slower in it (a profile shows our constant-time functions, such as the
-deadline check, several times slower per call at 300 steps than at 10). The second line is
-the same measurement with DSPy's history off (`dspy.configure(disable_history=True)`, which
-also hides the finish reason and usage from the loop), separating the two.
+{flat}
 
-The second line is the one the loop cannot move alone: at this history length DSPy's
-plumbing by itself costs the share of `dspy.ReActV2` shown in the third line, whatever our
-own part costs (fourth line). Where the second target is not met, that plumbing is why:
-the whole loop's ratio is the sum of the last two lines. The ways around it are DSPy's to
-offer (a typed `lm15.Request` passed as `request=` skips the message re-reading, but
-`dspy.Predict` and the adapters only ever call the LM with a message list, and DSPy still
-converts a typed request to a dict to check it); they are not taken here.
+The third line is bounded below by DSPy's plumbing: at that history length the plumbing by
+itself costs the share of `dspy.ReActV2` in the fourth line, whatever our own part costs
+(fifth line); the whole loop's ratio is about the sum of the two. The ways around that
+plumbing are DSPy's to offer (a typed `lm15.Request` passed as `request=` skips re-reading
+the messages, but `dspy.Predict` and the adapters only ever call the LM with a message list,
+and DSPy still converts a typed request to a dict to check it); they are not taken here.
 """
 
 _LOOPS = """## Same model, four loops
@@ -330,12 +320,36 @@ submits (`benchmarks/parallel.py`): the turn with `parallel_tools=False` against
 """
 
 
+_FLAT_MET = """The first two lines compare our own per-request cost at the longest history with a short one,
+in the same run (the second with DSPy's `lm.history` off: `dspy.configure(disable_history=True)`).
+Each request renders only the newest step and the one before it (asserted in
+`tests/test_render_memo.py`), and the usage meter keeps running sums."""
+
+_FLAT_MISSED = """The first two lines compare our own per-request cost at the longest history with a short one,
+in the same run (the second with DSPy's `lm.history` off: `dspy.configure(disable_history=True)`,
+which also hides the finish reason and usage from the loop). Where they are not met, the growth
+is not in what our code does per step: each request renders only the newest step and the one
+before it (asserted in `tests/test_render_memo.py`), the usage meter keeps running sums, and
+what is left in proportion to the history is copying references (the steps tuple, the
+`dspy.History` list, the memo's message list). It is the same functions running slower: in a
+development profile our constant-time functions (the deadline check, the system message) took
+several times longer per call in a 300-step turn than in a 10-step one, and the growth stayed
+with the garbage collector off. The long turn's process holds a far larger heap (DSPy's plumbing allocates
+lm15 objects for the whole history on every request); we have not isolated the cause further,
+and on this shared machine two samples of a quarter of a millisecond also differ by noise."""
+
+
+def _flat_text(targets: dict[str, Any]) -> str:
+    met = targets["flat"]["met"] and targets["flat_no_history"]["met"]
+    return _FLAT_MET if met else _FLAT_MISSED
+
+
 def page(results: dict[str, Any]) -> str:
     machine = results["machine"]
     parts = [
         _INTRO.format(elapsed=results["elapsed_s"], **machine),
         _CURVE.format(curve=curve_table(results)),
-        _TARGETS.format(targets=targets_table(results)),
+        _TARGETS.format(targets=targets_table(results), flat=_flat_text(results["targets"])),
         _LOOPS.format(loops=loops_table(results)),
         _SCENARIOS.format(scenarios=scenarios_table(results)),
         _PROFILE.format(profile=profile_table(results)),
