@@ -31,6 +31,7 @@ from dspy.utils.exceptions import AdapterParseError
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
+from ._media import ToolMedia, tool_media_for
 from ._render import render_request
 from ._signature import STEP_CALLS, STEP_TEXT
 
@@ -43,6 +44,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
+    tool_media: ToolMedia = "after"
     fallbacks: int = 0
 
 
@@ -121,6 +123,7 @@ class ReActAdapter(dspy.ChatAdapter):
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
         exchange.keep_reasoning = _carries_reasoning(lm)
+        exchange.tool_media = tool_media_for(lm)
         if native:
             lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
         else:
@@ -130,7 +133,12 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
-        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
+        guidance = replace(
+            exchange.guidance,
+            keep_reasoning=exchange.keep_reasoning,
+            dialect=exchange.dialect,
+            tool_media=exchange.tool_media,
+        )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         return render_request(guidance, signature.instructions, demos, pending)
 

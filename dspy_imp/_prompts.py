@@ -155,3 +155,12 @@ EXTRACTION_INSTRUCTIONS = (
     "its successful result. If the requested outcome is not established, report that limitation honestly in "
     "the declared output fields. No tools are available during this extraction step."
 )
+
+
+# -- media in tool results (see _media) ------------------------------------------------------
+ATTACHED_MEDIA = "Media returned by the tools above:"
+
+
+def media_placeholder(kind: str, number: int) -> str:
+    """Where a tool result's media stood, in its text: ``[image 1]``; the media follows under it."""
+    return f"[{kind} {number}]"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dspy.adapters.utils import serialize_for_json
@@ -26,6 +27,7 @@ from dspy.adapters.utils import serialize_for_json
 from . import _prompts
 from ._dialect import Dialect
 from ._guidance import Guidance, system_message, tool_listing
+from ._media import Attachments, Content, is_media, place_results
 from ._records import Step, ToolCall, ToolResult
 from ._signature import SUBMIT
 
@@ -116,23 +118,32 @@ def _exchange(
     paired = [(by_id.get(r.id) or ToolCall(r.id, r.name, {}), r) for r in results]
     if not dialect.native:
         message: Message = {"role": "assistant", "content": dialect.assistant(content, [_written(c) for c in calls])}
-        lines = [_written_result(guidance, call, result) for call, result in paired]
-        return [message, _user(dialect.results(lines))] if lines else [message]
+        attachments = Attachments()
+        lines = [_written_result(guidance, call, result, attachments) for call, result in paired]
+        return [message, _user(attachments.content(dialect.results(lines)))] if lines else [message]
     message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else ""}
     if calls:
         message["tool_calls"] = [_native_call(c) for c in calls]
     if reasoning is not None and guidance.keep_reasoning:
         message["reasoning_content"] = reasoning
-    return [message, *(_tool(guidance, call, result) for call, result in paired)]
+    return [message, *place_results([_tool(guidance, call, result) for call, result in paired], guidance.tool_media)]
 
 
 def _written(call: ToolCall) -> dict[str, Any]:
     return {"name": call.name, "arguments": dict(call.args)}
 
 
-def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult) -> str:
-    render = guidance.result_renderer or render_result
-    return f"{call.name or 'unreadable_call'} ({result.id}): {render(call, result)}"
+def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
+    return f"{call.name or 'unreadable_call'} ({result.id}): {_result_text(guidance, call, result, attachments)}"
+
+
+def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
+    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned)."""
+    if guidance.result_renderer is not None:
+        return attachments.keep(guidance.result_renderer(call, result))
+    if result.error:
+        return render_result(call, result)
+    return render_result(call, replace(result, value=attachments.lift(result.value)))
 
 
 def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
@@ -200,8 +211,9 @@ def _native_call(call: ToolCall) -> Message:
 
 
 def _tool(guidance: Guidance, call: ToolCall, result: ToolResult) -> Message:
-    render = guidance.result_renderer or render_result
-    return {"role": "tool", "tool_call_id": result.id, "content": render(call, result)}
+    attachments = Attachments()
+    content = attachments.content(_result_text(guidance, call, result, attachments))
+    return {"role": "tool", "tool_call_id": result.id, "content": content}
 
 
 def render_result(call: ToolCall, result: ToolResult) -> str:
@@ -263,7 +275,7 @@ def _demo(dialect: Dialect, demo: Mapping[str, Any]) -> list[Message]:
     return [*user, {"role": "assistant", "content": "\n\n".join(parts)}]
 
 
-def _user(content: str) -> Message:
+def _user(content: Content) -> Message:
     return {"role": "user", "content": content}
 
 
@@ -287,4 +299,7 @@ def transcript(guidance: Guidance) -> str:
 
 
 def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else to_json(value)
+    """Values as the extractor reads them; media as DSPy's markers, which its adapter sends as parts."""
+    if isinstance(value, str):
+        return value
+    return str(serialize_for_json(value)) if is_media(value) else to_json(value)
