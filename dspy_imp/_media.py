@@ -182,27 +182,31 @@ def place_results(messages: Sequence[dict[str, Any]], form: ToolMedia) -> list[d
 
     ``"inline"`` keeps images in the tool message; everything else (and every media item under
     ``"after"``) is replaced in the tool message by a placeholder and carried, after it, by one
-    user message following the last result.
+    user message following the last result, each item under its placeholder.
     """
     placed: list[dict[str, Any]] = []
     attached: list[Part] = []
     for message in messages:
         content = message.get("content")
-        if not has_media(content):
-            placed.append(message)
-            continue
-        kept: list[Part] = []
-        for part in content:
-            if part.get("type") == "text" or (form == "inline" and kind_of(part) == "image"):
-                kept.append(part)
-                continue
-            label = _prompts.media_placeholder(kind_of(part), sum(1 for p in attached if p.get("type") != "text") + 1)
-            kept.append({"type": "text", "text": label})
-            attached += [{"type": "text", "text": label}, part]
-        placed.append({**message, "content": _tool_content(kept)})
+        if isinstance(content, list) and has_media(content):
+            message = {**message, "content": _tool_content(_keep_or_attach(content, form, attached))}
+        placed.append(message)
     if attached:
         placed.append({"role": "user", "content": [{"type": "text", "text": _prompts.ATTACHED_MEDIA}, *attached]})
     return placed
+
+
+def _keep_or_attach(content: list[Part], form: ToolMedia, attached: list[Part]) -> list[Part]:
+    kept: list[Part] = []
+    for part in content:
+        if part.get("type") == "text" or (form == "inline" and kind_of(part) == "image"):
+            kept.append(part)
+            continue
+        number = sum(1 for p in attached if p.get("type") != "text") + 1
+        label = {"type": "text", "text": _prompts.media_placeholder(kind_of(part), number)}
+        kept.append(label)
+        attached += [label, part]
+    return kept
 
 
 def _tool_content(parts: list[Part]) -> Content:

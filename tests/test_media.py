@@ -123,7 +123,15 @@ def test_parallel_results_share_one_media_message_and_keep_their_text(run: Any) 
     assert lm.requests[1].messages[3:] == [
         tool("c1", '{"kind": "bar", "image": "[image 1]"}'),
         tool("c2", "[image 2]"),
-        user([text("Media returned by the tools above:"), text("[image 1]"), image_part(CHART), text("[image 2]"), image_part(CHART)]),  # type: ignore[arg-type]
+        user(
+            [
+                text("Media returned by the tools above:"),
+                text("[image 1]"),
+                image_part(CHART),
+                text("[image 2]"),
+                image_part(CHART),
+            ]
+        ),  # type: ignore[arg-type]
     ]
 
 
@@ -229,7 +237,9 @@ def test_an_earlier_turn_replays_its_media_identically_after_dump_and_load(run: 
 
 
 def test_dumps_keep_every_field_as_given_and_refuse_unknown_media_classes() -> None:
-    history = [{"recording": RECORDING, "report": REPORT, "pictures": [PICTURE], "tool_calls": [], "tool_call_results": []}]
+    history = [
+        {"recording": RECORDING, "report": REPORT, "pictures": [PICTURE], "tool_calls": [], "tool_call_results": []}
+    ]
     dumped = json.loads(json.dumps(dspy_imp.dump_history(history)))
     entry = dumped["messages"][0]
     assert entry["recording"]["fields"] == {"data": RECORDING.data, "audio_format": "wav"}
@@ -238,7 +248,7 @@ def test_dumps_keep_every_field_as_given_and_refuse_unknown_media_classes() -> N
     assert (loaded["recording"], loaded["report"], loaded["pictures"]) == (RECORDING, REPORT, [PICTURE])
 
     entry["report"]["class"] = "somewhere.Unknown"
-    with pytest.raises(dspy_imp.ConfigurationError, match="somewhere.Unknown"):
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"somewhere\.Unknown"):
         dspy_imp.load_history(dumped)
 
 
@@ -246,9 +256,22 @@ def test_redaction_leaves_media_alone_and_keeps_it() -> None:
     # base64 that happens to look like an AWS key, and a URL that looks like a token
     secretish = dspy.Image("data:image/png;base64,AKIAABCDEFGHIJKLMNOP1234")
     linked = dspy.Image("https://example.com/a.png?token=abcdefgh12345")
-    history = [{"picture": secretish, "note": "key AKIAABCDEFGHIJKLMNOP1234", "tool_calls": [], "tool_call_results": [
-        {"id": "c1", "name": "zoom", "result": linked, "error": False, "returned_at": "2026-11-30T00:00:00.000Z"}
-    ]}]
+    history = [
+        {
+            "picture": secretish,
+            "note": "key AKIAABCDEFGHIJKLMNOP1234",
+            "tool_calls": [],
+            "tool_call_results": [
+                {
+                    "id": "c1",
+                    "name": "zoom",
+                    "result": linked,
+                    "error": False,
+                    "returned_at": "2026-11-30T00:00:00.000Z",
+                }
+            ],
+        }
+    ]
     redacted = dspy_imp.redact_history(history).messages[0]
     assert redacted["note"] == "key [REDACTED]"
     assert redacted["picture"]["fields"] == {"url": secretish.url}
@@ -312,7 +335,9 @@ def test_a_large_payload_is_referenced_by_each_request_not_copied(run: Any) -> N
         return big
 
     formatted = _Formatted()
-    lm = ScriptedLM([reply(calls=[call("shoot", {}, id="c1")]), reply(calls=[call("shoot", {}, id="c2")]), reply("Ok.")])
+    lm = ScriptedLM(
+        [reply(calls=[call("shoot", {}, id="c1")]), reply(calls=[call("shoot", {}, id="c2")]), reply("Ok.")]
+    )
     with dspy.context(lm=lm, callbacks=[formatted]):
         run(dspy_imp.ReActV2(Look, tools=[shoot]), picture=big, question="What is it?")
 

@@ -56,7 +56,9 @@ def zoom_call(protocol: str) -> dict[str, Any]:
     if protocol == "openai":
         return tool_calls_completion([("call_zoom_1", "zoom", {"area": "top"})])
     if protocol == "anthropic":
-        return _anthropic([{"type": "tool_use", "id": "toolu_zoom_1", "name": "zoom", "input": {"area": "top"}}], "tool_use")
+        return _anthropic(
+            [{"type": "tool_use", "id": "toolu_zoom_1", "name": "zoom", "input": {"area": "top"}}], "tool_use"
+        )
     return _gemini([{"functionCall": {"name": "zoom", "args": {"area": "top"}}}])
 
 
@@ -109,7 +111,9 @@ def _openai_found(body: Mapping[str, Any]) -> Iterator[Found]:
                 header, _, data = part["image_url"]["url"].partition(",")
                 yield Found(index, message["role"], header.removeprefix("data:").removesuffix(";base64"), data)
             elif part["type"] == "input_audio":
-                yield Found(index, message["role"], "audio/" + part["input_audio"]["format"], part["input_audio"]["data"])
+                yield Found(
+                    index, message["role"], "audio/" + part["input_audio"]["format"], part["input_audio"]["data"]
+                )
             elif part["type"] == "file":
                 header, _, data = part["file"]["file_data"].partition(",")
                 yield Found(index, message["role"], header.removeprefix("data:").removesuffix(";base64"), data)
@@ -248,3 +252,35 @@ def test_a_tool_returning_an_image_shows_it_to_the_model(protocol: str, engine: 
 
 def _first_user(protocol: str) -> int:
     return 1 if protocol == "openai" else 0  # the system prompt is a message only on Chat Completions
+
+
+def listen(area: str) -> dspy.Audio:
+    """Record the sound of an area."""
+    return dspy.Audio(data=WAV, audio_format="wav")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("protocol", ["openai", "gemini"])
+def test_a_tool_returning_audio_sends_it_after_the_results(protocol: str, engine: str, run: Any) -> None:
+    """Audio never rides in a tool result (Gemini's function responses take images here): a user turn follows."""
+    script = [zoom_call(protocol), answer(protocol, "Rain.")]
+    with FakeOpenAIServer(script) as server:
+        lm = dspy.LM(
+            MODEL[protocol],
+            api_base=f"http://127.0.0.1:{server.port}{SUFFIX[(protocol, engine)]}",
+            api_key="sk-test",
+            cache=False,
+            num_retries=0,
+            engine=engine,
+        )
+        listening = dspy.Tool(listen, name="zoom")  # the scripted call names `zoom`
+        with dspy.context(lm=lm):
+            pred = run(dspy_imp.ReActV2("question -> answer", tools=[listening]), question="What do you hear?")
+    assert pred.answer == "Rain."
+    first, second = (r.body for r in server.requests)
+    for body in (first, second):
+        assert media_rules.check_media(protocol, body) == {}
+    (medium,) = found(protocol, second)
+    assert medium.data == WAV and medium.inside == "user" and medium.mime in ("audio/wav", "audio/x-wav")
+    after_results = len(second["messages" if protocol == "openai" else "contents"]) - 1
+    assert medium.index == after_results
