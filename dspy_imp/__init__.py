@@ -12,6 +12,7 @@ from ._errors import ConfigurationError, StepError
 from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
+from ._stock import to_dspy_history
 from ._tools import Finish
 from ._usage import Usage, UsageLimits
 
@@ -31,6 +32,7 @@ __all__ = [
     "is_complete",
     "load_history",
     "redact_history",
+    "to_dspy_history",
 ]
 
 __version__ = "0.1.0"

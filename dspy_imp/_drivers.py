@@ -44,7 +44,9 @@ from ._effects import (
     RunTools,
     Sleep,
 )
+from ._finetune import attach
 from ._guidance import tool_listing
+from ._predicted import reply_from_prediction
 from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
@@ -176,7 +178,7 @@ class Effects:
         return _Job(
             lambda: react(**kwargs),
             lambda: react.acall(**kwargs),
-            lambda _: replace(_reply(exchange), usage=usage()),
+            lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
             lambda error: Failed(error, usage()),
             scope,
         )
@@ -244,10 +246,18 @@ def _async_tool(tool: dspy.Tool) -> bool:
     return inspect.iscoroutinefunction(function)
 
 
-def _reply(exchange: Exchange) -> Reply | Failed:
-    if exchange.reply is None:
+def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
+    """The raw reply the adapter captured, else the step the returned prediction carries."""
+    if exchange.reply is not None:
+        attach(prediction, exchange.messages, exchange.tools, exchange.dialect, exchange.reply)
+        return exchange.reply
+    try:
+        reply = reply_from_prediction(prediction)
+    except ValueError as exc:  # calls in a shape that cannot be read
+        return Failed(exc)
+    if reply is None:
         return Failed(RuntimeError("the step request returned without a reply"))
-    return exchange.reply
+    return reply
 
 
 def _extracted(prediction: dspy.Prediction) -> Extracted:

@@ -156,6 +156,8 @@ EXTRACTION_INSTRUCTIONS = (
     "the declared output fields. No tools are available during this extraction step."
 )
 
+DEMO_RESULT_NOT_SHOWN = "(The result of this call is not part of the example.)"
+
 
 # -- media in tool results (see _media) ------------------------------------------------------
 ATTACHED_MEDIA = "Media returned by the tools above:"
