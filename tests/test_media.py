@@ -353,3 +353,77 @@ def test_a_large_payload_is_referenced_by_each_request_not_copied(run: Any) -> N
     assert urls == [big.url] * 6
     # One string object serves every request (DSPy's Image.format caches its parts per value).
     assert len({id(url) for url in urls}) == 1
+
+
+def test_context_window_recovery_leaves_out_an_earlier_turn_with_its_media(run: Any) -> None:
+    from dspy_imp.testing import fail
+
+    agent = dspy_imp.ReActV2(Look, tools=[zoom])
+    first = ScriptedLM([reply(calls=[call("zoom", {"area": "top"}, id="c1")]), reply("A cat.")])
+    with dspy.context(lm=first):
+        earlier = run(agent, picture=PICTURE, question="What is it?")
+
+    lm = ScriptedLM([fail.context_window(), reply("A dog.")])
+    with dspy.context(lm=lm):
+        pred = run(agent, picture=PICTURE, question="And now?", history=earlier.metadata.history)
+
+    refused, retried = lm.requests
+    assert [m["role"] for m in refused.messages] == ["system", "user", "assistant", "tool", "user", "assistant", "user"]
+    assert retried.messages[1:] == [
+        user([text("[[ ## picture ## ]]\n"), image_part(PICTURE), text("\n\n[[ ## question ## ]]\nAnd now?")])  # type: ignore[arg-type]
+    ]
+    assert pred.metadata.context_projection["omitted_prior_entries"] == 2
+    assert len(pred.metadata.history.messages) == 3  # the record keeps everything
+
+
+def test_an_xml_adapter_sends_the_same_parts(run: Any) -> None:
+    lm = ScriptedLM([reply(calls=[call("zoom", {"area": "top"}, id="c1")]), reply("<answer>A cat.</answer>")])
+    with dspy.context(lm=lm, adapter=dspy.XMLAdapter()):
+        pred = run(dspy_imp.ReActV2(Look, tools=[zoom]), picture=PICTURE, question="What is it?")
+
+    assert pred.answer == "A cat."
+    assert lm.requests[0].messages[1] == user(
+        [text("<picture>\n"), image_part(PICTURE), text("\n</picture>\n\n<question>\nWhat is it?\n</question>")]  # type: ignore[arg-type]
+    )
+    assert lm.requests[1].messages[3:5] == [
+        tool("c1", "[image 1]"),
+        user([text("Media returned by the tools above:"), text("[image 1]"), image_part(CHART)]),  # type: ignore[arg-type]
+    ]
+
+
+class Screenshot(dspy.Type):
+    """A user-defined media type: any ``dspy.Type`` whose ``format()`` gives content parts."""
+
+    url: str
+    page: str
+
+    def format(self) -> list[dict[str, Any]]:
+        return [
+            {"type": "text", "text": f"(screenshot of {self.page})"},
+            {"type": "image_url", "image_url": {"url": self.url}},
+        ]
+
+
+def test_a_user_media_type_is_sent_dumped_and_loaded_like_the_builtin_ones(run: Any) -> None:
+    shot = Screenshot(url=CHART.url, page="home")
+
+    def screenshot() -> Screenshot:
+        """Take a screenshot of the page."""
+        return shot
+
+    lm = ScriptedLM([reply(calls=[call("screenshot", {}, id="c1")]), reply("A home page.")])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2("question -> answer", tools=[screenshot]), question="What page?")
+
+    assert lm.requests[1].messages[3:] == [
+        tool("c1", "(screenshot of home)[image 1]"),
+        user([text("Media returned by the tools above:"), text("[image 1]"), image_part(CHART)]),  # type: ignore[arg-type]
+    ]
+    dumped = json.loads(json.dumps(dspy_imp.dump_history(pred.metadata.history)))
+    result = dumped["messages"][0]["tool_call_results"][0]["result"]
+    assert result == {
+        "__imp_type__": "media",
+        "class": f"{__name__}.Screenshot",
+        "fields": {"url": CHART.url, "page": "home"},
+    }
+    assert dspy_imp.load_history(dumped).messages[0]["tool_call_results"][0]["result"] == shot
