@@ -34,7 +34,7 @@ from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
-from ._media import ToolMedia, tool_media_for
+from ._media import family_of, refuse_unsendable, tool_media_for
 from ._render import render_request
 from ._signature import STEP_CALLS, STEP_TEXT
 
@@ -47,7 +47,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
-    tool_media: ToolMedia = "after"
+    media_family: str = "other"
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     fallbacks: int = 0
@@ -166,7 +166,7 @@ class ReActAdapter(dspy.ChatAdapter):
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
         exchange.keep_reasoning = _carries_reasoning(lm)
-        exchange.tool_media = tool_media_for(lm)
+        exchange.media_family = family_of(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -185,10 +185,11 @@ class ReActAdapter(dspy.ChatAdapter):
             exchange.guidance,
             keep_reasoning=exchange.keep_reasoning,
             dialect=exchange.dialect,
-            tool_media=exchange.tool_media,
+            tool_media=tool_media_for(exchange.media_family),
         )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         exchange.messages = render_request(guidance, signature.instructions, demos, pending)
+        refuse_unsendable(exchange.messages, exchange.media_family)
         return exchange.messages
 
     def format_finetune_data(self, signature, demos, inputs, outputs):

@@ -166,15 +166,30 @@ def has_media(content: Any) -> bool:
 # -- tool results ---------------------------------------------------------------------------------
 
 
-def tool_media_for(lm: Any) -> ToolMedia:
-    """``"inline"`` for providers whose tool results carry images (Anthropic, Gemini), else ``"after"``."""
-    model = str(getattr(lm, "model", "") or "")
-    provider, _, name = model.partition("/")
-    if provider in _INLINE_PROVIDERS:
-        return "inline"
-    if provider == "vertex_ai" and ("gemini" in name or "claude" in name):
-        return "inline"
-    return "after"
+def family_of(lm: Any) -> str:
+    """``"anthropic"``, ``"gemini"`` or ``"other"``, from the model string (``anthropic/...``, ``vertex_ai/gemini-...``)."""
+    provider, _, name = str(getattr(lm, "model", "") or "").partition("/")
+    if provider == "vertex_ai":
+        provider = "anthropic" if "claude" in name else "gemini" if "gemini" in name else provider
+    return provider if provider in _INLINE_PROVIDERS else "other"
+
+
+def tool_media_for(family: str) -> ToolMedia:
+    """``"inline"`` for families whose tool results carry images (Anthropic, Gemini), else ``"after"``."""
+    return "inline" if family in _INLINE_PROVIDERS else "after"
+
+
+def refuse_unsendable(messages: Sequence[dict[str, Any]], family: str) -> None:
+    """Anthropic takes no audio: both engines would drop it (one leaving a block the API refuses)."""
+    if family != "anthropic":
+        return
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(p.get("type") == "input_audio" for p in content):
+            raise ConfigurationError(
+                "this request holds audio (a dspy.Audio input or tool result), and Anthropic models take no audio "
+                "input; use a model that does (OpenAI audio models, Gemini) or pass a transcript"
+            )
 
 
 def place_results(messages: Sequence[dict[str, Any]], form: ToolMedia) -> list[dict[str, Any]]:

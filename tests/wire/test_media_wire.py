@@ -284,3 +284,18 @@ def test_a_tool_returning_audio_sends_it_after_the_results(protocol: str, engine
     assert medium.data == WAV and medium.inside == "user" and medium.mime in ("audio/wav", "audio/x-wav")
     after_results = len(second["messages" if protocol == "openai" else "contents"]) - 1
     assert medium.index == after_results
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_audio_for_an_anthropic_model_is_refused_before_it_is_sent(engine: str, run: Any) -> None:
+    """Anthropic takes no audio; the engines would drop it (lm15 leaving an empty text block the API refuses)."""
+    recording = dspy.Audio(data=WAV, audio_format="wav")
+    with FakeOpenAIServer([answer("anthropic", "unused")]) as server:
+        base = f"http://127.0.0.1:{server.port}{SUFFIX[('anthropic', engine)]}"
+        lm = dspy.LM(MODEL["anthropic"], api_base=base, api_key="sk-test", cache=False, num_retries=0, engine=engine)
+        agent = dspy_imp.ReActV2(signature_for(dspy.Audio), tools=[zoom])
+        with dspy.context(lm=lm), pytest.raises(dspy_imp.StepError) as raised:
+            run(agent, attachment=recording, question="What?")
+    assert server.requests == []
+    assert isinstance(raised.value.reason, dspy_imp.ConfigurationError)
+    assert "Anthropic models take no audio" in str(raised.value.reason)
