@@ -8,7 +8,7 @@ reply. See the README and ``docs/``.
 from ._adapter import ReActAdapter
 from ._approval import NeedsApproval
 from ._deadline import deadline
-from ._errors import ConfigurationError, StepError
+from ._errors import ConfigurationError, StepError, ToolCallRejected
 from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
@@ -25,6 +25,7 @@ __all__ = [
     "ReActAdapter",
     "ReActV2",
     "StepError",
+    "ToolCallRejected",
     "Usage",
     "UsageLimits",
     "deadline",

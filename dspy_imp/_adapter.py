@@ -30,6 +30,7 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
+from . import _tracing
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
@@ -41,9 +42,17 @@ from ._signature import STEP_CALLS, STEP_TEXT
 
 @dataclass
 class Exchange:
-    """One request in flight: the guidance in, the raw reply out."""
+    """One request in flight: the guidance, options and pinned LM in; the raw reply out.
+
+    ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
+    ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
+    applied by the adapter, so they never appear among the step predictor's inputs.
+    ``fallbacks`` counts the times DSPy's JSON fallback re-sent the request.
+    """
 
     guidance: Guidance
+    config: Mapping[str, Any] = field(default_factory=dict)
+    lm: Any = None
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
@@ -111,13 +120,16 @@ class ReActAdapter(dspy.ChatAdapter):
         )
         self.base: dspy.Adapter | None = base
         self.native_calls = native_calls
+        self.fallback = False  # True on the adapter DSPy's JSON fallback sends through
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
         exchange = _EXCHANGE.get()
         if exchange is not None:  # counted as its own request in the turn's usage
             exchange.fallbacks += 1
-        fallback = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
-        return ReActAdapter(base=fallback, callbacks=self.callbacks, native_calls=self.native_calls)
+        base = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
+        fallback = ReActAdapter(base=base, callbacks=self.callbacks, native_calls=self.native_calls)
+        fallback.fallback = True
+        return fallback
 
     def uses_native_calls(self, lm: Any) -> bool:
         """Native calls when the LM supports them, unless this adapter or its base says written.
@@ -142,7 +154,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+            values = super().__call__(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -152,7 +164,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+            values = await super().acall(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -181,6 +193,8 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def format(self, signature, demos, inputs):
         exchange = _current()
+        if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
+            _tracing.annotate(self, _tracing.request_attributes("json_fallback"))
         guidance = replace(
             exchange.guidance,
             keep_reasoning=exchange.keep_reasoning,

@@ -34,6 +34,7 @@ from typing import Any
 from . import _deadline
 from ._approval import Decisions
 from ._effects import (
+    DecidedCall,
     Ending,
     Extracted,
     Extraction,
@@ -65,7 +66,7 @@ from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 from ._usage import Meter, RequestUsage
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
 Outcome = Ending | Failure
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}

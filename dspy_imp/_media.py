@@ -167,7 +167,7 @@ def has_media(content: Any) -> bool:
 
 
 def family_of(lm: Any) -> str:
-    """``"anthropic"``, ``"gemini"`` or ``"other"``, from the model string (``anthropic/...``, ``vertex_ai/gemini-...``)."""
+    """``"anthropic"``, ``"gemini"`` or ``"other"``, from the model string (``vertex_ai/gemini-...`` too)."""
     provider, _, name = str(getattr(lm, "model", "") or "").partition("/")
     if provider == "vertex_ai":
         provider = "anthropic" if "claude" in name else "gemini" if "gemini" in name else provider

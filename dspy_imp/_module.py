@@ -14,6 +14,7 @@ from ._demos import complete_trace, demo_examples
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
+from ._failures import describe
 from ._guidance import Guidance, Task
 from ._machine import Setup, Turn
 from ._options import CallPlan, ProgramOptions
@@ -22,6 +23,7 @@ from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from ._tools import CallContext
+from ._tracing import trace_failure, trace_turn
 from ._usage import UsageLimits, check_usage_limits
 
 
@@ -204,6 +206,7 @@ class ReActV2(dspy.Module):
         history = make_history(turn.entries)
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
+            trace_failure(self, describe(outcome.error), turn.errors, usage)
             raise StepError(outcome.error, history, usage=usage) from outcome.error
         metadata = Metadata(
             history=history,
@@ -217,6 +220,7 @@ class ReActV2(dspy.Module):
             usage=usage,
             pending_calls=pending_metadata(outcome.pending),
         )
+        trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)

@@ -21,6 +21,7 @@ def test_all_is_sorted_and_exact():
         "ReActAdapter",
         "ReActV2",
         "StepError",
+        "ToolCallRejected",
         "Usage",
         "UsageLimits",
         "deadline",
