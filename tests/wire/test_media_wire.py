@@ -2,8 +2,8 @@
 
 Each turn runs on both ``dspy.LM`` engines (native lm15 and LiteLLM), sync and async, against
 ``tests/fake_openai_server.py`` scripted with the provider's own response bodies (the server
-only plays JSON; the client speaks the provider's protocol). Every request body is checked
-with the media rules (``media_rules.py``) and the assertions name where each medium landed:
+only plays JSON; the client speaks the provider's protocol). Every request body passes the
+provider-rules checker (``provider_rules.py``, with the media rules of ``media_rules.py``) and the assertions name where each medium landed:
 OpenAI Chat Completions user content parts (a tool's image in the user message right after the
 results), Anthropic ``image``/``document`` blocks (a tool's image inside its ``tool_result``),
 Gemini inline data (a tool's image in or right beside its function response).
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dspy
-import media_rules
 import pytest
 from fake_openai_server import FakeOpenAIServer, text_completion, tool_calls_completion
+from provider_rules import assert_accepted
 
 import dspy_imp
 
@@ -56,8 +56,10 @@ def zoom_call(protocol: str) -> dict[str, Any]:
     if protocol == "openai":
         return tool_calls_completion([("call_zoom_1", "zoom", {"area": "top"})])
     if protocol == "anthropic":
+        # Claude Sonnet 4.5 thinks (DSPy sends a reasoning_effort): its signed thinking block is replayed.
+        thought = {"type": "thinking", "thinking": "Zoom in first.", "signature": "EpIBCkYIBxgCKkCmedia0signature"}
         return _anthropic(
-            [{"type": "tool_use", "id": "toolu_zoom_1", "name": "zoom", "input": {"area": "top"}}], "tool_use"
+            [thought, {"type": "tool_use", "id": "toolu_zoom_1", "name": "zoom", "input": {"area": "top"}}], "tool_use"
         )
     return _gemini([{"functionCall": {"name": "zoom", "args": {"area": "top"}}}])
 
@@ -181,10 +183,9 @@ def turn(protocol: str, engine: str, run: Any, script: list[dict[str, Any]], **i
         agent = dspy_imp.ReActV2(signature_for(type(inputs["attachment"])), tools=[zoom])
         with dspy.context(lm=lm):
             pred = run(agent, **inputs)
-    bodies = [r.body for r in server.requests]
-    for body in bodies:
-        assert media_rules.check_media(protocol, body) == {}
-    return pred, bodies
+    for request in server.requests:
+        assert_accepted(protocol, request.body, request.path)
+    return pred, [r.body for r in server.requests]
 
 
 ENGINES = ["auto", "litellm"]
@@ -277,9 +278,9 @@ def test_a_tool_returning_audio_sends_it_after_the_results(protocol: str, engine
         with dspy.context(lm=lm):
             pred = run(dspy_imp.ReActV2("question -> answer", tools=[listening]), question="What do you hear?")
     assert pred.answer == "Rain."
+    for request in server.requests:
+        assert_accepted(protocol, request.body, request.path)
     first, second = (r.body for r in server.requests)
-    for body in (first, second):
-        assert media_rules.check_media(protocol, body) == {}
     (medium,) = found(protocol, second)
     assert medium.data == WAV and medium.inside == "user" and medium.mime in ("audio/wav", "audio/x-wav")
     after_results = len(second["messages" if protocol == "openai" else "contents"]) - 1
