@@ -3,10 +3,11 @@
 Each turn runs on both ``dspy.LM`` engines (native lm15 and LiteLLM), sync and async, against
 ``tests/fake_openai_server.py`` scripted with the provider's own response bodies (the server
 only plays JSON; the client speaks the provider's protocol). Every request body passes the
-provider-rules checker (``provider_rules.py``, with the media rules of ``media_rules.py``) and the assertions name where each medium landed:
-OpenAI Chat Completions user content parts (a tool's image in the user message right after the
-results), Anthropic ``image``/``document`` blocks (a tool's image inside its ``tool_result``),
-Gemini inline data (a tool's image in or right beside its function response).
+provider-rules checker (``provider_rules.py``, with the media rules of ``media_rules.py``), and
+the assertions name where each medium landed: OpenAI Chat Completions user content parts (a
+tool's image in the user message right after the results), Anthropic ``image``/``document``
+blocks (a tool's image inside its ``tool_result``), Gemini inline data (a tool's image in or
+right beside its function response).
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def test_a_tool_returning_audio_sends_it_after_the_results(protocol: str, engine
     assert pred.answer == "Rain."
     for request in server.requests:
         assert_accepted(protocol, request.body, request.path)
-    first, second = (r.body for r in server.requests)
+    second = server.requests[1].body
     (medium,) = found(protocol, second)
     assert medium.data == WAV and medium.inside == "user" and medium.mime in ("audio/wav", "audio/x-wav")
     after_results = len(second["messages" if protocol == "openai" else "contents"]) - 1
