@@ -156,7 +156,7 @@ def split_tokens(text: str, media: Sequence[tuple[Part, ...]]) -> Iterator[str |
 def with_media(write: Callable[[Any], str], value: Any) -> Content:
     """``write(value)`` with the media in ``value`` sent as content parts."""
     attachments = Attachments()
-    return attachments.content(write(attachments.lift(value)))
+    return attachments.content(attachments.keep(write(attachments.lift(value))))
 
 
 def has_media(content: Any) -> bool:

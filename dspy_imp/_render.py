@@ -162,7 +162,7 @@ def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachm
         return attachments.keep(guidance.result_renderer(call, result))
     if result.error:
         return render_result(call, result)
-    return render_result(call, replace(result, value=attachments.lift(result.value)))
+    return attachments.keep(render_result(call, replace(result, value=attachments.lift(result.value))))
 
 
 def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import dspy
+import pydantic
 import pytest
 from dspy.utils.callback import BaseCallback
 from helpers import assistant, tool, user
@@ -427,3 +428,39 @@ def test_a_user_media_type_is_sent_dumped_and_loaded_like_the_builtin_ones(run: 
         "fields": {"url": CHART.url, "page": "home"},
     }
     assert dspy_imp.load_history(dumped).messages[0]["tool_call_results"][0]["result"] == shot
+
+
+class Page(pydantic.BaseModel):
+    title: str
+    shot: dspy.Image
+
+
+def test_media_inside_a_pydantic_value_are_split_as_dspy_splits_them(run: Any) -> None:
+    def visit(url: str) -> Page:
+        """Visit a page."""
+        return Page(title="Home", shot=CHART)
+
+    signature = dspy.Signature({"page": (Page, dspy.InputField()), "answer": (str, dspy.OutputField())}, "Look.")
+    lm = ScriptedLM([reply(calls=[call("visit", {"url": "/"}, id="c1")]), reply("Ok.")])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(signature, tools=[visit]), page=Page(title="Start", shot=PICTURE))
+
+    messages = lm.requests[1].messages
+    assert messages[1]["content"] == [
+        text('[[ ## page ## ]]\n{"title": "Start", "shot": "'),
+        image_part(PICTURE),
+        text('"}'),
+    ]
+    assert messages[3:] == [
+        tool("c1", '{"title": "Home", "shot": "[image 1]"}'),
+        user([text("Media returned by the tools above:"), text("[image 1]"), image_part(CHART)]),  # type: ignore[arg-type]
+    ]
+    # Dumped as DSPy serializes the model (its media as marker text), it replays the same.
+    history = dspy_imp.load_history(json.loads(json.dumps(dspy_imp.dump_history(pred.metadata.history))))
+    replays = []
+    for earlier in (pred.metadata.history, history):
+        again = ScriptedLM([reply("Ok.")])
+        with dspy.context(lm=again):
+            run(dspy_imp.ReActV2(signature, tools=[visit]), page=Page(title="Next", shot=CHART), history=earlier)
+        replays.append(again.requests[0].messages)
+    assert replays[0] == replays[1]
