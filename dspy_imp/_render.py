@@ -8,6 +8,10 @@ ends on the pending inputs (or the last tool message), and, outside plain native
 the adapter's format requirement (written mode: with the tool listing) in a user message
 of its own.
 
+Media in inputs and results (``dspy.Image``, ...) become content parts (``_media``): a native
+step's tool results are followed by one user message carrying their media where the provider's
+tool messages take text only (``guidance.tool_media``).
+
 Replay rules (reference §7): an *answer* (a step carrying outputs) is never a thought; a
 *thought* (text, no call, no output) is followed by the unsent line of the rendering loop,
 except when the turn's extracted outputs directly follow it or when thought_as_request
