@@ -33,9 +33,11 @@ from ._durable_driver import arun_turn, conclusion, run_turn
 from ._errors import ConfigurationError
 from ._module import ReActV2
 from ._prediction import Prediction
+from ._records import coerce_history
 
-__all__ = ["DurableAgent", "TurnHandle", "ahandle", "config", "handle", "idempotency_key", "recover"]
+__all__ = ["DurableAgent", "TurnHandle", "ahandle", "config", "handle", "idempotency_key", "recover", "resume"]
 
+_CALL_KEYS = frozenset({*opts.CALL_OPTIONS, "history"})
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -85,14 +87,17 @@ class TurnHandle:
         self._check(True)
         return str((await self._handle.get_status()).status)
 
-    def result(self) -> Prediction:
-        """Wait for the turn; its prediction, or its ``StepError`` raised."""
-        self._check(False)
-        return conclusion(self._handle.get_result())
+    def result(self, *, polling_interval_sec: float = 1.0) -> Prediction:
+        """Wait for the turn; its prediction, or its ``StepError`` raised.
 
-    async def aresult(self) -> Prediction:
+        A turn running in another process (or recovered in the background) is polled for.
+        """
+        self._check(False)
+        return conclusion(self._handle.get_result(polling_interval_sec=polling_interval_sec))
+
+    async def aresult(self, *, polling_interval_sec: float = 1.0) -> Prediction:
         self._check(True)
-        return conclusion(await self._handle.get_result())
+        return conclusion(await self._handle.get_result(polling_interval_sec=polling_interval_sec))
 
     def _check(self, asynchronous: bool) -> None:
         if asynchronous != self._async:
@@ -166,13 +171,20 @@ class DurableAgent:
 
     def _call(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The workflow's input. Bad input fails here, before anything is recorded."""
-        opts.plan_call(self.program.options, self.program.signature, self.program.tools, dict(kwargs))
+        program = self.program
+        known = {k: v for k, v in kwargs.items() if k in program.signature.input_fields or k in _CALL_KEYS}
+        coerce_history(opts.plan_call(program.options, program.signature, program.tools, known).history)
         return {"kwargs": encode_value(kwargs), "deadline": _deadline.wall_end()}
 
 
 def handle(workflow_id: str) -> TurnHandle:
     """The handle of a turn started earlier, by any process sharing the system database."""
     return TurnHandle(DBOS.retrieve_workflow(workflow_id))
+
+
+def resume(workflow_id: str) -> TurnHandle:
+    """Run a cancelled turn (or one DBOS gave up recovering) again from its last recorded step."""
+    return TurnHandle(DBOS.resume_workflow(workflow_id))
 
 
 async def ahandle(workflow_id: str) -> TurnHandle:

@@ -1,9 +1,9 @@
 """The crash scenario the durable tests run on SQLite and on Postgres.
 
-Five processes of ``durable_program.py`` share one system database. Each but the last starts a
-turn that kills its own process at one kill point; the next process finds that turn recovered at
-``DBOS.launch()``, waits for it, then starts the next doomed turn. The last also runs the same
-turn on the plain (non-durable) loop as the reference.
+Two processes of ``durable_program.py`` share one system database. The first starts four turns
+(sync and async drivers), each stopping at a different kill point, and SIGKILLs itself once all
+four are there. The second finds them recovered at ``DBOS.launch()``, waits for them to finish,
+and runs the same turn on the plain (non-durable) loop as the reference.
 """
 
 from __future__ import annotations
@@ -18,12 +18,7 @@ from pathlib import Path
 from typing import Any
 
 PROGRAM = Path(__file__).with_name("durable_program.py")
-KILLS = [  # (turn, driver, kill point)
-    ("t1", "sync", "before_request"),
-    ("t2", "async", "after_reply"),
-    ("t3", "sync", "mid_tool"),
-    ("t4", "async", "retry_pause"),
-]
+TURNS = ["t1", "t2", "t3", "t4"]  # durable_program.KILLS
 
 
 def program(db: str, folder: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -42,13 +37,11 @@ def finish(process: subprocess.Popen[bytes], timeout: float = 120) -> tuple[int,
 
 
 def crash_and_recover(db: str, folder: Path) -> None:
-    """Run the scenario; asserts every doomed process died by SIGKILL and the last one finished."""
-    waiting = ""
-    for turn, driver, point in KILLS:
-        code, output = finish(program(db, folder, "--wait", waiting, "--run", turn, "--mode", driver, "--kill", point))
-        assert code == -signal.SIGKILL, f"{turn} ({point}) was to be killed, exit {code}:\n{output}"
-        waiting = turn
-    code, output = finish(program(db, folder, "--wait", waiting, "--plain"))
+    """Run the scenario; asserts the doomed process died by SIGKILL and the next one finished."""
+    code, output = finish(program(db, folder, "--doomed"))
+    assert code == -signal.SIGKILL, f"the doomed process was to be killed, exit {code}:\n{output}"
+    assert not (folder / "results").exists()
+    code, output = finish(program(db, folder, "--wait", ",".join(TURNS), "--plain"))
     assert code == 0, output
 
 

@@ -6,10 +6,13 @@ restarted process answers a replayed turn from where it stopped. Files in ``--di
 ``effects.log`` (a tool's side effect, once per idempotency key), ``attempts.log`` (every tool
 run), ``replies.log`` (every reply given), ``results/<turn>.json``.
 
-Kill points (``--kill``, for the turn ``--run``): ``before_request`` (the second request is being
-sent), ``after_reply`` (``email`` starts: its reply was recorded), ``mid_tool`` (``charge`` acted,
-its result not yet recorded), ``retry_pause`` (during the pause after the rate limit).
-``--worker`` runs a queue worker instead (see ``test_durable_postgres.py``).
+``--doomed`` starts the turns of ``KILLS`` at once, each stopping at its kill point:
+``before_request`` (the second request is being sent), ``after_reply`` (``email`` starts: its
+reply was recorded), ``mid_tool`` (``charge`` acted, its result not yet recorded),
+``retry_pause`` (during the pause after the rate limit). When all four have arrived, the process
+SIGKILLs itself. ``--wait`` (in the next process) waits for recovered turns and saves them;
+``--plain`` runs the turn on the plain loop. ``--worker`` runs a queue worker instead (see
+``test_durable_postgres.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from dspy_imp import durable
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 ARGS: argparse.Namespace
+KILLS = {"t1": ("sync", "before_request"), "t2": ("async", "after_reply"), "t3": ("sync", "mid_tool"),
+         "t4": ("async", "retry_pause")}  # fmt: skip
 _LOCK = threading.Lock()
 _TOOLS_RUN = 0
 
@@ -40,10 +45,6 @@ SCRIPT = [
     reply("Receipt next.", calls=[call("email", {"to": "ada@example.com"}, id="c2")]),
     reply(calls=[call("submit", {"answer": "refunded"}, id="c3")]),
 ]
-
-
-def die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def log(name: str, *fields: Any) -> None:
@@ -60,19 +61,29 @@ def turn_id() -> str:
     return DBOS.workflow_id or "plain"
 
 
-def killing(point: str) -> bool:
-    return ARGS.kill == point and turn_id() == ARGS.run
+def die_all() -> None:
+    """Every doomed turn is at its kill point: kill the process."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_ARRIVED = threading.Barrier(len(KILLS), action=die_all)
+
+
+def stop_here(point: str) -> None:
+    """Wait here, at this turn's kill point, for the SIGKILL."""
+    if ARGS.doomed and KILLS.get(turn_id(), ("", ""))[1] == point:
+        _ARRIVED.wait()
 
 
 def respond(request: Any) -> Any:
     turn = turn_id()
     step = request.roles.count("assistant")
-    if step == 1 and killing("before_request"):
-        die()
+    if step == 1:
+        stop_here("before_request")
     if step == 2 and not logged("replies.log", turn, "rate_limit"):
         log("replies.log", turn, "rate_limit")
-        if killing("retry_pause"):
-            threading.Timer(0.3, die).start()
+        if ARGS.doomed and KILLS.get(turn, ("", ""))[1] == "retry_pause":
+            threading.Timer(0.15, _ARRIVED.wait).start()  # started last: the others are waiting already
         return fail.rate_limit(retry_after=ARGS.retry_after)
     log("replies.log", turn, step)
     return SCRIPT[step]
@@ -87,21 +98,19 @@ def act(tool: str) -> None:
         log("effects.log", turn, tool, key)
     _TOOLS_RUN += 1
     if ARGS.kill_nth_tool and _TOOLS_RUN == ARGS.kill_nth_tool:
-        die()
+        die_all()
 
 
 def charge(amount: int) -> str:
     """Charge the customer's card."""
     act("charge")
-    if killing("mid_tool"):
-        die()
+    stop_here("mid_tool")
     return f"charged {amount}"
 
 
 def email(to: str) -> str:
     """Email a receipt."""
-    if killing("after_reply"):
-        die()
+    stop_here("after_reply")
     act("email")
     return f"sent to {to}"
 
@@ -120,12 +129,12 @@ def save(turn: str, pred: dspy.Prediction) -> None:
 def main() -> None:
     global ARGS
     parser = argparse.ArgumentParser()
-    for flag in ("--db", "--dir", "--wait", "--run", "--kill", "--worker", "--enqueue", "--dead"):
+    for flag in ("--db", "--dir", "--wait", "--worker", "--enqueue", "--dead"):
         parser.add_argument(flag, default="")
-    parser.add_argument("--mode", default="sync")
+    parser.add_argument("--doomed", action="store_true")
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--kill-nth-tool", type=int, default=0)
-    parser.add_argument("--retry-after", type=float, default=1.0)
+    parser.add_argument("--retry-after", type=float, default=0.5)
     ARGS = parser.parse_args()
     options: dict[str, Any] = {"log_level": "WARNING"}
     if ARGS.worker:
@@ -143,15 +152,29 @@ def main() -> None:
 
 
 def steps(agent: durable.DurableAgent, program: dspy_imp.ReActV2) -> None:
+    if ARGS.doomed:
+        doomed(agent)
     for turn in filter(None, ARGS.wait.split(",")):
-        save(turn, durable.handle(turn).result())
-    with dspy_imp.deadline(seconds=600):
-        if ARGS.run and ARGS.mode == "sync":
-            save(ARGS.run, agent(question="Refund order 7.", workflow_id=ARGS.run))
-        elif ARGS.run:
-            save(ARGS.run, asyncio.run(agent.acall(question="Refund order 7.", workflow_id=ARGS.run)))
-        if ARGS.plain:
+        save(turn, durable.handle(turn).result(polling_interval_sec=0.1))
+    if ARGS.plain:
+        with dspy_imp.deadline(seconds=600):
             save("plain", program(question="Refund order 7."))
+
+
+def doomed(agent: durable.DurableAgent) -> None:
+    def one(turn: str, driver: str) -> None:
+        with dspy_imp.deadline(seconds=600):
+            if driver == "sync":
+                agent(question="Refund order 7.", workflow_id=turn)
+            else:
+                asyncio.run(agent.acall(question="Refund order 7.", workflow_id=turn))
+
+    for turn, (driver, point) in KILLS.items():
+        if point == "retry_pause":  # last, so that its pause is running when the process dies
+            while _ARRIVED.n_waiting < len(KILLS) - 1:
+                time.sleep(0.01)
+        threading.Thread(target=one, args=(turn, driver), daemon=True).start()
+    time.sleep(600)
 
 
 def work(agent: durable.DurableAgent, queue: Queue) -> None:
@@ -169,7 +192,7 @@ def work(agent: durable.DurableAgent, queue: Queue) -> None:
         time.sleep(0.05)
     durable.recover([ARGS.dead])
     for turn in turns:
-        save(turn, durable.handle(turn).result())
+        save(turn, durable.handle(turn).result(polling_interval_sec=0.1))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ class Server:
 
 
 def start() -> tuple[Server | None, str]:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or ([shutil.which("initdb")] if shutil.which("initdb") else [])
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or (
+        [shutil.which("initdb")] if shutil.which("initdb") else []
+    )
     if not found:
         return None, "Postgres is not installed (no initdb; `.ci/run` installs the Debian postgresql package)"
     bindir = os.path.dirname(found[-1])
