@@ -97,7 +97,7 @@ def act(tool: str) -> None:
     if not logged("effects.log", turn, tool, key):
         log("effects.log", turn, tool, key)
     _TOOLS_RUN += 1
-    if ARGS.kill_nth_tool and _TOOLS_RUN == ARGS.kill_nth_tool:
+    if ARGS.kill_nth_tool and ARGS.kill_nth_tool == _TOOLS_RUN:
         die_all()
 
 

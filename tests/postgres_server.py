@@ -63,8 +63,8 @@ def start() -> tuple[Server | None, str]:
     try:
         _run([os.path.join(bindir, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"], user)
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        _run([os.path.join(bindir, "pg_ctl"), "-D", data, "-o", options, "-l", os.path.join(folder, "log"), "-w", "start"],
-             user)  # fmt: skip
+        log = os.path.join(folder, "log")
+        _run([os.path.join(bindir, "pg_ctl"), "-D", data, "-o", options, "-l", log, "-w", "start"], user)
     except (OSError, subprocess.CalledProcessError) as exc:
         shutil.rmtree(folder, ignore_errors=True)
         return None, f"Postgres could not be started: {exc}"

@@ -1,9 +1,10 @@
 """A durable turn SIGKILLed at each kill point finishes in the next process (SQLite, embedded).
 
-The scenario is ``durable_crash.py``: four turns stopped before a request, after a reply, mid-tool,
-and during a retry pause (sync and async drivers), killed by one SIGKILL. Each tool's side effect happened once per turn (the
-mid-tool kill runs ``charge`` again: its idempotency key keeps the effect single), each reply was
-given once, and each recovered turn's history is the uninterrupted plain run's.
+The scenario is ``durable_crash.py``: four turns stopped before a request, after a reply,
+mid-tool and during a retry pause (sync and async drivers), killed by one SIGKILL. Each tool's
+side effect happened once per turn (the mid-tool kill runs ``charge`` again: its idempotency key
+keeps the effect single), each reply was given once, and each recovered turn's history is the
+uninterrupted plain run's.
 """
 
 from __future__ import annotations
