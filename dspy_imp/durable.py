@@ -24,7 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, DBOSConfig, Queue, SetWorkflowID
+try:
+    from dbos import DBOS, DBOSConfig, Queue, SetWorkflowID
+except ImportError as missing:  # the optional extra
+    raise ImportError("dspy_imp.durable runs on DBOS Transact: pip install 'dspy-imp[dbos]'") from missing
 
 from . import _deadline
 from . import _options as opts
