@@ -159,26 +159,31 @@ def _encode_link(error: BaseException, explicit: bool) -> dict[str, Any]:
 
 def _revive(link: Mapping[str, Any]) -> BaseException:
     cls = _import(link["type"])
+    if cls is None:
+        return _stand_in(link)
     try:
         error = cls.__new__(cls)
         error.args = tuple(decode_value(link["args"]))
         for key, value in link["state"].items():
             setattr(error, key, decode_value(value))
         str(error)
-    except Exception:  # the class cannot hold its recorded state here: keep its name and message
-        stand_in = type(link["type"].rpartition(":")[2].rpartition(".")[2], (RecordedError,), {})
-        return stand_in(link["text"])
+    except Exception:  # the class cannot hold its recorded state here
+        return _stand_in(link)
     return error
 
 
-def _import(qualified: str) -> type[BaseException]:
+def _stand_in(link: Mapping[str, Any]) -> BaseException:
+    """A ``RecordedError`` under the recorded class's name, with its recorded message."""
+    name = link["type"].rpartition(":")[2].rpartition(".")[2]
+    return type(name, (RecordedError,), {})(link["text"])
+
+
+def _import(qualified: str) -> type[BaseException] | None:
     module, _, name = qualified.partition(":")
     try:
         found: Any = importlib.import_module(module)
         for part in name.split("."):
             found = getattr(found, part)
     except (ImportError, AttributeError):
-        found = None
-    if isinstance(found, type) and issubclass(found, BaseException):
-        return found
-    return type(name.rpartition(".")[2], (RecordedError,), {})
+        return None
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None

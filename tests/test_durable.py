@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +46,19 @@ def nap(seconds: float) -> str:
     return "rested"
 
 
+GATE = threading.Event()
+
+
+def wait_for_gate() -> str:
+    """Wait until the test opens the gate."""
+    GATE.wait(30)
+    return "through"
+
+
 PROGRAMS = {
     "look": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit"),
+    "queued": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit"),
+    "gate": dspy_imp.ReActV2("question -> answer", tools=[wait_for_gate], finish="submit"),
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
     "nap": dspy_imp.ReActV2("question -> answer", tools=[nap], finish="submit"),
 }
@@ -61,6 +73,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     )
     AGENTS.update({name: durable.DurableAgent(program, name=name) for name, program in PROGRAMS.items()})
     DBOS.launch()
+    DBOS.register_queue("tests", worker_concurrency=1, polling_interval_sec=0.1)
     yield
     DBOS.destroy(destroy_registry=True)
 
@@ -174,6 +187,41 @@ def test_a_started_turn_is_looked_up_and_awaited_by_its_workflow_id() -> None:
         asyncio.run(handle.aresult())
 
 
+def test_turns_started_in_the_background_and_on_a_queue_finish_with_their_handles() -> None:
+    # a background turn has no caller context: the program carries its LM (or dspy.configure does)
+    PROGRAMS["queued"].set_lm(ScriptedLM(SCRIPTS["tools then submit"]()))
+    started = AGENTS["queued"].start(question="Where?", workflow_id="background")
+    assert started.workflow_id == "background"
+    assert started.result(polling_interval_sec=0.1).answer == "on the shelf"
+    PROGRAMS["queued"].set_lm(ScriptedLM(SCRIPTS["tools then submit"]()))
+
+    queue = DBOS.retrieve_queue("tests")
+
+    async def enqueue() -> Any:
+        handle = await AGENTS["queued"].astart(question="Where?", workflow_id="queued", queue=queue)
+        prediction = await handle.aresult(polling_interval_sec=0.1)
+        return await handle.astatus(), prediction.answer, len(prediction.metadata.history.messages)
+
+    assert asyncio.run(enqueue()) == ("SUCCESS", "on the shelf", 3)
+    with pytest.raises(TypeError, match="async handle"):
+        durable.TurnHandle(object(), asynchronous=True).result()
+
+
+def test_a_cancelled_turn_resumes_from_its_last_recorded_step() -> None:
+    script = [reply(calls=[call("wait_for_gate", id="g1")]), reply(calls=[call("submit", {"answer": "a"})])]
+    PROGRAMS["gate"].set_lm(ScriptedLM(script))
+    GATE.clear()
+    AGENTS["gate"].start(question="Go?", workflow_id="cancelled")
+    while not [s for s in DBOS.list_workflow_steps("cancelled") if s["function_name"].startswith("dspy_imp.request")]:
+        time.sleep(0.05)
+    DBOS.cancel_workflow("cancelled")
+    GATE.set()
+    assert durable.handle("cancelled").status() == "CANCELLED"
+    resumed = durable.resume("cancelled").result(polling_interval_sec=0.1)
+    assert resumed.answer == "a" and resumed.metadata.termination_reason == "submit"
+    assert len(PROGRAMS["gate"].react.lm.requests) == 2  # the recorded first reply was not asked again
+
+
 def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
     """A turn that beat its deadline, replayed from its records after the deadline passed, still
     beats it: the machine reads the recorded times, not the clock (a fork replays every step)."""
@@ -216,6 +264,17 @@ class Opaque:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Opaque) and other.value == self.value
+
+
+class Fussy(Exception):
+    """Its message needs a lock, which is not recorded (it does not pickle)."""
+
+    def __init__(self, lock: Any):
+        super().__init__("fussy")
+        self.lock = lock
+
+    def __str__(self) -> str:
+        return f"fussy, locked={self.lock.locked()}"
 
 
 def _through_json(record: dict[str, Any]) -> Any:
@@ -265,6 +324,9 @@ def test_errors_come_back_with_class_message_state_and_cause_chain() -> None:
     assert isinstance(raised, RecordedError) and type(raised).__name__ == "Local" and str(raised) == "1+2"
     with pytest.raises(Exception):  # noqa: B017 - pickle itself cannot carry it
         pickle.loads(pickle.dumps(Local(1, 2)))
+
+    fussy = decode_error(json.loads(json.dumps(encode_error(Fussy(threading.Lock())))))
+    assert isinstance(fussy, RecordedError) and str(fussy) == "fussy, locked=False"
     context = ValueError("outer")
     context.__context__ = TypeError("during")
     assert type(decode_error(encode_error(context)).__context__) is TypeError
