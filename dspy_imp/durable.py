@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from dbos import DBOS, DBOSConfig, Queue, SetWorkflowID
+    from dbos import DBOS, DBOSConfig, Queue, SetWorkflowID, WorkflowSerializationFormat
 except ImportError as missing:  # the optional extra
     raise ImportError("dspy_imp.durable runs on DBOS Transact: pip install 'dspy-imp[dbos]'") from missing
 
@@ -139,8 +139,11 @@ class DurableAgent:
         async def aturn(call: dict[str, Any]) -> dict[str, Any]:
             return await arun_turn(program, call)
 
-        self._turn = DBOS.workflow(name=f"dspy_imp.turn.{name}")(turn)
-        self._aturn = DBOS.workflow(name=f"dspy_imp.aturn.{name}")(aturn)
+        # Inputs, step records and results are JSON already (``_durable_codec``): store them as
+        # DBOS's portable JSON rather than pickles, so they can be read in the database.
+        portable = WorkflowSerializationFormat.PORTABLE
+        self._turn = DBOS.workflow(name=f"dspy_imp.turn.{name}", serialization_type=portable)(turn)
+        self._aturn = DBOS.workflow(name=f"dspy_imp.aturn.{name}", serialization_type=portable)(aturn)
 
     def __call__(self, *, workflow_id: str | None = None, **kwargs: Any) -> Prediction:
         """Run a turn in this thread and return its prediction (or raise its ``StepError``).
