@@ -139,8 +139,8 @@ class DurableAgent:
         async def aturn(call: dict[str, Any]) -> dict[str, Any]:
             return await arun_turn(program, call)
 
-        # Inputs, step records and results are JSON already (``_durable_codec``): store them as
-        # DBOS's portable JSON rather than pickles, so they can be read in the database.
+        # The turn's input and result are JSON already (``_durable_codec``): DBOS stores them as
+        # portable JSON rather than pickles (step records are pickled by DBOS whatever this says).
         portable = WorkflowSerializationFormat.PORTABLE
         self._turn = DBOS.workflow(name=f"dspy_imp.turn.{name}", serialization_type=portable)(turn)
         self._aturn = DBOS.workflow(name=f"dspy_imp.aturn.{name}", serialization_type=portable)(aturn)
