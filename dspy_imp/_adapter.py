@@ -43,6 +43,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
+    fallbacks: int = 0
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -83,6 +84,9 @@ class ReActAdapter(dspy.ChatAdapter):
         self.base: dspy.Adapter | None = base
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
+        exchange = _EXCHANGE.get()
+        if exchange is not None:  # counted as its own request in the turn's usage
+            exchange.fallbacks += 1
         return ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
 
     # -- the call ----------------------------------------------------------------------------

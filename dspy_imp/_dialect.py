@@ -212,5 +212,3 @@ def jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
-
-

@@ -2,7 +2,12 @@
 
 ``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
 send one request through the program's inner predictor (so traces, callbacks and usage
-work as for any DSPy predictor), run one tool, or ask the extractor.
+work as for any DSPy predictor), run one tool or several at once, or ask the extractor.
+Each request's answer carries the usage DSPy recorded for its model calls (``_usage``).
+
+``RunTools`` runs its calls concurrently: asyncio tasks under ``adrive`` (a sync tool in a
+worker thread), a bounded thread pool under ``drive``; each run sees the caller's DSPy
+context, and each failure is that call's own ``Raised``.
 
 The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
 the failed request's error, passed unchanged to the machine (which ends the turn with a
@@ -14,21 +19,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import dspy
 
 from ._adapter import Exchange, ReActAdapter, current_exchange
-from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
+from ._effects import (
+    Extracted,
+    Extraction,
+    Failed,
+    ModelRequest,
+    Raised,
+    Reply,
+    Returned,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from ._guidance import tool_listing
+from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
+from ._usage import Recorder, measured, recording
+
+MAX_TOOL_THREADS = 8
+"""The sync driver's bound on tools running at once for one ``RunTools``."""
 
 if TYPE_CHECKING:
     from ._module import ReActV2
@@ -72,6 +95,8 @@ class Effects:
         self.program = program
 
     def perform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return self._run_tools(effect)
         job = self._job(effect)
         with job.scope():
             try:
@@ -81,6 +106,8 @@ class Effects:
         return job.done(value)
 
     async def aperform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
         job = self._job(effect)
         with job.scope():
             try:
@@ -89,32 +116,69 @@ class Effects:
                 return job.failed(exc)
         return job.done(value)
 
+    def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
+        with ThreadPoolExecutor(max_workers=min(len(effect.runs), MAX_TOOL_THREADS)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, self.perform, run) for run in effect.runs]
+            return tuple(future.result() for future in futures)
+
+    async def _arun_tool(self, run: RunTool) -> Any:
+        if _async_tool(run.tool):
+            return await self.aperform(run)
+        return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
+
     def _job(self, effect: Any) -> _Job:
         if isinstance(effect, RunTool):
             tool, args = effect.tool, effect.args
-            return _Job(lambda: _run_sync(tool, args), lambda: tool.acall(**args), Returned, Raised)
+            return _Job(
+                lambda: _run_sync(tool, args),
+                lambda: tool.acall(**args),
+                lambda value: Returned(value, now_iso()),
+                lambda error: Raised(error, now_iso()),
+            )
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
         if isinstance(effect, ModelRequest):
-            kwargs, exchange = self._step_call(effect)
-            react = self.program.react
-
-            def scope() -> AbstractContextManager[Any]:
-                stack = contextlib.ExitStack()
-                stack.enter_context(_exchanging(exchange))
-                stack.enter_context(dspy.context(adapter=_step_adapter()))
-                return stack
-
-            return _Job(
-                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
-            )
+            return self._step_job(effect)
         predictor, kwargs = self._extraction_call(effect)
+        recorder = Recorder()
+
+        def scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_extraction_adapter()))
+            return stack
+
+        def usage() -> Any:
+            return measured("extraction", recorder.history, 0)
+
         return _Job(
             lambda: predictor(**kwargs),
             lambda: predictor.acall(**kwargs),
-            _extracted,
-            Failed,
-            lambda: dspy.context(adapter=_extraction_adapter()),
+            lambda prediction: replace(_extracted(prediction), usage=usage()),
+            lambda error: Failed(error, usage()),
+            scope,
+        )
+
+    def _step_job(self, effect: ModelRequest) -> _Job:
+        kwargs, exchange = self._step_call(effect)
+        react, recorder = self.program.react, Recorder()
+
+        def scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(_exchanging(exchange))
+            stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_step_adapter(effect.fallback)))
+            return stack
+
+        def usage() -> Any:
+            return measured(effect.guidance.kind, recorder.history, exchange.fallbacks)
+
+        return _Job(
+            lambda: react(**kwargs),
+            lambda: react.acall(**kwargs),
+            lambda _: replace(_reply(exchange), usage=usage()),
+            lambda error: Failed(error, usage()),
+            scope,
         )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
@@ -172,8 +236,12 @@ def _reraise(error: Exception) -> Any:
 
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
+    return _async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _async_tool(tool: dspy.Tool) -> bool:
     function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
-    return inspect.iscoroutinefunction(function) and not dspy.settings.allow_tool_async_sync_conversion
+    return inspect.iscoroutinefunction(function)
 
 
 def _reply(exchange: Exchange) -> Reply | Failed:
@@ -186,9 +254,13 @@ def _extracted(prediction: dspy.Prediction) -> Extracted:
     return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
 
 
-def _step_adapter() -> ReActAdapter:
+def _step_adapter(fallback: bool = True) -> ReActAdapter:
     configured = dspy.settings.adapter
-    return configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+    adapter = configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+    if not fallback and adapter.use_json_adapter_fallback:  # a usage limit leaves no room for a second request
+        adapter = copy.copy(adapter)
+        adapter.use_json_adapter_fallback = False
+    return adapter
 
 
 def _extraction_adapter() -> dspy.Adapter:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import dspy
 
+    from ._usage import Usage
+
 
 class ConfigurationError(ValueError):
     """An option, per-call option or saved state was refused.
@@ -41,11 +43,14 @@ class StepError(Exception):
         reason: The failed request's error, unchanged (also chained as ``__cause__``).
         history: A ``dspy.History`` with everything recorded up to the failure: every tool
             that ran, with its result. Pass it back as ``history=`` to resume the turn.
+        usage: What the turn's requests used up to the failure (a ``dspy_imp.Usage``), or
+            ``None`` when the error was not raised by a turn.
     """
 
-    def __init__(self, reason: BaseException | str, history: dspy.History):
+    def __init__(self, reason: BaseException | str, history: dspy.History, usage: Usage | None = None):
         self.reason = reason
         self.history = history
+        self.usage = usage
         super().__init__(f"ReActV2 turn got no model response: {_describe(reason)}")
 
     def __repr__(self) -> str:
@@ -54,7 +59,7 @@ class StepError(Exception):
         return f"StepError(reason={_describe(self.reason)!r}, history: {count} {noun})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (_picklable(self.reason), self.history))
+        return (type(self), (_picklable(self.reason), self.history, self.usage))
 
 
 def _picklable(reason: BaseException | str) -> BaseException | str:

@@ -9,6 +9,7 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from . import _options as opts
+from ._approval import check_resume, paused_step, pending_metadata
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
@@ -20,6 +21,7 @@ from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from ._tools import CallContext
+from ._usage import UsageLimits, check_usage_limits
 
 
 class ReActV2(dspy.Module):
@@ -40,10 +42,18 @@ class ReActV2(dspy.Module):
         unsent_note: Host words replacing the unsent line.
         last_request_note: One line of host text put before a last request.
         last_request_tools: Tools (names or the objects) whose calls run in the last-text request.
-        tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args) -> bool | str``.
+        tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args)`` returning
+            ``True``, ``False``, a reason (a refusal the model reads) or ``dspy_imp.NeedsApproval()``.
         tool_result_renderer: ``callable(call, result) -> str``; ``result.returned_at`` is the
             ISO 8601 UTC time the result came back.
         config: Request options for every request (``temperature``, ``max_tokens``, ...).
+        parallel_tools: Run the calls of one reply concurrently (tasks under ``acall``, a
+            bounded thread pool in a sync call); the record is that of the sequential run.
+        usage_limits: A ``dspy_imp.UsageLimits``; no request leaves once one is reached.
+        needs_approval: Tools (names or the objects) whose calls wait for a person: the turn
+            ends ``"paused"``; resume with ``approvals=``.
+        external_tools: Tools (names or the objects) the host runs elsewhere: the turn ends
+            ``"paused"``; resume with ``results=``. Their runners are never called.
 
     Example:
         >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
@@ -66,6 +76,10 @@ class ReActV2(dspy.Module):
         tool_policy: Any = None,
         tool_result_renderer: Callable[[Any, Any], str] | None = None,
         config: Mapping[str, Any] | None = None,
+        parallel_tools: bool = False,
+        usage_limits: UsageLimits | None = None,
+        needs_approval: Iterable[Any] = (),
+        external_tools: Iterable[Any] = (),
         **unknown: Any,
     ):
         super().__init__()
@@ -89,10 +103,14 @@ class ReActV2(dspy.Module):
             tool_policy=opts.check_policy(tool_policy),
             tool_result_renderer=tool_result_renderer,
             config=opts.check_config(config),
+            parallel_tools=opts.check_flag(parallel_tools, "parallel_tools"),
+            usage_limits=check_usage_limits(usage_limits),
+            needs_approval=opts.check_tool_names(needs_approval, self.tools, "needs_approval"),
+            external_tools=opts.check_tool_names(external_tools, self.tools, "external_tools"),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
-        self.react = StepPredictor(make_step_signature(self.signature), options)
+        self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.tools))
 
     @property
     def options(self) -> ProgramOptions:
@@ -118,12 +136,20 @@ class ReActV2(dspy.Module):
         entries = coerce_history(plan.history)
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
-        return Turn(
-            plan,
-            Setup(
-                self._guidance(plan, task), OutputSpec(self.signature), self._call_context(plan), prior, tuple(entries)
-            ),
+        paused = paused_step(prior)
+        check_resume(paused, plan.decisions, plan.inputs)
+        if paused is not None:  # answered first, then recorded again with its results
+            prior, entries = prior[:-1], entries[:-1]
+        setup = Setup(
+            self._guidance(plan, task),
+            OutputSpec(self.signature),
+            self._call_context(plan),
+            prior,
+            tuple(entries),
+            paused=paused,
+            decisions=plan.decisions,
         )
+        return Turn(plan, setup)
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         options = plan.options
@@ -153,12 +179,16 @@ class ReActV2(dspy.Module):
             policy=options.tool_policy,
             finish_on=options.finish_on,
             last_request_tools=options.last_request_tools,
+            parallel=options.parallel_tools,
+            needs_approval=frozenset(options.needs_approval),
+            external=frozenset(options.external_tools),
         )
 
     def _conclude(self, turn: Turn, outcome: Ending | Failure) -> Prediction:
         history = make_history(turn.entries)
+        usage = turn.meter.usage()
         if isinstance(outcome, Failure):
-            raise StepError(outcome.error, history) from outcome.error
+            raise StepError(outcome.error, history, usage=usage) from outcome.error
         metadata = Metadata(
             history=history,
             termination_reason=outcome.reason,
@@ -168,6 +198,8 @@ class ReActV2(dspy.Module):
             unexecuted_tool_calls=tuple(outcome.unexecuted),
             context_projection=turn.projection.metadata(),
             finish_reason=outcome.finish_reason,
+            usage=usage,
+            pending_calls=pending_metadata(outcome.pending),
         )
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}

@@ -62,7 +62,7 @@ class Reply:
     finish_reason: str | None = None
     reasoning: str | None = None
     delay: float = 0.0
-    usage: tuple[int, int] | None = None
+    usage: tuple[int, int] | lm15.Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def reply(
     finish_reason: str | None = None,
     reasoning: str | None = None,
     delay: float = 0.0,
-    usage: tuple[int, int] | None = None,
+    usage: tuple[int, int] | lm15.Usage | None = None,
 ) -> Reply:
     """A scripted model reply.
 
@@ -143,7 +143,8 @@ def reply(
             Defaults to "tool_call" when there are calls, else "stop".
         reasoning: Provider reasoning text (a ThinkingPart; DSPy's `reasoning_content`).
         delay: Seconds to wait before answering (`asyncio.sleep` on the async path).
-        usage: `(prompt_tokens, completion_tokens)`; defaults to a rough chars/4 estimate.
+        usage: `(prompt_tokens, completion_tokens)`, or a `dspy.lm15.Usage` (cached and reasoning
+            tokens too); defaults to a rough chars/4 estimate.
 
     Example:
         >>> reply("cut", finish_reason="length").finish_reason
@@ -299,8 +300,11 @@ class _Script:
                 object.__setattr__(part, "id", "")
             parts.append(part)
         size = len(json.dumps(recorded.messages))  # default usage: a rough chars/4 estimate
-        prompt, completion = item.usage or (size // 4 + 1, len(item.text) // 4 + 1 + 10 * len(item.calls))
-        usage = lm15.Usage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
+        if isinstance(item.usage, lm15.Usage):
+            usage = item.usage
+        else:
+            prompt, completion = item.usage or (size // 4 + 1, len(item.text) // 4 + 1 + 10 * len(item.calls))
+            usage = lm15.Usage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
         model = recorded.request.model
         return Response(
             id=f"scripted-{number}",
