@@ -90,6 +90,13 @@ def recorded_clock(clock: Callable[[], float], end: float | None) -> Iterator[No
         yield
 
 
+@contextlib.contextmanager
+def reading(clock: Callable[[], float]) -> Iterator[None]:
+    """Inside a recorded turn, read ``clock`` (epoch seconds) instead: a durable step's live time."""
+    with dspy.context(**{_CLOCK: clock}):
+        yield
+
+
 def wall_end() -> float | None:
     """The current deadline as epoch seconds (what a durable turn carries), or ``None``."""
     left = time_left()

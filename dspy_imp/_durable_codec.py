@@ -7,9 +7,13 @@ with the same message, attributes and cause chain (the machine classifies errors
 chain, ``_failures``). Records are JSON-safe dicts, readable in the database::
 
     {"kind": "reply", "text", "calls": [{"id", "name", "args", "received"}],
-     "reasoning_content", "reasoning_details", "finish_reason"}
-    {"kind": "extracted", "outputs"}      {"kind": "returned", "value"}
-    {"kind": "failed", "error"}           {"kind": "raised", "error"}
+     "reasoning_content", "reasoning_details", "finish_reason", "usage"}
+    {"kind": "extracted", "outputs", "usage"}    {"kind": "failed", "error", "usage"}
+    {"kind": "returned", "value", "at"}          {"kind": "raised", "error", "at"}
+    {"kind": "batch", "outcomes": [...]}         (parallel tool calls, in call order)
+
+``usage`` is the request's model calls (``RequestUsage`` fields), so a replayed turn reports
+what the first run used.
 
 A value is ``{"json": v}`` when JSON holds it exactly (plain dicts, lists, strings, numbers),
 ``{"pickle": base64}`` when it pickles and unpickles, else ``{"shown": ...}``: the JSON form the
@@ -21,13 +25,15 @@ their ``args``, which is how pickle rebuilds them), so no class needs to be pick
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._effects import Extracted, Failed, Raised, RawCall, Reply, Returned
 from ._history import _json
+from ._usage import RequestUsage
 
 _PLAIN = (str, int, float, bool, type(None))
 _CHAIN_LIMIT = 16
@@ -47,13 +53,22 @@ def encode_outcome(outcome: Any) -> dict[str, Any]:
             "reasoning_content": outcome.reasoning_content,
             "reasoning_details": encode_value(outcome.reasoning_details),
             "finish_reason": outcome.finish_reason,
+            "usage": _encode_usage(outcome.usage),
         }
     if isinstance(outcome, Extracted):
-        return {"kind": "extracted", "outputs": encode_value(dict(outcome.outputs))}
+        return {
+            "kind": "extracted",
+            "outputs": encode_value(dict(outcome.outputs)),
+            "usage": _encode_usage(outcome.usage),
+        }
+    if isinstance(outcome, Failed):
+        return {"kind": "failed", "error": encode_error(outcome.error), "usage": _encode_usage(outcome.usage)}
     if isinstance(outcome, Returned):
-        return {"kind": "returned", "value": encode_value(outcome.value)}
-    if isinstance(outcome, Failed | Raised):
-        return {"kind": "failed" if isinstance(outcome, Failed) else "raised", "error": encode_error(outcome.error)}
+        return {"kind": "returned", "value": encode_value(outcome.value), "at": outcome.at}
+    if isinstance(outcome, Raised):
+        return {"kind": "raised", "error": encode_error(outcome.error), "at": outcome.at}
+    if isinstance(outcome, tuple):
+        return {"kind": "batch", "outcomes": [encode_outcome(item) for item in outcome]}
     if outcome is None:
         return {"kind": "none"}
     raise TypeError(f"no record for {outcome!r}")
@@ -68,16 +83,27 @@ def decode_outcome(record: Mapping[str, Any]) -> Any:
             reasoning_content=record["reasoning_content"],
             reasoning_details=decode_value(record["reasoning_details"]),
             finish_reason=record["finish_reason"],
+            usage=_decode_usage(record["usage"]),
         )
     if kind == "extracted":
-        return Extracted(decode_value(record["outputs"]))
-    if kind == "returned":
-        return Returned(decode_value(record["value"]))
+        return Extracted(decode_value(record["outputs"]), _decode_usage(record["usage"]))
     if kind == "failed":
-        return Failed(decode_error(record["error"]))
+        return Failed(decode_error(record["error"]), _decode_usage(record["usage"]))
+    if kind == "returned":
+        return Returned(decode_value(record["value"]), record["at"])
     if kind == "raised":
-        return Raised(decode_error(record["error"]))
+        return Raised(decode_error(record["error"]), record["at"])
+    if kind == "batch":
+        return tuple(decode_outcome(item) for item in record["outcomes"])
     return None
+
+
+def _encode_usage(usage: Sequence[RequestUsage]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(call) for call in usage]
+
+
+def _decode_usage(data: Sequence[Mapping[str, Any]]) -> tuple[RequestUsage, ...]:
+    return tuple(RequestUsage(**call) for call in data)
 
 
 def _encode_call(call: RawCall) -> dict[str, Any]:

@@ -16,11 +16,18 @@ workflow as epoch seconds (``call["deadline"]``), fixed when the turn was submit
 
 Records are JSON-safe (``_durable_codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
+
+Parallel tool calls (``RunTools``) are one step: the calls run at once inside it, as the plain
+driver runs them, and their outcomes are recorded together. Each call inside gets its own
+idempotency key (the step id and its position in the batch).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, StepOptions
@@ -28,16 +35,17 @@ from dbos import DBOS, StepOptions
 from . import _deadline
 from ._drivers import Effects, adrive, drive
 from ._durable_codec import decode_error, decode_outcome, decode_value, encode_error, encode_outcome, encode_value
-from ._effects import Ending, Extraction, Failure, ModelRequest, RunTool, Sleep
+from ._effects import Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
 from ._errors import StepError
 from ._machine import Turn
-from ._records import make_history
 
 if TYPE_CHECKING:
     from ._module import ReActV2
     from ._prediction import Prediction
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
+_BATCH: ContextVar[tuple[RunTool, ...] | None] = ContextVar("dspy_imp_durable_batch", default=None)
+_POSITION: ContextVar[int | None] = ContextVar("dspy_imp_durable_position", default=None)
 
 
 class _Clock:
@@ -58,12 +66,20 @@ class DurableEffects(Effects):
         self.clock = clock
 
     def perform(self, effect: Any) -> Any:
+        batch = _BATCH.get()
+        if batch is not None:  # one call of a parallel batch, inside the batch's step
+            with _position(batch, effect):
+                return Effects.perform(self, effect)
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
             return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
         return self._advance(DBOS.run_step({"name": step_name(effect)}, self._record, effect))
 
     async def aperform(self, effect: Any) -> Any:
+        batch = _BATCH.get()
+        if batch is not None:
+            with _position(batch, effect):
+                return await Effects.aperform(self, effect)
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)
             at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
@@ -71,20 +87,54 @@ class DurableEffects(Effects):
         return self._advance(await DBOS.run_step_async({"name": step_name(effect)}, self._arecord, effect))
 
     def _record(self, effect: Any) -> dict[str, Any]:
-        return {"outcome": encode_outcome(super().perform(effect)), "at": time.time()}
+        with _deadline.reading(time.time), _batch(effect):  # the step itself runs on live time
+            outcome = Effects.perform(self, effect)
+        return {"outcome": encode_outcome(outcome), "at": time.time()}
 
     async def _arecord(self, effect: Any) -> dict[str, Any]:
-        return {"outcome": encode_outcome(await super().aperform(effect)), "at": time.time()}
+        with _deadline.reading(time.time), _batch(effect):
+            outcome = await Effects.aperform(self, effect)
+        return {"outcome": encode_outcome(outcome), "at": time.time()}
 
     def _advance(self, record: dict[str, Any]) -> Any:
         self.clock.at = record["at"]
         return decode_outcome(record["outcome"])
 
 
-def step_name(effect: ModelRequest | Extraction | RunTool) -> str:
+@contextlib.contextmanager
+def _batch(effect: Any) -> Iterator[None]:
+    token = _BATCH.set(effect.runs) if isinstance(effect, RunTools) else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _BATCH.reset(token)
+
+
+@contextlib.contextmanager
+def _position(batch: tuple[RunTool, ...], effect: Any) -> Iterator[None]:
+    token = _POSITION.set(next(i for i, run in enumerate(batch) if run is effect))
+    try:
+        yield
+    finally:
+        _POSITION.reset(token)
+
+
+def idempotency_key() -> str | None:
+    """``"<workflow id>:<step id>"`` (``.<position>`` for a call of a parallel batch), or ``None``."""
+    workflow, step = DBOS.workflow_id, DBOS.step_id
+    if workflow is None or step is None:
+        return None
+    position = _POSITION.get()
+    return f"{workflow}:{step}" if position is None else f"{workflow}:{step}.{position}"
+
+
+def step_name(effect: ModelRequest | Extraction | RunTool | RunTools) -> str:
     """What the step is called in DBOS's records (and checked against on replay)."""
     if isinstance(effect, RunTool):
         return f"dspy_imp.tool.{effect.tool.name}"
+    if isinstance(effect, RunTools):
+        return "dspy_imp.tools." + "+".join(run.tool.name for run in effect.runs)
     if isinstance(effect, Extraction):
         return "dspy_imp.extraction"
     return f"dspy_imp.request.{effect.guidance.kind}"
@@ -112,15 +162,21 @@ async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _concluded(program: ReActV2, turn: Turn, outcome: Ending | Failure) -> dict[str, Any]:
-    if isinstance(outcome, Failure):
-        return {"failure": encode_error(outcome.error), "history": encode_value(make_history(turn.entries))}
-    return {"prediction": encode_value(program._conclude(turn, outcome))}
+    try:
+        return {"prediction": encode_value(program._conclude(turn, outcome))}
+    except StepError as failed:
+        reason = failed.reason if isinstance(failed.reason, BaseException) else RuntimeError(failed.reason)
+        return {
+            "failure": encode_error(reason),
+            "history": encode_value(failed.history),
+            "usage": encode_value(failed.usage),
+        }
 
 
 def conclusion(result: dict[str, Any]) -> Prediction:
     """The prediction a workflow's result holds, or its ``StepError`` raised."""
     if "failure" in result:
         error = decode_error(result["failure"])
-        raise StepError(error, decode_value(result["history"])) from error
+        raise StepError(error, decode_value(result["history"]), usage=decode_value(result["usage"])) from error
     prediction: Prediction = decode_value(result["prediction"])
     return prediction

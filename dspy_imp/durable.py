@@ -33,6 +33,7 @@ from . import _deadline
 from . import _options as opts
 from ._durable_codec import encode_value
 from ._durable_driver import arun_turn, conclusion, run_turn
+from ._durable_driver import idempotency_key as _idempotency_key
 from ._errors import ConfigurationError
 from ._module import ReActV2
 from ._prediction import Prediction
@@ -215,10 +216,10 @@ def idempotency_key() -> str | None:
 
     A tool that ran but whose result was not recorded (the process died mid-call) runs again on
     recovery; pass this key to the system it acts on (a payment API's idempotency key, a unique
-    column) so the second run does not act twice. ``None`` outside a durable turn.
+    column) so the second run does not act twice. A call of a parallel batch (``parallel_tools``)
+    gets ``".<position>"`` appended. ``None`` outside a durable turn.
     """
-    workflow, step = DBOS.workflow_id, DBOS.step_id
-    return None if workflow is None or step is None else f"{workflow}:{step}"
+    return _idempotency_key()
 
 
 @contextlib.contextmanager

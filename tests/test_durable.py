@@ -60,6 +60,7 @@ PROGRAMS = {
     "queued": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit"),
     "gate": dspy_imp.ReActV2("question -> answer", tools=[wait_for_gate], finish="submit"),
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
+    "parallel": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", parallel_tools=True),
     "nap": dspy_imp.ReActV2("question -> answer", tools=[nap], finish="submit"),
 }
 AGENTS: dict[str, durable.DurableAgent] = {}
@@ -109,7 +110,10 @@ def _timeless(history: dspy.History) -> list[Any]:
     return messages
 
 
-@pytest.mark.parametrize(("name", "script"), [("look", "tools then submit"), ("auto", "failed step then last text")])
+@pytest.mark.parametrize(
+    ("name", "script"),
+    [("look", "tools then submit"), ("auto", "failed step then last text"), ("parallel", "tools then submit")],
+)
 def test_a_durable_turn_is_the_plain_turn(run: Any, name: str, script: str) -> None:
     plain, recorded, plain_lm, durable_lm = _both(name, script, run, question="Where is the key?")
     assert [r.messages for r in durable_lm.requests] == [r.messages for r in plain_lm.requests]
@@ -124,7 +128,17 @@ def test_a_durable_turn_is_the_plain_turn(run: Any, name: str, script: str) -> N
         expected.termination_cause,
         expected.termination_error,
     )
+    assert recorded.metadata.usage == plain.metadata.usage
     assert type(recorded) is type(plain)
+
+
+def test_parallel_calls_run_in_one_step_each_with_its_own_key(run: Any) -> None:
+    SEEN.clear()
+    with dspy.context(lm=ScriptedLM(SCRIPTS["tools then submit"]())):
+        run(AGENTS["parallel"], question="Where?", workflow_id=f"batch-{run.mode}")
+    assert sorted(seen["key"] for seen in SEEN) == [f"batch-{run.mode}:3.0", f"batch-{run.mode}:3.1"]
+    names = [step["function_name"] for step in DBOS.list_workflow_steps(f"batch-{run.mode}")]
+    assert names[:3] == ["dspy_imp.clock", "dspy_imp.request.step", "dspy_imp.tools.look+look"]
 
 
 def test_a_finished_workflow_id_returns_the_recorded_prediction_without_requests(run: Any) -> None:
@@ -157,6 +171,7 @@ def test_a_step_error_crosses_with_its_class_message_and_history(run: Any) -> No
     assert type(recorded.value.reason) is LMAuthError and str(recorded.value.reason) == str(plain.value.reason)
     assert recorded.value.__cause__ is recorded.value.reason
     assert _timeless(recorded.value.history) == _timeless(plain.value.history)
+    assert recorded.value.usage == plain.value.usage
 
 
 def test_bad_input_is_refused_before_a_workflow_starts() -> None:
