@@ -38,6 +38,7 @@ from ._durable_codec import decode_error, decode_outcome, decode_value, encode_e
 from ._effects import Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
 from ._errors import StepError
 from ._machine import Turn
+from ._options import CALL_OPTIONS
 
 if TYPE_CHECKING:
     from ._module import ReActV2
@@ -149,16 +150,70 @@ async def _anow() -> float:
 
 def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(DBOS.run_step(_CLOCK_STEP, time.time))
-    with _deadline.recorded_clock(clock, call["deadline"]):
-        turn = program._turn(decode_value(call["kwargs"]))
-        return _concluded(program, turn, drive(turn.run(), DurableEffects(program, clock)))
+    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    while True:
+        with _deadline.recorded_clock(clock, end):
+            turn = program._turn(kwargs)
+            outcome = drive(turn.run(), DurableEffects(program, clock))
+        if not _paused(outcome):
+            return _concluded(program, turn, outcome)
+        paused = program._conclude(turn, outcome)
+        DBOS.set_event(PENDING_EVENT, _waiting(paused))
+        decision = None
+        while decision is None:  # each wait is recorded: a replay gets the same decision
+            decision = DBOS.recv(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        DBOS.set_event(PENDING_EVENT, None)
+        clock.at = DBOS.run_step(_CLOCK_STEP, time.time)
+        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
 
 
 async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(await DBOS.run_step_async(_CLOCK_STEP, _anow))
-    with _deadline.recorded_clock(clock, call["deadline"]):
-        turn = program._turn(decode_value(call["kwargs"]))
-        return _concluded(program, turn, await adrive(turn.run(), DurableEffects(program, clock)))
+    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    while True:
+        with _deadline.recorded_clock(clock, end):
+            turn = program._turn(kwargs)
+            outcome = await adrive(turn.run(), DurableEffects(program, clock))
+        if not _paused(outcome):
+            return _concluded(program, turn, outcome)
+        paused = program._conclude(turn, outcome)
+        await DBOS.set_event_async(PENDING_EVENT, _waiting(paused))
+        decision = None
+        while decision is None:
+            decision = await DBOS.recv_async(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        await DBOS.set_event_async(PENDING_EVENT, None)
+        clock.at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
+        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
+
+
+# -- a paused turn waits for its decisions ---------------------------------------------------------
+
+PENDING_EVENT = "dspy_imp.pending"
+DECISIONS_TOPIC = "dspy_imp.decisions"
+_WAIT_SECONDS = 24 * 3600.0
+_RESUME_OPTIONS = frozenset(CALL_OPTIONS) - {"approvals", "results"}
+
+
+def _paused(outcome: Ending | Failure) -> bool:
+    return isinstance(outcome, Ending) and outcome.reason == "paused"
+
+
+def _waiting(paused: Prediction) -> dict[str, Any]:
+    """The workflow's ``dspy_imp.pending`` event while it waits: what ``pending``/``decide`` read."""
+    meta = paused.metadata
+    return {"pending_calls": encode_value(list(meta.pending_calls)), "history": encode_value(meta.history)}
+
+
+def decision(approvals: Any, results: Any) -> dict[str, Any]:
+    """The message ``decide`` sends; the resumed part of the turn is bound by the sender's deadline."""
+    return {"approvals": encode_value(approvals), "results": encode_value(results), "deadline": _deadline.wall_end()}
+
+
+def _resumed(kwargs: dict[str, Any], paused: Prediction, sent: dict[str, Any]) -> dict[str, Any]:
+    """The resuming call: the paused history, the decisions, the call's options (no new inputs)."""
+    options = {k: v for k, v in kwargs.items() if k in _RESUME_OPTIONS}
+    approvals, results = decode_value(sent["approvals"]), decode_value(sent["results"])
+    return {**options, "history": paused.metadata.history, "approvals": approvals, "results": results}
 
 
 def _concluded(program: ReActV2, turn: Turn, outcome: Ending | Failure) -> dict[str, Any]:

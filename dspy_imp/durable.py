@@ -31,15 +31,24 @@ except ImportError as missing:  # the optional extra
 
 from . import _deadline
 from . import _options as opts
-from ._durable_codec import encode_value
-from ._durable_driver import arun_turn, conclusion, run_turn
+from ._durable_codec import decode_value, encode_value
+from ._durable_driver import DECISIONS_TOPIC, PENDING_EVENT, arun_turn, conclusion, decision, run_turn
 from ._durable_driver import idempotency_key as _idempotency_key
 from ._errors import ConfigurationError
 from ._module import ReActV2
 from ._prediction import Prediction
-from ._records import coerce_history
 
-__all__ = ["DurableAgent", "TurnHandle", "ahandle", "config", "handle", "idempotency_key", "recover", "resume"]
+__all__ = [
+    "DurableAgent",
+    "TurnHandle",
+    "ahandle",
+    "config",
+    "handle",
+    "idempotency_key",
+    "pending",
+    "recover",
+    "resume",
+]
 
 _CALL_KEYS = frozenset({*opts.CALL_OPTIONS, "history"})
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -176,17 +185,55 @@ class DurableAgent:
                 return TurnHandle(await queue.enqueue_async(self._aturn, call), asynchronous=True)
             return TurnHandle(await DBOS.start_workflow_async(self._aturn, call), asynchronous=True)
 
+    def decide(self, workflow_id: str, *, approvals: Any = None, results: Any = None) -> None:
+        """Send the decisions a paused turn waits for; it resumes in whichever process runs it.
+
+        ``approvals={call_id: True | False | "reason"}`` and ``results={call_id: value}`` as for
+        ``ReActV2`` (``docs/controls.md``), checked against the pending calls here: a bad decision
+        raises ``ConfigurationError`` and nothing is sent. A ``dspy_imp.deadline`` around this call
+        bounds the rest of the turn.
+        """
+        self._check_decisions(
+            _pending_record(DBOS.get_event(workflow_id, PENDING_EVENT, 0), workflow_id), approvals, results
+        )
+        DBOS.send(workflow_id, decision(approvals, results), topic=DECISIONS_TOPIC)
+
+    async def adecide(self, workflow_id: str, *, approvals: Any = None, results: Any = None) -> None:
+        waiting = _pending_record(await DBOS.get_event_async(workflow_id, PENDING_EVENT, 0), workflow_id)
+        self._check_decisions(waiting, approvals, results)
+        await DBOS.send_async(workflow_id, decision(approvals, results), topic=DECISIONS_TOPIC)
+
+    def _check_decisions(self, waiting: dict[str, Any], approvals: Any, results: Any) -> None:
+        self._call({"history": decode_value(waiting["history"]), "approvals": approvals, "results": results})
+
     def _call(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The workflow's input. Bad input fails here, before anything is recorded."""
         program = self.program
-        known = {k: v for k, v in kwargs.items() if k in program.signature.input_fields or k in _CALL_KEYS}
-        coerce_history(opts.plan_call(program.options, program.signature, program.tools, known).history)
+        program._turn({k: v for k, v in kwargs.items() if k in program.signature.input_fields or k in _CALL_KEYS})
         return {"kwargs": encode_value(kwargs), "deadline": _deadline.wall_end()}
 
 
 def handle(workflow_id: str) -> TurnHandle:
     """The handle of a turn started earlier, by any process sharing the system database."""
     return TurnHandle(DBOS.retrieve_workflow(workflow_id))
+
+
+def pending(workflow_id: str) -> tuple[dict[str, Any], ...]:
+    """The calls a paused turn waits on (``{"id", "name", "args", "kind"}``); ``()`` when it waits for nothing."""
+    waiting = DBOS.get_event(workflow_id, PENDING_EVENT, 0)
+    return () if waiting is None else tuple(decode_value(waiting["pending_calls"]))
+
+
+async def apending(workflow_id: str) -> tuple[dict[str, Any], ...]:
+    """``pending`` for async callers."""
+    waiting = await DBOS.get_event_async(workflow_id, PENDING_EVENT, 0)
+    return () if waiting is None else tuple(decode_value(waiting["pending_calls"]))
+
+
+def _pending_record(waiting: Any, workflow_id: str) -> dict[str, Any]:
+    if waiting is None:
+        raise ConfigurationError(f"turn {workflow_id!r} is not waiting for a decision")
+    return dict(waiting)
 
 
 def resume(workflow_id: str) -> TurnHandle:

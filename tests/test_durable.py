@@ -58,6 +58,7 @@ def wait_for_gate() -> str:
 PROGRAMS = {
     "look": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit"),
     "queued": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit"),
+    "approve": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", needs_approval=["look"]),
     "gate": dspy_imp.ReActV2("question -> answer", tools=[wait_for_gate], finish="submit"),
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
     "parallel": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", parallel_tools=True),
@@ -235,6 +236,68 @@ def test_a_cancelled_turn_resumes_from_its_last_recorded_step() -> None:
     resumed = durable.resume("cancelled").result(polling_interval_sec=0.1)
     assert resumed.answer == "a" and resumed.metadata.termination_reason == "submit"
     assert len(PROGRAMS["gate"].react.lm.requests) == 2  # the recorded first reply was not asked again
+
+
+APPROVAL_SCRIPT = [
+    reply(calls=[call("look", {"thing": "safe"}, id="a1"), call("look", {"thing": "desk"}, id="a2")]),
+    reply(calls=[call("submit", {"answer": "in the safe"}, id="a3")]),
+]
+
+
+def _wait_for_pending(workflow_id: str) -> tuple[dict[str, Any], ...]:
+    for _ in range(600):
+        found = durable.pending(workflow_id)
+        if found or durable.handle(workflow_id).status() != "PENDING":
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{workflow_id} never paused")
+
+
+def _approval_reference() -> tuple[Any, Any]:
+    program = dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", needs_approval=["look"])
+    with dspy.context(lm=ScriptedLM(APPROVAL_SCRIPT)):
+        paused = program(question="Where?")
+        return paused, program(history=paused.metadata.history, approvals=DECISIONS)
+
+
+DECISIONS = {"a1": True, "a2": "not the desk"}
+
+
+def test_a_paused_turn_waits_durably_for_its_decisions_then_resumes() -> None:
+    paused, plain = _approval_reference()
+    PROGRAMS["approve"].set_lm(ScriptedLM(APPROVAL_SCRIPT))
+    agent = AGENTS["approve"]
+    SEEN.clear()
+    handle = agent.start(question="Where?", workflow_id="approval")
+    assert _wait_for_pending("approval") == paused.metadata.pending_calls
+    assert handle.status() == "PENDING" and SEEN == []
+    with pytest.raises(dspy_imp.ConfigurationError, match="undecided"):
+        agent.decide("approval", approvals={"a1": True})
+    agent.decide("approval", approvals=DECISIONS)
+    resumed = handle.result(polling_interval_sec=0.1)
+    assert resumed.answer == plain.answer == "in the safe"
+    assert _timeless(resumed.metadata.history) == _timeless(plain.metadata.history)
+    assert [seen["thing"] for seen in SEEN] == ["safe"]
+    assert durable.pending("approval") == ()
+    with pytest.raises(dspy_imp.ConfigurationError, match="not waiting"):
+        agent.decide("approval", approvals=DECISIONS)
+
+
+def test_an_async_paused_turn_waits_and_resumes() -> None:
+    paused, plain = _approval_reference()
+    PROGRAMS["approve"].set_lm(ScriptedLM(APPROVAL_SCRIPT))
+    agent = AGENTS["approve"]
+
+    async def scenario() -> Any:
+        handle = await agent.astart(question="Where?", workflow_id="aapproval")  # runs on this event loop
+        while not (found := await durable.apending("aapproval")):
+            await asyncio.sleep(0.05)
+        await agent.adecide("aapproval", approvals=DECISIONS)
+        return found, await handle.aresult(polling_interval_sec=0.1)
+
+    found, resumed = asyncio.run(scenario())
+    assert found == paused.metadata.pending_calls
+    assert _timeless(resumed.metadata.history) == _timeless(plain.metadata.history)
 
 
 def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
