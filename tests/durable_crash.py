@@ -1,9 +1,10 @@
 """The crash scenario the durable tests run on SQLite and on Postgres.
 
-Two processes of ``durable_program.py`` share one system database. The first starts four turns
-(sync and async drivers), each stopping at a different kill point, and SIGKILLs itself once all
-four are there. The second finds them recovered at ``DBOS.launch()``, waits for them to finish,
-and runs the same turn on the plain (non-durable) loop as the reference.
+Two processes of ``durable_program.py`` share one system database. The first starts five turns
+(sync and async drivers), each stopping at a different kill point (the fifth paused, waiting for
+a person's approval), and SIGKILLs itself once all five are there. The second finds them
+recovered at ``DBOS.launch()``, sends the approval, waits for every turn to finish, and runs the
+same turns on the plain (non-durable) loop as the reference.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 PROGRAM = Path(__file__).with_name("durable_program.py")
-TURNS = ["t1", "t2", "t3", "t4"]  # durable_program.KILLS
+TURNS = ["t1", "t2", "t3", "t4"]  # durable_program.KILLS, of the plain agent
+WAITING = "t5"  # the approval turn, waiting for its decision when killed
 
 
 def program(db: str, folder: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -41,7 +43,7 @@ def crash_and_recover(db: str, folder: Path) -> None:
     code, output = finish(program(db, folder, "--doomed"))
     assert code == -signal.SIGKILL, f"the doomed process was to be killed, exit {code}:\n{output}"
     assert not (folder / "results").exists()
-    code, output = finish(program(db, folder, "--wait", ",".join(TURNS), "--plain"))
+    code, output = finish(program(db, folder, "--decide", WAITING, "--wait", ",".join([*TURNS, WAITING]), "--plain"))
     assert code == 0, output
 
 
@@ -71,9 +73,9 @@ def check_exactly_once(folder: Path, turns: list[str]) -> None:
     assert replies == {(turn, step): 1 for turn in turns for step in ("0", "1", "rate_limit", "2")}
 
 
-def check_same_as_plain(folder: Path, turns: list[str]) -> None:
+def check_same_as_plain(folder: Path, turns: list[str], reference: str = "plain") -> None:
     found = results(folder)
-    plain = found["plain"]
+    plain = found[reference]
     assert plain["reason"] == "submit" and plain["answer"] == "refunded"
     for turn in turns:
         assert found[turn]["answer"] == plain["answer"]

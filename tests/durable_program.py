@@ -9,9 +9,11 @@ run), ``replies.log`` (every reply given), ``results/<turn>.json``.
 ``--doomed`` starts the turns of ``KILLS`` at once, each stopping at its kill point:
 ``before_request`` (the second request is being sent), ``after_reply`` (``email`` starts: its
 reply was recorded), ``mid_tool`` (``charge`` acted, its result not yet recorded),
-``retry_pause`` (during the pause after the rate limit). When all four have arrived, the process
-SIGKILLs itself. ``--wait`` (in the next process) waits for recovered turns and saves them;
-``--plain`` runs the turn on the plain loop. ``--worker`` runs a queue worker instead (see
+``retry_pause`` (during the pause after the rate limit), and ``t5`` of the agent whose ``charge``
+needs approval, ``waiting`` for the decision. When all five have arrived, the process SIGKILLs
+itself. ``--decide`` (in the next process) approves ``t5``'s charge; ``--wait`` waits for recovered
+turns and saves them; ``--plain`` runs the turn on the plain loop (and the approval turn, paused
+and resumed, as ``plain-approval``). ``--worker`` runs a queue worker instead (see
 ``test_durable_postgres.py``).
 """
 
@@ -36,7 +38,8 @@ from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 ARGS: argparse.Namespace
 KILLS = {"t1": ("sync", "before_request"), "t2": ("async", "after_reply"), "t3": ("sync", "mid_tool"),
-         "t4": ("async", "retry_pause")}  # fmt: skip
+         "t5": ("sync", "waiting"), "t4": ("async", "retry_pause")}  # fmt: skip
+PLAIN = ["plain"]  # the id the plain reference runs log under
 _LOCK = threading.Lock()
 _TOOLS_RUN = 0
 
@@ -58,7 +61,7 @@ def logged(name: str, *fields: Any) -> bool:
 
 
 def turn_id() -> str:
-    return DBOS.workflow_id or "plain"
+    return DBOS.workflow_id or PLAIN[0]
 
 
 def die_all() -> None:
@@ -129,7 +132,7 @@ def save(turn: str, pred: dspy.Prediction) -> None:
 def main() -> None:
     global ARGS
     parser = argparse.ArgumentParser()
-    for flag in ("--db", "--dir", "--wait", "--worker", "--enqueue", "--dead"):
+    for flag in ("--db", "--dir", "--wait", "--worker", "--enqueue", "--dead", "--decide"):
         parser.add_argument(flag, default="")
     parser.add_argument("--doomed", action="store_true")
     parser.add_argument("--plain", action="store_true")
@@ -140,40 +143,59 @@ def main() -> None:
     if ARGS.worker:
         options["executor_id"] = ARGS.worker
     DBOS(config=durable.config("dspy-imp-test", system_database_url=ARGS.db, **options))
-    program = dspy_imp.ReActV2("question -> answer", tools=[charge, email], finish="submit")
-    agent = durable.DurableAgent(program, name="refunds")
+    programs = {
+        "refunds": dspy_imp.ReActV2("question -> answer", tools=[charge, email], finish="submit"),
+        "approved": dspy_imp.ReActV2(
+            "question -> answer", tools=[charge, email], finish="submit", needs_approval=[charge]
+        ),
+    }
+    agents = {name: durable.DurableAgent(program, name=name) for name, program in programs.items()}
     dspy.configure(lm=ScriptedLM(respond))
     DBOS.launch()
     if ARGS.worker:
-        work(agent, DBOS.register_queue("turns", worker_concurrency=1, polling_interval_sec=0.2))
+        work(agents["refunds"], DBOS.register_queue("turns", worker_concurrency=1, polling_interval_sec=0.2))
     else:
-        steps(agent, program)
+        steps(agents, programs)
     DBOS.destroy()
 
 
-def steps(agent: durable.DurableAgent, program: dspy_imp.ReActV2) -> None:
+def steps(agents: dict[str, durable.DurableAgent], programs: dict[str, dspy_imp.ReActV2]) -> None:
     if ARGS.doomed:
-        doomed(agent)
+        doomed(agents)
+    if ARGS.decide:  # from another process than the one the turn started in
+        with dspy_imp.deadline(seconds=600):  # bounds the resumed part, as around a plain resume
+            agents["approved"].decide(ARGS.decide, approvals={"c1": True})
     for turn in filter(None, ARGS.wait.split(",")):
         save(turn, durable.handle(turn).result(polling_interval_sec=0.1))
     if ARGS.plain:
         with dspy_imp.deadline(seconds=600):
-            save("plain", program(question="Refund order 7."))
+            save("plain", programs["refunds"](question="Refund order 7."))
+            PLAIN[0] = "plain-approval"
+            paused = programs["approved"](question="Refund order 7.")
+            save("plain-approval", programs["approved"](history=paused.metadata.history, approvals={"c1": True}))
 
 
-def doomed(agent: durable.DurableAgent) -> None:
+def doomed(agents: dict[str, durable.DurableAgent]) -> None:
     def one(turn: str, driver: str) -> None:
+        agent = agents["approved" if turn == "t5" else "refunds"]
         with dspy_imp.deadline(seconds=600):
             if driver == "sync":
                 agent(question="Refund order 7.", workflow_id=turn)
             else:
                 asyncio.run(agent.acall(question="Refund order 7.", workflow_id=turn))
 
+    def watch(turn: str) -> None:
+        while not durable.pending(turn):
+            time.sleep(0.02)
+        _ARRIVED.wait()
+
     for turn, (driver, point) in KILLS.items():
         if point == "retry_pause":  # last, so that its pause is running when the process dies
             while _ARRIVED.n_waiting < len(KILLS) - 1:
                 time.sleep(0.01)
         threading.Thread(target=one, args=(turn, driver), daemon=True).start()
+        if point == "waiting":
+            threading.Thread(target=watch, args=(turn,), daemon=True).start()
     time.sleep(600)
 
 

@@ -14,7 +14,16 @@ from itertools import groupby
 from pathlib import Path
 
 import pytest
-from durable_crash import TURNS, check_exactly_once, check_same_as_plain, crash_and_recover, finish, lines, program
+from durable_crash import (
+    TURNS,
+    WAITING,
+    check_exactly_once,
+    check_same_as_plain,
+    crash_and_recover,
+    finish,
+    lines,
+    program,
+)
 from postgres_server import Server, start
 
 QUEUED = ["q1", "q2", "q3", "q4"]
@@ -32,8 +41,9 @@ def postgres() -> Iterator[Server]:
 def test_a_killed_turn_finishes_in_the_next_process_on_postgres(postgres: Server, tmp_path: Path) -> None:
     crash_and_recover(postgres.database("crash"), tmp_path)
     turns = TURNS
-    check_exactly_once(tmp_path, [*turns, "plain"])
+    check_exactly_once(tmp_path, [*turns, WAITING, "plain", "plain-approval"])
     check_same_as_plain(tmp_path, turns)
+    check_same_as_plain(tmp_path, [WAITING], reference="plain-approval")
 
 
 def test_a_dead_workers_turn_is_finished_by_another_worker(postgres: Server, tmp_path: Path) -> None:
