@@ -12,6 +12,9 @@ Example:
     >>> agent = durable.DurableAgent(dspy_imp.ReActV2("ticket -> reply", tools=[refund]), name="support")
     >>> DBOS.launch()                                      # recovers turns a crash interrupted
     >>> pred = agent(ticket="I was charged twice.", workflow_id="ticket-4711")
+
+A turn that pauses for approval waits in its workflow: ``pending(workflow_id)`` lists the calls,
+``agent.decide(workflow_id, approvals={...})`` (from any process) resumes it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ __all__ = [
     "DurableAgent",
     "TurnHandle",
     "ahandle",
+    "apending",
     "config",
     "handle",
     "idempotency_key",
