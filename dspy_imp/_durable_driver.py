@@ -8,11 +8,17 @@ by itself). DBOS records the step's output under the workflow id and the step's 
 workflow is recovered, DBOS re-runs the workflow function and returns the recorded outputs of
 finished steps without calling them, so the machine walks the same path to where it stopped.
 
-Time. The machine reads the clock to decide (the deadline) and to stamp results
-(``returned_at``). Every record carries the time it was made (``at``, epoch seconds); the clock the
-machine reads during a durable turn is the time of the latest record (``_deadline.recorded_clock``),
-so a replay sees the same times and takes the same decisions. The deadline crosses into the
-workflow as epoch seconds (``call["deadline"]``), fixed when the turn was submitted.
+Time. The machine reads the clock to decide (the deadline) and to stamp refusals' results
+(``returned_at``; a tool's own result is stamped inside its step, on live time, and recorded).
+Every record carries the time it was made (``at``, epoch seconds); the clock the machine reads
+during a durable turn is the time of the latest record (``_deadline.recorded_clock``), so a replay
+sees the same times and takes the same decisions. The deadline crosses into the workflow as epoch
+seconds (``call["deadline"]``), fixed when the turn was submitted.
+
+A turn that ends ``"paused"`` does not end the workflow: it publishes the pending calls (the
+``dspy_imp.pending`` event), waits with ``DBOS.recv`` for the decisions ``DurableAgent.decide``
+sends, and runs the resuming call (``history=``, ``approvals=``, ``results=``) in the same
+workflow. The received decisions are recorded like any step, so a replay resumes the same way.
 
 Records are JSON-safe (``_durable_codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
