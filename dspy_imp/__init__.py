@@ -8,10 +8,11 @@ reply. See the README and ``docs/``.
 from ._adapter import ReActAdapter
 from ._approval import NeedsApproval
 from ._deadline import deadline
-from ._errors import ConfigurationError, StepError
+from ._errors import ConfigurationError, StepError, ToolCallRejected
 from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
+from ._stock import to_dspy_history
 from ._tools import Finish
 from ._usage import Usage, UsageLimits
 
@@ -24,6 +25,7 @@ __all__ = [
     "ReActAdapter",
     "ReActV2",
     "StepError",
+    "ToolCallRejected",
     "Usage",
     "UsageLimits",
     "deadline",
@@ -31,6 +33,7 @@ __all__ = [
     "is_complete",
     "load_history",
     "redact_history",
+    "to_dspy_history",
 ]
 
 __version__ = "0.1.0"

@@ -2,8 +2,9 @@
 
 ``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
 send one request through the program's inner predictor (so traces, callbacks and usage
-work as for any DSPy predictor), run one tool or several at once, or ask the extractor.
-Each request's answer carries the usage DSPy recorded for its model calls (``_usage``).
+work as for any DSPy predictor), run one tool or several at once, report a call that ran no
+tool to DSPy's tool callbacks (``_tracing``), or ask the extractor. Each request's answer
+carries the usage DSPy recorded for its model calls (``_usage``).
 
 ``RunTools`` runs its calls concurrently: asyncio tasks under ``adrive`` (a sync tool in a
 worker thread), a bounded thread pool under ``drive``; each run sees the caller's DSPy
@@ -31,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from . import _tracing
 from ._adapter import Exchange, ReActAdapter, current_exchange
 from ._effects import (
+    DecidedCall,
     Extracted,
     Extraction,
     Failed,
@@ -44,7 +47,9 @@ from ._effects import (
     RunTools,
     Sleep,
 )
+from ._finetune import attach
 from ._guidance import tool_listing
+from ._predicted import reply_from_prediction
 from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
@@ -135,6 +140,10 @@ class Effects:
                 lambda value: Returned(value, now_iso()),
                 lambda error: Raised(error, now_iso()),
             )
+        if isinstance(effect, DecidedCall):
+            renderer = self.program.options.tool_result_renderer
+            report, areport = _tracing.report, _tracing.areport
+            return _Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), _nothing, _reraise)
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
         if isinstance(effect, ModelRequest):
@@ -176,39 +185,56 @@ class Effects:
         return _Job(
             lambda: react(**kwargs),
             lambda: react.acall(**kwargs),
-            lambda _: replace(_reply(exchange), usage=usage()),
+            lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
             lambda error: Failed(error, usage()),
             scope,
         )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
+        """The step predictor's inputs, and the request's options and LM on the exchange.
+
+        The options and a pinned LM travel on the exchange (the adapter applies them), not as
+        ``config=``/``lm=`` arguments: tracers record a predictor's arguments as its inputs.
+        """
         kwargs: dict[str, Any] = dict(effect.pending)
-        kwargs.update(
-            history=effect.guidance.history,
-            tools=tool_listing(effect.guidance.roster),
-            config=dict(effect.config),
-        )
-        self._pin_lm(kwargs, effect.no_retries)
-        return kwargs, Exchange(effect.guidance)
+        kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
+        config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
+        return kwargs, Exchange(effect.guidance, config=config, lm=lm)
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
         instructions = self.program.react.signature.instructions
         signature = make_extraction_signature(self.program.signature, instructions)
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
-        kwargs["config"] = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
-        self._pin_lm(kwargs, effect.no_retries)
-        return dspy.ChainOfThought(signature), kwargs
+        options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
+        config, lm = self._pin_lm(options, effect.no_retries)
+        extractor = Extractor(signature, **config)  # built per request: its options are its own
+        if lm is not None:
+            extractor.set_lm(lm)
+        return extractor, kwargs
 
-    def _pin_lm(self, kwargs: dict[str, Any], no_retries: bool) -> None:
-        """Under a deadline: no DSPy retries (the machine retries while time remains)."""
+    def _pin_lm(self, config: dict[str, Any], no_retries: bool) -> tuple[dict[str, Any], dspy.BaseLM | None]:
+        """The request's options, and under a deadline an LM without DSPy's retries (the machine
+        retries while time remains); ``None`` when the configured LM serves as it is."""
         lm = self.program.react.lm or dspy.settings.lm
         if lm is None:
-            return
+            return config, None
         if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
-            kwargs["config"].pop("timeout", None)  # a custom engine owns its connection and timeouts
+            config.pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "num_retries", None):
-            lm = lm.copy(num_retries=0)
-        kwargs["lm"] = lm
+            return config, lm.copy(num_retries=0)
+        return config, None
+
+
+class Extractor(dspy.ChainOfThought):
+    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``."""
+
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        _tracing.annotate(self, _tracing.request_attributes("extraction"))
+        return super().forward(**kwargs)
+
+    async def aforward(self, **kwargs: Any) -> dspy.Prediction:
+        _tracing.annotate(self, _tracing.request_attributes("extraction"))
+        return await super().aforward(**kwargs)
 
 
 @contextlib.contextmanager
@@ -244,10 +270,18 @@ def _async_tool(tool: dspy.Tool) -> bool:
     return inspect.iscoroutinefunction(function)
 
 
-def _reply(exchange: Exchange) -> Reply | Failed:
-    if exchange.reply is None:
+def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
+    """The raw reply the adapter captured, else the step the returned prediction carries."""
+    if exchange.reply is not None:
+        attach(prediction, exchange.messages, exchange.tools, exchange.dialect, exchange.reply)
+        return exchange.reply
+    try:
+        reply = reply_from_prediction(prediction)
+    except ValueError as exc:  # calls in a shape that cannot be read
+        return Failed(exc)
+    if reply is None:
         return Failed(RuntimeError("the step request returned without a reply"))
-    return exchange.reply
+    return reply
 
 
 def _extracted(prediction: dspy.Prediction) -> Extracted:

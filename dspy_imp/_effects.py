@@ -7,6 +7,7 @@ loop logic::
     ModelRequest -> Reply | Failed        one request to the step predictor
     Extraction   -> Extracted | Failed    one request to the tool-less extractor
     RunTool      -> Returned | Raised     one tool call
+    DecidedCall  -> None                  a call decided without running a tool, reported to tracers
     RunTools     -> tuple[Returned | Raised, ...]
                                           several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
@@ -24,7 +25,7 @@ import dspy
 
 from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
-from ._records import PendingCall
+from ._records import PendingCall, ToolCall, ToolResult
 from ._usage import RequestUsage
 
 
@@ -51,6 +52,20 @@ class Extraction:
 class RunTool:
     tool: dspy.Tool
     args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DecidedCall:
+    """A call that ran no tool (refused, unknown, malformed, rejected arguments, ``submit``).
+
+    The driver reports it through DSPy's tool callbacks (``_tracing``), so tracers and status
+    messages see every call the model made. ``args`` are the arguments as the model sent them.
+    """
+
+    call: ToolCall
+    result: ToolResult
+    args: Any
+    description: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 The tree is small on purpose: expected ends of a turn (a step limit, a deadline, a full
 context window, a model that never answered usefully) are *data* on the prediction's
-metadata, never exceptions. Only two things raise::
+metadata, never exceptions. Only two things raise to a caller::
 
     ValueError
     └── ConfigurationError   bad option, bad input or bad saved state, raised before any request
     Exception
-    └── StepError            the turn could not get a model response; carries the history so far
+    ├── StepError            the turn could not get a model response; carries the history so far
+    └── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
 """
 
 from __future__ import annotations
@@ -60,6 +61,27 @@ class StepError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (_picklable(self.reason), self.history, self.usage))
+
+
+class ToolCallRejected(Exception):
+    """A tool call that ended in an error without its tool running here, as DSPy's tool
+    callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid
+    arguments, invalid ``submit``, or an error result a host supplied (``results=``).
+
+    The loop reports such a call through a stand-in ``dspy.Tool`` that raises this; the turn
+    goes on (the model reads the observation). It is never raised to a caller.
+
+    Attributes:
+        kind: The rejection's kind: ``tool_denied``, ``unknown_tool``, ``malformed_tool_call``,
+            ``missing_required``, ``schema_validation``, ``tool_error``, or a ``submit``
+            validation kind.
+
+    The message is the observation the model read (the tool message's text).
+    """
+
+    def __init__(self, kind: str, observation: str):
+        super().__init__(observation)
+        self.kind = kind
 
 
 def _picklable(reason: BaseException | str) -> BaseException | str:

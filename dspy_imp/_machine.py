@@ -34,6 +34,7 @@ from typing import Any
 from . import _deadline
 from ._approval import Decisions
 from ._effects import (
+    DecidedCall,
     Ending,
     Extracted,
     Extraction,
@@ -50,6 +51,7 @@ from ._failures import (
     ContentFiltered,
     cause_of,
     describe,
+    is_blocked_reply,
     is_context_window,
     is_fatal,
     is_unreadable,
@@ -65,7 +67,7 @@ from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 from ._usage import Meter, RequestUsage
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
 Outcome = Ending | Failure
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
@@ -290,7 +292,8 @@ class Turn:
                 return self._incomplete(stop)
             outcome = yield self._request(kind)
             self.meter.add(outcome.usage or (RequestUsage(kind),))
-            if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
+            blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
+            if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
             if not isinstance(outcome, Failed):
                 return outcome

@@ -10,9 +10,11 @@ from dspy.signatures.signature import ensure_signature
 
 from . import _options as opts
 from ._approval import check_resume, paused_step, pending_metadata
+from ._demos import complete_trace, demo_examples
 from ._drivers import Effects, adrive, drive
 from ._effects import Ending, Failure
 from ._errors import ConfigurationError, StepError
+from ._failures import describe
 from ._guidance import Guidance, Task
 from ._machine import Setup, Turn
 from ._options import CallPlan, ProgramOptions
@@ -21,6 +23,7 @@ from ._predictor import StepPredictor
 from ._records import coerce_history, make_history, read_steps
 from ._signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from ._tools import CallContext
+from ._tracing import trace_failure, trace_turn
 from ._usage import UsageLimits, check_usage_limits
 
 
@@ -89,33 +92,41 @@ class ReActV2(dspy.Module):
             )
         self.signature = ensure_signature(signature)
         opts.check_signature(self.signature)
-        self.tools = opts.wrap_tools(tools)
+        self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
         options = ProgramOptions(
             max_iters=opts.check_max_iters(max_iters),
             finish=opts.check_finish(finish),
-            finish_on=opts.check_finish_on(finish_on, self.tools),
+            finish_on=opts.check_finish_on(finish_on, self.own_tools),
             history_replay=opts.check_history_replay(history_replay),
             unsent_note=opts.check_unsent_note(unsent_note),
             last_request_note=opts.check_note(last_request_note),
-            last_request_tools=opts.check_tool_names(last_request_tools, self.tools, "last_request_tools"),
+            last_request_tools=opts.check_tool_names(last_request_tools, self.own_tools, "last_request_tools"),
             tool_policy=opts.check_policy(tool_policy),
             tool_result_renderer=tool_result_renderer,
             config=opts.check_config(config),
             parallel_tools=opts.check_flag(parallel_tools, "parallel_tools"),
             usage_limits=check_usage_limits(usage_limits),
-            needs_approval=opts.check_tool_names(needs_approval, self.tools, "needs_approval"),
-            external_tools=opts.check_tool_names(external_tools, self.tools, "external_tools"),
+            needs_approval=opts.check_tool_names(needs_approval, self.own_tools, "needs_approval"),
+            external_tools=opts.check_tool_names(external_tools, self.own_tools, "external_tools"),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
-        self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.tools))
+        self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
 
     @property
     def options(self) -> ProgramOptions:
         """The program's options; they live on the inner predictor so that save/load keeps them."""
         return self.react.options
+
+    @property
+    def tools(self) -> dict[str, dspy.Tool]:
+        """The tools by name, as on ``dspy.ReActV2``: yours in declared order, then ``submit`` when
+        the program's turns end through it (a submit signature, or ``finish="submit"``)."""
+        if opts.has_submit(self.signature, self.options.finish):
+            return {**self.own_tools, self.submit_tool.name: self.submit_tool}
+        return dict(self.own_tools)
 
     @property
     def max_iters(self) -> int:
@@ -125,14 +136,16 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
-        return self._conclude(turn, drive(turn.run(), Effects(self)))
+        mark = len(dspy.settings.trace or ())
+        return self._conclude(turn, drive(turn.run(), Effects(self)), mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
-        return self._conclude(turn, await adrive(turn.run(), Effects(self)))
+        mark = len(dspy.settings.trace or ())
+        return self._conclude(turn, await adrive(turn.run(), Effects(self)), mark)
 
     def _turn(self, kwargs: dict[str, Any]) -> Turn:
-        plan = opts.plan_call(self.options, self.signature, self.tools, kwargs)
+        plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
@@ -140,8 +153,10 @@ class ReActV2(dspy.Module):
         check_resume(paused, plan.decisions, plan.inputs)
         if paused is not None:  # answered first, then recorded again with its results
             prior, entries = prior[:-1], entries[:-1]
+        guidance = self._guidance(plan, task)
+        demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
         setup = Setup(
-            self._guidance(plan, task),
+            guidance,
             OutputSpec(self.signature),
             self._call_context(plan),
             prior,
@@ -154,13 +169,14 @@ class ReActV2(dspy.Module):
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         options = plan.options
         with_submit = opts.has_submit(self.signature, options.finish)
-        roster = (*self.tools.values(), self.submit_tool) if with_submit else tuple(self.tools.values())
+        own = tuple(self.own_tools.values())
+        roster = (*own, self.submit_tool) if with_submit else own
         return Guidance(
             task=task,
             finish=options.finish,
             has_submit=with_submit,
             roster=tuple(roster),
-            ending_tools=tuple(name for name in self.tools if name in options.finish_on),
+            ending_tools=tuple(name for name in self.own_tools if name in options.finish_on),
             unsent_note=options.unsent_note,
             history_replay=options.history_replay,
             result_renderer=options.tool_result_renderer,
@@ -168,7 +184,7 @@ class ReActV2(dspy.Module):
 
     def _call_context(self, plan: CallPlan) -> CallContext:
         options = plan.options
-        roster = dict(self.tools)
+        roster = dict(self.own_tools)
         if opts.has_submit(self.signature, options.finish):
             roster[self.submit_tool.name] = self.submit_tool
         return CallContext(
@@ -184,10 +200,13 @@ class ReActV2(dspy.Module):
             external=frozenset(options.external_tools),
         )
 
-    def _conclude(self, turn: Turn, outcome: Ending | Failure) -> Prediction:
+    def _conclude(self, turn: Turn, outcome: Ending | Failure, trace_mark: int = 0) -> Prediction:
+        if dspy.settings.trace is not None:
+            complete_trace(dspy.settings.trace[trace_mark:], self.react, turn.steps)
         history = make_history(turn.entries)
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
+            trace_failure(self, describe(outcome.error), turn.errors, usage)
             raise StepError(outcome.error, history, usage=usage) from outcome.error
         metadata = Metadata(
             history=history,
@@ -201,6 +220,7 @@ class ReActV2(dspy.Module):
             usage=usage,
             pending_calls=pending_metadata(outcome.pending),
         )
+        trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)

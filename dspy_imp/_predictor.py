@@ -17,6 +17,8 @@ from typing import Any
 import dspy
 
 from . import _options as opts
+from . import _tracing
+from ._adapter import current_exchange
 from ._errors import ConfigurationError
 from ._options import ProgramOptions
 from ._usage import check_usage_limits
@@ -39,13 +41,35 @@ _SAVED = (
 _TOOL_LISTS = ("needs_approval", "external_tools")
 
 
+@_tracing.expose_on_dspy
 class StepPredictor(dspy.Predict):
-    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``."""
+    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``.
+
+    Its span in a trace is the request's span: it says the request's kind (and, from the
+    reply, the answer). The two hooks below are DSPy's private ``_forward_preprocess`` and
+    ``_forward_postprocess``: the only code of a ``Predict`` call that runs inside the span
+    every tracer opens for it (MLflow's and OpenInference's) and outside the adapter's, for
+    sync, async and streamed calls alike. ``forward`` itself is not overridden: OpenInference
+    would then give the predictor no span when ``dspy_imp`` is imported after ``instrument()``.
+    """
 
     def __init__(self, signature: Any, options: ProgramOptions, tool_names: tuple[str, ...] = (), **config: Any):
         super().__init__(signature, **config)
         self.options = options
         self.tool_names = tool_names
+
+    def _forward_preprocess(self, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            _tracing.annotate(self, _tracing.request_attributes(exchange.guidance.kind))
+        return super()._forward_preprocess(**kwargs)
+
+    def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            attributes = _tracing.reply_attributes(exchange.guidance, exchange.reply, exchange.fallbacks > 0)
+            _tracing.annotate(self, attributes)
+        return super()._forward_postprocess(completions, signature, **kwargs)
 
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
         state = super().dump_state(json_mode=json_mode)

@@ -155,3 +155,5 @@ EXTRACTION_INSTRUCTIONS = (
     "its successful result. If the requested outcome is not established, report that limitation honestly in "
     "the declared output fields. No tools are available during this extraction step."
 )
+
+DEMO_RESULT_NOT_SHOWN = "(The result of this call is not part of the example.)"

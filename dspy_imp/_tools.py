@@ -3,7 +3,9 @@
 Every problem with a call is an *observation* recorded as that call's error result (the
 sentences of reference Appendix B) and the loop goes on: a malformed call, an unknown
 tool, a policy refusal, invalid arguments, a tool that raises, an invalid ``submit`` or
-``finish_on`` result. Which calls run depends on the request: an ordinary step runs every
+``finish_on`` result. A call that runs no tool here (a refusal, ``submit``, a result a host
+supplied) is yielded as a ``DecidedCall``, so the driver reports it to tracers like a tool
+that ran. Which calls run depends on the request: an ordinary step runs every
 call; the last-text request runs only ``last_request_tools``; the forced request runs only
 ``submit``. Calls that are not run are listed, never recorded.
 """
@@ -19,7 +21,7 @@ from jsonschema import ValidationError, validate
 
 from . import _prompts
 from ._approval import Decisions, asks_approval
-from ._effects import Raised, RawCall, Returned, RunTool, RunTools
+from ._effects import DecidedCall, Raised, RawCall, Returned, RunTool, RunTools
 from ._kinds import PendingKind
 from ._records import PendingCall, ToolCall, ToolResult, now_iso
 from ._signature import SUBMIT, OutputSpec, Rejection
@@ -97,7 +99,7 @@ def run_calls(
     step_index: int,
     taken: set[str],
     decisions: Decisions | None = None,
-) -> Generator[RunTool | RunTools, Any, StepCalls]:
+) -> Generator[RunTool | RunTools | DecidedCall, Any, StepCalls]:
     """Check every call of a step, then run them; yields the tool runs to the driver.
 
     Every call is checked (policy included) before any runs. If one waits for a person or an
@@ -130,7 +132,9 @@ def run_calls(
     return done
 
 
-def _execute(ctx: CallContext, checked: list[_Checked], done: StepCalls) -> Generator[RunTool | RunTools, Any, None]:
+def _execute(
+    ctx: CallContext, checked: list[_Checked], done: StepCalls
+) -> Generator[RunTool | RunTools | DecidedCall, Any, None]:
     runs = [c for c in checked if c.runner is not None]
     outcomes: dict[str, Returned | Raised] = {}
     if ctx.parallel and len(runs) > 1:
@@ -144,6 +148,9 @@ def _execute(ctx: CallContext, checked: list[_Checked], done: StepCalls) -> Gene
         elif item.answer is not None:
             result = _returned(ctx, item.call, item.answer, done)
         assert result is not None
+        if item.runner is None:  # no tool ran here: reported, so tracers see it like a tool that ran
+            tool = ctx.roster.get(item.call.name or "")
+            yield DecidedCall(item.call, result, item.call.args, tool.desc if tool is not None else None)
         done.calls.append(item.call)
         done.results.append(result)
 

@@ -22,6 +22,7 @@ def test_all_is_sorted_and_exact():
         "ReActAdapter",
         "ReActV2",
         "StepError",
+        "ToolCallRejected",
         "Usage",
         "UsageLimits",
         "deadline",
@@ -29,6 +30,7 @@ def test_all_is_sorted_and_exact():
         "is_complete",
         "load_history",
         "redact_history",
+        "to_dspy_history",
     }
     assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
     assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)
