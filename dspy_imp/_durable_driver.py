@@ -41,7 +41,7 @@ from dbos import DBOS, StepOptions
 from . import _deadline
 from ._drivers import Effects, adrive, drive
 from ._durable_codec import decode_error, decode_outcome, decode_value, encode_error, encode_outcome, encode_value
-from ._effects import Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from ._effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
 from ._errors import StepError
 from ._machine import Turn
 from ._options import CALL_OPTIONS
@@ -136,8 +136,14 @@ def idempotency_key() -> str | None:
     return f"{workflow}:{step}" if position is None else f"{workflow}:{step}.{position}"
 
 
-def step_name(effect: ModelRequest | Extraction | RunTool | RunTools) -> str:
-    """What the step is called in DBOS's records (and checked against on replay)."""
+def step_name(effect: ModelRequest | Extraction | RunTool | RunTools | DecidedCall) -> str:
+    """What the step is called in DBOS's records (and checked against on replay).
+
+    A ``DecidedCall`` (a refused or rejected call, reported to tracers) is a step too, so a
+    replay does not report it twice.
+    """
+    if isinstance(effect, DecidedCall):
+        return f"dspy_imp.decided.{effect.call.name or 'malformed'}"
     if isinstance(effect, RunTool):
         return f"dspy_imp.tool.{effect.tool.name}"
     if isinstance(effect, RunTools):
