@@ -161,6 +161,17 @@ def test_tools_see_an_idempotency_key_stable_per_call(run: Any) -> None:
         run(AGENTS["look"], question="Where?", workflow_id=f"keys-{run.mode}")
     assert [seen["key"] for seen in SEEN] == [f"keys-{run.mode}:3", f"keys-{run.mode}:4"]
     assert durable.idempotency_key() is None
+    names = [step["function_name"] for step in DBOS.list_workflow_steps(f"keys-{run.mode}")]
+    assert names == [
+        "dspy_imp.clock",
+        "dspy_imp.request.step",
+        "dspy_imp.tool.look",
+        "dspy_imp.tool.look",
+        "dspy_imp.request.step",
+        "dspy_imp.decided.look",  # invalid arguments: no tool ran; its tracer report is recorded
+        "dspy_imp.request.step",
+        "dspy_imp.decided.submit",
+    ]
 
 
 def test_a_step_error_crosses_with_its_class_message_and_history(run: Any) -> None:
