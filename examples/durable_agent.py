@@ -3,12 +3,13 @@
 The turn refunds an order: it calls ``refund`` (a side effect: a line in ``ledger.txt``), then
 ``send_email``, then answers. Offline with a scripted model (no network)::
 
+    python examples/durable_agent.py                 # the whole story, in a temporary folder
     python examples/durable_agent.py run --crash     # SIGKILLs itself inside send_email
     python examples/durable_agent.py resume          # DBOS recovers the turn; refund is not run again
     python examples/durable_agent.py show refund-42  # the recorded outcome, by workflow id
 
-Everything is recorded in ``durable_agent.sqlite`` next to this file. On Postgres, start any
-number of these processes against one database::
+The commands record in ``durable_agent.sqlite`` and ``ledger.txt`` next to this file (``--dir``
+elsewhere). On Postgres, start any number of these processes against one database::
 
     DBOS_SYSTEM_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/agents python examples/durable_agent.py run
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +79,33 @@ def live_model() -> dspy.LM:
     return dspy.LM(model)
 
 
+def story() -> None:
+    """Run the turn in a process that gets killed, then resume it in a new one."""
+    print("model: scripted model (no network)")
+    with tempfile.TemporaryDirectory() as folder:
+        for command in (["run", "--crash"], ["resume"]):
+            print(f"$ python durable_agent.py {' '.join(command)}", flush=True)
+            done = subprocess.run([sys.executable, __file__, *command, "--dir", folder], check=False)
+            if done.returncode == -signal.SIGKILL:
+                print("(the process was killed: the turn is half done)")
+
+
 def main() -> None:
-    global CRASH
+    global CRASH, LEDGER
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "resume", "show"])
+    parser.add_argument("command", nargs="?", choices=["run", "resume", "show"])
     parser.add_argument("workflow_id", nargs="?", default="refund-42")
     parser.add_argument("--crash", action="store_true", help="die inside send_email")
+    parser.add_argument("--dir", type=Path, default=Path(__file__).parent, help="where the database and ledger live")
     parser.add_argument("--live", action="store_true", help="use DSPY_IMP_MODEL instead of the scripted model")
     args = parser.parse_args()
-    CRASH = args.crash
+    if args.command is None:
+        return story()
+    CRASH, LEDGER = args.crash, args.dir / "ledger.txt"
 
     # 1. Configure DBOS, 2. declare the durable agents, 3. launch: launch recovers interrupted turns.
-    DBOS(config=durable.config("durable_agent", log_level="WARNING"))
+    database = os.environ.get("DBOS_SYSTEM_DATABASE_URL") or f"sqlite:///{args.dir / 'durable_agent.sqlite'}"
+    DBOS(config=durable.config("durable_agent", system_database_url=database, log_level="WARNING"))
     program = dspy_imp.ReActV2("ticket -> reply", tools=[refund, send_email], finish="submit")
     agent = durable.DurableAgent(program, name="refunds")
     dspy.configure(lm=live_model() if args.live else scripted_model())
