@@ -35,6 +35,7 @@ from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
+from ._media import family_of, refuse_unsendable, tool_media_for
 from ._reasoning import blocks_of
 from ._render import render_request
 from ._route import Route, call_options, canonical_request, outputs_of, planned, replays_state, settle_options
@@ -57,6 +58,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     route: Route = field(default_factory=lambda: Route("custom"))
+    media_family: str = "other"
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     fallbacks: int = 0
@@ -206,6 +208,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.dialect = dialect_for(
             self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native
         )
+        exchange.media_family = family_of(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -228,9 +231,11 @@ class ReActAdapter(dspy.ChatAdapter):
             keep_reasoning=route.keeps_reasoning,
             replayed_kinds=route.replayed_kinds,
             dialect=exchange.dialect,
+            tool_media=tool_media_for(exchange.media_family),
         )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         exchange.messages = render_request(guidance, signature.instructions, demos, pending)
+        refuse_unsendable(exchange.messages, exchange.media_family)
         return exchange.messages
 
     def format_finetune_data(self, signature, demos, inputs, outputs):

@@ -4,13 +4,17 @@
 is local to the thread or task that set it and reaches the worker threads of
 ``dspy.Parallel`` and ``dspy.Evaluate``, which copy those overrides. A deadline inside
 another never extends it: the earlier end wins. The loop reads it before every request.
+
+A durable driver replays a turn from recorded results, so the time that decides the turn must
+replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
+records (epoch seconds), for the deadline and for ``returned_at``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import dspy
@@ -18,6 +22,7 @@ import dspy
 from ._errors import ConfigurationError
 
 _KEY = "dspy_imp_deadline"
+_CLOCK = "dspy_imp_clock"
 
 
 @contextlib.contextmanager
@@ -48,11 +53,11 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ConfigurationError(f"deadline `seconds` must be a number, got {seconds!r}")
-        return time.monotonic() + float(seconds)
+        return _now() + float(seconds)
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise ConfigurationError(f"deadline `at` must be an aware datetime, got naive {at!r}")
-        return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
+        return _now() + (at - utc_now()).total_seconds()
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise ConfigurationError(f"deadline `at` must be a datetime or a monotonic time, got {at!r}")
     return float(at)
@@ -66,10 +71,44 @@ def _end() -> float | None:
 def time_left() -> float | None:
     """Seconds left before the current deadline (may be negative), or ``None`` without one."""
     end = _end()
-    return None if end is None else end - time.monotonic()
+    return None if end is None else end - _now()
 
 
 def passed() -> bool:
     """Whether a deadline is set and has passed."""
     left = time_left()
     return left is not None and left <= 0
+
+
+@contextlib.contextmanager
+def recorded_clock(clock: Callable[[], float], end: float | None) -> Iterator[None]:
+    """Turns inside read ``clock()`` (epoch seconds) as the time, and end at ``end`` on that clock.
+
+    ``end`` replaces any outer deadline: the durable driver took it from the caller already.
+    """
+    with dspy.context(**{_CLOCK: clock, _KEY: end}):
+        yield
+
+
+@contextlib.contextmanager
+def reading(clock: Callable[[], float]) -> Iterator[None]:
+    """Inside a recorded turn, read ``clock`` (epoch seconds) instead: a durable step's live time."""
+    with dspy.context(**{_CLOCK: clock}):
+        yield
+
+
+def wall_end() -> float | None:
+    """The current deadline as epoch seconds (what a durable turn carries), or ``None``."""
+    left = time_left()
+    return None if left is None else time.time() + left
+
+
+def utc_now() -> datetime:
+    """The current UTC time, from the recorded clock when one is set."""
+    clock = dspy.settings.get(_CLOCK)
+    return datetime.now(UTC) if clock is None else datetime.fromtimestamp(clock(), UTC)
+
+
+def _now() -> float:
+    clock = dspy.settings.get(_CLOCK)
+    return time.monotonic() if clock is None else clock()

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from . import _prompts
 from ._kinds import FinishMode, HistoryReplay, RequestKind
+from ._media import ToolMedia
 from ._records import Step, ToolCall, ToolResult
 from ._signature import SUBMIT, field_description, type_words
 
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from ._dialect import Dialect
     from ._render_memo import RenderMemo
 
-ResultRenderer = Callable[[ToolCall, ToolResult], str]
+ResultRenderer = Callable[[ToolCall, ToolResult], Any]
+"""Returns a str, a media value (``dspy.Image``, ...) or a list of those (see ``_media``)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Guidance:
     keep_reasoning: bool = True
     replayed_kinds: frozenset[str] = frozenset()
     dialect: Dialect | None = None
+    tool_media: ToolMedia = "after"
     memo: RenderMemo | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -3,7 +3,9 @@
 ``dump_history`` turns a history into JSON-safe data that ``load_history`` restores, so a
 reloaded history sends byte-identical requests: call ids, parallel calls, results (values
 that are not JSON are stored as the text the model was shown), ``returned_at``, provider
-reasoning and notes all survive. ``redact_history`` returns a copy with credential-shaped
+reasoning and notes all survive. Media values (``dspy.Image``, ``dspy.Audio``, ``dspy.File``) are
+stored with their fields exactly as held, URLs and base64 as given, and come back as the same
+types. ``redact_history`` returns a copy with credential-shaped
 values replaced, for logs; never feed it back as the conversation.
 """
 
@@ -18,6 +20,7 @@ import dspy
 from dspy.adapters.utils import serialize_for_json
 
 from ._errors import ConfigurationError
+from ._media import dump_media, is_dumped_media, is_media, revive
 from ._records import _STEP_KEYS, coerce_history, make_history
 from ._redact import REDACTED, redact_text
 
@@ -42,7 +45,7 @@ def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
     for entry in entries:
         if not isinstance(entry, Mapping):
             raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
-    return make_history([dict(entry) for entry in entries])
+    return make_history([revive(dict(entry)) for entry in entries])
 
 
 def redact_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dspy.History:
@@ -77,6 +80,8 @@ def _json(value: Any) -> Any:
         return {str(k): _json(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_json(v) for v in value]
+    if is_media(value):
+        return dump_media(value)
     serialized = serialize_for_json(value)
     if serialized is value:
         return str(value)
@@ -88,6 +93,8 @@ def _redact(value: Any, key: str = "") -> Any:
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)
+    if is_dumped_media(value):
+        return value  # kept whole: base64 is not text to scan, and a URL is the media itself
     if isinstance(value, Mapping):
         return {k: _redact(v, k) for k, v in value.items()}
     if isinstance(value, list):
