@@ -28,6 +28,7 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
+from ._deadline import check_before_send
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
@@ -128,7 +129,9 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _current()
         guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
-        return render_request(guidance, signature.instructions, demos, pending)
+        messages = render_request(guidance, signature.instructions, demos, pending)
+        check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
+        return messages
 
     def parse(self, signature, completion):
         exchange = _current()

@@ -3,12 +3,15 @@
 ``deadline`` sets a monotonic end time in DSPy's settings overrides (``dspy.context``), so it
 is local to the thread or task that set it and reaches the worker threads of
 ``dspy.Parallel`` and ``dspy.Evaluate``, which copy those overrides. A deadline inside
-another never extends it: the earlier end wins. The loop reads it before every request.
+another never extends it: the earlier end wins. The loop reads it before every request,
+and ``check_before_send`` reads it again at the last moment before bytes leave
+(after rendering, a tool result renderer and any lazy import of the LM client).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -18,6 +21,13 @@ import dspy
 from ._errors import ConfigurationError
 
 _KEY = "dspy_imp_deadline"
+
+
+class DeadlinePassed(Exception):
+    """A request was about to leave after the deadline; it was not sent."""
+
+
+MAX_SECONDS = 10 * 365 * 24 * 3600.0  # ten years: every request's timeout stays a usable number
 
 
 @contextlib.contextmanager
@@ -31,6 +41,10 @@ def deadline(*, seconds: float | None = None, at: datetime | float | None = None
     Args:
         seconds: Time from now, in seconds.
         at: An aware ``datetime``, or a ``time.monotonic()`` value. Naive datetimes are refused.
+
+    Raises:
+        ConfigurationError: Both or neither given, a naive datetime, or a time that is not a
+            finite number or lies more than ten years away (NaN, infinity, ``1e308``).
 
     Example:
         >>> with dspy_imp.deadline(seconds=30):
@@ -48,14 +62,24 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ConfigurationError(f"deadline `seconds` must be a number, got {seconds!r}")
-        return time.monotonic() + float(seconds)
+        return time.monotonic() + _bounded("seconds", seconds, float(seconds))
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise ConfigurationError(f"deadline `at` must be an aware datetime, got naive {at!r}")
-        return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
+        return time.monotonic() + _bounded("at", at, (at - datetime.now(UTC)).total_seconds())
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise ConfigurationError(f"deadline `at` must be a datetime or a monotonic time, got {at!r}")
-    return float(at)
+    now = time.monotonic()
+    return now + _bounded("at", at, float(at) - now)
+
+
+def _bounded(name: str, value: object, seconds: float) -> float:
+    """``seconds`` from now, refused when it is not a number or lies beyond any usable timeout."""
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise ConfigurationError(
+            f"deadline `{name}` must be a finite time at most {MAX_SECONDS:.0f} s away, got {value!r}"
+        )
+    return seconds
 
 
 def _end() -> float | None:
@@ -73,3 +97,9 @@ def passed() -> bool:
     """Whether a deadline is set and has passed."""
     left = time_left()
     return left is not None and left <= 0
+
+
+def check_before_send() -> None:
+    """Raise ``DeadlinePassed`` when a deadline is set and has passed: the request is not sent."""
+    if passed():
+        raise DeadlinePassed("the deadline passed before the request was sent")

@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dspy
+from dspy.clients._litellm import get_litellm  # private: DSPy's one cached LiteLLM import
 
-from ._adapter import Exchange, ReActAdapter, current_exchange
+from ._adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from ._adapter import _recording as recording  # the step's reply recorder, reused for the extractor's
+from ._adapter import _ReplyRecorder as ReplyRecorder
+from ._deadline import check_before_send
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
+from ._failures import ContentFiltered
 from ._guidance import tool_listing
 from ._render import transcript
 from ._signature import make_extraction_signature
@@ -109,12 +114,20 @@ class Effects:
                 lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
             )
         predictor, kwargs = self._extraction_call(effect)
+        recorder = ReplyRecorder()
+
+        def extraction_scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(dspy.context(adapter=_extraction_adapter()))
+            stack.enter_context(recording(recorder))
+            return stack
+
         return _Job(
             lambda: predictor(**kwargs),
             lambda: predictor.acall(**kwargs),
-            _extracted,
-            Failed,
-            lambda: dspy.context(adapter=_extraction_adapter()),
+            lambda prediction: _filtered(recorder) or _extracted(prediction),
+            lambda error: _filtered(recorder) or Failed(error),
+            extraction_scope,
         )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
@@ -144,6 +157,10 @@ class Effects:
             kwargs["config"].pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "num_retries", None):
             lm = lm.copy(num_retries=0)
+        if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
+            # LiteLLM's first import takes seconds; DSPy does it inside the send, after the
+            # adapter's last deadline check. Paying it here keeps that check last.
+            get_litellm(feature="dspy.LM")
         kwargs["lm"] = lm
 
 
@@ -182,6 +199,13 @@ def _reply(exchange: Exchange) -> Reply | Failed:
     return exchange.reply
 
 
+def _filtered(recorder: ReplyRecorder) -> Failed | None:
+    """The extractor's reply was stopped by the provider's content filter (read, not parsed)."""
+    if not recorder.history or finish_reason_of(recorder.history[-1].get("response")) != "content_filter":
+        return None
+    return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"))
+
+
 def _extracted(prediction: dspy.Prediction) -> Extracted:
     return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
 
@@ -197,7 +221,7 @@ def _extraction_adapter() -> dspy.Adapter:
     base = configured.base if isinstance(configured, ReActAdapter) else configured
     callbacks = configured.callbacks if isinstance(configured, ReActAdapter) else None
     if base is None:
-        return dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
+        base = dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
     adapter = copy.copy(base)
     if callbacks is not None:
         adapter.callbacks = callbacks
@@ -210,14 +234,22 @@ def _extraction_adapter() -> dspy.Adapter:
 _SINGLE_CALLBACK: dict[type, type] = {}
 
 
-def _single_callback(cls: type) -> type:
-    """``cls`` with ``format``/``parse`` wrapped with callbacks once.
+def _single_callback(cls: type[Any]) -> type:
+    """``cls`` with ``format``/``parse`` wrapped with callbacks once, and the deadline read
+    again after ``format``.
 
     DSPy re-wraps them on every adapter subclass, so ``JSONAdapter.format`` fires
     ``on_adapter_format_start`` twice per request.
     """
     if cls not in _SINGLE_CALLBACK:
-        methods = {name: _innermost(getattr(cls, name)) for name in ("format", "parse")}
+        render = _innermost(cls.format)
+
+        def format(self: Any, *args: Any, **kwargs: Any) -> Any:
+            messages = render(self, *args, **kwargs)
+            check_before_send()  # the extractor's request never leaves after the deadline
+            return messages
+
+        methods = {"format": format, "parse": _innermost(cls.parse)}
         _SINGLE_CALLBACK[cls] = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__})
     return _SINGLE_CALLBACK[cls]
 

@@ -259,6 +259,8 @@ class Turn:
             if not isinstance(outcome, Failed):
                 return outcome
             error = outcome.error
+            if isinstance(error, _deadline.DeadlinePassed):  # caught right before the send: nothing left
+                return self._incomplete("deadline_exceeded")
             if is_fatal(error):
                 return Failure(error)
             if is_context_window(error):
@@ -322,6 +324,13 @@ class Turn:
             self.pending = {}
         self.steps.append(step)
         self.entries.append(to_entry(step))
+
+    def resumable_entries(self) -> list[Mapping[str, Any]]:
+        """The history a ``StepError`` carries: the call's inputs are kept even when the turn
+        failed before recording its first step, so ``history=error.history`` resumes it."""
+        if self.pending:
+            self._record(Step())
+        return self.entries
 
     def _incomplete(self, cause: TerminationCause, unexecuted: tuple = ()) -> Ending:
         """No answer. A passed deadline is named instead of the interruption (reference §4.2)."""

@@ -156,9 +156,9 @@ class ReActV2(dspy.Module):
         )
 
     def _conclude(self, turn: Turn, outcome: Ending | Failure) -> Prediction:
-        history = make_history(turn.entries)
         if isinstance(outcome, Failure):
-            raise StepError(outcome.error, history) from outcome.error
+            raise StepError(outcome.error, make_history(turn.resumable_entries())) from outcome.error
+        history = make_history(turn.entries)
         metadata = Metadata(
             history=history,
             termination_reason=outcome.reason,

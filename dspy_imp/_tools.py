@@ -10,6 +10,7 @@ call; the last-text request runs only ``last_request_tools``; the forced request
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,8 +20,12 @@ from jsonschema import ValidationError, validate
 
 from . import _prompts
 from ._effects import Raised, RawCall, Returned, RunTool
+from ._errors import error_text
 from ._records import ToolCall, ToolResult, now_iso
+from ._render import result_text
 from ._signature import SUBMIT, OutputSpec, Rejection
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 CallMode = Literal["step", "last_text", "forced"]
 
@@ -132,7 +137,10 @@ def _run_one(
     outcome = yield RunTool(ctx.runners[call.name], dict(call.args))
     if isinstance(outcome, Raised):
         return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name, _message(outcome.error))))
-    return _finish_hook(ctx, call, outcome.value, done)
+    value = readable_result(outcome.value)
+    if isinstance(value, Rejection):
+        return _error(call, Rejection("tool_error", _prompts.unreadable_result(call.name, value.sentence)))
+    return _finish_hook(ctx, call, value, done)
 
 
 def _refuse(ctx: CallContext, call: ToolCall, args: Any) -> Rejection | None:
@@ -152,7 +160,13 @@ def _policy_denial(ctx: CallContext, name: str, args: dict[str, Any]) -> Rejecti
     policy = ctx.policy
     if policy is None:
         return None
-    verdict = (name in policy) if isinstance(policy, frozenset) else policy(name, args)
+    if isinstance(policy, frozenset):
+        verdict: Any = name in policy
+    else:
+        try:
+            verdict = policy(name, args)
+        except Exception as exc:  # host code at the tool boundary: the call is refused, the turn goes on
+            return Rejection("tool_denied", _prompts.policy_failed(name, _message(exc)))
     if verdict is True:
         return None
     if isinstance(verdict, str) and verdict.strip():
@@ -201,6 +215,21 @@ def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls) 
     return _ok(call, value)
 
 
+def readable_result(value: Any) -> Any:
+    """``value`` if the model can be shown it as UTF-8 text; the text with lone surrogates
+    replaced when only its encoding fails; a ``Rejection`` saying why when it cannot be
+    rendered at all (a circular structure, a ``__str__`` that raises)."""
+    try:
+        text = result_text(value)
+    except (Exception, RecursionError) as exc:
+        return Rejection("tool_error", _message(exc))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return value
+
+
 def _ok(call: ToolCall, value: Any) -> ToolResult:
     return ToolResult(call.id, call.name, value, False, now_iso())
 
@@ -210,5 +239,5 @@ def _error(call: ToolCall, rejection: Rejection) -> ToolResult:
 
 
 def _message(error: BaseException) -> str:
-    text = " ".join(str(error).split())
+    text = " ".join(error_text(error).split())
     return text or type(error).__name__
