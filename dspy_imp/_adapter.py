@@ -32,6 +32,7 @@ from ._deadline import check_before_send
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._guidance import Guidance, roster_for_provider
+from ._nameless import UNNAMED, as_received
 from ._render import render_request
 from ._signature import STEP_CALLS, STEP_TEXT
 
@@ -198,9 +199,13 @@ def _from_call_dict(data: dict[str, Any]) -> RawCall:
 
 def _raw_call(provider_call: Any) -> RawCall:
     data = _provider_tool_call_to_tool_call_dict(provider_call)
-    name = data.get("name") or None
+    name = data.get("name") if data.get("name") != UNNAMED else None  # lm15 read it nameless (_nameless)
+    name = name or None
     return RawCall(
-        id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else jsonable(provider_call)
+        id=data.get("id") or None,
+        name=name,
+        args=data.get("args"),
+        received=None if name else as_received(jsonable(provider_call)),
     )
 
 

@@ -32,6 +32,7 @@ from ._deadline import check_before_send
 from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
 from ._failures import ContentFiltered
 from ._guidance import tool_listing
+from ._nameless import install as install_nameless_reader
 from ._render import transcript
 from ._signature import make_extraction_signature
 
@@ -75,6 +76,7 @@ class Effects:
 
     def __init__(self, program: ReActV2):
         self.program = program
+        install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:
         job = self._job(effect)
