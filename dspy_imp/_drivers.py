@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
+import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -160,10 +162,36 @@ class Effects:
         if no_retries and getattr(lm, "num_retries", None):
             lm = lm.copy(num_retries=0)
         if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
-            # LiteLLM's first import takes seconds; DSPy does it inside the send, after the
-            # adapter's last deadline check. Paying it here keeps that check last.
-            get_litellm(feature="dspy.LM")
+            _warm_litellm()
         kwargs["lm"] = lm
+
+
+# Modules LiteLLM (1.110) and DSPy import lazily inside the first send, after the adapter's
+# last deadline check; one that is missing or fails to import (another LiteLLM version) is skipped.
+_LAZY_SEND_MODULES = (
+    "dspy.clients.execution",
+    "httpcore",
+    "litellm._service_logger",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.spend_tracking.savings",
+    "litellm.llms.github_copilot.per_user_auth",
+    "litellm.llms.fal_ai.image_generation",
+    "litellm.llms.fal_ai.chat.transformation",
+    "litellm.llms.custom_httpx.aiohttp_transport",
+)
+
+
+@functools.cache
+def _warm_litellm() -> None:
+    """Pay LiteLLM's cold import (seconds) before the last deadline check, not after it.
+
+    DSPy imports LiteLLM inside the send, after the adapter read the deadline for the last
+    time; under a deadline that import alone sent requests seconds late.
+    """
+    get_litellm(feature="dspy.LM")
+    for name in _LAZY_SEND_MODULES:
+        with contextlib.suppress(Exception):  # best effort: the send imports what is missing
+            importlib.import_module(name)
 
 
 @contextlib.contextmanager
