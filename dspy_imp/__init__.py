@@ -6,26 +6,34 @@ reply. See the README and ``docs/``.
 """
 
 from ._adapter import ReActAdapter
+from ._approval import NeedsApproval
 from ._deadline import deadline
-from ._errors import ConfigurationError, StepError
+from ._errors import ConfigurationError, StepError, ToolCallRejected
 from ._history import dump_history, load_history, redact_history
 from ._module import ReActV2
 from ._prediction import Metadata, Prediction, is_complete
+from ._stock import to_dspy_history
 from ._tools import Finish
+from ._usage import Usage, UsageLimits
 
 __all__ = [
     "ConfigurationError",
     "Finish",
     "Metadata",
+    "NeedsApproval",
     "Prediction",
     "ReActAdapter",
     "ReActV2",
     "StepError",
+    "ToolCallRejected",
+    "Usage",
+    "UsageLimits",
     "deadline",
     "dump_history",
     "is_complete",
     "load_history",
     "redact_history",
+    "to_dspy_history",
 ]
 
 __version__ = "0.1.0"

@@ -4,8 +4,10 @@ The loop hands each request's ``Guidance`` to the adapter through a context vari
 private keys in ``config``, which could reach the provider or flip ``engine="auto"`` to
 LiteLLM). The adapter
 
-- sends the tool roster natively and leaves ``tool_choice`` as the loop chose it, and never
-  lets DSPy add ``reasoning_effort`` behind the loop's back;
+- sends the tool roster natively (or asks for written calls) and leaves ``tool_choice`` as the
+  loop chose it; adds the base adapter's request options and, on ordinary requests to an LM
+  that supports reasoning, ``reasoning_effort="low"`` as ``dspy.ReActV2`` does, unless the
+  request or the LM sets it;
 - renders the messages with ``_render`` (one ``on_adapter_format_start`` callback per
   request: ``format`` is wrapped once, and the parent's wrapped ``format`` is never called);
 - reads the raw reply (text, provider tool calls with their ids, reasoning content) before
@@ -28,9 +30,11 @@ import dspy
 from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
+from . import _tracing
 from ._deadline import check_before_send
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
+from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
 from ._nameless import UNNAMED, as_received
 from ._render import render_request
@@ -39,12 +43,23 @@ from ._signature import STEP_CALLS, STEP_TEXT
 
 @dataclass
 class Exchange:
-    """One request in flight: the guidance in, the raw reply out."""
+    """One request in flight: the guidance, options and pinned LM in; the raw reply out.
+
+    ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
+    ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
+    applied by the adapter, so they never appear among the step predictor's inputs.
+    ``fallbacks`` counts the times DSPy's JSON fallback re-sent the request.
+    """
 
     guidance: Guidance
+    config: Mapping[str, Any] = field(default_factory=dict)
+    lm: Any = None
     reply: Reply | None = None
     dialect: Dialect | None = None
     keep_reasoning: bool = True
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    fallbacks: int = 0
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -61,31 +76,75 @@ class ReActAdapter(dspy.ChatAdapter):
     """The adapter that renders ``dspy_imp.ReActV2`` steps.
 
     You rarely build one: the loop wraps whatever adapter you configured. Configure it
-    yourself only to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``).
+    yourself to pass callbacks (``dspy.configure(adapter=dspy_imp.ReActAdapter(callbacks=[...]))``),
+    to force written calls (``ReActAdapter(dspy.ChatAdapter(), native_calls=False)``), or as
+    ``BootstrapFinetune``'s adapter, whose data is then each step's request as sent and its reply.
 
     A step the model answered in a format that cannot be read (a written-calls reply with
     broken JSON, say) gets DSPy's JSON fallback, as with ``ChatAdapter``: one more request,
     rendered by this adapter in JSON, so the guidance, the history rendering and the tool
-    result renderer are the same. A JSON base has no fallback; the extractor never has one.
+    result renderer are the same. A JSON base has no fallback, nor a base built with
+    ``use_json_adapter_fallback=False``; the extractor never has one.
+
+    The base's request options reach every step request: ``parallel_tool_calls`` (native
+    calls) and a ``JSONAdapter``'s ``response_format``. An LM that supports reasoning gets
+    ``reasoning_effort="low"`` on ordinary requests, as with ``dspy.ReActV2``, unless the
+    request's config or ``lm.kwargs`` sets it (``None`` turns it off).
 
     Args:
         base: The adapter whose format the steps follow, and which serves every call that is
             not a loop step. Defaults to a plain ``dspy.ChatAdapter``.
         callbacks: Adapter callbacks; defaults to ``base``'s.
+        native_calls: ``False`` makes the model write its calls as text even when it supports
+            native calls; ``True`` or ``None`` (default) uses native calls when the LM supports
+            them (``None`` also follows a ``JSONAdapter(use_native_function_calling=False)`` base).
     """
 
-    def __init__(self, base: dspy.Adapter | None = None, callbacks: list[Any] | None = None):
+    native_calls: bool | None = None
+
+    def __init__(
+        self,
+        base: dspy.Adapter | None = None,
+        callbacks: list[Any] | None = None,
+        *,
+        native_calls: bool | None = None,
+    ):
         if isinstance(base, ReActAdapter):
+            native_calls = base.native_calls if native_calls is None else native_calls
             base = base.base
         super().__init__(
             callbacks=callbacks if callbacks is not None else getattr(base, "callbacks", None),
             use_native_function_calling=True,
-            use_json_adapter_fallback=not isinstance(base, dspy.JSONAdapter),
+            use_json_adapter_fallback=_json_fallback(base),
+            parallel_tool_calls=getattr(base, "parallel_tool_calls", None),
         )
         self.base: dspy.Adapter | None = base
+        self.native_calls = native_calls
+        self.fallback = False  # True on the adapter DSPy's JSON fallback sends through
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
-        return ReActAdapter(base=dspy.JSONAdapter(), callbacks=self.callbacks)
+        exchange = _EXCHANGE.get()
+        if exchange is not None:  # counted as its own request in the turn's usage
+            exchange.fallbacks += 1
+        base = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
+        fallback = ReActAdapter(base=base, callbacks=self.callbacks, native_calls=self.native_calls)
+        fallback.fallback = True
+        return fallback
+
+    def uses_native_calls(self, lm: Any) -> bool:
+        """Native calls when the LM supports them, unless this adapter or its base says written.
+
+        ``native_calls=False`` forces written calls. A base adapter's
+        ``use_native_function_calling=False`` is followed where it is a choice: on
+        ``JSONAdapter``, whose default is native. ``ChatAdapter``/``XMLAdapter`` default to
+        ``False``, so there the flag cannot tell a choice from the default and the LM decides.
+        """
+        if not lm.supports_function_calling:
+            return False
+        if self.native_calls is not None:
+            return self.native_calls
+        base = self.base
+        return not (isinstance(base, dspy.JSONAdapter) and base.use_native_function_calling is False)
 
     # -- the call ----------------------------------------------------------------------------
 
@@ -95,7 +154,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+            values = super().__call__(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -105,7 +164,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+            values = await super().acall(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
         _note_finish_reason(exchange, recorder)
         return values
 
@@ -113,26 +172,41 @@ class ReActAdapter(dspy.ChatAdapter):
 
     def _call_preprocess(self, lm, lm_kwargs, signature, inputs):
         exchange = _current()
-        native = bool(lm.supports_function_calling)
+        native = self.uses_native_calls(lm)
         task = exchange.guidance.task
         exchange.dialect = dialect_for(
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
         exchange.keep_reasoning = _carries_reasoning(lm)
         if native:
-            lm_kwargs["tools"] = roster_for_provider(exchange.guidance.roster)
+            lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
+            if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
+                lm_kwargs["parallel_tool_calls"] = self.parallel_tool_calls
         else:
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
                 lm_kwargs.pop(key, None)
+        if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
+            _json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
         return signature
 
     def format(self, signature, demos, inputs):
         exchange = _current()
+        if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
+            _tracing.annotate(self, _tracing.request_attributes("json_fallback"))
         guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
-        messages = render_request(guidance, signature.instructions, demos, pending)
+        exchange.messages = render_request(guidance, signature.instructions, demos, pending)
         check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
-        return messages
+        return exchange.messages
+
+    def format_finetune_data(self, signature, demos, inputs, outputs):
+        """A traced loop step as the request the loop sent and its reply (``_finetune``);
+        anything else as the base adapter would format it."""
+        request = sent_request(outputs)
+        if request is not None:
+            return training_example(request)
+        return (self.base or dspy.ChatAdapter()).format_finetune_data(signature, demos, inputs, outputs)
 
     def parse(self, signature, completion):
         exchange = _current()
@@ -166,6 +240,48 @@ class ReActAdapter(dspy.ChatAdapter):
             reasoning_details=output.get("reasoning_details"),
         )
         return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
+
+
+def _json_fallback(base: dspy.Adapter | None) -> bool:
+    """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
+    the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
+    if base is None:
+        return True
+    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
+        return False
+    return bool(base.use_json_adapter_fallback)
+
+
+def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], dialect: Dialect) -> None:
+    """The ``response_format`` a ``JSONAdapter`` sends, for the fields the step is shown.
+
+    Written calls get JSON mode, as DSPy gives a ``ToolCalls`` field written as text (a strict
+    schema cannot describe free-form call arguments). Otherwise DSPy's private
+    ``_prepare_response_format`` decides between a structured schema and JSON mode from the
+    LM's capabilities; it is reused rather than copied.
+    """
+    if dialect.calls_field is not None:
+        if "response_format" in lm.supported_params:
+            lm_kwargs["response_format"] = {"type": "json_object"}
+        return
+    base._prepare_response_format(lm, lm_kwargs, dialect.display)
+
+
+def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:
+    """``reasoning_effort="low"`` on an ordinary request to an LM that supports reasoning, as
+    ``dspy.ReActV2`` sends it (its thought is a ``dspy.Reasoning`` field).
+
+    An explicit setting wins: in the request's config (the forced requests set ``None``) or in
+    ``lm.kwargs``, ``None`` included. DSPy's own exception is kept: GPT-5 models on the Chat
+    Completions API return no reasoning content, so nothing is sent to them.
+    """
+    if kind not in ("step", "last_text") or "reasoning_effort" in lm_kwargs:
+        return
+    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not getattr(lm, "supports_reasoning", False):
+        return
+    if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
+        return
+    lm_kwargs["reasoning_effort"] = "low"
 
 
 def _carries_reasoning(lm: Any) -> bool:

@@ -27,9 +27,11 @@ from typing import Any
 import dspy
 import json_repair
 from dspy.adapters.chat_adapter import field_header_pattern
+from dspy.utils.exceptions import AdapterParseError
 
 from . import _prompts
 from ._effects import RawCall
+from ._markup import find_fields, without_markers
 from ._signature import STEP_CALLS, STEP_TEXT
 
 Message = dict[str, Any]
@@ -50,12 +52,19 @@ class Dialect:
         """Native calls with a Chat-style adapter: plain text, no markers."""
         return self.native and not isinstance(self.base, dspy.JSONAdapter | dspy.XMLAdapter)
 
+    @property
+    def two_step(self) -> bool:
+        """``TwoStepAdapter``: free text for the main LM, fields read by its extraction model."""
+        return isinstance(self.base, dspy.TwoStepAdapter)
+
     # -- writing ------------------------------------------------------------------------------
 
     def system(self, objective: str) -> str | None:
         """The field description and structure of the adapter, then the objective (``None``: plain)."""
         if self.plain:
             return None
+        if self.two_step:
+            return f"{self.base.format_task_description(self.display.with_instructions(''))}\n{objective}"
         return (
             f"{self.base.format_field_description(self.display)}\n"
             f"{self.base.format_field_structure(self.display)}\n"
@@ -93,10 +102,10 @@ class Dialect:
             messages.append({"role": "user", "content": content})
         if self.plain:
             return messages
-        requirement = self.base.user_message_output_requirements(self.display)
+        requirement = "" if self.two_step else self.base.user_message_output_requirements(self.display)
         if not self.native:
             tools = self.base.format_user_message_content(self.display, {"tools": list(listing)})
-            requirement = f"{tools}\n\n{requirement}"
+            requirement = f"{tools}\n\n{requirement}" if requirement else tools
         messages.append({"role": "user", "content": requirement})
         return messages
 
@@ -105,18 +114,38 @@ class Dialect:
     def read(self, completion: str) -> tuple[str | None, tuple[RawCall, ...]]:
         """The step's text and written calls from a reply's text.
 
-        Plain text with none of the format's structure is the text field; a reply in the
-        format is parsed by the adapter, and one that uses it but cannot be read raises
-        ``AdapterParseError`` (a ``parse_error`` interruption).
+        Plain text with none of the format's structure is the text field. A reply in the
+        format is parsed by the adapter; one it cannot parse is read leniently in any of
+        DSPy's formats (``_markup``): the text field if written, the calls if written, even
+        in native mode, so calls in a readable shape run and markup never becomes the text.
+        A reply that writes neither raises ``ValueError`` (an ``AdapterParseError`` for the
+        adapter: a ``parse_error`` interruption), except in plain native mode, where its text
+        without the markers is the text field.
         """
-        if not _structured(completion, self):
+        if self.two_step and not self.native:
+            return self._fields(_innermost(type(self.base).parse)(self.base, self.reading, completion))
+        names = (self.text_field, self.calls_field or STEP_CALLS, STEP_TEXT)
+        if not _structured(completion, self) and find_fields(completion, names) is None:
             return completion, ()
-        if self.plain:  # free text: a text field written in markers is read, anything else kept whole
-            return _marked_field(completion, self.text_field), ()
-        parse = _innermost(type(self.base).parse)
-        fields = parse(self.base, self.reading, completion)
-        text = fields.get(self.text_field)
-        calls = read_written_calls(fields.get(self.calls_field)) if self.calls_field else ()
+        if not self.plain:
+            try:
+                return self._fields(_innermost(type(self.base).parse)(self.base, self.reading, completion))
+            except AdapterParseError as exc:
+                lenient = find_fields(completion, names)
+                if lenient is None:
+                    raise ValueError(str(exc)) from exc
+                return self._fields(lenient)
+        found = find_fields(completion, names)
+        if found is None:
+            return without_markers(completion), ()
+        return self._fields(found)
+
+    def _fields(self, fields: Mapping[str, Any]) -> tuple[str | None, tuple[RawCall, ...]]:
+        text = fields.get(self.text_field, fields.get(STEP_TEXT))
+        raw_calls = fields.get(self.calls_field or STEP_CALLS)
+        calls = read_written_calls(raw_calls) if raw_calls is not None else ()
+        if text is None and raw_calls is None:
+            raise ValueError(f"the reply writes neither `{self.text_field}` nor `{self.calls_field or STEP_CALLS}`")
         return (None if text is None else str(text)), calls
 
 
@@ -152,20 +181,6 @@ def _structured(completion: str, dialect: Dialect) -> bool:
         names = (dialect.text_field, dialect.calls_field)
         return any(f"<{n}>" in completion for n in names if n)
     return any(field_header_pattern.match(line.strip()) for line in completion.splitlines())
-
-
-def _marked_field(completion: str, name: str) -> str:
-    sections: dict[str | None, list[str]] = {}
-    current: str | None = None
-    for line in completion.splitlines():
-        match = field_header_pattern.match(line.strip())
-        if match:
-            current = match.group(1)
-            rest = line.strip()[match.end() :].strip()
-            sections.setdefault(current, [rest] if rest else [])
-            continue
-        sections.setdefault(current, []).append(line)
-    return "\n".join(sections[name]).strip() if name in sections else completion
 
 
 def _innermost(function: Any) -> Any:
@@ -212,5 +227,3 @@ def jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
-
-

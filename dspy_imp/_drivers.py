@@ -2,7 +2,13 @@
 
 ``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
 send one request through the program's inner predictor (so traces, callbacks and usage
-work as for any DSPy predictor), run one tool, or ask the extractor.
+work as for any DSPy predictor), run one tool or several at once, report a call that ran no
+tool to DSPy's tool callbacks (``_tracing``), or ask the extractor. Each request's answer
+carries the usage DSPy recorded for its model calls (``_usage``).
+
+``RunTools`` runs its calls concurrently: asyncio tasks under ``adrive`` (a sync tool in a
+worker thread), a bounded thread pool under ``drive``; each run sees the caller's DSPy
+context, and each failure is that call's own ``Raised``.
 
 The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
 the failed request's error, passed unchanged to the machine (which ends the turn with a
@@ -14,29 +20,49 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import functools
 import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import dspy
 from dspy.clients._litellm import get_litellm  # private: DSPy's one cached LiteLLM import
 
+from . import _tracing
 from ._adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
-from ._adapter import _recording as recording  # the step's reply recorder, reused for the extractor's
-from ._adapter import _ReplyRecorder as ReplyRecorder
 from ._deadline import check_before_send
-from ._effects import Extracted, Extraction, Failed, ModelRequest, Raised, Reply, Returned, RunTool, Sleep
+from ._effects import (
+    DecidedCall,
+    Extracted,
+    Extraction,
+    Failed,
+    ModelRequest,
+    Raised,
+    Reply,
+    Returned,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from ._failures import ContentFiltered
+from ._finetune import attach
 from ._guidance import tool_listing
 from ._nameless import install as install_nameless_reader
+from ._predicted import reply_from_prediction
+from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
+from ._usage import Recorder, measured, recording
+
+MAX_TOOL_THREADS = 8
+"""The sync driver's bound on tools running at once for one ``RunTools``."""
 
 if TYPE_CHECKING:
     from ._module import ReActV2
@@ -81,6 +107,8 @@ class Effects:
         install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return self._run_tools(effect)
         job = self._job(effect)
         with job.scope():
             try:
@@ -90,6 +118,8 @@ class Effects:
         return job.done(value)
 
     async def aperform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
         job = self._job(effect)
         with job.scope():
             try:
@@ -98,72 +128,122 @@ class Effects:
                 return job.failed(exc)
         return job.done(value)
 
+    def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
+        with ThreadPoolExecutor(max_workers=min(len(effect.runs), MAX_TOOL_THREADS)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, self.perform, run) for run in effect.runs]
+            return tuple(future.result() for future in futures)
+
+    async def _arun_tool(self, run: RunTool) -> Any:
+        if _async_tool(run.tool):
+            return await self.aperform(run)
+        return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
+
     def _job(self, effect: Any) -> _Job:
         if isinstance(effect, RunTool):
             tool, args = effect.tool, effect.args
-            return _Job(lambda: _run_sync(tool, args), lambda: tool.acall(**args), Returned, Raised)
+            return _Job(
+                lambda: _run_sync(tool, args),
+                lambda: tool.acall(**args),
+                lambda value: Returned(value, now_iso()),
+                lambda error: Raised(error, now_iso()),
+            )
+        if isinstance(effect, DecidedCall):
+            renderer = self.program.options.tool_result_renderer
+            report, areport = _tracing.report, _tracing.areport
+            return _Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), _nothing, _reraise)
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
         if isinstance(effect, ModelRequest):
-            kwargs, exchange = self._step_call(effect)
-            react = self.program.react
-
-            def scope() -> AbstractContextManager[Any]:
-                stack = contextlib.ExitStack()
-                stack.enter_context(_exchanging(exchange))
-                stack.enter_context(dspy.context(adapter=_step_adapter()))
-                return stack
-
-            return _Job(
-                lambda: react(**kwargs), lambda: react.acall(**kwargs), lambda _: _reply(exchange), Failed, scope
-            )
+            return self._step_job(effect)
         predictor, kwargs = self._extraction_call(effect)
-        recorder = ReplyRecorder()
+        recorder = Recorder()
 
-        def extraction_scope() -> AbstractContextManager[Any]:
+        def scope() -> AbstractContextManager[Any]:
             stack = contextlib.ExitStack()
-            stack.enter_context(dspy.context(adapter=_extraction_adapter()))
             stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_extraction_adapter()))
             return stack
+
+        def usage() -> Any:
+            return measured("extraction", recorder.history, 0)
 
         return _Job(
             lambda: predictor(**kwargs),
             lambda: predictor.acall(**kwargs),
-            lambda prediction: _filtered(recorder) or _extracted(prediction),
-            lambda error: _filtered(recorder) or Failed(error),
-            extraction_scope,
+            lambda prediction: _filtered(recorder, usage) or replace(_extracted(prediction), usage=usage()),
+            lambda error: _filtered(recorder, usage) or Failed(error, usage()),
+            scope,
+        )
+
+    def _step_job(self, effect: ModelRequest) -> _Job:
+        kwargs, exchange = self._step_call(effect)
+        react, recorder = self.program.react, Recorder()
+
+        def scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(_exchanging(exchange))
+            stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_step_adapter(effect.fallback)))
+            return stack
+
+        def usage() -> Any:
+            return measured(effect.guidance.kind, recorder.history, exchange.fallbacks)
+
+        return _Job(
+            lambda: react(**kwargs),
+            lambda: react.acall(**kwargs),
+            lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
+            lambda error: Failed(error, usage()),
+            scope,
         )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
+        """The step predictor's inputs, and the request's options and LM on the exchange.
+
+        The options and a pinned LM travel on the exchange (the adapter applies them), not as
+        ``config=``/``lm=`` arguments: tracers record a predictor's arguments as its inputs.
+        """
         kwargs: dict[str, Any] = dict(effect.pending)
-        kwargs.update(
-            history=effect.guidance.history,
-            tools=tool_listing(effect.guidance.roster),
-            config=dict(effect.config),
-        )
-        self._pin_lm(kwargs, effect.no_retries)
-        return kwargs, Exchange(effect.guidance)
+        kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
+        config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
+        return kwargs, Exchange(effect.guidance, config=config, lm=lm)
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
         instructions = self.program.react.signature.instructions
         signature = make_extraction_signature(self.program.signature, instructions)
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
-        kwargs["config"] = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
-        self._pin_lm(kwargs, effect.no_retries)
-        return dspy.ChainOfThought(signature), kwargs
+        options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
+        config, lm = self._pin_lm(options, effect.no_retries)
+        extractor = Extractor(signature, **config)  # built per request: its options are its own
+        if lm is not None:
+            extractor.set_lm(lm)
+        return extractor, kwargs
 
-    def _pin_lm(self, kwargs: dict[str, Any], no_retries: bool) -> None:
-        """Under a deadline: no DSPy retries (the machine retries while time remains)."""
+    def _pin_lm(self, config: dict[str, Any], no_retries: bool) -> tuple[dict[str, Any], dspy.BaseLM | None]:
+        """The request's options, and under a deadline an LM without DSPy's retries (the machine
+        retries while time remains); ``None`` when the configured LM serves as it is."""
         lm = self.program.react.lm or dspy.settings.lm
         if lm is None:
-            return
+            return config, None
         if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
-            kwargs["config"].pop("timeout", None)  # a custom engine owns its connection and timeouts
-        if no_retries and getattr(lm, "num_retries", None):
-            lm = lm.copy(num_retries=0)
+            config.pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
             _warm_litellm()
-        kwargs["lm"] = lm
+        if no_retries and getattr(lm, "num_retries", None):
+            return config, lm.copy(num_retries=0)
+        return config, None
+
+
+class Extractor(dspy.ChainOfThought):
+    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``."""
+
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        _tracing.annotate(self, _tracing.request_attributes("extraction"))
+        return super().forward(**kwargs)
+
+    async def aforward(self, **kwargs: Any) -> dspy.Prediction:
+        _tracing.annotate(self, _tracing.request_attributes("extraction"))
+        return await super().aforward(**kwargs)
 
 
 # Modules LiteLLM (1.110) and DSPy import lazily inside the first send, after the adapter's
@@ -219,30 +299,46 @@ def _reraise(error: Exception) -> Any:
 
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
+    return _async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _async_tool(tool: dspy.Tool) -> bool:
     function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
-    return inspect.iscoroutinefunction(function) and not dspy.settings.allow_tool_async_sync_conversion
+    return inspect.iscoroutinefunction(function)
 
 
-def _reply(exchange: Exchange) -> Reply | Failed:
-    if exchange.reply is None:
+def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
+    """The raw reply the adapter captured, else the step the returned prediction carries."""
+    if exchange.reply is not None:
+        attach(prediction, exchange.messages, exchange.tools, exchange.dialect, exchange.reply)
+        return exchange.reply
+    try:
+        reply = reply_from_prediction(prediction)
+    except ValueError as exc:  # calls in a shape that cannot be read
+        return Failed(exc)
+    if reply is None:
         return Failed(RuntimeError("the step request returned without a reply"))
-    return exchange.reply
+    return reply
 
 
-def _filtered(recorder: ReplyRecorder) -> Failed | None:
+def _filtered(recorder: Recorder, usage: Callable[[], Any]) -> Failed | None:
     """The extractor's reply was stopped by the provider's content filter (read, not parsed)."""
     if not recorder.history or finish_reason_of(recorder.history[-1].get("response")) != "content_filter":
         return None
-    return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"))
+    return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"), usage())
 
 
 def _extracted(prediction: dspy.Prediction) -> Extracted:
     return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
 
 
-def _step_adapter() -> ReActAdapter:
+def _step_adapter(fallback: bool = True) -> ReActAdapter:
     configured = dspy.settings.adapter
-    return configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+    adapter = configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+    if not fallback and adapter.use_json_adapter_fallback:  # a usage limit leaves no room for a second request
+        adapter = copy.copy(adapter)
+        adapter.use_json_adapter_fallback = False
+    return adapter
 
 
 def _extraction_adapter() -> dspy.Adapter:

@@ -7,7 +7,12 @@ loop logic::
     ModelRequest -> Reply | Failed        one request to the step predictor
     Extraction   -> Extracted | Failed    one request to the tool-less extractor
     RunTool      -> Returned | Raised     one tool call
+    DecidedCall  -> None                  a call decided without running a tool, reported to tracers
+    RunTools     -> tuple[Returned | Raised, ...]
+                                          several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
+
+A request's answer carries ``usage``: the model calls it took, as the LM reported them.
 """
 
 from __future__ import annotations
@@ -20,14 +25,19 @@ import dspy
 
 from ._guidance import Guidance
 from ._kinds import TerminationCause, TerminationReason
+from ._records import PendingCall, ToolCall, ToolResult
+from ._usage import RequestUsage
 
 
 @dataclass(frozen=True)
 class ModelRequest:
+    """One step request. ``fallback``: whether DSPy's JSON fallback may send a second one."""
+
     guidance: Guidance
     pending: Mapping[str, Any]
     config: Mapping[str, Any]
     no_retries: bool = False
+    fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,27 @@ class Extraction:
 class RunTool:
     tool: dspy.Tool
     args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DecidedCall:
+    """A call that ran no tool (refused, unknown, malformed, rejected arguments, ``submit``).
+
+    The driver reports it through DSPy's tool callbacks (``_tracing``), so tracers and status
+    messages see every call the model made. ``args`` are the arguments as the model sent them.
+    """
+
+    call: ToolCall
+    result: ToolResult
+    args: Any
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Calls of one reply run concurrently; one failing or slow call cancels none of the others."""
+
+    runs: tuple[RunTool, ...]
 
 
 @dataclass(frozen=True)
@@ -68,6 +99,7 @@ class Reply:
     reasoning_content: str | None = None
     reasoning_details: Any = None
     finish_reason: str | None = None
+    usage: tuple[RequestUsage, ...] = ()
 
     @property
     def said_something(self) -> bool:
@@ -77,21 +109,27 @@ class Reply:
 @dataclass(frozen=True)
 class Extracted:
     outputs: Mapping[str, Any]
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)
 class Failed:
     error: BaseException
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)
 class Returned:
+    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver."""
+
     value: Any
+    at: str | None = None
 
 
 @dataclass(frozen=True)
 class Raised:
     error: BaseException
+    at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +143,7 @@ class Ending:
     finished_by_tool: str | None = None
     unexecuted: tuple[Mapping[str, Any], ...] = ()
     finish_reason: str | None = None
+    pending: tuple[PendingCall, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 The tree is small on purpose: expected ends of a turn (a step limit, a deadline, a full
 context window, a model that never answered usefully) are *data* on the prediction's
-metadata, never exceptions. Only two things raise::
+metadata, never exceptions. Only two things raise to a caller::
 
     ValueError
     └── ConfigurationError   bad option, bad input or bad saved state, raised before any request
     Exception
-    └── StepError            the turn could not get a model response; carries the history so far
+    ├── StepError            the turn could not get a model response; carries the history so far
+    └── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import dspy
+
+    from ._usage import Usage
 
 
 class ConfigurationError(ValueError):
@@ -41,11 +44,14 @@ class StepError(Exception):
         reason: The failed request's error, unchanged (also chained as ``__cause__``).
         history: A ``dspy.History`` with everything recorded up to the failure: every tool
             that ran, with its result. Pass it back as ``history=`` to resume the turn.
+        usage: What the turn's requests used up to the failure (a ``dspy_imp.Usage``), or
+            ``None`` when the error was not raised by a turn.
     """
 
-    def __init__(self, reason: BaseException | str, history: dspy.History):
+    def __init__(self, reason: BaseException | str, history: dspy.History, usage: Usage | None = None):
         self.reason = reason
         self.history = history
+        self.usage = usage
         super().__init__(f"ReActV2 turn got no model response: {_describe(reason)}")
 
     def __repr__(self) -> str:
@@ -54,7 +60,28 @@ class StepError(Exception):
         return f"StepError(reason={_describe(self.reason)!r}, history: {count} {noun})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (_picklable(self.reason), self.history))
+        return (type(self), (_picklable(self.reason), self.history, self.usage))
+
+
+class ToolCallRejected(Exception):
+    """A tool call that ended in an error without its tool running here, as DSPy's tool
+    callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid
+    arguments, invalid ``submit``, or an error result a host supplied (``results=``).
+
+    The loop reports such a call through a stand-in ``dspy.Tool`` that raises this; the turn
+    goes on (the model reads the observation). It is never raised to a caller.
+
+    Attributes:
+        kind: The rejection's kind: ``tool_denied``, ``unknown_tool``, ``malformed_tool_call``,
+            ``missing_required``, ``schema_validation``, ``tool_error``, or a ``submit``
+            validation kind.
+
+    The message is the observation the model read (the tool message's text).
+    """
+
+    def __init__(self, kind: str, observation: str):
+        super().__init__(observation)
+        self.kind = kind
 
 
 def _picklable(reason: BaseException | str) -> BaseException | str:

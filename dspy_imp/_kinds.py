@@ -25,7 +25,7 @@ HistoryReplay = Literal["trajectory", "actions"]
 """
 
 TerminationReason = Literal[
-    "answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete"
+    "answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete", "paused"
 ]
 """How a turn ended; see ``docs/termination.md``."""
 
@@ -36,11 +36,24 @@ TerminationCause = Literal[
     "empty_tool_calls",
     "context_window_exceeded",
     "deadline_exceeded",
+    "usage_limit_exceeded",
 ]
 """Why a turn was interrupted (absent when it was not)."""
 
 RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction"]
 """Which request of the turn is being sent."""
+
+UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "json_fallback"]
+"""How ``metadata.usage`` counts a model call: a request kind, or DSPy's JSON fallback for a step."""
+
+PendingKind = Literal["approval", "external"]
+"""Why a call waits in a paused turn.
+
+- ``"approval"``: a person must approve it (``tool_policy`` answered ``dspy_imp.NeedsApproval()``,
+  or the tool is named in ``needs_approval``); resume with ``approvals={id: ...}``.
+- ``"external"``: the host runs it elsewhere (the tool is named in ``external_tools``); resume
+  with ``results={id: ...}``.
+"""
 
 FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
 HISTORY_REPLAYS: tuple[str, ...] = get_args(HistoryReplay)

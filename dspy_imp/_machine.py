@@ -10,29 +10,41 @@ State, all local to one call: ``steps`` (recorded this call), ``pending`` (the c
 inputs not yet attached to a recorded step), ``step_index`` (ordinary requests sent),
 ``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
 ``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
-``projection`` (leading prior entries left out after a context-window refusal, ``_projection``).
+``projection`` (leading prior entries left out after a context-window refusal, ``_projection``),
+``meter`` (the model calls sent so far and the usage limits, ``_usage``).
+
+A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
+approvals or external results, ``_approval``) first answers that step's calls with the
+caller's decisions, then goes on like any turn. A step whose calls need a decision records
+the reply with its pending calls and ends ``"paused"``; none of its calls runs.
 
 Invariants: the caller's history is never mutated; every recorded step is appended
-once, in order; no request is sent once the deadline has passed; a turn ends exactly once,
-as an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
+once, in order; no request is sent once the deadline has passed or a usage limit is
+reached; every call of a recorded step is answered before the next request (a paused step
+ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure``
+(becomes ``StepError``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _deadline
+from ._approval import Decisions
 from ._effects import (
+    DecidedCall,
     Ending,
     Extracted,
     Extraction,
     Failed,
     Failure,
     ModelRequest,
+    RawCall,
     Reply,
     RunTool,
+    RunTools,
     Sleep,
 )
 from ._failures import (
@@ -52,8 +64,9 @@ from ._projection import Projection
 from ._records import Step, make_history, to_entry
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
+from ._usage import Meter, RequestUsage
 
-Effect = ModelRequest | Extraction | RunTool | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
 Outcome = Ending | Failure
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
@@ -69,6 +82,8 @@ class Setup:
     prior: tuple[Step, ...]
     prior_entries: tuple[Mapping[str, Any], ...]
     retries: int = 3
+    paused: Step | None = None
+    decisions: Decisions = field(default_factory=Decisions)
 
 
 class Turn:
@@ -89,10 +104,15 @@ class Turn:
         self.note_index: int | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
+        self.meter = Meter(self.options.usage_limits)
 
     # -- the step loop ---------------------------------------------------------------------
 
     def run(self) -> Generator[Effect, Any, Outcome]:
+        if self.setup.paused is not None:
+            ending = yield from self._resume(self.setup.paused)
+            if ending is not None:
+                return ending
         while True:
             if self.step_index >= self.options.max_iters:
                 return (yield from self._interrupted("max_iters"))
@@ -113,7 +133,7 @@ class Turn:
         self.errors["retry" if "initial" in self.errors else "initial"] = describe(error)
         if self.options.finish != "tools":
             return (yield from self._interrupted(cause))
-        if not self.retried and self.step_index < self.options.max_iters and not _deadline.passed():
+        if not self.retried and self.step_index < self.options.max_iters and self._stop() is None:
             self.retried = True
             return None
         return self._incomplete(cause)
@@ -132,16 +152,27 @@ class Turn:
         self.thoughts = 1
         return self._incomplete("deadline_exceeded") if _deadline.passed() else None
 
-    def _calls_step(self, reply: Reply) -> Generator[Effect, Any, Outcome | None]:
-        done = yield from run_calls(self.setup.calls, reply.calls, "step", self.step_index - 1, self.call_ids)
+    def _calls_step(self, reply: Reply, resumed: Step | None = None) -> Generator[Effect, Any, Outcome | None]:
+        decisions = self.setup.decisions if resumed is not None else None
+        index = self.step_index - 1
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, decisions)
         outputs = done.submitted
-        self._record(_calls_record(reply, done, outputs))
+        step = _calls_record(reply, done, outputs)
+        self._record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
+        if done.pending:
+            return Ending("paused", pending=step.pending)
         if outputs is not None:
             return Ending("submit", outputs)
         if done.finished is not None:
             name, finished = done.finished
             return Ending("finished_by_tool", finished, finished_by_tool=name)
         return None
+
+    def _resume(self, paused: Step) -> Generator[Effect, Any, Outcome | None]:
+        """Answer the paused step's calls with the caller's decisions (before any request)."""
+        calls = tuple(RawCall(c.id, c.name, dict(c.args), c.received) for c in paused.calls)
+        reply = Reply(paused.thought, calls, paused.reasoning_content, paused.reasoning_details)
+        return (yield from self._calls_step(reply, resumed=paused))
 
     def _answered(self, reply: Reply) -> Outcome:
         name = self.guidance.task.output_names[0]
@@ -159,8 +190,9 @@ class Turn:
         return (yield from self._last_text(cause))
 
     def _last_text(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
-        if _deadline.passed():
-            return self._incomplete("deadline_exceeded")
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop)
         self._record_note()
         outcome = yield from self._send("last_text")
         if not isinstance(outcome, Reply):
@@ -178,15 +210,17 @@ class Turn:
         return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
 
     def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
-        if _deadline.passed():
-            return self._incomplete("deadline_exceeded")
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop)
         self._record_note()
         role: RequestKind = "forced_submit"
         outcome = yield from self._send(role)
         if isinstance(outcome, Failed) and refuses_named_choice(outcome.error):
             self.errors[role] = describe(outcome.error)
-            if _deadline.passed():
-                return self._incomplete("deadline_exceeded")
+            stop = self._stop()
+            if stop is not None:
+                return self._incomplete(stop)
             role = "required_retry"
             outcome = yield from self._send(role)
             if isinstance(outcome, Failed):  # fatal, filtered and context-window failures ended in _send
@@ -208,8 +242,9 @@ class Turn:
         return (yield from self._extract(cause, unexecuted))
 
     def _extract(self, cause: TerminationCause, unexecuted: tuple = ()) -> Generator[Effect, Any, Outcome]:
-        if _deadline.passed():
-            return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop, unexecuted=unexecuted)
         outcome = yield from self._send("extraction")
         if not isinstance(outcome, Extracted):
             return self._last_request_failed(outcome, "extraction", cause, unexecuted)
@@ -251,9 +286,11 @@ class Turn:
         """One request, with context-window recovery and deadline-bounded retries."""
         attempt = 0
         while True:
-            if _deadline.passed():
-                return self._incomplete("deadline_exceeded")
+            stop = self._stop()
+            if stop is not None:
+                return self._incomplete(stop)
             outcome = yield self._request(kind)
+            self.meter.add(outcome.usage or (RequestUsage(kind),))
             if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
             if not isinstance(outcome, Failed):
@@ -288,7 +325,9 @@ class Turn:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
             return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
-        return ModelRequest(guidance, dict(self.pending), config, no_retries=left is not None)
+        return ModelRequest(
+            guidance, dict(self.pending), config, no_retries=left is not None, fallback=self.meter.allows_fallback()
+        )
 
     def _guidance(self, kind: RequestKind) -> Guidance:
         guidance = replace(
@@ -318,16 +357,24 @@ class Turn:
 
     # -- recording and ending --------------------------------------------------------------
 
-    def _record(self, step: Step) -> None:
-        if self.pending:
+    def _stop(self) -> TerminationCause | None:
+        """Why no request may leave now, if one may not."""
+        if _deadline.passed():
+            return "deadline_exceeded"
+        if self.meter.reached():
+            return "usage_limit_exceeded"
+        return None
+
+    def _record(self, step: Step, resumed: Step | None = None) -> None:
+        """Append a step; the call's new inputs go on it, unless it is a resumed paused step."""
+        if self.pending and resumed is None:
             step = replace(step, inputs={**self.pending, **step.inputs})
             self.pending = {}
         self.steps.append(step)
         self.entries.append(to_entry(step))
 
     def resumable_entries(self) -> list[Mapping[str, Any]]:
-        """The history a ``StepError`` carries: the call's inputs are kept even when the turn
-        failed before recording its first step, so ``history=error.history`` resumes it."""
+        """A ``StepError``'s history: the call's inputs kept even before any step, to resume."""
         if self.pending:
             self._record(Step())
         return self.entries
@@ -344,7 +391,8 @@ def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | No
         thought=reply.text if reply.said_something else None,
         calls=tuple(done.calls),
         results=tuple(done.results),
-        outputs=dict(outputs) if outputs is not None else None,
+        outputs=dict(outputs) if outputs is not None and not done.pending else None,
+        pending=tuple(done.pending),
         **_reasoning(reply),
     )
 

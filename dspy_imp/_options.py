@@ -15,18 +15,33 @@ from typing import Any
 
 import dspy
 
+from ._approval import Decisions, check_approvals, check_results
 from ._errors import ConfigurationError
 from ._kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
 from ._records import _STEP_KEYS as RECORD_KEYS
 from ._signature import SUBMIT, is_text_answer
+from ._usage import UsageLimits, check_usage_limits
 
 logger = logging.getLogger("dspy_imp")
 
 ToolPolicy = Callable[[str, dict[str, Any]], "bool | str"] | frozenset[str] | None
 FinishHook = Callable[[dict[str, Any], Any, dict[str, Any]], Any]
 
-CALL_OPTIONS = ("max_iters", "last_request_note", "last_request_tools", "config", "tools", "finish")
-RESERVED_INPUTS = ("history", "tools", *(o for o in CALL_OPTIONS if o not in ("tools", "finish")))
+CALL_OPTIONS = (
+    "max_iters",
+    "last_request_note",
+    "last_request_tools",
+    "config",
+    "tools",
+    "finish",
+    "parallel_tools",
+    "usage_limits",
+    "approvals",
+    "results",
+)
+# Like `finish`, `approvals` and `results` are that input when the signature has an input so named.
+_INPUT_FIRST = ("tools", "finish", "approvals", "results")
+RESERVED_INPUTS = ("history", "tools", *(o for o in CALL_OPTIONS if o not in _INPUT_FIRST))
 LOOP_OWNED_CONFIG = frozenset({"tools", "tool_choice"})
 CLIENT_CONFIG = frozenset(
     {
@@ -61,6 +76,10 @@ class ProgramOptions:
     tool_policy: ToolPolicy = None
     tool_result_renderer: Callable[[Any, Any], str] | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    parallel_tools: bool = False
+    usage_limits: UsageLimits | None = None
+    needs_approval: tuple[str, ...] = ()
+    external_tools: tuple[str, ...] = ()
 
 
 # -- single values ---------------------------------------------------------------------------
@@ -75,6 +94,12 @@ def check_max_iters(value: Any, where: str = "max_iters") -> int:
 def check_finish(value: Any) -> FinishMode:
     if value not in FINISH_MODES:
         raise ConfigurationError(f"`finish` must be one of {', '.join(map(repr, FINISH_MODES))}; got {value!r}")
+    return value
+
+
+def check_flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"`{where}` must be True or False, got {value!r}")
     return value
 
 
@@ -126,7 +151,7 @@ def check_tool_names(value: Any, held: Mapping[str, dspy.Tool], where: str) -> t
     for item in value:
         name = item.name if isinstance(item, dspy.Tool) else getattr(item, "__name__", item)
         if name == SUBMIT:
-            raise ConfigurationError(f"`{where}` may not name `submit`: only a forced submit runs it")
+            raise ConfigurationError(f"`{where}` may not name `submit`: the loop owns it (use `tool_policy` for it)")
         if not isinstance(name, str) or name not in held:
             raise ConfigurationError(f"`{where}` names a tool the program does not hold: {item!r}")
         names.append(name)
@@ -179,6 +204,19 @@ def _takes_three(hook: Callable[..., Any]) -> bool:
 def check_rules(options: ProgramOptions, where: str = "") -> None:
     """Combination rules shared by construction, per-call plans and loading."""
     prefix = f"{where}: " if where else ""
+    for key in ("needs_approval", "external_tools"):
+        clash = sorted(set(getattr(options, key)) & set(options.last_request_tools))
+        if clash:
+            raise ConfigurationError(
+                f"{prefix}`last_request_tools` names {clash!r}, which are in `{key}`: "
+                "a last request cannot wait for a person or an external runner"
+            )
+    both = sorted(set(options.needs_approval) & set(options.external_tools))
+    if both:
+        raise ConfigurationError(
+            f"{prefix}{both!r} are in both `needs_approval` and `external_tools`; the host that runs an "
+            "external tool decides whether to run it"
+        )
     if options.finish == "tools":
         if not options.finish_on:
             raise ConfigurationError(f"{prefix}finish='tools' needs at least one `finish_on` tool to end a turn")
@@ -250,6 +288,7 @@ class CallPlan:
     history: Any
     runners: Mapping[str, dspy.Tool]
     config: Mapping[str, Any]
+    decisions: Decisions = field(default_factory=Decisions)
 
 
 def plan_call(
@@ -271,6 +310,11 @@ def plan_call(
         changes["last_request_note"] = check_note(given["last_request_note"])
     if "last_request_tools" in given:
         changes["last_request_tools"] = check_tool_names(given["last_request_tools"], held, "last_request_tools")
+    if "parallel_tools" in given:
+        changes["parallel_tools"] = check_flag(given["parallel_tools"], "parallel_tools")
+    if "usage_limits" in given:
+        changes["usage_limits"] = check_usage_limits(given["usage_limits"])
+    decisions = Decisions(check_approvals(given.get("approvals")), check_results(given.get("results")))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))
     plan_options = _for_call(options, changes, given)
@@ -279,7 +323,7 @@ def plan_call(
     extra = [k for k in kwargs if k not in signature.input_fields]
     if extra:
         logger.warning("dspy_imp.ReActV2: inputs not in signature, ignored: %s", ", ".join(map(repr, extra)))
-    return CallPlan(plan_options, inputs, history, runners, config)
+    return CallPlan(plan_options, inputs, history, runners, config, decisions)
 
 
 def _for_call(options: ProgramOptions, changes: dict[str, Any], given: dict[str, Any]) -> ProgramOptions:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
 from ._kinds import TerminationCause, TerminationReason
+from ._usage import Usage
 
 _FROM_METADATA = ("history", "termination_reason")
 
@@ -31,6 +32,11 @@ class Metadata:
             refusal (``None`` when none were).
         finish_reason: For a text answer (``"answered"``, ``"last_text"``), why the
             provider stopped that reply (``"stop"``, ``"length"``, ...), when known.
+        usage: What this turn's requests used (``dspy_imp.Usage``): requests by kind, tokens,
+            cost where reported.
+        pending_calls: For a ``"paused"`` turn, the calls waiting for a decision, in call
+            order: ``{"id", "name", "args", "kind"}`` with kind ``"approval"`` (resume with
+            ``approvals=``) or ``"external"`` (resume with ``results=``).
     """
 
     history: dspy.History
@@ -41,11 +47,13 @@ class Metadata:
     unexecuted_tool_calls: tuple[Mapping[str, Any], ...] = ()
     context_projection: Mapping[str, Any] | None = None
     finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    pending_calls: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:
-        """False exactly when the turn ended ``"incomplete"``."""
-        return self.termination_reason != "incomplete"
+        """False exactly when the turn carries no answer: ``"incomplete"`` or ``"paused"``."""
+        return self.termination_reason not in ("incomplete", "paused")
 
 
 class Prediction(dspy.Prediction):
@@ -73,7 +81,7 @@ def make_prediction(outputs: Mapping[str, Any], metadata: Metadata) -> Predictio
 
 
 def is_complete(prediction: Any) -> bool:
-    """Whether a ``dspy_imp`` prediction carries an answer (its reason is not ``"incomplete"``)."""
+    """Whether a ``dspy_imp`` prediction carries an answer (its reason is not ``"incomplete"`` or ``"paused"``)."""
     metadata = getattr(prediction, "metadata", None)
     if not isinstance(metadata, Metadata):
         raise TypeError(f"is_complete() takes a dspy_imp prediction, got {type(prediction).__name__}")

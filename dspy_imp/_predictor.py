@@ -20,22 +20,60 @@ from typing import Any
 import dspy
 
 from . import _options as opts
+from . import _tracing
+from ._adapter import current_exchange
 from ._errors import ConfigurationError
 from ._options import ProgramOptions
 from ._saved_state import check_predict_state
+from ._usage import check_usage_limits
 
 STATE_KEY = "dspy_imp"
 _PREDICT_KEYS = frozenset({"traces", "train", "demos", "signature", "lm", "fields"})
 _DEFAULTS = ProgramOptions()
-_SAVED = ("max_iters", "finish", "history_replay", "unsent_note", "last_request_note", "finish_on")
+_SAVED = (
+    "max_iters",
+    "finish",
+    "history_replay",
+    "unsent_note",
+    "last_request_note",
+    "finish_on",
+    "parallel_tools",
+    "usage_limits",
+    "needs_approval",
+    "external_tools",
+)
+_TOOL_LISTS = ("needs_approval", "external_tools")
 
 
+@_tracing.expose_on_dspy
 class StepPredictor(dspy.Predict):
-    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``."""
+    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``.
 
-    def __init__(self, signature: Any, options: ProgramOptions, **config: Any):
+    Its span in a trace is the request's span: it says the request's kind (and, from the
+    reply, the answer). The two hooks below are DSPy's private ``_forward_preprocess`` and
+    ``_forward_postprocess``: the only code of a ``Predict`` call that runs inside the span
+    every tracer opens for it (MLflow's and OpenInference's) and outside the adapter's, for
+    sync, async and streamed calls alike. ``forward`` itself is not overridden: OpenInference
+    would then give the predictor no span when ``dspy_imp`` is imported after ``instrument()``.
+    """
+
+    def __init__(self, signature: Any, options: ProgramOptions, tool_names: tuple[str, ...] = (), **config: Any):
         super().__init__(signature, **config)
         self.options = options
+        self.tool_names = tool_names
+
+    def _forward_preprocess(self, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            _tracing.annotate(self, _tracing.request_attributes(exchange.guidance.kind))
+        return super()._forward_preprocess(**kwargs)
+
+    def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            attributes = _tracing.reply_attributes(exchange.guidance, exchange.reply, exchange.fallbacks > 0)
+            _tracing.annotate(self, attributes)
+        return super()._forward_postprocess(completions, signature, **kwargs)
 
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
         state = super().dump_state(json_mode=json_mode)
@@ -51,7 +89,7 @@ class StepPredictor(dspy.Predict):
                 f"saved state for the step predictor has key(s) dspy_imp does not write: {unknown!r}; "
                 "refusing to load it"
             )
-        options = restore_options(self.options, state.get(STATE_KEY, {}))
+        options = restore_options(self.options, state.get(STATE_KEY, {}), self.tool_names)
         check_predict_state(state, self.signature, self.lm, trusted=allow_unsafe_lm_state)
         plain = {k: v for k, v in state.items() if k != STATE_KEY}
         before = dict(self.__dict__)
@@ -70,12 +108,19 @@ def saved_options(options: ProgramOptions) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     for name in _SAVED:
         value = getattr(options, name)
-        if value != getattr(_DEFAULTS, name):
-            saved[name] = sorted(value) if name == "finish_on" else value
+        if value == getattr(_DEFAULTS, name):
+            continue
+        if name == "finish_on":
+            value = sorted(value)
+        elif name == "usage_limits":
+            value = value.to_dict()
+        elif name in _TOOL_LISTS:
+            value = list(value)
+        saved[name] = value
     return saved
 
 
-def restore_options(current: ProgramOptions, saved: Any) -> ProgramOptions:
+def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, ...] = ()) -> ProgramOptions:
     """``current`` with the saved options applied, after the construction checks."""
     if not isinstance(saved, dict):
         raise ConfigurationError(f"saved `{STATE_KEY}` options must be a dict, got {saved!r}")
@@ -89,7 +134,15 @@ def restore_options(current: ProgramOptions, saved: Any) -> ProgramOptions:
         "unsent_note": opts.check_unsent_note(saved.get("unsent_note")),
         "last_request_note": opts.check_note(saved.get("last_request_note")),
         "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
+        "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
+        "usage_limits": check_usage_limits(saved.get("usage_limits")),
     }
+    held = dict.fromkeys(tool_names)
+    for key in _TOOL_LISTS:
+        names = saved.get(key, [])
+        if not isinstance(names, list):
+            raise ConfigurationError(f"saved `{key}` must be a list of tool names, got {names!r}")
+        changes[key] = opts.check_tool_names(names, held, key)
     options = replace(current, **changes)
     opts.check_rules(options, where="loading saved state")
     return options

@@ -122,6 +122,10 @@ def invalid_arguments(problems: Sequence[str]) -> str:
     return f"invalid arguments: {'; '.join(problems)}"
 
 
+NO_APPROVAL_NOW = "it needs a person's approval, and this last request cannot wait for one"
+"""The reason a call that needs approval is refused in a last request (nobody is asked there)."""
+
+
 def tool_not_allowed(name: str) -> str:
     return f"{name} is not allowed."
 
@@ -159,3 +163,5 @@ EXTRACTION_INSTRUCTIONS = (
     "its successful result. If the requested outcome is not established, report that limitation honestly in "
     "the declared output fields. No tools are available during this extraction step."
 )
+
+DEMO_RESULT_NOT_SHOWN = "(The result of this call is not part of the example.)"

@@ -5,9 +5,11 @@ storage vocabulary below whatever the live step fields are called::
 
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
      "tool_call_results": [{"id", "name", "result", "error", "returned_at"}],
-     <task output>: ..., "reasoning_content": str, "reasoning_details": ...}
+     <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
+     "pending_calls": [{"id", "name", "args", "kind"}]}
 
-``next_thought``, the reasoning keys and the outputs are present only when the step has
+``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
+its calls have no results yet, see ``_approval``) are present only when the step has
 them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
 loop does not know are kept untouched. The loop and the renderer work on ``Step`` records;
 ``to_entry``/``from_entry`` are the only places that know the dict shape.
@@ -24,8 +26,11 @@ import dspy
 import pydantic
 
 from ._errors import ConfigurationError
+from ._kinds import PendingKind
 
-_STEP_KEYS = frozenset({"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details"})
+_STEP_KEYS = frozenset(
+    {"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details", "pending_calls"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,16 @@ class ToolResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call of a paused step that waits for a person (``"approval"``) or an external runner."""
+
+    id: str
+    name: str | None
+    args: Mapping[str, Any]
+    kind: PendingKind
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One recorded step (one history entry).
 
@@ -65,6 +80,8 @@ class Step:
         extra: Keys of the entry the loop does not know, kept as they were.
         bare: The entry had none of the step keys (a host-written ``{question, answer}``
             turn); an answer-only bare entry replays as a step that answered in text.
+        pending: For a paused step, the calls that wait for a decision (then ``results`` is
+            empty: none of the step's calls ran).
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -76,6 +93,7 @@ class Step:
     reasoning_details: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     bare: bool = False
+    pending: tuple[PendingCall, ...] = ()
 
     @property
     def is_answer(self) -> bool:
@@ -114,6 +132,10 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["reasoning_content"] = step.reasoning_content
     if step.reasoning_details is not None:
         entry["reasoning_details"] = step.reasoning_details
+    if step.pending:
+        entry["pending_calls"] = [
+            {"id": p.id, "name": p.name, "args": dict(p.args), "kind": p.kind} for p in step.pending
+        ]
     entry.update(step.extra)
     return entry
 
@@ -166,7 +188,16 @@ def from_entry(
         reasoning_details=entry.get("reasoning_details"),
         extra={k: v for k, v in entry.items() if k not in known},
         bare=not _STEP_KEYS.intersection(entry),
+        pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
     )
+
+
+def _read_pending(data: Any) -> PendingCall:
+    kind = data.get("kind") if isinstance(data, Mapping) else None
+    if kind not in ("approval", "external") or not isinstance(data.get("id"), str):
+        raise ConfigurationError(f"a recorded pending call must be a dict with an id and a kind, got {data!r}")
+    args = data.get("args")
+    return PendingCall(data["id"], data.get("name"), dict(args) if isinstance(args, Mapping) else {}, kind)
 
 
 def _as_list(value: Any) -> list[Any]:

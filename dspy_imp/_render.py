@@ -24,6 +24,7 @@ from typing import Any
 from dspy.adapters.utils import serialize_for_json
 
 from . import _prompts
+from ._demos import demo_examples
 from ._dialect import Dialect
 from ._guidance import Guidance, system_message, tool_listing
 from ._records import Step, ToolCall, ToolResult
@@ -41,8 +42,10 @@ def render_request(
     """The message list of one request; ``guidance.dialect`` says how fields are written."""
     dialect = _dialect(guidance)
     messages: list[Message] = [{"role": "system", "content": system_message(guidance, instructions, dialect)}]
-    for demo in demos:
-        messages.extend(_demo(dialect, demo))
+    for example in demo_examples(guidance, demos):
+        for step in example:
+            messages.extend(_inputs_message(dialect, step.inputs))
+            messages.extend(_body(guidance, step))
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
     for index, step in enumerate(steps):
@@ -244,27 +247,6 @@ def _unsent_line(guidance: Guidance) -> str | None:
 def _inputs_message(dialect: Dialect, inputs: Mapping[str, Any]) -> list[Message]:
     content = dialect.inputs({k: v for k, v in inputs.items() if k != "tools"})
     return [_user(content)] if content else []
-
-
-def _demo(dialect: Dialect, demo: Mapping[str, Any]) -> list[Message]:
-    """A bootstrapped demo: its inputs, then what the model did, calls written as text."""
-    user = _inputs_message(dialect, demo)
-    if not user:
-        return []
-    thought = str(demo["next_thought"]) if demo.get("next_thought") else None
-    calls = [
-        {"name": c.get("name"), "arguments": c.get("args", c.get("arguments", {}))}
-        for c in demo.get("tool_calls") or []
-        if isinstance(c, Mapping)
-    ]
-    if not dialect.plain:
-        return [*user, {"role": "assistant", "content": dialect.assistant(thought, calls)}]
-    parts = [thought] if thought else []
-    if calls:
-        parts.append("[[ ## tool_calls ## ]]\n" + to_json(calls))
-    if not parts:
-        return []
-    return [*user, {"role": "assistant", "content": "\n\n".join(parts)}]
 
 
 def _user(content: str) -> Message:

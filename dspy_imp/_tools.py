@@ -3,7 +3,9 @@
 Every problem with a call is an *observation* recorded as that call's error result (the
 sentences of reference Appendix B) and the loop goes on: a malformed call, an unknown
 tool, a policy refusal, invalid arguments, a tool that raises, an invalid ``submit`` or
-``finish_on`` result. Which calls run depends on the request: an ordinary step runs every
+``finish_on`` result. A call that runs no tool here (a refusal, ``submit``, a result a host
+supplied) is yielded as a ``DecidedCall``, so the driver reports it to tracers like a tool
+that ran. Which calls run depends on the request: an ordinary step runs every
 call; the last-text request runs only ``last_request_tools``; the forced request runs only
 ``submit``. Calls that are not run are listed, never recorded.
 """
@@ -19,15 +21,18 @@ import dspy
 from jsonschema import ValidationError, validate
 
 from . import _prompts
-from ._effects import Raised, RawCall, Returned, RunTool
+from ._approval import Decisions, asks_approval
+from ._effects import DecidedCall, Raised, RawCall, Returned, RunTool, RunTools
 from ._errors import error_text
-from ._records import ToolCall, ToolResult, now_iso
+from ._kinds import PendingKind
+from ._records import PendingCall, ToolCall, ToolResult, now_iso
 from ._render import result_text
 from ._signature import SUBMIT, OutputSpec, Rejection
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 CallMode = Literal["step", "last_text", "forced"]
+Verdict = Rejection | Literal["approval"] | None
 
 
 class Finish:
@@ -59,14 +64,17 @@ class CallContext:
     runners: Mapping[str, dspy.Tool]
     outputs: OutputSpec
     inputs: Mapping[str, Any]
-    policy: Callable[[str, dict[str, Any]], bool | str] | frozenset[str] | None = None
+    policy: Callable[[str, dict[str, Any]], Any] | frozenset[str] | None = None
     finish_on: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     last_request_tools: tuple[str, ...] = ()
+    parallel: bool = False
+    needs_approval: frozenset[str] = frozenset()
+    external: frozenset[str] = frozenset()
 
 
 @dataclass
 class StepCalls:
-    """What came of a step's calls."""
+    """What came of a step's calls. ``pending``: the step paused, and none of its calls ran."""
 
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
@@ -74,18 +82,41 @@ class StepCalls:
     submit_denied: bool = False
     finished: tuple[str, dict[str, Any]] | None = None
     unexecuted: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[PendingCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One call after its checks: decided (``result``), to run (``runner``), answered
+    externally (``answer``), or waiting (``pending``)."""
+
+    call: ToolCall
+    result: ToolResult | None = None
+    runner: dspy.Tool | None = None
+    answer: Returned | Raised | None = None
+    pending: PendingKind | None = None
 
 
 def run_calls(
-    ctx: CallContext, raw: Sequence[RawCall], mode: CallMode, step_index: int, taken: set[str]
-) -> Generator[RunTool, Returned | Raised, StepCalls]:
-    """Check and run a step's calls in call order; yields each tool run to the driver.
+    ctx: CallContext,
+    raw: Sequence[RawCall],
+    mode: CallMode,
+    step_index: int,
+    taken: set[str],
+    decisions: Decisions | None = None,
+) -> Generator[RunTool | RunTools | DecidedCall, Any, StepCalls]:
+    """Check every call of a step, then run them; yields the tool runs to the driver.
+
+    Every call is checked (policy included) before any runs. If one waits for a person or an
+    external runner, none runs and ``pending`` lists them. Otherwise they run in call order,
+    or all at once under ``parallel``; ``finish_on`` hooks are decided in call order either way.
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
     suffix, so every call in a request has its own id. ``taken`` is updated.
     """
     done = StepCalls()
+    checked = []
     for index, call in enumerate(raw):
         record = ToolCall(
             id=_unique(call.id or f"call_{step_index}_{index}", taken),
@@ -96,10 +127,37 @@ def run_calls(
         if not _runs_in(ctx, call.name, mode):
             done.unexecuted.append({"id": record.id, "name": record.name, "args": dict(record.args)})
             continue
-        result = yield from _run_one(ctx, record, call.args, done)
-        done.calls.append(record)
-        done.results.append(result)
+        checked.append(_check(ctx, record, call.args, mode, done, decisions or Decisions()))
+    done.pending = [PendingCall(c.call.id, c.call.name, c.call.args, c.pending) for c in checked if c.pending]
+    if done.pending:
+        done.calls = [c.call for c in checked]
+        done.submitted = None
+        return done
+    yield from _execute(ctx, checked, done)
     return done
+
+
+def _execute(
+    ctx: CallContext, checked: list[_Checked], done: StepCalls
+) -> Generator[RunTool | RunTools | DecidedCall, Any, None]:
+    runs = [c for c in checked if c.runner is not None]
+    outcomes: dict[str, Returned | Raised] = {}
+    if ctx.parallel and len(runs) > 1:
+        answers = yield RunTools(tuple(RunTool(c.runner, dict(c.call.args)) for c in runs if c.runner))
+        outcomes = {c.call.id: answer for c, answer in zip(runs, answers, strict=True)}
+    for item in checked:
+        result = item.result
+        if item.runner is not None:
+            outcome = outcomes.get(item.call.id) or (yield RunTool(item.runner, dict(item.call.args)))
+            result = _returned(ctx, item.call, outcome, done)
+        elif item.answer is not None:
+            result = _returned(ctx, item.call, item.answer, done)
+        assert result is not None
+        if item.runner is None:  # no tool ran here: reported, so tracers see it like a tool that ran
+            tool = ctx.roster.get(item.call.name or "")
+            yield DecidedCall(item.call, result, item.call.args, tool.desc if tool is not None else None)
+        done.calls.append(item.call)
+        done.results.append(result)
 
 
 def _unique(call_id: str, taken: set[str]) -> str:
@@ -119,54 +177,73 @@ def _runs_in(ctx: CallContext, name: str | None, mode: CallMode) -> bool:
     return True
 
 
-def _run_one(
-    ctx: CallContext, call: ToolCall, args: Any, done: StepCalls
-) -> Generator[RunTool, Returned | Raised, ToolResult]:
-    refusal = _refuse(ctx, call, args)
-    if refusal is not None:
+def _check(
+    ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, done: StepCalls, decisions: Decisions
+) -> _Checked:
+    refusal = _refuse(ctx, call, args, mode, decisions)
+    if isinstance(refusal, Rejection):
         if refusal.kind == "tool_denied" and call.name == SUBMIT:
             done.submit_denied = True
-        return _error(call, refusal)
+        return _Checked(call, result=_error(call, refusal))
+    if refusal is not None:
+        return _Checked(call, pending=refusal)
     if call.name == SUBMIT:
         outputs = ctx.outputs.validate(args)
         if isinstance(outputs, Rejection):
-            return _error(call, outputs)
+            return _Checked(call, result=_error(call, outputs))
         done.submitted = outputs
-        return _ok(call, outputs)
+        return _Checked(call, result=_ok(call, outputs))
     assert call.name is not None
-    outcome = yield RunTool(ctx.runners[call.name], dict(call.args))
-    if isinstance(outcome, Raised):
-        return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name, _message(outcome.error))))
-    value = readable_result(outcome.value)
-    if isinstance(value, Rejection):
-        return _error(call, Rejection("tool_error", _prompts.unreadable_result(call.name, value.sentence)))
-    return _finish_hook(ctx, call, value, done)
+    if call.id in decisions.results:
+        value = decisions.results[call.id]
+        return _Checked(call, answer=Raised(value) if isinstance(value, BaseException) else Returned(value))
+    if call.name in ctx.external:
+        return _Checked(call, pending="external")
+    return _Checked(call, runner=ctx.runners[call.name])
 
 
-def _refuse(ctx: CallContext, call: ToolCall, args: Any) -> Rejection | None:
+def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisions: Decisions) -> Verdict:
+    """An observation refusing the call, ``"approval"`` (a person must decide), or ``None``."""
     if call.name is None:
         return Rejection("malformed_tool_call", _prompts.MALFORMED_CALL)
     if call.name not in ctx.roster:
         return Rejection("unknown_tool", _prompts.unknown_tool(call.name))
-    denial = _policy_denial(ctx, call.name, dict(call.args))
-    if denial is not None:
-        return denial
+    decided = _decided(call, decisions)
+    verdict = _policy_verdict(ctx, call.name, dict(call.args)) if decided is None else decided
+    if verdict == "approved":
+        verdict = None
+    if isinstance(verdict, Rejection):
+        return verdict
+    if verdict == "approval" and mode != "step":  # a last request cannot wait for a person
+        return Rejection("tool_denied", _prompts.tool_not_allowed_because(call.name, _prompts.NO_APPROVAL_NOW))
     if call.name == SUBMIT:
+        return verdict
+    return check_arguments(ctx.roster[call.name], args) or verdict
+
+
+def _decided(call: ToolCall, decisions: Decisions) -> Rejection | Literal["approved"] | None:
+    answer = decisions.approvals.get(call.id)
+    if answer is None:
         return None
-    return check_arguments(ctx.roster[call.name], args)
+    if answer is True:
+        return "approved"
+    if isinstance(answer, str):
+        return Rejection("tool_denied", _prompts.tool_not_allowed_because(call.name or "", answer))
+    return Rejection("tool_denied", _prompts.tool_not_allowed(call.name or ""))
 
 
-def _policy_denial(ctx: CallContext, name: str, args: dict[str, Any]) -> Rejection | None:
+def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdict:
     policy = ctx.policy
-    if policy is None:
-        return None
+    verdict: Any = True
     if isinstance(policy, frozenset):
-        verdict: Any = name in policy
-    else:
+        verdict = name in policy
+    elif policy is not None:
         try:
             verdict = policy(name, args)
         except Exception as exc:  # host code at the tool boundary: the call is refused, the turn goes on
             return Rejection("tool_denied", _prompts.policy_failed(name, _message(exc)))
+    if asks_approval(verdict) or (verdict is True and name in ctx.needs_approval):
+        return "approval"
     if verdict is True:
         return None
     if isinstance(verdict, str) and verdict.strip():
@@ -197,22 +274,32 @@ def check_arguments(tool: dspy.Tool, args: Any) -> Rejection | None:
     return Rejection("schema_validation", _prompts.invalid_arguments(problems)) if problems else None
 
 
-def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls) -> ToolResult:
+def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:
+    if isinstance(outcome, Raised):
+        failed = Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(outcome.error)))
+        return _error(call, failed, outcome.at)
+    value = readable_result(outcome.value)
+    if isinstance(value, Rejection):
+        return _error(call, Rejection("tool_error", _prompts.unreadable_result(call.name or "", value.sentence)))
+    return _finish_hook(ctx, call, value, done, outcome.at)
+
+
+def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, at: str | None) -> ToolResult:
     hook = ctx.finish_on.get(call.name or "")
     if hook is None:
-        return _ok(call, value)
+        return _ok(call, value, at)
     try:
         verdict = hook(dict(call.args), value, dict(ctx.inputs))
     except Exception as exc:  # the hook is host code at the tool boundary: an observation
         return _error(call, Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(exc))))
     if not isinstance(verdict, Finish):
-        return _ok(call, value)
+        return _ok(call, value, at)
     outputs = ctx.outputs.validate(verdict.outputs)
     if isinstance(outputs, Rejection):
-        return _error(call, outputs)
+        return _error(call, outputs, at)
     if done.finished is None:
         done.finished = (call.name or "", outputs)
-    return _ok(call, value)
+    return _ok(call, value, at)
 
 
 def readable_result(value: Any) -> Any:
@@ -230,12 +317,12 @@ def readable_result(value: Any) -> Any:
     return value
 
 
-def _ok(call: ToolCall, value: Any) -> ToolResult:
-    return ToolResult(call.id, call.name, value, False, now_iso())
+def _ok(call: ToolCall, value: Any, at: str | None = None) -> ToolResult:
+    return ToolResult(call.id, call.name, value, False, at or now_iso())
 
 
-def _error(call: ToolCall, rejection: Rejection) -> ToolResult:
-    return ToolResult(call.id, call.name, rejection.sentence, True, now_iso(), rejection.kind)
+def _error(call: ToolCall, rejection: Rejection, at: str | None = None) -> ToolResult:
+    return ToolResult(call.id, call.name, rejection.sentence, True, at or now_iso(), rejection.kind)
 
 
 def _message(error: BaseException) -> str:

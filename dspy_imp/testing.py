@@ -46,7 +46,12 @@ class ScriptError(LMError, AssertionError):
 
 @dataclass(frozen=True)
 class Call:
-    """One native tool call the scripted model makes. `id=None` means the provider sent no id."""
+    """One native tool call the scripted model makes.
+
+    `id=None` (the default) gets a stable generated id, `scripted_{request number}_{index}`, as a
+    provider would send (so `cache=True` and `dspy.streamify` work); `id=""` models a provider that
+    sent no id.
+    """
 
     name: str
     args: dict[str, Any] = field(default_factory=dict)
@@ -62,7 +67,7 @@ class Reply:
     finish_reason: str | None = None
     reasoning: str | None = None
     delay: float = 0.0
-    usage: tuple[int, int] | None = None
+    usage: tuple[int, int] | lm15.Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,10 @@ Responder: TypeAlias = Callable[[RecordedRequest], Reply | Failure]
 
 
 def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> Call:
-    """A native tool call for `reply(calls=[...])`, e.g. `call("send", {"text": "hi"}, id="c2")`."""
+    """A native tool call for `reply(calls=[...])`, e.g. `call("send", {"text": "hi"}, id="c2")`.
+
+    Without `id` the call gets a stable generated one; `id=""` models a provider that sent none.
+    """
     return Call(name, dict(args or {}), id)
 
 
@@ -132,7 +140,7 @@ def reply(
     finish_reason: str | None = None,
     reasoning: str | None = None,
     delay: float = 0.0,
-    usage: tuple[int, int] | None = None,
+    usage: tuple[int, int] | lm15.Usage | None = None,
 ) -> Reply:
     """A scripted model reply.
 
@@ -143,7 +151,8 @@ def reply(
             Defaults to "tool_call" when there are calls, else "stop".
         reasoning: Provider reasoning text (a ThinkingPart; DSPy's `reasoning_content`).
         delay: Seconds to wait before answering (`asyncio.sleep` on the async path).
-        usage: `(prompt_tokens, completion_tokens)`; defaults to a rough chars/4 estimate.
+        usage: `(prompt_tokens, completion_tokens)`, or a `dspy.lm15.Usage` (cached and reasoning
+            tokens too); defaults to a rough chars/4 estimate.
 
     Example:
         >>> reply("cut", finish_reason="length").finish_reason
@@ -237,13 +246,14 @@ class _Script:
     supports_reasoning = False
     supports_response_schema = False
 
-    def __init__(self, items: Sequence[ScriptItem] | Responder, native: bool) -> None:
+    def __init__(self, items: Sequence[ScriptItem] | Responder, native: bool, reasoning: bool = False) -> None:
         self.responder = items if callable(items) else None  # answers every request; never runs out
         self.items = [] if callable(items) else list(items)
         self.native, self.position = native, 0
         self.requests: list[RecordedRequest] = []
         self.overruns: list[int] = []
         self.supports_function_calling = native
+        self.supports_reasoning = reasoning
         params = {"temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "user"}
         self.supported_params = frozenset(
             params | ({"tools", "tool_choice", "parallel_tool_calls", "response_format"} if native else set())
@@ -293,14 +303,18 @@ class _Script:
             raise item.make()
         parts: list[Any] = [lm15.ThinkingPart(item.reasoning)] if item.reasoning else []
         parts += [lm15.TextPart(item.text)] if item.text or not item.calls else []
-        for scripted in item.calls:
-            part = lm15.ToolCallPart(id=scripted.id or "-", name=scripted.name, input=scripted.args)
-            if scripted.id is None:  # lm15 requires an id; "" reaches DSPy's adapter as "no id" (None)
+        for index, scripted in enumerate(item.calls):
+            made_up = scripted.id if scripted.id is not None else f"scripted_{number}_{index}"
+            part = lm15.ToolCallPart(id=made_up or "-", name=scripted.name, input=scripted.args)
+            if not made_up:  # lm15 requires an id; "" reaches DSPy's adapter as "no id" (None)
                 object.__setattr__(part, "id", "")
             parts.append(part)
         size = len(json.dumps(recorded.messages))  # default usage: a rough chars/4 estimate
-        prompt, completion = item.usage or (size // 4 + 1, len(item.text) // 4 + 1 + 10 * len(item.calls))
-        usage = lm15.Usage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
+        if isinstance(item.usage, lm15.Usage):
+            usage = item.usage
+        else:
+            prompt, completion = item.usage or (size // 4 + 1, len(item.text) // 4 + 1 + 10 * len(item.calls))
+            usage = lm15.Usage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
         model = recorded.request.model
         return Response(
             id=f"scripted-{number}",
@@ -341,13 +355,15 @@ class ScriptedLM(dspy.LM):
     Items are used in order, one per request, sync (`lm(...)`, `Predict.forward`) and async
     (`lm.acall`, `Predict.aforward`) alike. Copies (`lm.copy()`, `copy.deepcopy`) share the script
     and the recording, like two handles on one server; each keeps its own DSPy `history`. Not
-    savable (`dump_state` refuses its engine); streaming works except for calls without an id.
+    savable (`dump_state` refuses its engine); streaming works except for calls scripted with `id=""`.
 
     Args:
         script: A list of `reply(...)`, `fail.*(...)`, or callables `fn(RecordedRequest) -> reply/fail
             item`, used one per request; or a single callable that answers every request.
         native: True (default): `supports_function_calling` is True and replies may carry native
             calls. False: a model without native function calling (it writes calls as text).
+        reasoning: True: `supports_reasoning` is True (a reasoning model: DSPy and the loop send
+            `reasoning_effort` where they would to one). Default False.
         model: The model string DSPy sees (the response's model is the part after the slash).
         **kwargs: Passed to `dspy.LM` (e.g. `temperature`, `callbacks`). `cache` defaults to
             False and `num_retries` to 0, so a scripted failure is raised once, with no sleep.
@@ -364,10 +380,11 @@ class ScriptedLM(dspy.LM):
         script: Sequence[ScriptItem] | Responder,
         *,
         native: bool = True,
+        reasoning: bool = False,
         model: str = "openai/scripted",
         **kwargs: Any,
     ) -> None:
-        engine = _Script(script, native)
+        engine = _Script(script, native, reasoning)
         kwargs.setdefault("cache", False)
         kwargs.setdefault("num_retries", 0)
         super().__init__(model, engine=engine, async_engine=_AsyncScript(engine), **kwargs)

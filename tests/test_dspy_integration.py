@@ -143,35 +143,6 @@ def test_bootstrap_few_shot_compiles_a_program_with_closure_tools():
     assert again.answer == "a cat" and again.metadata.termination_reason == "answered"
 
 
-def test_demos_render_as_short_exchanges_before_the_history(run):
-    agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    call_dict = {"id": "c1", "name": "look", "args": {"where": "shelf"}}
-    agent.react.demos = [
-        dspy.Example(
-            augmented=True,
-            intent="what is on the shelf?",
-            history=dspy.History(messages=[]),
-            tools=["look"],
-            next_thought="checking",
-            tool_calls=[call_dict],
-        ),
-        dspy.Example(
-            augmented=True, history=dspy.History(messages=[]), tools=["look"], next_thought="a cat", tool_calls=[]
-        ),
-    ]
-    lm = ScriptedLM([reply("a dog")])
-    with dspy.context(lm=lm):
-        run(agent, intent="and now?")
-    assert lm.requests[0].messages[1:] == [
-        {"role": "user", "content": "[[ ## intent ## ]]\nwhat is on the shelf?"},
-        {
-            "role": "assistant",
-            "content": 'checking\n\n[[ ## tool_calls ## ]]\n[{"name": "look", "arguments": {"where": "shelf"}}]',
-        },
-        {"role": "user", "content": "[[ ## intent ## ]]\nand now?"},
-    ]
-
-
 def test_usage_is_tracked_across_the_turns_requests(run):
     lm = ScriptedLM([reply("look", calls=[call("look", {}, id="c1")], usage=(10, 2)), reply("done", usage=(20, 3))])
     with dspy.context(lm=lm, track_usage=True):

@@ -16,15 +16,20 @@ def test_all_is_sorted_and_exact():
         "ConfigurationError",
         "Finish",
         "Metadata",
+        "NeedsApproval",
         "Prediction",
         "ReActAdapter",
         "ReActV2",
         "StepError",
+        "ToolCallRejected",
+        "Usage",
+        "UsageLimits",
         "deadline",
         "dump_history",
         "is_complete",
         "load_history",
         "redact_history",
+        "to_dspy_history",
     }
     assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
     assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)

@@ -119,3 +119,40 @@ def test_a_tampered_state_is_refused_and_nothing_is_applied(tmp_path, change, na
         fresh.load(path)
     assert fresh.dump_state() == before
     assert not hasattr(fresh.react, "config") or fresh.react.config == {}
+
+
+def test_production_controls_are_saved_and_loaded(tmp_path):
+    path = tmp_path / "agent.json"
+    limits = dspy_imp.UsageLimits(requests=3, cost=0.5)
+    controls = {"parallel_tools": True, "usage_limits": limits, "needs_approval": [send], "external_tools": ["look"]}
+    dspy_imp.ReActV2(TA, tools=[Look(), send], **controls).save(path)
+    assert json.loads(path.read_text())["react"]["dspy_imp"] == {
+        "parallel_tools": True,
+        "usage_limits": {"requests": 3, "cost": 0.5},
+        "needs_approval": ["send"],
+        "external_tools": ["look"],
+    }
+    fresh = dspy_imp.ReActV2(TA, tools=[Look(), send])
+    fresh.load(path)
+    options = fresh.options
+    assert (options.parallel_tools, options.usage_limits) == (True, limits)
+    assert (options.needs_approval, options.external_tools) == (("send",), ("look",))
+
+
+@pytest.mark.parametrize(
+    ("saved", "named"),
+    [
+        ({"needs_approval": ["delete_everything"]}, "needs_approval"),
+        ({"external_tools": "look"}, "external_tools"),
+        ({"usage_limits": {"requests": -2}}, "usage_limits.requests"),
+        ({"parallel_tools": "yes"}, "parallel_tools"),
+    ],
+)
+def test_tampered_controls_are_refused(tmp_path, saved, named):
+    path = tmp_path / "agent.json"
+    dspy_imp.ReActV2(TA, tools=[Look()]).save(path)
+    _tamper(path, lambda react: react.update(dspy_imp=saved))
+    fresh = dspy_imp.ReActV2(TA, tools=[Look()])
+    with pytest.raises(dspy_imp.ConfigurationError, match=named):
+        fresh.load(path)
+    assert fresh.options.needs_approval == () and fresh.options.usage_limits is None

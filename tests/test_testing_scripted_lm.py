@@ -106,7 +106,7 @@ def test_native_tool_calls_keep_their_ids_and_options_are_recorded():
     lm = ScriptedLM(
         [
             reply("look 1", calls=[call("look", {"where": "shelf"}, id="c1")]),
-            reply(calls=[call("look", {}), call("send", {"text": "hi"}, id="c2")]),
+            reply(calls=[call("look", {}, id=""), call("send", {"text": "hi"}, id="c2"), call("look", {})]),
         ]
     )
     predict = dspy.Predict(ToolStep)
@@ -120,9 +120,13 @@ def test_native_tool_calls_keep_their_ids_and_options_are_recorded():
         second = predict(question="Again", tools=TOOLS, config={"tool_choice": "required", "max_tokens": 50})
 
     assert [(c.id, c.args) for c in first.tool_calls.tool_calls] == [("c1", {"where": "shelf"})]
-    # A call scripted without an id reaches the adapter with no id (lm15 needs one: it carries "").
-    assert [(c.id, c.name) for c in second.tool_calls.tool_calls] == [(None, "look"), ("c2", "send")]
-    assert [c["id"] for c in lm.history[-1]["outputs"][0]["tool_calls"]] == ["", "c2"]
+    # id="" reaches the adapter with no id (lm15 needs one: it carries ""); no id at all gets a stable made-up one.
+    assert [(c.id, c.name) for c in second.tool_calls.tool_calls] == [
+        (None, "look"),
+        ("c2", "send"),
+        ("scripted_2_2", "look"),
+    ]
+    assert [c["id"] for c in lm.history[-1]["outputs"][0]["tool_calls"]] == ["", "c2", "scripted_2_2"]
     assert lm.history[-1]["response"].finish_reason == "tool_call"
 
     one, two = lm.requests

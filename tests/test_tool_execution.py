@@ -241,9 +241,9 @@ def test_b4_native_calls_without_an_id_get_call_step_index(run):
     look = Look()
     lm = ScriptedLM(
         [
-            reply(calls=[call("look", {"where": "shelf"})]),
-            reply("again", calls=[call("look", {"where": "desk"}), call("look", {"where": "box"}, id="given")]),
-            reply(calls=[call("look", {"where": "bag"})]),
+            reply(calls=[call("look", {"where": "shelf"}, id="")]),
+            reply("again", calls=[call("look", {"where": "desk"}, id=""), call("look", {"where": "box"}, id="given")]),
+            reply(calls=[call("look", {"where": "bag"}, id="")]),
             reply("Nothing there."),
         ]
     )
@@ -279,9 +279,11 @@ def test_b4_native_calls_without_an_id_get_call_step_index(run):
 def test_b4_the_step_index_restarts_at_zero_on_every_call_and_ids_stay_unique(run):
     lm = ScriptedLM(
         [
-            reply(calls=[call("look", {})]),
+            reply(calls=[call("look", {}, id="")]),
             reply("one"),
-            reply(calls=[call("look", {}), call("look", {"where": "box"}, id="dup"), call("look", {}, id="dup")]),
+            reply(
+                calls=[call("look", {}, id=""), call("look", {"where": "box"}, id="dup"), call("look", {}, id="dup")]
+            ),
             reply("two"),
         ]
     )
