@@ -31,7 +31,7 @@ import copy
 import json
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 import pytest
@@ -125,6 +125,10 @@ def on_done(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
     return dspy_imp.Finish(answer=args.get("note"), confidence=1.0)
 
 
+def on_done_team(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
+    return dspy_imp.Finish(team="harbor")
+
+
 def on_done_text(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
     return dspy_imp.Finish(answer=args.get("note"))
 
@@ -148,6 +152,7 @@ def _items() -> dict[str, Any]:
         "submit_ok": lambda: reply(calls=[call("submit", {"answer": "shelf", "confidence": 0.5})]),
         "submit_text": lambda: reply(calls=[call("submit", {"answer": "shelf"})]),
         "submit_bad": lambda: reply(calls=[call("submit", {"confidence": "very"})]),
+        "submit_team": lambda: reply(calls=[call("submit", {"team": "atlas"})]),
         "server": lambda: fail.server_error(),
         "rate_now": lambda: fail.rate_limit(retry_after=0),
         "context": lambda: fail.context_window(),
@@ -176,10 +181,10 @@ class Case:
 
 cases = st.builds(
     Case,
-    signature=st.sampled_from(["text", "submit"]),
+    signature=st.sampled_from(["text", "submit", "enum"]),
     finish=st.sampled_from(["auto", "submit", "tools"]),
     replay=st.sampled_from(["trajectory", "actions"]),
-    adapter=st.sampled_from(["chat", "json"]),
+    adapter=st.sampled_from(["chat", "json", "xml"]),
     mode=st.sampled_from(["sync", "async"]),
     max_iters=st.integers(min_value=0, max_value=3),
     prior=st.booleans(),
@@ -223,9 +228,16 @@ class Wire(BaseCallback):
         return item
 
 
+class RouteSig(dspy.Signature):
+    """Route the request to a team."""
+
+    intent: str = dspy.InputField()
+    team: Literal["atlas", "harbor"] = dspy.OutputField()
+
+
 def build(case: Case, runs: Runs) -> dspy_imp.ReActV2:
-    signature = TA if case.signature == "text" else SubmitSig
-    hook = on_done_text if case.signature == "text" else on_done
+    signature = {"text": TA, "submit": SubmitSig, "enum": RouteSig}[case.signature]
+    hook = {"text": on_done_text, "submit": on_done, "enum": on_done_team}[case.signature]
     return dspy_imp.ReActV2(
         signature, tools=runs.tools(), max_iters=case.max_iters, finish=case.finish,
         finish_on={"done": hook}, history_replay=case.replay,
@@ -233,7 +245,7 @@ def build(case: Case, runs: Runs) -> dspy_imp.ReActV2:
 
 
 def call_agent(case: Case, agent: dspy_imp.ReActV2, lm: ScriptedLM, **kwargs: Any) -> Any:
-    adapter = dspy.JSONAdapter() if case.adapter == "json" else None
+    adapter = {"chat": None, "json": dspy.JSONAdapter(), "xml": dspy.XMLAdapter()}[case.adapter]
     with dspy.context(lm=lm, adapter=adapter):
         try:
             if case.mode == "sync":
