@@ -247,9 +247,9 @@ def test_e4_the_step_limit_right_after_a_thought_forces_submit(run):
 
 
 def test_e5_a_deadline_passed_before_the_continued_step_sends_nothing_more(run):
-    lm = ScriptedLM([reply("t1", delay=0.3)])
+    lm = ScriptedLM([reply("t1", delay=0.8)])
     agent = dspy_imp.ReActV2(TA, tools=[Look()], finish="submit")
-    with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.05):
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.4):
         pred = run(agent, intent="what is it?")
 
     assert len(lm.requests) == 1
