@@ -35,8 +35,8 @@ from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
-WITHIN = 0.3
-SLOW = 0.7
+WITHIN = 0.5
+SLOW = 1.2
 ENGINES = ["auto", "litellm"]
 
 
