@@ -2,10 +2,12 @@
 
 Hypothesis generates a program (signature kind, finish mode, history replay, adapter, driver,
 with or without a prior history and a deadline) and a script of replies and faults (text,
-whitespace, valid/unknown/invalid/parallel calls, a raising tool, an unreadable result, valid
-and invalid submits, a ``finish_on`` tool, provider errors, rate limits with ``Retry-After: 0``,
-context-window refusals, a content-filtered reply, an auth refusal, slow replies under a
-deadline). After every run it checks the invariants of the loop:
+whitespace, valid/unknown/nameless/invalid/parallel calls, a raising tool, unreadable results,
+a raising ``tool_policy`` and ``finish_on`` hook, valid and invalid submits, a ``finish_on``
+tool, provider errors, rate limits with ``Retry-After: 0``, context-window refusals, a
+content-filtered reply, an auth refusal, slow replies and a slow tool under a deadline), across
+signature kinds (text answer, structured outputs, a ``Literal`` output), finish modes, replay
+modes, adapters (Chat, JSON, XML) and both drivers. After every run it checks the invariants of the loop:
 
 1. the turn ended with a documented reason and cause, or raised ``StepError`` (nothing else);
 2. the request count is within the documented bound (docs/reliability.md, "Threat model");
@@ -121,16 +123,24 @@ class Runs:
         self.counts[name] = self.counts.get(name, 0) + 1
 
 
-def on_done(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
-    return dspy_imp.Finish(answer=args.get("note"), confidence=1.0)
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text either")
 
 
-def on_done_team(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
-    return dspy_imp.Finish(team="harbor")
+def finishing(**outputs: Any) -> Any:
+    def hook(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
+        if args.get("note") == "explode":
+            raise Unprintable()
+        return dspy_imp.Finish(**{k: (args.get("note") if v is None else v) for k, v in outputs.items()})
+
+    return hook
 
 
-def on_done_text(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> Any:
-    return dspy_imp.Finish(answer=args.get("note"))
+def policy(name: str, args: dict[str, Any]) -> bool:
+    if args.get("where") == "vault":
+        raise KeyError("vault")  # buggy host code
+    return True
 
 
 # -- scripts ------------------------------------------------------------------------------------------
@@ -149,6 +159,9 @@ def _items() -> dict[str, Any]:
         "raw": lambda: reply(calls=[call("raw", {})]),
         "parallel": lambda: reply(calls=[call("look", {"where": "a"}, id="p1"), call("look", {"where": "b"}, id="p1")]),
         "done": lambda: reply(calls=[call("done", {"note": "finished"})]),
+        "done_hook_raises": lambda: reply(calls=[call("done", {"note": "explode"})]),
+        "policy_raises": lambda: reply(calls=[call("look", {"where": "vault"}), call("look", {"where": "desk"})]),
+        "nameless": lambda: reply(calls=[call("", {"x": 1}), call("look", {"where": "desk"})]),
         "submit_ok": lambda: reply(calls=[call("submit", {"answer": "shelf", "confidence": 0.5})]),
         "submit_text": lambda: reply(calls=[call("submit", {"answer": "shelf"})]),
         "submit_bad": lambda: reply(calls=[call("submit", {"confidence": "very"})]),
@@ -237,10 +250,14 @@ class RouteSig(dspy.Signature):
 
 def build(case: Case, runs: Runs) -> dspy_imp.ReActV2:
     signature = {"text": TA, "submit": SubmitSig, "enum": RouteSig}[case.signature]
-    hook = {"text": on_done_text, "submit": on_done, "enum": on_done_team}[case.signature]
+    hook = {
+        "text": finishing(answer=None),
+        "submit": finishing(answer=None, confidence=1.0),
+        "enum": finishing(team="harbor"),
+    }[case.signature]
     return dspy_imp.ReActV2(
         signature, tools=runs.tools(), max_iters=case.max_iters, finish=case.finish,
-        finish_on={"done": hook}, history_replay=case.replay,
+        finish_on={"done": hook}, history_replay=case.replay, tool_policy=policy,
     )  # fmt: skip
 
 
