@@ -1,8 +1,10 @@
 # dspy-imp developer entry points. Everything runs from ./.venv; nothing needs activating.
 #
 #   make demo          examples/quickstart.py with a scripted model (offline)
+#   make demo REPLAY=1 the same over the real HTTP stack, replayed from cassettes/quickstart.yaml (offline, no key)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
 #   make test          ruff + mypy + pytest (network blocked: scripted models, replay, a local fake server)
+#   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -13,12 +15,15 @@ BIN := $(VENV)/bin
 PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 LIVE ?=
-DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)
+REPLAY ?=
+DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true,$(REPLAY)),--replay,)
+# Replay needs vcrpy, a dev dependency.
+DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo test lint typecheck unit clean
+.PHONY: help demo test lint typecheck unit record clean
 
 help:
-	@sed -n '3,5s/^#   //p' Makefile
+	@sed -n '3,7s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +38,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[dev]'
 	@touch $@ $(VENV)/.installed
 
-demo: $(VENV)/.installed
+demo: $(DEMO_INSTALL)
 	$(BIN)/python examples/quickstart.py $(DEMO_FLAGS)
 
 test: lint typecheck unit
@@ -46,6 +51,13 @@ typecheck: $(VENV)/.installed-dev
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest --cov --cov-report=term
+
+# LiteLLM's requests for the wire scenarios and the quickstart, answered by tests/wire/emulator.py
+# on 127.0.0.1; the native engine's are checked against the emulator on every test run instead.
+record: $(VENV)/.installed-dev
+	rm -rf cassettes/wire cassettes/quickstart.yaml
+	$(BIN)/pytest tests/wire -k "litellm or quickstart" --record-mode=rewrite -p no:cacheprovider
+	$(BIN)/pytest tests/wire -p no:cacheprovider
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info

@@ -31,13 +31,15 @@ from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
 from . import _tracing
-from ._deadline import check_before_send
+from ._deadline import check_before_send, time_left, warm_litellm
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
 from ._nameless import UNNAMED, as_received
+from ._reasoning import blocks_of
 from ._render import render_request
+from ._route import Route, call_options, canonical_request, outputs_of, planned, replays_state, settle_options
 from ._signature import STEP_CALLS, STEP_TEXT
 
 
@@ -56,7 +58,7 @@ class Exchange:
     lm: Any = None
     reply: Reply | None = None
     dialect: Dialect | None = None
-    keep_reasoning: bool = True
+    route: Route = field(default_factory=lambda: Route("custom"))
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     fallbacks: int = 0
@@ -152,21 +154,50 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
+        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        exchange.route = settle_options(lm, lm_kwargs)
+        if exchange.route.engine == "litellm" and time_left() is not None:
+            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = super().__call__(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
-        _note_finish_reason(exchange, recorder)
+            if replays_state(exchange.route, exchange.guidance.steps):
+                values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
+            else:
+                values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
+        _note_raw_reply(exchange, recorder)
         return values
 
     async def acall(self, lm, lm_kwargs, signature, demos, inputs):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
+        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        exchange.route = settle_options(lm, lm_kwargs)
+        if exchange.route.engine == "litellm" and time_left() is not None:
+            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            values = await super().acall(exchange.lm or lm, {**lm_kwargs, **exchange.config}, signature, demos, inputs)
-        _note_finish_reason(exchange, recorder)
+            if replays_state(exchange.route, exchange.guidance.steps):
+                values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
+            else:
+                values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
+        _note_raw_reply(exchange, recorder)
         return values
+
+    @planned
+    def _call_with_state(self, lm, lm_kwargs, signature, demos, inputs):
+        """DSPy's adapter pipeline, sending the native ``Request`` that carries the replay state."""
+        processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        outputs = outputs_of(lm(request, **call_options(lm_kwargs)))
+        return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
+
+    @planned
+    async def _acall_with_state(self, lm, lm_kwargs, signature, demos, inputs):
+        processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        outputs = outputs_of(await lm.acall(request, **call_options(lm_kwargs)))
+        return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
     # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
 
@@ -177,7 +208,6 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.dialect = dialect_for(
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
-        exchange.keep_reasoning = _carries_reasoning(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -194,7 +224,13 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _current()
         if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
             _tracing.annotate(self, _tracing.request_attributes("json_fallback"))
-        guidance = replace(exchange.guidance, keep_reasoning=exchange.keep_reasoning, dialect=exchange.dialect)
+        route = exchange.route
+        guidance = replace(
+            exchange.guidance,
+            keep_reasoning=route.keeps_reasoning,
+            replayed_kinds=route.replayed_kinds,
+            dialect=exchange.dialect,
+        )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         exchange.messages = render_request(guidance, signature.instructions, demos, pending)
         check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
@@ -284,17 +320,6 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     lm_kwargs["reasoning_effort"] = "low"
 
 
-def _carries_reasoning(lm: Any) -> bool:
-    """Whether replayed ``reasoning_content`` reaches the provider as reasoning.
-
-    LiteLLM forwards it as its own key and a custom engine receives it as a thinking part;
-    DSPy's native engine folds it into the visible assistant text, so there it is left out
-    of the request (it stays in the record).
-    """
-    engine = getattr(lm, "_engine_spec", "auto")
-    return not isinstance(engine, str) or engine == "litellm"
-
-
 def _current() -> Exchange:
     exchange = _EXCHANGE.get()
     if exchange is None:  # pragma: no cover - __call__ routes such calls to the base adapter
@@ -343,11 +368,16 @@ def _recording(recorder: _ReplyRecorder) -> Iterator[None]:
         yield
 
 
-def _note_finish_reason(exchange: Exchange, recorder: _ReplyRecorder) -> None:
+def _note_raw_reply(exchange: Exchange, recorder: _ReplyRecorder) -> None:
+    """What only the raw response has: the finish reason and the provider's reasoning blocks."""
     if exchange.reply is None or not recorder.history:
         return
-    reason = finish_reason_of(recorder.history[-1].get("response"))
-    exchange.reply = replace(exchange.reply, finish_reason=reason)
+    response = recorder.history[-1].get("response")
+    exchange.reply = replace(
+        exchange.reply,
+        finish_reason=finish_reason_of(response),
+        reasoning_details=blocks_of(response) or exchange.reply.reasoning_details,
+    )
 
 
 def finish_reason_of(response: Any) -> str | None:

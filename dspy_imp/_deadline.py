@@ -11,6 +11,8 @@ and ``check_before_send`` reads it again at the last moment before bytes leave
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import math
 import time
 from collections.abc import Iterator
@@ -103,3 +105,33 @@ def check_before_send() -> None:
     """Raise ``DeadlinePassed`` when a deadline is set and has passed: the request is not sent."""
     if passed():
         raise DeadlinePassed("the deadline passed before the request was sent")
+
+
+# Modules LiteLLM (1.110) and DSPy import lazily inside the first send, after the adapter's
+# last deadline check; one that is missing or fails to import (another LiteLLM version) is skipped.
+_LAZY_SEND_MODULES = (
+    "dspy.clients.execution",
+    "httpcore",
+    "litellm._service_logger",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.spend_tracking.savings",
+    "litellm.llms.github_copilot.per_user_auth",
+    "litellm.llms.fal_ai.image_generation",
+    "litellm.llms.fal_ai.chat.transformation",
+    "litellm.llms.custom_httpx.aiohttp_transport",
+)
+
+
+@functools.cache
+def warm_litellm() -> None:
+    """Pay LiteLLM's cold import (seconds) before the last deadline check, not after it.
+
+    DSPy imports LiteLLM inside the send, after the adapter read the deadline for the last
+    time; under a deadline that import alone sent requests seconds late.
+    """
+    from dspy.clients._litellm import get_litellm  # private: DSPy's one cached LiteLLM import
+
+    get_litellm(feature="dspy.LM")
+    for name in _LAZY_SEND_MODULES:
+        with contextlib.suppress(Exception):  # best effort: the send imports what is missing
+            importlib.import_module(name)

@@ -22,8 +22,6 @@ import asyncio
 import contextlib
 import contextvars
 import copy
-import functools
-import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -33,11 +31,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import dspy
-from dspy.clients._litellm import get_litellm  # private: DSPy's one cached LiteLLM import
 
 from . import _tracing
 from ._adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
-from ._deadline import check_before_send
+from ._deadline import check_before_send, warm_litellm
 from ._effects import (
     DecidedCall,
     Extracted,
@@ -228,7 +225,7 @@ class Effects:
         if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
             config.pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
-            _warm_litellm()
+            warm_litellm()
         if no_retries and getattr(lm, "num_retries", None):
             return config, lm.copy(num_retries=0)
         return config, None
@@ -244,34 +241,6 @@ class Extractor(dspy.ChainOfThought):
     async def aforward(self, **kwargs: Any) -> dspy.Prediction:
         _tracing.annotate(self, _tracing.request_attributes("extraction"))
         return await super().aforward(**kwargs)
-
-
-# Modules LiteLLM (1.110) and DSPy import lazily inside the first send, after the adapter's
-# last deadline check; one that is missing or fails to import (another LiteLLM version) is skipped.
-_LAZY_SEND_MODULES = (
-    "dspy.clients.execution",
-    "httpcore",
-    "litellm._service_logger",
-    "litellm.proxy.openai_files_endpoints.common_utils",
-    "litellm.proxy.spend_tracking.savings",
-    "litellm.llms.github_copilot.per_user_auth",
-    "litellm.llms.fal_ai.image_generation",
-    "litellm.llms.fal_ai.chat.transformation",
-    "litellm.llms.custom_httpx.aiohttp_transport",
-)
-
-
-@functools.cache
-def _warm_litellm() -> None:
-    """Pay LiteLLM's cold import (seconds) before the last deadline check, not after it.
-
-    DSPy imports LiteLLM inside the send, after the adapter read the deadline for the last
-    time; under a deadline that import alone sent requests seconds late.
-    """
-    get_litellm(feature="dspy.LM")
-    for name in _LAZY_SEND_MODULES:
-        with contextlib.suppress(Exception):  # best effort: the send imports what is missing
-            importlib.import_module(name)
 
 
 @contextlib.contextmanager

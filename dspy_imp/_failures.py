@@ -30,6 +30,13 @@ class ContentFiltered(Exception):
 _FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError, ContentFiltered)
 
 
+def is_blocked_reply(error: BaseException) -> bool:
+    """A reply the provider's filter blocked, raised as an error instead of an empty answer
+    (DSPy's native engine: Gemini's ``finishReason: SAFETY`` with no content is
+    ``LMInvalidRequestError("Candidate blocked: SAFETY")``)."""
+    return isinstance(error, LMInvalidRequestError) and "candidate blocked" in error_text(error).lower()
+
+
 def cause_of(error: BaseException) -> TerminationCause:
     """The interruption a failed ordinary step is: unreadable reply, or no reply."""
     return "parse_error" if isinstance(error, AdapterParseError) else "prediction_error"

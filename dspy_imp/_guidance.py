@@ -73,6 +73,7 @@ class Guidance:
     omitted: int = 0
     boundary: int = 0
     keep_reasoning: bool = True
+    replayed_kinds: frozenset[str] = frozenset()
     dialect: Dialect | None = None
 
     @property

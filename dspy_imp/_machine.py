@@ -51,6 +51,7 @@ from ._failures import (
     ContentFiltered,
     cause_of,
     describe,
+    is_blocked_reply,
     is_context_window,
     is_fatal,
     is_unreadable,
@@ -291,7 +292,8 @@ class Turn:
                 return self._incomplete(stop)
             outcome = yield self._request(kind)
             self.meter.add(outcome.usage or (RequestUsage(kind),))
-            if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
+            blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
+            if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
             if not isinstance(outcome, Failed):
                 return outcome

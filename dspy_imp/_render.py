@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dspy.adapters.utils import serialize_for_json
@@ -27,6 +28,7 @@ from . import _prompts
 from ._demos import demo_examples
 from ._dialect import Dialect
 from ._guidance import Guidance, system_message, tool_listing
+from ._reasoning import call_signatures, thinking_blocks
 from ._records import Step, ToolCall, ToolResult
 from ._signature import SUBMIT
 
@@ -91,7 +93,7 @@ def _body(guidance: Guidance, step: Step) -> list[Message]:
     if not guidance.has_submit and any(_recorded_submit(c, r) for c, r in _paired(step)):
         return _submit_as_answer(guidance, step)
     content = step.thought if step.thought is not None else _answer_text(guidance, step)
-    return _exchange(guidance, content, step.calls, step.results, step.reasoning_content)
+    return _exchange(guidance, content, step.calls, step.results, step)
 
 
 def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
@@ -101,7 +103,8 @@ def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
     """
     if step.is_answer:
         return _body(guidance, step)
-    return _exchange(guidance, None, step.calls, step.results, None)
+    unreasoned = replace(step, reasoning_content=None, reasoning_details=None)
+    return _exchange(guidance, None, step.calls, step.results, unreasoned)
 
 
 def _exchange(
@@ -109,9 +112,14 @@ def _exchange(
     content: str | None,
     calls: Sequence[ToolCall],
     results: Sequence[ToolResult],
-    reasoning: str | None,
+    step: Step,
 ) -> list[Message]:
-    """A step's assistant message and its results, natively or written."""
+    """A step's assistant message and its results, natively or written.
+
+    A calls-only message has ``content`` None (an empty string would become an empty text
+    block, which Anthropic and Gemini refuse). Natively, the step's provider reasoning goes
+    back as the route allows (``guidance.keep_reasoning``, ``guidance.replayed_kinds``).
+    """
     if not calls and not (content or "").strip():
         return []
     dialect = _dialect(guidance)
@@ -119,14 +127,23 @@ def _exchange(
     paired = [(by_id.get(r.id) or ToolCall(r.id, r.name, {}), r) for r in results]
     if not dialect.native:
         message: Message = {"role": "assistant", "content": dialect.assistant(content, [_written(c) for c in calls])}
+        _add_reasoning(guidance, message, step)
         lines = [_written_result(guidance, call, result) for call, result in paired]
         return [message, _user(dialect.results(lines))] if lines else [message]
-    message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else ""}
+    message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else None}
+    blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
+    if blocks:
+        message["thinking_blocks"] = blocks
     if calls:
-        message["tool_calls"] = [_native_call(c) for c in calls]
-    if reasoning is not None and guidance.keep_reasoning:
-        message["reasoning_content"] = reasoning
+        signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
+        message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]
+    _add_reasoning(guidance, message, step)
     return [message, *(_tool(guidance, call, result) for call, result in paired)]
+
+
+def _add_reasoning(guidance: Guidance, message: Message, step: Step) -> None:
+    if step.reasoning_content is not None and guidance.keep_reasoning:
+        message["reasoning_content"] = step.reasoning_content
 
 
 def _written(call: ToolCall) -> dict[str, Any]:
@@ -151,9 +168,9 @@ def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
     answer = _submitted_text(guidance, accepted[-1]) if accepted else None
     if not others:
         content = "\n\n".join(t for t in (step.thought, answer) if t and t.strip())
-        return _exchange(guidance, content, (), (), step.reasoning_content)
+        return _exchange(guidance, content, (), (), step)
     results = [r for _, r in others if r is not None]
-    messages = _exchange(guidance, step.thought, [c for c, _ in others], results, step.reasoning_content)
+    messages = _exchange(guidance, step.thought, [c for c, _ in others], results, step)
     if answer:
         messages.append({"role": "assistant", "content": _dialect(guidance).assistant(answer, [])})
     return messages
@@ -196,10 +213,13 @@ def _answer_text(guidance: Guidance, step: Step) -> str | None:
     return to_json(dict(step.outputs))
 
 
-def _native_call(call: ToolCall) -> Message:
+def _native_call(call: ToolCall, signature: str | None = None) -> Message:
     name = call.name if call.name is not None else "unreadable_call"
     arguments = to_json(dict(call.args))
-    return {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    message: Message = {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    if signature is not None:
+        message["provider_specific_fields"] = {"thought_signature": signature}
+    return message
 
 
 def _tool(guidance: Guidance, call: ToolCall, result: ToolResult) -> Message:

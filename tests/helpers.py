@@ -21,8 +21,11 @@ def user(content: str) -> dict[str, Any]:
 
 
 def assistant(content: str = "", calls: list[tuple[str, str, str]] | None = None, **extra: Any) -> dict[str, Any]:
-    """An assistant message; ``calls`` as ``(id, name, arguments_json)`` tuples."""
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+    """An assistant message; ``calls`` as ``(id, name, arguments_json)`` tuples.
+
+    A calls-only message has ``content`` None, as the renderer sends it (issue 8).
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
     if calls:
         message["tool_calls"] = [
             {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls

@@ -365,7 +365,7 @@ def test_the_callers_history_is_never_mutated_when_the_turn_fails(run):
         inputs(intent="earlier"),
         {
             "role": "assistant",
-            "content": "",
+            "content": None,
             "tool_calls": [
                 {"id": "h1", "type": "function", "function": {"name": "look", "arguments": '{"where":"attic"}'}}
             ],

@@ -56,7 +56,7 @@ def _litellm_imported() -> None:
     ``test_litellms_cold_import_happens_before_the_last_deadline_check`` measures the cold import
     itself, in a fresh process.
     """
-    drivers._warm_litellm()
+    deadline_state.warm_litellm()
 
 
 @pytest.fixture

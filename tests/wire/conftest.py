@@ -1,0 +1,40 @@
+"""Wire tests: LiteLLM's traffic is replayed from ``cassettes/wire`` (recorded by ``make record``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # emulator, responses, scenarios, provider_rules
+
+CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "wire"
+
+
+def _scrub(request: Any) -> Any:
+    """Keep only what matters for matching and review: no credentials, no client version headers."""
+    request.headers = {k: v for k, v in request.headers.items() if k.lower() == "content-type"}
+    return request
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, Any]:
+    return {
+        "match_on": ["method", "path", "body"],
+        "before_record_request": _scrub,
+        "filter_query_parameters": ["key"],
+        "allow_playback_repeats": False,
+    }
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir() -> str:
+    return str(CASSETTES)
+
+
+@pytest.fixture
+def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    """One cassette per scenario, shared by the sync and the async run (their requests are the same)."""
+    return str(request.node.callspec.params["scenario"].name)

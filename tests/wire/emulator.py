@@ -1,0 +1,98 @@
+"""A local emulator of the four provider APIs: serves scripted responses, records every request.
+
+Stdlib only (``http.server`` in a background thread on 127.0.0.1), so both ``dspy.LM``
+engines reach it: the native lm15 engine (stdlib sockets, which VCR cannot see) and LiteLLM
+(httpx, which VCR records). The response bodies are built by ``responses.py`` in each
+provider's own format; the emulator only plays them in order. Headers are fixed (no ``Date``,
+no ``Server`` version) so cassettes recorded from it are byte-for-byte reproducible.
+
+A request beyond the script gets HTTP 500 with a message naming it, and is still recorded:
+a test with too few responses fails loudly instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """One scripted answer: an HTTP status and a JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as it arrived: method, path (with query) and parsed JSON body."""
+
+    method: str
+    path: str
+    body: Any
+
+
+class Emulator:
+    """Plays ``script`` in order on 127.0.0.1 (``port=0``: a free port) and records requests."""
+
+    def __init__(self, script: Sequence[Scripted], port: int = 0) -> None:
+        self.script = list(script)
+        self.requests: list[Received] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="emulator", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> Emulator:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def answer(self, received: Received) -> Scripted:
+        with self._lock:
+            self.requests.append(received)
+            index = len(self.requests) - 1
+        if index < len(self.script):
+            return self.script[index]
+        message = f"emulator: request #{index + 1} arrived, but only {len(self.script)} response(s) scripted"
+        return Scripted(500, {"error": {"message": message, "type": "server_error"}})
+
+
+def _handler_for(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "emulator"
+        sys_version = ""
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            scripted = emulator.answer(Received("POST", self.path, json.loads(raw) if raw else None))
+            data = json.dumps(scripted.body, ensure_ascii=False).encode()
+            self.send_response(scripted.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return "Mon, 30 Nov 2026 00:00:00 GMT"  # fixed: recordings must not vary
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler

@@ -1,0 +1,324 @@
+"""The providers' documented request rules, checked on the HTTP body as it leaves the client.
+
+Every wire test runs every request it sends through ``assert_accepted``. A rule is one
+function ``rule(body, path) -> Iterator[str]`` yielding one sentence per violation; each
+protocol has a list of rules in ``RULES``. To add a rule (media rules, say), write the
+function with a docstring naming the provider's rule and its source, and append it to the
+protocol's list. A rule a test knowingly breaks is labelled in ``known_broken`` (the
+violation is then expected, and its absence fails), never skipped.
+
+Protocols: ``"openai"`` (Chat Completions), ``"deepseek"`` (Chat Completions plus its thinking
+rules), ``"anthropic"`` (Messages), ``"gemini"`` (generateContent).
+
+Sources: OpenAI Chat Completions API reference (messages, tool messages answer the preceding
+``tool_calls`` by ``tool_call_id``); Anthropic Messages API and the extended-thinking guide
+("text content blocks must be non-empty"; each ``tool_use`` answered by a ``tool_result``
+in the next user turn; "a final assistant message must start with a thinking block";
+thinking is incompatible with a forced ``tool_choice``; thinking blocks are signed);
+Gemini API function-calling and thought-signatures guides (``user``/``model`` roles, each
+``functionCall`` answered by a ``functionResponse`` in the next turn; on Gemini 3 the first
+``functionCall`` of every model turn of the current turn carries its ``thoughtSignature``);
+DeepSeek thinking-mode guide (with tools, every assistant turn carries ``reasoning_content``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+Body = Mapping[str, Any]
+Rule = Callable[[Body, str], Iterator[str]]
+
+
+def check(protocol: str, body: Body, path: str = "") -> dict[str, list[str]]:
+    """Every violated rule of ``protocol`` for this request body: ``{rule name: [sentences]}``."""
+    found: dict[str, list[str]] = {}
+    for rule in RULES[protocol]:
+        problems = list(rule(body, path))
+        if problems:
+            found[rule.__name__] = problems
+    return found
+
+
+def assert_accepted(protocol: str, body: Body, path: str = "", known_broken: Mapping[str, str] | None = None) -> None:
+    """Fail unless the body keeps every rule; ``known_broken`` (rule name -> why) must be broken."""
+    known = dict(known_broken or {})
+    found = check(protocol, body, path)
+    unexpected = {name: problems for name, problems in found.items() if name not in known}
+    assert not unexpected, f"{protocol} would refuse this request: {unexpected}"
+    missing = [name for name in known if name not in found]
+    assert not missing, f"rules labelled broken but kept (remove the label): {missing}"
+
+
+# -- OpenAI Chat Completions ---------------------------------------------------------------------
+
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def chat_roles(body: Body, path: str) -> Iterator[str]:
+    """Roles are the documented ones; a tool message only follows an assistant's calls or another tool message."""
+    messages = body.get("messages") or []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in _CHAT_ROLES:
+            yield f"messages[{index}]: unknown role {role!r}"
+        if role == "tool" and (index == 0 or messages[index - 1].get("role") not in ("assistant", "tool")):
+            yield f"messages[{index}]: a tool message that follows no assistant tool_calls"
+
+
+def chat_call_pairing(body: Body, path: str) -> Iterator[str]:
+    """Each assistant ``tool_calls`` id is answered exactly once, by the tool messages right after it."""
+    messages = body.get("messages") or []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        asked = [c.get("id") for c in message["tool_calls"]]
+        answered = []
+        for following in messages[index + 1 :]:
+            if following.get("role") != "tool":
+                break
+            answered.append(following.get("tool_call_id"))
+        if sorted(map(str, asked)) != sorted(map(str, answered)):
+            yield f"messages[{index}]: calls {asked} answered by {answered}"
+
+
+def chat_assistant_not_empty(body: Body, path: str) -> Iterator[str]:
+    """An assistant message has text or tool calls."""
+    for index, message in enumerate(body.get("messages") or []):
+        if message.get("role") == "assistant" and not message.get("tool_calls") and not message.get("content"):
+            yield f"messages[{index}]: an assistant message with neither content nor tool_calls"
+
+
+def chat_named_choice(body: Body, path: str) -> Iterator[str]:
+    """A named ``tool_choice`` names an offered tool."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):
+        name = (choice.get("function") or {}).get("name")
+        offered = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+        if name not in offered:
+            yield f"tool_choice names {name!r}, tools are {offered}"
+
+
+def deepseek_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
+    """Thinking mode (``deepseek-reasoner`` or ``thinking.type == "enabled"``) with tools: every assistant
+    turn carries its ``reasoning_content`` back (non-empty)."""
+    thinking = body.get("model") == "deepseek-reasoner" or (body.get("thinking") or {}).get("type") == "enabled"
+    if not body.get("tools") or not thinking:
+        return
+    for index, message in enumerate(body.get("messages") or []):
+        if message.get("role") == "assistant" and not message.get("reasoning_content"):
+            yield f"messages[{index}]: assistant turn without its reasoning_content"
+
+
+# -- Anthropic Messages --------------------------------------------------------------------------
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def _thinking_on(body: Body) -> bool:
+    return (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+
+
+def anthropic_roles(body: Body, path: str) -> Iterator[str]:
+    """Roles are ``user``/``assistant`` (system is top-level), the first message is the user's."""
+    messages = body.get("messages") or []
+    if messages and messages[0].get("role") != "user":
+        yield "the first message is not the user's"
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            yield f"messages[{index}]: role {message.get('role')!r}"
+
+
+def anthropic_nonempty_blocks(body: Body, path: str) -> Iterator[str]:
+    """ "text content blocks must be non-empty"; no message is empty."""
+    for index, message in enumerate(body.get("messages") or []):
+        blocks = _blocks(message)
+        if not blocks:
+            yield f"messages[{index}]: empty content"
+        for block in blocks:
+            if block.get("type") == "text" and not str(block.get("text") or "").strip():
+                yield f"messages[{index}]: an empty text block"
+
+
+def anthropic_call_pairing(body: Body, path: str) -> Iterator[str]:
+    """Each ``tool_use`` is answered by a ``tool_result`` (same id, same count) in the very next user message,
+    and those results come first in it."""
+    messages = body.get("messages") or []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        asked = [b.get("id") for b in _blocks(message) if b.get("type") == "tool_use"]
+        if not asked:
+            continue
+        following = _blocks(messages[index + 1]) if index + 1 < len(messages) else []
+        results = [b.get("tool_use_id") for b in following if b.get("type") == "tool_result"]
+        if sorted(asked) != sorted(results):
+            yield f"messages[{index}]: tool_use {asked} answered by {results}"
+        leading = [b.get("type") for b in following[: len(results)]]
+        if any(kind != "tool_result" for kind in leading):
+            yield f"messages[{index + 1}]: tool_result blocks must come first"
+
+
+def anthropic_thinking_signed(body: Body, path: str) -> Iterator[str]:
+    """Thinking blocks go back as received: signed ``thinking``, ``redacted_thinking`` with its data,
+    and only at the start of an assistant message."""
+    for index, message in enumerate(body.get("messages") or []):
+        seen_other = False
+        for block in _blocks(message):
+            kind = block.get("type")
+            if kind in ("thinking", "redacted_thinking"):
+                if message.get("role") != "assistant" or seen_other:
+                    yield f"messages[{index}]: a {kind} block not at the start of an assistant message"
+                if kind == "thinking" and not block.get("signature"):
+                    yield f"messages[{index}]: a thinking block without its signature"
+                if kind == "redacted_thinking" and not block.get("data"):
+                    yield f"messages[{index}]: a redacted_thinking block without its data"
+            else:
+                seen_other = True
+
+
+def anthropic_thinking_first(body: Body, path: str) -> Iterator[str]:
+    """With thinking on, the final assistant message (the one whose tool use is being answered)
+    starts with its thinking block."""
+    if not _thinking_on(body):
+        return
+    messages = body.get("messages") or []
+    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if not assistants:
+        return
+    last = assistants[-1]
+    blocks = _blocks(messages[last])
+    if any(b.get("type") == "tool_use" for b in blocks) and (
+        not blocks or blocks[0].get("type") not in ("thinking", "redacted_thinking")
+    ):
+        yield f"messages[{last}]: thinking is on but the final assistant message does not start with a thinking block"
+
+
+def anthropic_forced_choice(body: Body, path: str) -> Iterator[str]:
+    """ "Thinking may not be enabled when tool_choice forces tool use" (``any``/``tool``)."""
+    kind = (body.get("tool_choice") or {}).get("type")
+    if kind in ("any", "tool") and _thinking_on(body):
+        yield f"tool_choice {kind!r} with thinking {body.get('thinking')}"
+
+
+def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
+    """With thinking on, a request cannot end on a (prefilled) assistant turn."""
+    messages = body.get("messages") or []
+    if _thinking_on(body) and messages and messages[-1].get("role") == "assistant":
+        yield "ends on the assistant's turn while thinking is enabled"
+
+
+# -- Gemini generateContent ----------------------------------------------------------------------
+
+
+def _parts(content: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(content.get("parts") or [])
+
+
+def _call(part: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return part.get("functionCall") or part.get("function_call")
+
+
+def _response(part: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return part.get("functionResponse") or part.get("function_response")
+
+
+def gemini_roles(body: Body, path: str) -> Iterator[str]:
+    """Roles are ``user``/``model``; the conversation starts with the user."""
+    contents = body.get("contents") or []
+    if contents and contents[0].get("role") != "user":
+        yield "the first content is not the user's"
+    for index, content in enumerate(contents):
+        if content.get("role") not in ("user", "model"):
+            yield f"contents[{index}]: role {content.get('role')!r}"
+
+
+def gemini_nonempty_parts(body: Body, path: str) -> Iterator[str]:
+    """Every content has parts, and no part is an empty text (one carrying only a signature aside)."""
+    for index, content in enumerate(body.get("contents") or []):
+        parts = _parts(content)
+        if not parts:
+            yield f"contents[{index}]: no parts"
+        for part in parts:
+            if "text" in part and not part["text"] and "thoughtSignature" not in part:
+                yield f"contents[{index}]: an empty text part"
+
+
+def gemini_call_pairing(body: Body, path: str) -> Iterator[str]:
+    """Each model turn's ``functionCall`` parts are answered, same count and names (and ids when given),
+    by the ``functionResponse`` parts of the next user turn."""
+    contents = body.get("contents") or []
+    for index, content in enumerate(contents):
+        calls = [c for c in map(_call, _parts(content)) if c]
+        if content.get("role") != "model" or not calls:
+            continue
+        following = _parts(contents[index + 1]) if index + 1 < len(contents) else []
+        answers = [r for r in map(_response, following) if r]
+        if sorted(c.get("name") for c in calls) != sorted(r.get("name") for r in answers):
+            yield f"contents[{index}]: {len(calls)} call(s) answered by {len(answers)} response(s)"
+        ids = sorted(str(c.get("id")) for c in calls if c.get("id"))
+        if ids and ids != sorted(str(r.get("id")) for r in answers if r.get("id")):
+            yield f"contents[{index}]: call ids {ids} not answered by the same ids"
+
+
+def gemini_thought_signatures(body: Body, path: str) -> Iterator[str]:
+    """Gemini 3: in the current turn (since the last user text), each model turn's first ``functionCall``
+    carries its ``thoughtSignature`` ("Function call is missing a thought_signature")."""
+    if "gemini-3" not in path:
+        return
+    contents = body.get("contents") or []
+    start = max(
+        (i for i, c in enumerate(contents) if c.get("role") == "user" and any("text" in p for p in _parts(c))),
+        default=0,
+    )
+    for index in range(start, len(contents)):
+        calls = [p for p in _parts(contents[index]) if _call(p)]
+        if contents[index].get("role") == "model" and calls and not calls[0].get("thoughtSignature"):
+            yield f"contents[{index}]: functionCall without its thoughtSignature"
+
+
+def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
+    """``mode: ANY`` names only declared functions."""
+    config = ((body.get("toolConfig") or body.get("tool_config") or {}).get("functionCallingConfig")) or {}
+    allowed = config.get("allowedFunctionNames") or []
+    declared = [
+        d.get("name")
+        for tool in body.get("tools") or []
+        for d in tool.get("functionDeclarations") or tool.get("function_declarations") or []
+    ]
+    for name in allowed:
+        if name not in declared:
+            yield f"allowedFunctionNames names {name!r}, declared are {declared}"
+
+
+RULES: dict[str, Sequence[Rule]] = {
+    "openai": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "deepseek": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        deepseek_reasoning_replayed,
+    ],
+    "anthropic": [
+        anthropic_roles,
+        anthropic_nonempty_blocks,
+        anthropic_call_pairing,
+        anthropic_thinking_signed,
+        anthropic_thinking_first,
+        anthropic_forced_choice,
+        anthropic_ends_on_user,
+    ],
+    "gemini": [
+        gemini_roles,
+        gemini_nonempty_parts,
+        gemini_call_pairing,
+        gemini_thought_signatures,
+        gemini_forced_choice,
+    ],
+}

@@ -1,0 +1,185 @@
+"""Response bodies in each provider's own format, for the emulator (and so for the cassettes).
+
+Written from the providers' API references (OpenAI Chat Completions ``chat.completion``;
+Anthropic Messages ``message`` with ``thinking``/``redacted_thinking``/``text``/``tool_use``
+blocks and ``stop_reason``; Gemini ``GenerateContentResponse`` with ``candidates[].content.parts``,
+``thoughtSignature`` beside a ``functionCall``, ``finishReason``; DeepSeek's Chat Completions with
+``message.reasoning_content``) and their error envelopes. Ids, signatures and token counts are
+made up but shaped like the real ones. Nothing here is copied from a recording.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from emulator import Scripted
+
+Call = tuple[str, str, dict[str, Any]]  # (id, name, arguments)
+
+
+# -- OpenAI Chat Completions (also DeepSeek) ----------------------------------------------------
+
+
+def chat(
+    content: str | None = None,
+    calls: Sequence[Call] = (),
+    *,
+    reasoning: str | None = None,
+    finish: str | None = None,
+    model: str = "gpt-4o-2024-08-06",
+) -> Scripted:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls
+        ]
+    else:
+        message["refusal"] = None
+    body = {
+        "id": "chatcmpl-AZ3fq9wD2kLx7Q0mN4bV1rT8yUe5",
+        "object": "chat.completion",
+        "created": 1764460800,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish or ("tool_calls" if calls else "stop"),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 412,
+            "completion_tokens": 38,
+            "total_tokens": 450,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        },
+        "system_fingerprint": "fp_50cad350e4",
+    }
+    return Scripted(200, body)
+
+
+def chat_error(status: int, message: str, *, type: str, code: str | None, param: str | None = None) -> Scripted:
+    return Scripted(status, {"error": {"message": message, "type": type, "param": param, "code": code}})
+
+
+def chat_context_window() -> Scripted:
+    return chat_error(
+        400,
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. "
+        "Please reduce the length of the messages.",
+        type="invalid_request_error",
+        code="context_length_exceeded",
+        param="messages",
+    )
+
+
+def chat_server_error() -> Scripted:
+    return chat_error(
+        500, "The server had an error while processing your request. Sorry about that!", type="server_error", code=None
+    )
+
+
+# -- Anthropic Messages -------------------------------------------------------------------------
+
+
+def thinking(text: str, signature: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def redacted(data: str) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": data}
+
+
+def anthropic(
+    blocks: Sequence[dict[str, Any]] = (),
+    text: str | None = None,
+    calls: Sequence[Call] = (),
+    *,
+    stop: str | None = None,
+    model: str = "claude-sonnet-4-5-20250929",
+) -> Scripted:
+    content = list(blocks)
+    if text is not None:
+        content.append({"type": "text", "text": text})
+    content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
+    body = {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop or ("tool_use" if calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 512,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 64,
+            "service_tier": "standard",
+        },
+    }
+    return Scripted(200, body)
+
+
+def anthropic_error(status: int, type: str, message: str) -> Scripted:
+    return Scripted(
+        status,
+        {"type": "error", "error": {"type": type, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"},
+    )
+
+
+# -- Gemini generateContent ---------------------------------------------------------------------
+
+
+def gemini(
+    text: str | None = None,
+    calls: Sequence[Call] = (),
+    *,
+    signatures: Sequence[str | None] = (),
+    text_signature: str | None = None,
+    finish: str = "STOP",
+    model: str = "gemini-3-pro-preview",
+) -> Scripted:
+    """``signatures[i]`` goes beside call ``i`` (Gemini signs the first of parallel calls only)."""
+    parts: list[dict[str, Any]] = []
+    if text is not None:
+        part: dict[str, Any] = {"text": text}
+        if text_signature:
+            part["thoughtSignature"] = text_signature
+        parts.append(part)
+    for index, (call_id, name, args) in enumerate(calls):
+        part = {"functionCall": {"id": call_id, "name": name, "args": args}}
+        signature = signatures[index] if index < len(signatures) else None
+        if signature:
+            part["thoughtSignature"] = signature
+        parts.append(part)
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "finishReason": finish, "index": 0}
+    if finish == "SAFETY":
+        candidate["safetyRatings"] = [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}
+        ]
+        if not parts:
+            del candidate["content"]
+    body = {
+        "candidates": [candidate],
+        "usageMetadata": {
+            "promptTokenCount": 380,
+            "candidatesTokenCount": 24,
+            "totalTokenCount": 532,
+            "thoughtsTokenCount": 128,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 380}],
+        },
+        "modelVersion": model,
+        "responseId": "mJ0raPzYD5GqnvgPq8PHuQk",
+    }
+    return Scripted(200, body)
+
+
+def gemini_error(status: int, state: str, message: str) -> Scripted:
+    return Scripted(status, {"error": {"code": status, "message": message, "status": state}})

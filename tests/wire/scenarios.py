@@ -1,0 +1,12 @@
+"""Every wire scenario, for ``test_providers.py``."""
+
+from __future__ import annotations
+
+from turns import BASE_SUFFIX, Outcome, Scenario
+from turns_anthropic import ANTHROPIC
+from turns_chat import DEEPSEEK, OPENAI
+from turns_gemini import GEMINI
+
+SCENARIOS: list[Scenario] = [*ANTHROPIC, *GEMINI, *DEEPSEEK, *OPENAI]
+
+__all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

@@ -1,0 +1,117 @@
+"""The rules checker catches what each rule is about (so a wire test that passes means something)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from provider_rules import RULES, assert_accepted, check
+
+USER = {"role": "user", "content": "hi"}
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+TOOL_USE = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+THINKING_ON = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+FC = {"functionCall": {"name": "f", "args": {}}}
+FR = {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}
+
+BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
+    ("openai", "chat_roles", {"messages": [USER, {"role": "tool", "tool_call_id": "c1", "content": "x"}]}, ""),
+    (
+        "openai",
+        "chat_call_pairing",
+        {"messages": [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}]},
+        "",
+    ),
+    ("openai", "chat_assistant_not_empty", {"messages": [USER, {"role": "assistant", "content": ""}]}, ""),
+    ("openai", "chat_named_choice", {"messages": [USER], "tools": [], "tool_choice": {"function": {"name": "g"}}}, ""),
+    (
+        "deepseek",
+        "deepseek_reasoning_replayed",
+        {"model": "deepseek-reasoner", "tools": [{}], "messages": [USER, {"role": "assistant", "content": "a"}]},
+        "",
+    ),
+    ("anthropic", "anthropic_roles", {"messages": [{"role": "assistant", "content": "a"}]}, ""),
+    (
+        "anthropic",
+        "anthropic_nonempty_blocks",
+        {"messages": [USER, {"role": "assistant", "content": [{"type": "text", "text": ""}, TOOL_USE]}, RESULT]},
+        "",
+    ),
+    (
+        "anthropic",
+        "anthropic_call_pairing",
+        {"messages": [USER, {"role": "assistant", "content": [TOOL_USE]}, USER]},
+        "",
+    ),
+    (
+        "anthropic",
+        "anthropic_thinking_signed",
+        {
+            "messages": [
+                USER,
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "x"}, TOOL_USE]},
+                RESULT,
+            ]
+        },
+        "",
+    ),
+    (
+        "anthropic",
+        "anthropic_thinking_first",
+        {**THINKING_ON, "messages": [USER, {"role": "assistant", "content": [TOOL_USE]}, RESULT]},
+        "",
+    ),
+    (
+        "anthropic",
+        "anthropic_forced_choice",
+        {**THINKING_ON, "messages": [USER], "tool_choice": {"type": "tool", "name": "f"}},
+        "",
+    ),
+    (
+        "anthropic",
+        "anthropic_ends_on_user",
+        {**THINKING_ON, "messages": [USER, {"role": "assistant", "content": "a"}]},
+        "",
+    ),
+    ("gemini", "gemini_roles", {"contents": [{"role": "model", "parts": [{"text": "a"}]}]}, ""),
+    ("gemini", "gemini_nonempty_parts", {"contents": [{"role": "user", "parts": [{"text": ""}]}]}, ""),
+    (
+        "gemini",
+        "gemini_call_pairing",
+        {"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [FC]}]},
+        "",
+    ),
+    (
+        "gemini",
+        "gemini_thought_signatures",
+        {"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [FC]}, FR]},
+        "/v1beta/models/gemini-3-pro-preview:generateContent",
+    ),
+    (
+        "gemini",
+        "gemini_forced_choice",
+        {
+            "contents": [],
+            "tools": [],
+            "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["g"]}},
+        },
+        "",
+    ),
+]
+
+
+def test_every_rule_has_a_broken_example() -> None:
+    covered = {(protocol, rule) for protocol, rule, _, _ in BROKEN}
+    assert {rule.__name__ for rules in RULES.values() for rule in rules} == {rule for _, rule in covered}
+
+
+@pytest.mark.parametrize(("protocol", "rule", "body", "path"), BROKEN, ids=[f"{p}-{r}" for p, r, _, _ in BROKEN])
+def test_a_broken_rule_is_reported_and_can_be_labelled(
+    protocol: str, rule: str, body: dict[str, Any], path: str
+) -> None:
+    assert rule in check(protocol, body, path)
+    with pytest.raises(AssertionError, match=rule):
+        assert_accepted(protocol, body, path)
+    others = {name: "" for name in check(protocol, body, path)}
+    assert_accepted(protocol, body, path, known_broken=others)  # labelled, it passes
