@@ -3,7 +3,8 @@
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo REPLAY=1 the same over the real HTTP stack, replayed from cassettes/quickstart.yaml (offline, no key)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
-#   make test          ruff + mypy + pytest (network blocked: scripted models, replay, a local fake server)
+#   make test          ruff + mypy + docs build + pytest (network blocked: scripted models, replay, a local fake server)
+#   make docs          the documentation site (mkdocs --strict) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 
 SHELL := /bin/bash
@@ -20,10 +21,10 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo test lint typecheck unit record clean
+.PHONY: help demo test lint typecheck docs unit record clean
 
 help:
-	@sed -n '3,7s/^#   //p' Makefile
+	@sed -n '3,8s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,13 +42,16 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(DEMO_INSTALL)
 	$(BIN)/python examples/quickstart.py $(DEMO_FLAGS)
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check dspy_imp tests examples benchmarks
+	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
+
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest --cov --cov-report=term
@@ -60,4 +64,4 @@ record: $(VENV)/.installed-dev
 	$(BIN)/pytest tests/wire -p no:cacheprovider
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info
+	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist site *.egg-info

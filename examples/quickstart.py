@@ -1,8 +1,14 @@
-"""dspy_imp quick start: one turn that calls a tool, then answers.
+"""dspy_imp quick start: what makes this loop different, in two short turns.
 
-Offline with a scripted model (no network), replayed through the real HTTP stack from a
-cassette (offline, no key: LiteLLM -> OpenAI SDK -> httpx, answered by ``cassettes/quickstart.yaml``,
-which ``make record`` writes from a local emulator), or live against a real model::
+1. A weather agent calls a tool, then answers in text (`"answered"`).
+2. A research agent under `finish="submit"`: the model first writes a thought instead of acting.
+   `dspy.ReActV2` would end the turn there (and force `submit`); here the thought is recorded, the
+   model is told its message was not sent, it looks the answer up, and it submits.
+
+Every prediction says how its turn ended (`pred.metadata`). Offline with a scripted model (no
+network), replayed through the real HTTP stack from a cassette (offline, no key: LiteLLM -> OpenAI
+SDK -> httpx, answered by ``cassettes/quickstart.yaml``, which ``make record`` writes from a local
+emulator), or live against a real model::
 
     python examples/quickstart.py
     python examples/quickstart.py --replay
@@ -25,18 +31,31 @@ import dspy
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
+WEATHER_QUESTION = "What's the weather in Paris?"
+RESEARCH_QUESTION = "How tall is the Eiffel Tower?"
+
 
 def get_weather(city: str) -> str:
     """Get the current weather for a city."""
     return f"sunny, 21°C in {city}"
 
 
+def search(query: str) -> str:
+    """Search the encyclopedia."""
+    return "The Eiffel Tower is 330 m tall (since 2022)."
+
+
 def scripted_model() -> dspy.LM:
-    """A model that calls `get_weather`, then answers in text. It records requests and sends none."""
+    """A model that answers from a script. It records requests and sends none."""
     return ScriptedLM(
         [
+            # Turn 1: a tool call, then the answer in text.
             reply(calls=[call("get_weather", {"city": "Paris"}, id="call_1")]),
             reply("It is sunny and 21°C in Paris."),
+            # Turn 2: a thought first (no tool call), then a search, then submit.
+            reply("I should check the current height rather than rely on memory."),
+            reply(calls=[call("search", {"query": "Eiffel Tower height"}, id="call_2")]),
+            reply(calls=[call("submit", {"answer": "330 m", "confident": True}, id="call_3")]),
         ]
     )
 
@@ -59,16 +78,6 @@ def replaying() -> AbstractContextManager[object]:
     return vcr.VCR(record_mode="none", match_on=["method", "path", "body"]).use_cassette(str(CASSETTE))
 
 
-def ask(lm: dspy.LM) -> dspy.Prediction:
-    """The quickstart's turn: one question, one tool."""
-    agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
-    with dspy.context(lm=lm):
-        return agent(question=QUESTION)
-
-
-QUESTION = "What's the weather in Paris?"
-
-
 def live_model() -> dspy.LM:
     model = os.environ.get("DSPY_IMP_MODEL")
     if not model:
@@ -77,6 +86,28 @@ def live_model() -> dspy.LM:
             "(plus that provider's API key, e.g. OPENAI_API_KEY)"
         )
     return dspy.LM(model)
+
+
+def ask(lm: dspy.LM) -> tuple[dspy.Prediction, dspy.Prediction]:
+    """The quickstart's two turns: a weather question, then a research question under "submit"."""
+    weather = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
+    research = dspy_imp.ReActV2("question -> answer, confident: bool", tools=[search], finish="submit")
+    with dspy.context(lm=lm):
+        return weather(question=WEATHER_QUESTION), research(question=RESEARCH_QUESTION)
+
+
+def show(pred: dspy.Prediction) -> None:
+    for step in pred.metadata.history.messages:
+        results = {r["id"]: r["result"] for r in step.get("tool_call_results", [])}
+        if step.get("next_thought") and not step.get("tool_calls") and not set(pred.keys()) & step.keys():
+            print(f"  thought (not sent; the loop continued): {step['next_thought']}")
+        for tool_call in step.get("tool_calls", []):
+            print(f"  tool call: {tool_call['name']}({tool_call['args']}) -> {results.get(tool_call['id'])!r}")
+    meta = pred.metadata
+    print(f"  outputs: {dict(pred.items())}")
+    print(f"  termination_reason: {meta.termination_reason}")
+    print(f"  termination_cause: {meta.termination_cause}")
+    print(f"  complete: {meta.complete}; history: {len(meta.history.messages)} step(s) to pass back as history=")
 
 
 def main() -> None:
@@ -96,17 +127,17 @@ def main() -> None:
     else:
         lm = scripted_model()
         print("model: scripted model (no network)")
-    print(f"question: {QUESTION}")
 
     with context:
-        pred = ask(lm)
-
-    for step in pred.metadata.history.messages:
-        results = {r["id"]: r["result"] for r in step.get("tool_call_results", [])}
-        for tool_call in step.get("tool_calls", []):
-            print(f"tool call: {tool_call['name']}({tool_call['args']}) -> {results.get(tool_call['id'])!r}")
-    print(f"answer: {pred.answer}")
-    print(f"termination_reason: {pred.metadata.termination_reason}")
+        weather, research = ask(lm)
+    print(f"\n1. question: {WEATHER_QUESTION}")
+    show(weather)
+    print(f'\n2. question: {RESEARCH_QUESTION}   (finish="submit")')
+    show(research)
+    print(
+        "\nRead next: docs/why.md (dspy.ReActV2 and this loop side by side), docs/finish-modes.md,"
+        "\ndocs/termination.md (every reason and cause), and the examples/ folder."
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,51 @@
+"""What every example shares: offline by default, ``--live`` for a real model.
+
+Offline, an example runs against ``dspy_imp.testing.ScriptedLM``: a model that answers from the
+script the example gives and sends nothing anywhere. ``--live`` uses the model named by
+``DSPY_IMP_MODEL`` (e.g. ``openai/gpt-4o-mini``, with that provider's API key set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+# Use the model metadata bundled with DSPy/LiteLLM instead of fetching it (keeps offline runs offline).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dspy
+
+from dspy_imp.testing import RecordedRequest, ScriptedLM, ScriptItem
+
+Script = Sequence[ScriptItem] | Callable[[RecordedRequest], ScriptItem]
+
+
+def choose_model(description: str | None, script: Script) -> tuple[dspy.LM, bool]:
+    """Parse ``--live``; return the model to use (``ScriptedLM(script)`` offline) and whether it is live."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--live", action="store_true", help="use DSPY_IMP_MODEL instead of the scripted model")
+    if not parser.parse_args().live:
+        print("model: scripted (offline; --live for a real model)")
+        return ScriptedLM(script), False
+    model = os.environ.get("DSPY_IMP_MODEL")
+    if not model:
+        sys.exit("--live needs DSPY_IMP_MODEL, e.g. DSPY_IMP_MODEL=openai/gpt-4o-mini (plus its API key)")
+    print(f"model: {model}")
+    return dspy.LM(model), True
+
+
+def show_turn(pred: dspy.Prediction, since: int = 0) -> None:
+    """Print what the agent did this turn (history steps from ``since`` on) and how it ended."""
+    meta = pred.metadata
+    for step in meta.history.messages[since:]:
+        if step.get("next_thought") and not set(pred.keys()) & step.keys():  # an answer step is shown below
+            print(f"  thought: {step['next_thought']}")
+        results = {r["id"]: r for r in step.get("tool_call_results", [])}
+        for tool_call in step.get("tool_calls", []):
+            result = results.get(tool_call["id"], {})
+            print(f"  tool call: {tool_call['name']}({tool_call['args']}) -> {result.get('result')!r}")
+    print(f"  outputs: {dict(pred.items())}")
+    cause = f" (cause: {meta.termination_cause})" if meta.termination_cause else ""
+    print(f"  termination_reason: {meta.termination_reason}{cause}")

@@ -1,0 +1,58 @@
+"""Every example runs offline (its default) and tells the story it is there for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+EXPECTED = {
+    "quickstart.py": [
+        "tool call: get_weather",
+        "termination_reason: answered",
+        "thought (not sent; the loop continued)",
+        "termination_reason: submit",
+    ],
+    "support_agent.py": ["thought: I'll check the order first.", "termination_reason: finished_by_tool"],
+    "research_agent.py": ["termination_reason: submit", "confidence is a float: 0.9"],
+    "router.py": ["'team': 'billing'", "termination_reason: forced_submit (cause: empty_tool_calls)"],
+    "long_conversation.py": ["context_projection:", "termination_reason: last_text (cause: max_iters)"],
+    "deadline_agent.py": ["termination_reason: incomplete (cause: deadline_exceeded)", "the third was never sent"],
+    "mcp_tools.py": ["tools from the MCP server: ['check_stock', 'reorder']", "termination_reason: answered"],
+    "optimized_agent.py": [
+        "before compiling: dev score 0%",
+        "after compiling:  dev score 100%",
+        "reloaded: dev score 100%",
+    ],
+}
+
+
+def test_every_example_is_listed() -> None:
+    scripts = {path.name for path in EXAMPLES.glob("*.py") if not path.name.startswith("_")}
+    assert scripts - {"mcp_server.py"} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_the_example_runs_offline(script: str) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "DSPY_IMP_MODEL"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "model: scripted" in done.stdout
+    missing = [line for line in EXPECTED[script] if line not in done.stdout]
+    assert not missing, f"{script} printed:\n{done.stdout}"
+
+
+def test_live_mode_needs_a_model() -> None:
+    env = {key: value for key, value in os.environ.items() if key != "DSPY_IMP_MODEL"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "router.py"), "--live"], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode != 0
+    assert "--live needs DSPY_IMP_MODEL" in done.stderr
