@@ -56,6 +56,7 @@ from ._predicted import reply_from_prediction
 from ._records import now_iso
 from ._render import transcript
 from ._signature import make_extraction_signature
+from ._streaming import Watch
 from ._usage import Recorder, measured, recording
 
 MAX_TOOL_THREADS = 8
@@ -71,7 +72,7 @@ def drive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         try:
             effect = turn.send(sent)
         except StopIteration as stop:
-            return stop.value
+            return effects.ended(stop.value)
         sent = effects.perform(effect)
 
 
@@ -81,7 +82,7 @@ async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         try:
             effect = turn.send(sent)
         except StopIteration as stop:
-            return stop.value
+            return await effects.aended(stop.value)
         sent = await effects.aperform(effect)
 
 
@@ -94,19 +95,61 @@ class _Job:
     done: Callable[[Any], Any]
     failed: Callable[[Exception], Any]
     scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+    exchange: Exchange | None = None
 
 
 class Effects:
-    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting."""
+    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
+
+    Under ``dspy.streamify`` or live progress, a ``Watch`` (``_streaming``) sees each effect
+    before and after it is performed, and the outcome of the turn; it decides nothing.
+    """
 
     def __init__(self, program: ReActV2):
         self.program = program
+        self.watch = Watch.of(program)
         install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
             return self._run_tools(effect)
         job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return self._outcome(job)
+        watch.send(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = self._outcome(job)
+        watch.send([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    async def aperform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
+        job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return await self._aoutcome(job)
+        await watch.asend(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = await self._aoutcome(job)
+        await watch.asend([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    def ended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            self.watch.send(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    async def aended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            await self.watch.asend(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    @staticmethod
+    def _outcome(job: _Job) -> Any:
         with job.scope():
             try:
                 value = job.run()
@@ -114,10 +157,8 @@ class Effects:
                 return job.failed(exc)
         return job.done(value)
 
-    async def aperform(self, effect: Any) -> Any:
-        if isinstance(effect, RunTools):
-            return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
-        job = self._job(effect)
+    @staticmethod
+    async def _aoutcome(job: _Job) -> Any:
         with job.scope():
             try:
                 value = await job.arun()
@@ -192,6 +233,7 @@ class Effects:
             lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
             lambda error: Failed(error, usage()),
             scope,
+            exchange,
         )
 
     def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import dspy
 
+from . import _html
 from ._kinds import TerminationCause, TerminationReason
 from ._usage import Usage
 
@@ -55,6 +56,13 @@ class Metadata:
         """False exactly when the turn carries no answer: ``"incomplete"`` or ``"paused"``."""
         return self.termination_reason not in ("incomplete", "paused")
 
+    def __repr__(self) -> str:
+        return _html.metadata_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the termination, then the conversation (``_html``)."""
+        return _html.metadata_html(self)
+
 
 class Prediction(dspy.Prediction):
     """A ``dspy.Prediction`` whose keys are exactly the signature's outputs.
@@ -67,6 +75,12 @@ class Prediction(dspy.Prediction):
     @property
     def metadata(self) -> Metadata:
         return self.__dict__["_metadata"]
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the termination, the outputs, then the conversation (``_html``)."""
+        if "_metadata" not in self.__dict__:
+            return f"<pre>{_html.html.escape(repr(self))}</pre>"
+        return _html.prediction_html(self)
 
     def __getattr__(self, key: str) -> Any:
         if key in _FROM_METADATA and "_metadata" in self.__dict__ and key not in self.__dict__.get("_store", {}):

@@ -30,6 +30,13 @@ def run(request: pytest.FixtureRequest) -> Callable[..., Any]:
     return call
 
 
+@pytest.fixture(params=["sync", "async"])
+def how(request: pytest.FixtureRequest) -> str:
+    """Streaming: ``"sync"`` streams a sync program to a sync generator (``async_streaming=False``),
+    ``"async"`` streams ``acall`` to an async generator."""
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings() -> Any:
     """Each test starts with no LM, adapter or callbacks configured."""

@@ -2,7 +2,12 @@
 
 It binds to 127.0.0.1 on a free port, answers each ``POST`` with the next scripted
 ``chat.completion`` body (or ``HTTPReply``: any status, headers such as ``Retry-After``, a
-delay), and records every request (path, parsed JSON body, arrival time). Stdlib only
+delay), and records every request (path, parsed JSON body, arrival time). A request
+with ``"stream": true`` gets the same reply the way OpenAI streams it: server-sent events
+(``text/event-stream``, HTTP chunked transfer encoding), one ``chat.completion.chunk`` per
+word of text and per few characters of each tool call's arguments, the finish reason in a
+last delta-less chunk, a usage chunk when ``stream_options.include_usage`` asks for one,
+then ``data: [DONE]``. Stdlib only
 (``http.server`` in a background thread), so both of DSPy's engines can talk to it: the
 native lm15 engine (raw sockets) and LiteLLM (OpenAI SDK over ``httpx2``).
 
@@ -16,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -84,6 +90,54 @@ def _completion(message: dict[str, Any], finish_reason: str, model: str) -> dict
     }
 
 
+def stream_chunks(
+    completion: Mapping[str, Any], *, include_usage: bool = False, piece: int = 6
+) -> list[dict[str, Any]]:
+    """A ``chat.completion`` body as the ``chat.completion.chunk`` events OpenAI would stream.
+
+    Text comes one word (with its trailing space) per chunk; each tool call starts with a
+    chunk carrying its id, name and empty arguments, then ``piece`` characters of arguments
+    per chunk.
+    """
+    choice = completion["choices"][0]
+    message = choice["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"content": word} for word in re.findall(r"\s*\S+\s*", message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": function["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
+        arguments = function["arguments"]
+        for start in range(0, len(arguments), piece):
+            deltas.append(
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[start : start + piece]}}]}
+            )
+    head = {k: completion[k] for k in ("id", "created", "model")}
+    chunks = [
+        {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None}],
+        }
+        for d in deltas
+    ]
+    last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": choice["finish_reason"]}
+    chunks.append({**head, "object": "chat.completion.chunk", "choices": [last]})
+    if include_usage:
+        chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": completion.get("usage")})
+    return chunks
+
+
 class FakeOpenAIServer:
     """Serves scripted Chat Completions bodies in order and records every request.
 
@@ -146,6 +200,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             scripted = server._next(received)
             if scripted.delay:
                 time.sleep(scripted.delay)
+            if scripted.status == 200 and isinstance(body, dict) and body.get("stream"):
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._stream(stream_chunks(scripted.body, include_usage=usage))
+                return
             data = json.dumps(scripted.body).encode()
             self.send_response(scripted.status)
             for name, value in (scripted.headers or {}).items():
@@ -155,6 +213,19 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Connection", "close")  # one request per connection: nothing lingers at shutdown
             self.end_headers()
             self.wfile.write(data)
+            self.close_connection = True
+
+        def _stream(self, chunks: list[dict[str, Any]]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for event in [*(json.dumps(c) for c in chunks), "[DONE]"]:
+                data = f"data: {event}\n\n".encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
             self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean

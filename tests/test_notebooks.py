@@ -14,7 +14,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 
 
 def test_there_are_notebooks() -> None:
-    assert {path.name for path in NOTEBOOKS} >= {"tour.ipynb", "optimizing.ipynb"}
+    assert {path.name for path in NOTEBOOKS} >= {"tour.ipynb", "optimizing.ipynb", "streaming.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
@@ -39,3 +39,13 @@ def test_the_notebook_runs_top_to_bottom(path: Path, tmp_path: Path) -> None:
     client.execute(env=env, cwd=str(path.parent))  # raises CellExecutionError on the first failing cell
     outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
     assert outputs and not [output for output in outputs if output.output_type == "error"]
+    if path.name == "streaming.ipynb":
+        assert_streaming_outputs(outputs)
+
+
+def assert_streaming_outputs(outputs: list) -> None:
+    """streaming.ipynb shows the HTML view of a prediction and its metadata, and live progress."""
+    html = [o.data["text/html"] for o in outputs if o.output_type == "execute_result" and "text/html" in o.data]
+    assert len(html) == 2 and all("dspy-imp-termination" in h for h in html)
+    progress = [o for o in outputs if o.output_type == "display_data" and "text/plain" in o.data]
+    assert progress, "a plain call in a notebook shows live progress"

@@ -15,12 +15,15 @@ def test_all_is_sorted_and_exact():
     assert set(dspy_imp.__all__) == {
         "ConfigurationError",
         "Finish",
+        "HistoryView",
         "Metadata",
         "NeedsApproval",
         "Prediction",
         "ReActAdapter",
         "ReActV2",
+        "StatusMessageProvider",
         "StepError",
+        "StreamListener",
         "ToolCallRejected",
         "Usage",
         "UsageLimits",
@@ -29,6 +32,7 @@ def test_all_is_sorted_and_exact():
         "is_complete",
         "load_history",
         "redact_history",
+        "show_progress",
         "to_dspy_history",
     }
     assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
