@@ -36,6 +36,7 @@ from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
+from ._media import family_of, refuse_unsendable, tool_media_for
 from ._nameless import UNNAMED, as_received
 from ._reasoning import blocks_of
 from ._render import render_request
@@ -59,6 +60,7 @@ class Exchange:
     reply: Reply | None = None
     dialect: Dialect | None = None
     route: Route = field(default_factory=lambda: Route("custom"))
+    media_family: str = "other"
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     fallbacks: int = 0
@@ -208,6 +210,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.dialect = dialect_for(
             self.base or dspy.ChatAdapter(), task.signature, exchange.guidance.text_answer, native
         )
+        exchange.media_family = family_of(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -230,9 +233,11 @@ class ReActAdapter(dspy.ChatAdapter):
             keep_reasoning=route.keeps_reasoning,
             replayed_kinds=route.replayed_kinds,
             dialect=exchange.dialect,
+            tool_media=tool_media_for(exchange.media_family),
         )
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         exchange.messages = render_request(guidance, signature.instructions, demos, pending)
+        refuse_unsendable(exchange.messages, exchange.media_family)
         check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
         return exchange.messages
 

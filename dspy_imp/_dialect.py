@@ -32,6 +32,7 @@ from dspy.utils.exceptions import AdapterParseError
 from . import _prompts
 from ._effects import RawCall
 from ._markup import find_fields, without_markers
+from ._media import Content, with_media
 from ._signature import STEP_CALLS, STEP_TEXT
 
 Message = dict[str, Any]
@@ -71,9 +72,12 @@ class Dialect:
             f"{objective}"
         )
 
-    def inputs(self, values: Mapping[str, Any]) -> str:
+    def inputs(self, values: Mapping[str, Any]) -> Content:
+        """The user message content of these inputs: text, or content parts when they hold media."""
         shown = {k: v for k, v in values.items() if k in self.display.input_fields and v is not None}
-        return self.base.format_user_message_content(self.display, shown).strip() if shown else ""
+        if not shown:
+            return ""
+        return with_media(lambda lifted: self.base.format_user_message_content(self.display, lifted).strip(), shown)
 
     def assistant(self, text: str | None, calls: Sequence[Mapping[str, Any]] | None) -> str:
         if self.plain:

@@ -20,13 +20,15 @@ from pydantic.fields import FieldInfo
 
 from . import _prompts
 from ._kinds import FinishMode, HistoryReplay, RequestKind
+from ._media import ToolMedia
 from ._records import Step, ToolCall, ToolResult
 from ._signature import SUBMIT, field_description, type_words
 
 if TYPE_CHECKING:
     from ._dialect import Dialect
 
-ResultRenderer = Callable[[ToolCall, ToolResult], str]
+ResultRenderer = Callable[[ToolCall, ToolResult], Any]
+"""Returns a str, a media value (``dspy.Image``, ...) or a list of those (see ``_media``)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Guidance:
     keep_reasoning: bool = True
     replayed_kinds: frozenset[str] = frozenset()
     dialect: Dialect | None = None
+    tool_media: ToolMedia = "after"
 
     @property
     def text_answer(self) -> bool:

@@ -3,9 +3,10 @@
 ``dump_history`` turns a history into JSON-safe data that ``load_history`` restores, so a
 reloaded history sends byte-identical requests: call ids, parallel calls, results (values
 that are not JSON are stored as the text the model was shown), ``returned_at``, provider
-reasoning and notes all survive; every dump is strict JSON (no NaN or infinity).
-``redact_history`` returns a copy with credential-shaped values replaced, for logs; never
-feed it back as the conversation.
+reasoning and notes all survive; every dump is strict JSON (no NaN or infinity). Media values
+(``dspy.Image``, ``dspy.Audio``, ``dspy.File``) are stored with their fields exactly as held,
+URLs and base64 as given, and come back as the same types. ``redact_history`` returns a copy
+with credential-shaped values replaced, for logs; never feed it back as the conversation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import dspy
 from dspy.adapters.utils import serialize_for_json
 
 from ._errors import ConfigurationError
+from ._media import contains_media, dump_media, is_dumped_media, is_media, revive
 from ._records import _STEP_KEYS, coerce_history, make_history
 from ._redact import REDACTED, is_secret_key, redact_text
 from ._render import result_text
@@ -44,7 +46,7 @@ def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
     for entry in entries:
         if not isinstance(entry, Mapping):
             raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
-    return make_history([dict(entry) for entry in entries])
+    return make_history([revive(dict(entry)) for entry in entries])
 
 
 def redact_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dspy.History:
@@ -82,8 +84,11 @@ def _shown(value: Any) -> Any:
     """A tool result as data when that renders to the same text, else the text the model was shown.
 
     Non-UTF-8 bytes, tuple keys and non-finite floats have no JSON form that renders the same,
-    so they are stored as their text: the reloaded history sends the same bytes.
+    so they are stored as their text: the reloaded history sends the same bytes. Media are
+    stored as themselves (they are not shown as text).
     """
+    if contains_media(value):
+        return _json(value)
     try:
         shown = result_text(value)
     except (Exception, RecursionError):  # a result recorded outside the loop that cannot be rendered
@@ -131,6 +136,8 @@ def _json(value: Any) -> Any:
         return {_key(k): _json(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_json(v) for v in value]
+    if is_media(value):
+        return dump_media(value)
     serialized = serialize_for_json(value)
     if serialized is value:
         return str(value)
@@ -142,6 +149,8 @@ def _redact(value: Any, key: str = "") -> Any:
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)
+    if is_dumped_media(value):
+        return value  # kept whole: base64 is not text to scan, and a URL is the media itself
     if isinstance(value, Mapping):
         return {k: _redact(v, k) for k, v in value.items()}
     if isinstance(value, list):

@@ -48,7 +48,9 @@ class ReActV2(dspy.Module):
         tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args)`` returning
             ``True``, ``False``, a reason (a refusal the model reads) or ``dspy_imp.NeedsApproval()``.
         tool_result_renderer: ``callable(call, result) -> str``; ``result.returned_at`` is the
-            ISO 8601 UTC time the result came back.
+            ISO 8601 UTC time the result came back, ``result.value`` the value as returned. It
+            may also return a media value (``dspy.Image``, ...) or a list of text and media
+            (``docs/media.md``).
         config: Request options for every request (``temperature``, ``max_tokens``, ...).
         parallel_tools: Run the calls of one reply concurrently (tasks under ``acall``, a
             bounded thread pool in a sync call); the record is that of the sequential run.
@@ -77,7 +79,7 @@ class ReActV2(dspy.Module):
         last_request_note: str | None = None,
         last_request_tools: Iterable[Any] = (),
         tool_policy: Any = None,
-        tool_result_renderer: Callable[[Any, Any], str] | None = None,
+        tool_result_renderer: Callable[[Any, Any], Any] | None = None,
         config: Mapping[str, Any] | None = None,
         parallel_tools: bool = False,
         usage_limits: UsageLimits | None = None,

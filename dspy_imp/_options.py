@@ -74,7 +74,7 @@ class ProgramOptions:
     last_request_note: str | None = None
     last_request_tools: tuple[str, ...] = ()
     tool_policy: ToolPolicy = None
-    tool_result_renderer: Callable[[Any, Any], str] | None = None
+    tool_result_renderer: Callable[[Any, Any], Any] | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     parallel_tools: bool = False
     usage_limits: UsageLimits | None = None

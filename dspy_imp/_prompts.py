@@ -165,3 +165,12 @@ EXTRACTION_INSTRUCTIONS = (
 )
 
 DEMO_RESULT_NOT_SHOWN = "(The result of this call is not part of the example.)"
+
+
+# -- media in tool results (see _media) ------------------------------------------------------
+ATTACHED_MEDIA = "Media returned by the tools above:"
+
+
+def media_placeholder(kind: str, number: int) -> str:
+    """Where a tool result's media stood, in its text: ``[image 1]``; the media follows under it."""
+    return f"[{kind} {number}]"

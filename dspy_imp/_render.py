@@ -8,6 +8,10 @@ ends on the pending inputs (or the last tool message), and, outside plain native
 the adapter's format requirement (written mode: with the tool listing) in a user message
 of its own.
 
+Media in inputs and results (``dspy.Image``, ...) become content parts (``_media``): a native
+step's tool results are followed by one user message carrying their media where the provider's
+tool messages take text only (``guidance.tool_media``).
+
 Replay rules (reference §7): an *answer* (a step carrying outputs) is never a thought; a
 *thought* (text, no call, no output) is followed by the unsent line of the rendering loop,
 except when the turn's extracted outputs directly follow it or when thought_as_request
@@ -28,6 +32,7 @@ from . import _prompts
 from ._demos import demo_examples
 from ._dialect import Dialect
 from ._guidance import Guidance, system_message, tool_listing
+from ._media import Attachments, Content, is_media, place_results
 from ._reasoning import call_signatures, thinking_blocks
 from ._records import Step, ToolCall, ToolResult
 from ._signature import SUBMIT
@@ -128,8 +133,9 @@ def _exchange(
     if not dialect.native:
         message: Message = {"role": "assistant", "content": dialect.assistant(content, [_written(c) for c in calls])}
         _add_reasoning(guidance, message, step)
-        lines = [_written_result(guidance, call, result) for call, result in paired]
-        return [message, _user(dialect.results(lines))] if lines else [message]
+        attachments = Attachments()
+        lines = [_written_result(guidance, call, result, attachments) for call, result in paired]
+        return [message, _user(attachments.content(dialect.results(lines)))] if lines else [message]
     message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else None}
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
@@ -138,7 +144,7 @@ def _exchange(
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
         message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]
     _add_reasoning(guidance, message, step)
-    return [message, *(_tool(guidance, call, result) for call, result in paired)]
+    return [message, *place_results([_tool(guidance, call, result) for call, result in paired], guidance.tool_media)]
 
 
 def _add_reasoning(guidance: Guidance, message: Message, step: Step) -> None:
@@ -150,9 +156,17 @@ def _written(call: ToolCall) -> dict[str, Any]:
     return {"name": call.name, "arguments": dict(call.args)}
 
 
-def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult) -> str:
-    render = guidance.result_renderer or render_result
-    return f"{call.name or 'unreadable_call'} ({result.id}): {render(call, result)}"
+def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
+    return f"{call.name or 'unreadable_call'} ({result.id}): {_result_text(guidance, call, result, attachments)}"
+
+
+def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
+    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned)."""
+    if guidance.result_renderer is not None:
+        return attachments.keep(guidance.result_renderer(call, result))
+    if result.error:
+        return render_result(call, result)
+    return attachments.keep(render_result(call, replace(result, value=attachments.lift(result.value))))
 
 
 def _submit_as_answer(guidance: Guidance, step: Step) -> list[Message]:
@@ -223,8 +237,9 @@ def _native_call(call: ToolCall, signature: str | None = None) -> Message:
 
 
 def _tool(guidance: Guidance, call: ToolCall, result: ToolResult) -> Message:
-    render = guidance.result_renderer or render_result
-    return {"role": "tool", "tool_call_id": result.id, "content": render(call, result)}
+    attachments = Attachments()
+    content = attachments.content(_result_text(guidance, call, result, attachments))
+    return {"role": "tool", "tool_call_id": result.id, "content": content}
 
 
 def render_result(call: ToolCall, result: ToolResult) -> str:
@@ -269,7 +284,7 @@ def _inputs_message(dialect: Dialect, inputs: Mapping[str, Any]) -> list[Message
     return [_user(content)] if content else []
 
 
-def _user(content: str) -> Message:
+def _user(content: Content) -> Message:
     return {"role": "user", "content": content}
 
 
@@ -293,4 +308,7 @@ def transcript(guidance: Guidance) -> str:
 
 
 def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else to_json(value)
+    """Values as the extractor reads them; media as DSPy's markers, which its adapter sends as parts."""
+    if isinstance(value, str):
+        return value
+    return str(serialize_for_json(value)) if is_media(value) else to_json(value)

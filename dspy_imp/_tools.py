@@ -25,6 +25,7 @@ from ._approval import Decisions, asks_approval
 from ._effects import DecidedCall, Raised, RawCall, Returned, RunTool, RunTools
 from ._errors import error_text
 from ._kinds import PendingKind
+from ._media import contains_media
 from ._records import PendingCall, ToolCall, ToolResult, now_iso
 from ._render import result_text
 from ._signature import SUBMIT, OutputSpec, Rejection
@@ -305,7 +306,9 @@ def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, 
 def readable_result(value: Any) -> Any:
     """``value`` if the model can be shown it as UTF-8 text; the text with lone surrogates
     replaced when only its encoding fails; a ``Rejection`` saying why when it cannot be
-    rendered at all (a circular structure, a ``__str__`` that raises)."""
+    rendered at all (a circular structure, a ``__str__`` that raises). Media are sent as media."""
+    if contains_media(value):
+        return value
     try:
         text = result_text(value)
     except (Exception, RecursionError) as exc:

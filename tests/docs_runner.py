@@ -144,7 +144,11 @@ def _run_alone(block: Block) -> None:
 def _run_block(block: Block, page: Page) -> None:
     if block.own_process:
         return _run_alone(block)
-    code = compile(block.code, f"{block.page.name}:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # dont_inherit: this module's `from __future__ import annotations` must not turn a page's
+    # annotations into strings (DSPy cannot resolve `dspy.Image` from a page's namespace).
+    code = compile(
+        block.code, f"{block.page.name}:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+    )
     with dspy.context(**page.settings()):
         if code.co_flags & inspect.CO_COROUTINE:
             asyncio.run(eval(code, page.namespace))

@@ -23,6 +23,14 @@ EXPECTED = {
     "router.py": ["'team': 'billing'", "termination_reason: forced_submit (cause: empty_tool_calls)"],
     "long_conversation.py": ["context_projection:", "termination_reason: last_text (cause: max_iters)"],
     "deadline_agent.py": ["termination_reason: incomplete (cause: deadline_exceeded)", "the third was never sent"],
+    "multimodal_agent.py": [
+        "tool call: zoom({'quarter': 'top-left'}) -> an image",
+        "  user: '[[ ## picture ## ]] ' + image_url + '  [[ ## question ## ]] What is'",
+        "  tool: '[image 1]'",
+        "  user: 'Media returned by the tools ab' + '[image 1]' + image_url",
+        "termination_reason: answered",
+        "the history dumps with its images: dspy.Image",
+    ],
     "mcp_tools.py": ["tools from the MCP server: ['check_stock', 'reorder']", "termination_reason: answered"],
     "optimized_agent.py": [
         "before compiling: dev score 0%",

@@ -10,6 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # emulator, responses, scenarios, provider_rules
 
+import media_rules
+import provider_rules
+
+media_rules.register(provider_rules.RULES)  # every wire request is checked against the media rules too
+
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "wire"
 
 

@@ -14,6 +14,10 @@ RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1
 THINKING_ON = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
 FC = {"functionCall": {"name": "f", "args": {}}}
 FR = {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}
+# Media (the rules of media_rules.py, registered by conftest)
+IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+INLINE = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
 
 BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
     ("openai", "chat_roles", {"messages": [USER, {"role": "tool", "tool_call_id": "c1", "content": "x"}]}, ""),
@@ -88,6 +92,31 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         {"contents": [{"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [FC]}, FR]},
         "/v1beta/models/gemini-3-pro-preview:generateContent",
     ),
+    (
+        "openai",
+        "chat_media_in_user_messages",
+        {"messages": [{"role": "tool", "tool_call_id": "c", "content": [IMAGE_URL]}]},
+        "",
+    ),
+    (
+        "openai",
+        "chat_media_shapes",
+        {"messages": [{"role": "user", "content": [{**IMAGE_URL, "image_url": {"url": "x"}}]}]},
+        "",
+    ),
+    ("anthropic", "anthropic_media_placement", {"messages": [USER, {"role": "assistant", "content": [IMAGE]}]}, ""),
+    (
+        "anthropic",
+        "anthropic_media_shapes",
+        {
+            "messages": [
+                {"role": "user", "content": [{**IMAGE, "source": {**IMAGE["source"], "media_type": "image/bmp"}}]}
+            ]
+        },
+        "",
+    ),
+    ("gemini", "gemini_media_placement", {"contents": [{"role": "model", "parts": [INLINE]}]}, ""),
+    ("gemini", "gemini_media_shapes", {"contents": [{"role": "user", "parts": [{"inlineData": {"data": "x"}}]}]}, ""),
     (
         "gemini",
         "gemini_forced_choice",
