@@ -6,6 +6,10 @@ is local to the thread or task that set it and reaches the worker threads of
 another never extends it: the earlier end wins. The loop reads it before every request,
 and ``check_before_send`` reads it again at the last moment before bytes leave
 (after rendering, a tool result renderer and any lazy import of the LM client).
+
+A durable driver replays a turn from recorded results, so the time that decides the turn must
+replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
+records (epoch seconds), for the deadline and for ``returned_at``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import functools
 import importlib
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import dspy
@@ -23,6 +27,7 @@ import dspy
 from ._errors import ConfigurationError
 
 _KEY = "dspy_imp_deadline"
+_CLOCK = "dspy_imp_clock"
 
 
 class DeadlinePassed(Exception):
@@ -64,14 +69,14 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ConfigurationError(f"deadline `seconds` must be a number, got {seconds!r}")
-        return time.monotonic() + _bounded("seconds", seconds, float(seconds))
+        return _now() + _bounded("seconds", seconds, float(seconds))
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise ConfigurationError(f"deadline `at` must be an aware datetime, got naive {at!r}")
-        return time.monotonic() + _bounded("at", at, (at - datetime.now(UTC)).total_seconds())
+        return _now() + _bounded("at", at, (at - utc_now()).total_seconds())
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise ConfigurationError(f"deadline `at` must be a datetime or a monotonic time, got {at!r}")
-    now = time.monotonic()
+    now = _now()
     return now + _bounded("at", at, float(at) - now)
 
 
@@ -92,13 +97,47 @@ def _end() -> float | None:
 def time_left() -> float | None:
     """Seconds left before the current deadline (may be negative), or ``None`` without one."""
     end = _end()
-    return None if end is None else end - time.monotonic()
+    return None if end is None else end - _now()
 
 
 def passed() -> bool:
     """Whether a deadline is set and has passed."""
     left = time_left()
     return left is not None and left <= 0
+
+
+@contextlib.contextmanager
+def recorded_clock(clock: Callable[[], float], end: float | None) -> Iterator[None]:
+    """Turns inside read ``clock()`` (epoch seconds) as the time, and end at ``end`` on that clock.
+
+    ``end`` replaces any outer deadline: the durable driver took it from the caller already.
+    """
+    with dspy.context(**{_CLOCK: clock, _KEY: end}):
+        yield
+
+
+@contextlib.contextmanager
+def reading(clock: Callable[[], float]) -> Iterator[None]:
+    """Inside a recorded turn, read ``clock`` (epoch seconds) instead: a durable step's live time."""
+    with dspy.context(**{_CLOCK: clock}):
+        yield
+
+
+def wall_end() -> float | None:
+    """The current deadline as epoch seconds (what a durable turn carries), or ``None``."""
+    left = time_left()
+    return None if left is None else time.time() + left
+
+
+def utc_now() -> datetime:
+    """The current UTC time, from the recorded clock when one is set."""
+    clock = dspy.settings.get(_CLOCK)
+    return datetime.now(UTC) if clock is None else datetime.fromtimestamp(clock(), UTC)
+
+
+def _now() -> float:
+    clock = dspy.settings.get(_CLOCK)
+    return time.monotonic() if clock is None else clock()
 
 
 def check_before_send() -> None:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import dspy
 import pydantic
 
+from . import _deadline
 from ._errors import ConfigurationError
 from ._kinds import PendingKind
 
@@ -113,7 +113,7 @@ class Step:
 
 def now_iso() -> str:
     """The current UTC time as ISO 8601, as ``returned_at`` records it."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _deadline.utc_now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- the seam -----------------------------------------------------------------------------------

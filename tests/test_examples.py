@@ -32,6 +32,12 @@ EXPECTED = {
         "the history dumps with its images: dspy.Image",
     ],
     "mcp_tools.py": ["tools from the MCP server: ['check_stock', 'reorder']", "termination_reason: answered"],
+    "durable_agent.py": [
+        "send_email: killing this process (SIGKILL) before the email goes out",
+        "(the process was killed: the turn is half done)",
+        "reply: Your order A-42 was refunded (19.90).",
+        "ledger: refund-42:3 refund A-42 19.9",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",

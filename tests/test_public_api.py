@@ -8,6 +8,7 @@ import dspy
 
 import dspy_imp
 import dspy_imp.testing
+from dspy_imp import durable
 
 
 def test_all_is_sorted_and_exact():
@@ -37,11 +38,13 @@ def test_all_is_sorted_and_exact():
     }
     assert all(hasattr(dspy_imp, name) for name in dspy_imp.__all__)
     assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)
+    assert durable.__all__ == sorted(durable.__all__)  # the optional extra dspy-imp[dbos]; [dev] has it
+    assert all(hasattr(durable, name) for name in durable.__all__)
 
 
 def test_modules_other_than_the_public_ones_are_private():
     package = pathlib.Path(dspy_imp.__file__).parent
-    public = {"__init__.py", "testing.py"}
+    public = {"__init__.py", "testing.py", "durable.py"}
     assert all(p.name in public or p.name.startswith("_") for p in package.glob("*.py"))
 
 

@@ -1,0 +1,69 @@
+"""Durable turns on a real Postgres server (started here, ``postgres_server.py``).
+
+The crash scenario of ``test_durable_crash.py``, and a queue shared by two worker processes
+with one turn at a time each: the first worker dies mid-turn, the second recovers the dead
+worker's turn and finishes every turn, each tool's effect once. Skipped only when Postgres
+cannot be started (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from itertools import groupby
+from pathlib import Path
+
+import pytest
+from durable_crash import (
+    TURNS,
+    WAITING,
+    check_exactly_once,
+    check_same_as_plain,
+    crash_and_recover,
+    finish,
+    lines,
+    program,
+)
+from postgres_server import Server, start
+
+QUEUED = ["q1", "q2", "q3", "q4"]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Server]:
+    server, reason = start()
+    if server is None:
+        pytest.skip(f"Postgres tests skipped: {reason}")
+    yield server
+    server.stop()
+
+
+def test_a_killed_turn_finishes_in_the_next_process_on_postgres(postgres: Server, tmp_path: Path) -> None:
+    crash_and_recover(postgres.database("crash"), tmp_path)
+    turns = TURNS
+    check_exactly_once(tmp_path, [*turns, WAITING, "plain", "plain-approval"])
+    check_same_as_plain(tmp_path, turns)
+    check_same_as_plain(tmp_path, [WAITING], reference="plain-approval")
+
+
+def test_a_dead_workers_turn_is_finished_by_another_worker(postgres: Server, tmp_path: Path) -> None:
+    db = postgres.database("queue")
+    common = ["--enqueue", ",".join(QUEUED), "--retry-after", "0.1"]
+    first = program(db, tmp_path, "--worker", "w1", "--kill-nth-tool", "2", *common)
+    second = program(db, tmp_path, "--worker", "w2", "--dead", "w1", *common)
+    code, output = finish(first)
+    assert code == -signal.SIGKILL, output
+    (tmp_path / "dead").touch()
+    code, output = finish(second)
+    assert code == 0, output
+
+    check_exactly_once(tmp_path, QUEUED)
+    attempts = lines(tmp_path, "attempts.log")
+    killed = {turn for turn, _, worker in attempts if worker == "w1"}
+    assert len(killed) == 1  # w1 took one turn and died in its second tool
+    (turn,) = killed
+    assert {worker for t, _, worker in attempts if t == turn} == {"w1", "w2"}
+    # one turn at a time per worker: each worker's tool runs come in unbroken runs per turn
+    for worker in ("w1", "w2"):
+        runs = [t for t, _ in groupby(t for t, _, w in attempts if w == worker)]
+        assert len(runs) == len(set(runs)), runs
