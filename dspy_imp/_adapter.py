@@ -31,11 +31,13 @@ from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
 from dspy.utils.exceptions import AdapterParseError
 
 from . import _tracing
+from ._deadline import check_before_send, time_left, warm_litellm
 from ._dialect import Dialect, dialect_for, jsonable
 from ._effects import RawCall, Reply
 from ._finetune import sent_request, training_example
 from ._guidance import Guidance, roster_for_provider
 from ._media import family_of, refuse_unsendable, tool_media_for
+from ._nameless import UNNAMED, as_received
 from ._reasoning import blocks_of
 from ._render import render_request
 from ._route import Route, call_options, canonical_request, outputs_of, planned, replays_state, settle_options
@@ -160,6 +162,8 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
         exchange.route = settle_options(lm, lm_kwargs)
+        if exchange.route.engine == "litellm" and time_left() is not None:
+            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
             if replays_state(exchange.route, exchange.guidance.steps):
@@ -175,6 +179,8 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
         exchange.route = settle_options(lm, lm_kwargs)
+        if exchange.route.engine == "litellm" and time_left() is not None:
+            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
             if replays_state(exchange.route, exchange.guidance.steps):
@@ -236,6 +242,7 @@ class ReActAdapter(dspy.ChatAdapter):
         pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
         exchange.messages = render_request(guidance, signature.instructions, demos, pending)
         refuse_unsendable(exchange.messages, exchange.media_family)
+        check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
         return exchange.messages
 
     def format_finetune_data(self, signature, demos, inputs, outputs):
@@ -342,9 +349,13 @@ def _from_call_dict(data: dict[str, Any]) -> RawCall:
 
 def _raw_call(provider_call: Any) -> RawCall:
     data = _provider_tool_call_to_tool_call_dict(provider_call)
-    name = data.get("name") or None
+    name = data.get("name") if data.get("name") != UNNAMED else None  # lm15 read it nameless (_nameless)
+    name = name or None
     return RawCall(
-        id=data.get("id") or None, name=name, args=data.get("args"), received=None if name else jsonable(provider_call)
+        id=data.get("id") or None,
+        name=name,
+        args=data.get("args"),
+        received=None if name else as_received(jsonable(provider_call)),
     )
 
 

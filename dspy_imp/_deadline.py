@@ -3,7 +3,9 @@
 ``deadline`` sets a monotonic end time in DSPy's settings overrides (``dspy.context``), so it
 is local to the thread or task that set it and reaches the worker threads of
 ``dspy.Parallel`` and ``dspy.Evaluate``, which copy those overrides. A deadline inside
-another never extends it: the earlier end wins. The loop reads it before every request.
+another never extends it: the earlier end wins. The loop reads it before every request,
+and ``check_before_send`` reads it again at the last moment before bytes leave
+(after rendering, a tool result renderer and any lazy import of the LM client).
 
 A durable driver replays a turn from recorded results, so the time that decides the turn must
 replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
@@ -13,6 +15,9 @@ records (epoch seconds), for the deadline and for ``returned_at``.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -23,6 +28,13 @@ from ._errors import ConfigurationError
 
 _KEY = "dspy_imp_deadline"
 _CLOCK = "dspy_imp_clock"
+
+
+class DeadlinePassed(Exception):
+    """A request was about to leave after the deadline; it was not sent."""
+
+
+MAX_SECONDS = 10 * 365 * 24 * 3600.0  # ten years: every request's timeout stays a usable number
 
 
 @contextlib.contextmanager
@@ -36,6 +48,10 @@ def deadline(*, seconds: float | None = None, at: datetime | float | None = None
     Args:
         seconds: Time from now, in seconds.
         at: An aware ``datetime``, or a ``time.monotonic()`` value. Naive datetimes are refused.
+
+    Raises:
+        ConfigurationError: Both or neither given, a naive datetime, or a time that is not a
+            finite number or lies more than ten years away (NaN, infinity, ``1e308``).
 
     Example:
         >>> with dspy_imp.deadline(seconds=30):
@@ -53,14 +69,24 @@ def _resolve(seconds: float | None, at: datetime | float | None) -> float:
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ConfigurationError(f"deadline `seconds` must be a number, got {seconds!r}")
-        return _now() + float(seconds)
+        return _now() + _bounded("seconds", seconds, float(seconds))
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise ConfigurationError(f"deadline `at` must be an aware datetime, got naive {at!r}")
-        return _now() + (at - utc_now()).total_seconds()
+        return _now() + _bounded("at", at, (at - utc_now()).total_seconds())
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise ConfigurationError(f"deadline `at` must be a datetime or a monotonic time, got {at!r}")
-    return float(at)
+    now = _now()
+    return now + _bounded("at", at, float(at) - now)
+
+
+def _bounded(name: str, value: object, seconds: float) -> float:
+    """``seconds`` from now, refused when it is not a number or lies beyond any usable timeout."""
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise ConfigurationError(
+            f"deadline `{name}` must be a finite time at most {MAX_SECONDS:.0f} s away, got {value!r}"
+        )
+    return seconds
 
 
 def _end() -> float | None:
@@ -112,3 +138,39 @@ def utc_now() -> datetime:
 def _now() -> float:
     clock = dspy.settings.get(_CLOCK)
     return time.monotonic() if clock is None else clock()
+
+
+def check_before_send() -> None:
+    """Raise ``DeadlinePassed`` when a deadline is set and has passed: the request is not sent."""
+    if passed():
+        raise DeadlinePassed("the deadline passed before the request was sent")
+
+
+# Modules LiteLLM (1.110) and DSPy import lazily inside the first send, after the adapter's
+# last deadline check; one that is missing or fails to import (another LiteLLM version) is skipped.
+_LAZY_SEND_MODULES = (
+    "dspy.clients.execution",
+    "httpcore",
+    "litellm._service_logger",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.spend_tracking.savings",
+    "litellm.llms.github_copilot.per_user_auth",
+    "litellm.llms.fal_ai.image_generation",
+    "litellm.llms.fal_ai.chat.transformation",
+    "litellm.llms.custom_httpx.aiohttp_transport",
+)
+
+
+@functools.cache
+def warm_litellm() -> None:
+    """Pay LiteLLM's cold import (seconds) before the last deadline check, not after it.
+
+    DSPy imports LiteLLM inside the send, after the adapter read the deadline for the last
+    time; under a deadline that import alone sent requests seconds late.
+    """
+    from dspy.clients._litellm import get_litellm  # private: DSPy's one cached LiteLLM import
+
+    get_litellm(feature="dspy.LM")
+    for name in _LAZY_SEND_MODULES:
+        with contextlib.suppress(Exception):  # best effort: the send imports what is missing
+            importlib.import_module(name)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from . import _tracing
-from ._adapter import Exchange, ReActAdapter, current_exchange
+from ._adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from ._deadline import check_before_send, warm_litellm
 from ._effects import (
     DecidedCall,
     Extracted,
@@ -47,8 +48,10 @@ from ._effects import (
     RunTools,
     Sleep,
 )
+from ._failures import ContentFiltered
 from ._finetune import attach
 from ._guidance import tool_listing
+from ._nameless import install as install_nameless_reader
 from ._predicted import reply_from_prediction
 from ._records import now_iso
 from ._render import transcript
@@ -105,6 +108,7 @@ class Effects:
     def __init__(self, program: ReActV2):
         self.program = program
         self.watch = Watch.of(program)
+        install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
@@ -204,8 +208,8 @@ class Effects:
         return _Job(
             lambda: predictor(**kwargs),
             lambda: predictor.acall(**kwargs),
-            lambda prediction: replace(_extracted(prediction), usage=usage()),
-            lambda error: Failed(error, usage()),
+            lambda prediction: _filtered(recorder, usage) or replace(_extracted(prediction), usage=usage()),
+            lambda error: _filtered(recorder, usage) or Failed(error, usage()),
             scope,
         )
 
@@ -262,6 +266,8 @@ class Effects:
             return config, None
         if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
             config.pop("timeout", None)  # a custom engine owns its connection and timeouts
+        if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
+            warm_litellm()
         if no_retries and getattr(lm, "num_retries", None):
             return config, lm.copy(num_retries=0)
         return config, None
@@ -326,6 +332,13 @@ def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
     return reply
 
 
+def _filtered(recorder: Recorder, usage: Callable[[], Any]) -> Failed | None:
+    """The extractor's reply was stopped by the provider's content filter (read, not parsed)."""
+    if not recorder.history or finish_reason_of(recorder.history[-1].get("response")) != "content_filter":
+        return None
+    return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"), usage())
+
+
 def _extracted(prediction: dspy.Prediction) -> Extracted:
     return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
 
@@ -345,7 +358,7 @@ def _extraction_adapter() -> dspy.Adapter:
     base = configured.base if isinstance(configured, ReActAdapter) else configured
     callbacks = configured.callbacks if isinstance(configured, ReActAdapter) else None
     if base is None:
-        return dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
+        base = dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
     adapter = copy.copy(base)
     if callbacks is not None:
         adapter.callbacks = callbacks
@@ -358,14 +371,22 @@ def _extraction_adapter() -> dspy.Adapter:
 _SINGLE_CALLBACK: dict[type, type] = {}
 
 
-def _single_callback(cls: type) -> type:
-    """``cls`` with ``format``/``parse`` wrapped with callbacks once.
+def _single_callback(cls: type[Any]) -> type:
+    """``cls`` with ``format``/``parse`` wrapped with callbacks once, and the deadline read
+    again after ``format``.
 
     DSPy re-wraps them on every adapter subclass, so ``JSONAdapter.format`` fires
     ``on_adapter_format_start`` twice per request.
     """
     if cls not in _SINGLE_CALLBACK:
-        methods = {name: _innermost(getattr(cls, name)) for name in ("format", "parse")}
+        render = _innermost(cls.format)
+
+        def format(self: Any, *args: Any, **kwargs: Any) -> Any:
+            messages = render(self, *args, **kwargs)
+            check_before_send()  # the extractor's request never leaves after the deadline
+            return messages
+
+        methods = {"format": format, "parse": _innermost(cls.parse)}
         _SINGLE_CALLBACK[cls] = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__})
     return _SINGLE_CALLBACK[cls]
 

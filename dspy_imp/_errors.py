@@ -108,6 +108,19 @@ def _picklable(reason: BaseException | str) -> BaseException | str:
 
 def _describe(reason: BaseException | str) -> str:
     if isinstance(reason, BaseException):
-        text = str(reason)
+        text = error_text(reason)
         return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
     return str(reason)
+
+
+def error_text(error: BaseException) -> str:
+    """``str(error)``, or ``""`` when host code's exception cannot even say what it is.
+
+    A ``__str__`` that raises must not turn a tool's failure into the loop's (a tool that
+    already ran would be lost with the step).
+    """
+    try:
+        text = str(error)
+    except Exception:
+        return ""
+    return text if isinstance(text, str) else ""

@@ -18,21 +18,23 @@ from dspy.utils.exceptions import (
 )
 
 from . import _deadline
+from ._errors import error_text
 from ._kinds import TerminationCause
 from ._redact import redact_text
-
-_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError)
 
 
 class ContentFiltered(Exception):
     """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
 
 
+_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError, ContentFiltered)
+
+
 def is_blocked_reply(error: BaseException) -> bool:
     """A reply the provider's filter blocked, raised as an error instead of an empty answer
     (DSPy's native engine: Gemini's ``finishReason: SAFETY`` with no content is
     ``LMInvalidRequestError("Candidate blocked: SAFETY")``)."""
-    return isinstance(error, LMInvalidRequestError) and "candidate blocked" in str(error).lower()
+    return isinstance(error, LMInvalidRequestError) and "candidate blocked" in error_text(error).lower()
 
 
 def cause_of(error: BaseException) -> TerminationCause:
@@ -67,7 +69,7 @@ def refuses_named_choice(error: BaseException) -> bool:
     """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
     if not isinstance(error, LMInvalidRequestError) or isinstance(error, ContextWindowExceededError):
         return False
-    text = str(error).lower()
+    text = error_text(error).lower()
     return (
         "tool_choice" in text
         and ("invalid" in text or "unsupported" in text)
@@ -82,11 +84,12 @@ def retry_delay(error: BaseException, attempt: int, retries: int) -> float | Non
         return None
     if not is_retryable_lm_error(error):
         return None
-    delay = float(getattr(error, "retry_after", None) or min(2**attempt, 60))
+    retry_after = getattr(error, "retry_after", None)  # 0 means "now", not "absent"
+    delay = float(retry_after) if isinstance(retry_after, int | float) and retry_after >= 0 else min(2**attempt, 60)
     return delay if delay < left else None
 
 
 def describe(error: BaseException) -> str:
     """``"Type: message"``, with credential-shaped text hidden (for ``termination_error``)."""
-    text = str(error)
+    text = error_text(error)
     return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)

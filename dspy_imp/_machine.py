@@ -299,6 +299,8 @@ class Turn:
             if not isinstance(outcome, Failed):
                 return outcome
             error = outcome.error
+            if isinstance(error, _deadline.DeadlinePassed):  # caught right before the send: nothing left
+                return self._incomplete("deadline_exceeded")
             if is_fatal(error):
                 return Failure(error)
             if is_context_window(error):
@@ -373,6 +375,12 @@ class Turn:
             self.pending = {}
         self.steps.append(step)
         self.entries.append(to_entry(step))
+
+    def resumable_entries(self) -> list[Mapping[str, Any]]:
+        """A ``StepError``'s history: the call's inputs kept even before any step, to resume."""
+        if self.pending:
+            self._record(Step())
+        return self.entries
 
     def _incomplete(self, cause: TerminationCause, unexecuted: tuple = ()) -> Ending:
         """No answer. A passed deadline is named instead of the interruption (reference §4.2)."""

@@ -68,6 +68,17 @@ def is_media(value: Any) -> bool:
     return media_parts(value) is not None
 
 
+def contains_media(value: Any, depth: int = 0) -> bool:
+    """Whether a media value sits anywhere in ``value`` (dicts, lists and tuples walked)."""
+    if depth > 50:  # deeper than any real result (and a circular one ends here)
+        return False
+    if isinstance(value, dict):
+        return any(contains_media(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(contains_media(v, depth + 1) for v in value)
+    return is_media(value)
+
+
 def kind_of(part: Part) -> str:
     """``image``, ``audio``, ``file`` or ``media`` (a part type the loop does not name)."""
     return _KIND.get(str(part.get("type")), "media")

@@ -205,11 +205,12 @@ class ReActV2(dspy.Module):
     def _conclude(self, turn: Turn, outcome: Ending | Failure, trace_mark: int = 0) -> Prediction:
         if dspy.settings.trace is not None:
             complete_trace(dspy.settings.trace[trace_mark:], self.react, turn.steps)
-        history = make_history(turn.entries)
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
             trace_failure(self, describe(outcome.error), turn.errors, usage)
+            history = make_history(turn.resumable_entries())  # the inputs too: enough to resume
             raise StepError(outcome.error, history, usage=usage) from outcome.error
+        history = make_history(turn.entries)
         metadata = Metadata(
             history=history,
             termination_reason=outcome.reason,

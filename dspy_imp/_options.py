@@ -18,6 +18,7 @@ import dspy
 from ._approval import Decisions, check_approvals, check_results
 from ._errors import ConfigurationError
 from ._kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
+from ._records import _STEP_KEYS as RECORD_KEYS
 from ._signature import SUBMIT, is_text_answer
 from ._usage import UsageLimits, check_usage_limits
 
@@ -244,6 +245,11 @@ def check_signature(signature: type[dspy.Signature]) -> None:
             raise ConfigurationError(f"input field `{name}` is reserved: {reason}; rename that field")
     if "tools" in signature.output_fields:
         raise ConfigurationError("output field `tools` is reserved for the step's tool list; rename that field")
+    for kind, fields in (("input", signature.input_fields), ("output", signature.output_fields)):
+        for name in sorted(RECORD_KEYS.intersection(fields)):
+            raise ConfigurationError(
+                f"{kind} field `{name}` is reserved: the history records each step under `{name}`; rename that field"
+            )
 
 
 def wrap_tools(tools: Any) -> dict[str, dspy.Tool]:

@@ -7,6 +7,9 @@ defaults (a program using none saves exactly as ``dspy.Predict`` would), and
 ``load_state`` accepts only the keys DSPy's ``Predict`` and ``dspy_imp`` write. Anything
 else (``config`` with an ``api_base``, an unknown option, a ``finish_on`` name the program
 has no hook for) raises ``ConfigurationError`` naming the key, and nothing is applied.
+The DSPy keys are checked too (``_saved_state``): demos, signature and ``lm`` blocks of the
+wrong shape are refused, and an ``lm`` block may not choose credentials, headers,
+endpoints or another model unless the host passes ``allow_unsafe_lm_state=True``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from . import _tracing
 from ._adapter import current_exchange
 from ._errors import ConfigurationError
 from ._options import ProgramOptions
+from ._saved_state import check_predict_state
 from ._usage import check_usage_limits
 
 STATE_KEY = "dspy_imp"
@@ -86,8 +90,15 @@ class StepPredictor(dspy.Predict):
                 "refusing to load it"
             )
         options = restore_options(self.options, state.get(STATE_KEY, {}), self.tool_names)
+        check_predict_state(state, self.signature, self.lm, trusted=allow_unsafe_lm_state)
         plain = {k: v for k, v in state.items() if k != STATE_KEY}
-        super().load_state(plain, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        before = dict(self.__dict__)
+        try:
+            super().load_state(plain, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        except (TypeError, KeyError, ValueError, AttributeError, ImportError) as exc:
+            self.__dict__.clear()
+            self.__dict__.update(before)  # nothing applied
+            raise ConfigurationError(f"saved state for the step predictor could not be loaded: {exc!r}") from exc
         self.options = options
         return self
 

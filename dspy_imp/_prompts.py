@@ -138,6 +138,14 @@ def tool_failed(name: str, message: str) -> str:
     return f"{name} failed: {message}"
 
 
+def policy_failed(name: str, message: str) -> str:
+    return f"{name} is not allowed: the tool policy failed: {message}"
+
+
+def unreadable_result(name: str, message: str) -> str:
+    return f"{name} ran, but its result could not be read: {message}"
+
+
 def missing_outputs(names: Sequence[str]) -> str:
     return f"submit is missing: {', '.join(names)}"
 

@@ -264,7 +264,11 @@ def render_result(call: ToolCall, result: ToolResult) -> str:
     """The default tool-message text: errors as one sentence, values whole (Appendix B)."""
     if result.error:
         return _prompts.ERROR_PREFIX + str(result.value)
-    value = result.value
+    return result_text(result.value)
+
+
+def result_text(value: Any) -> str:
+    """The text a successful result is shown as (``render_result`` without a renderer)."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict | list):

@@ -12,6 +12,7 @@ call; the last-text request runs only ``last_request_tools``; the forced request
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,9 +25,14 @@ from jsonschema.protocols import Validator
 from . import _prompts
 from ._approval import Decisions, asks_approval
 from ._effects import DecidedCall, Raised, RawCall, Returned, RunTool, RunTools
+from ._errors import error_text
 from ._kinds import PendingKind
+from ._media import contains_media
 from ._records import PendingCall, ToolCall, ToolResult, now_iso
+from ._render import result_text
 from ._signature import SUBMIT, OutputSpec, Rejection
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 CallMode = Literal["step", "last_text", "forced"]
 Verdict = Rejection | Literal["approval"] | None
@@ -235,7 +241,10 @@ def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdic
     if isinstance(policy, frozenset):
         verdict = name in policy
     elif policy is not None:
-        verdict = policy(name, args)
+        try:
+            verdict = policy(name, args)
+        except Exception as exc:  # host code at the tool boundary: the call is refused, the turn goes on
+            return Rejection("tool_denied", _prompts.policy_failed(name, _message(exc)))
     if asks_approval(verdict) or (verdict is True and name in ctx.needs_approval):
         return "approval"
     if verdict is True:
@@ -294,7 +303,10 @@ def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done
     if isinstance(outcome, Raised):
         failed = Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(outcome.error)))
         return _error(call, failed, outcome.at)
-    return _finish_hook(ctx, call, outcome.value, done, outcome.at)
+    value = readable_result(outcome.value)
+    if isinstance(value, Rejection):
+        return _error(call, Rejection("tool_error", _prompts.unreadable_result(call.name or "", value.sentence)))
+    return _finish_hook(ctx, call, value, done, outcome.at)
 
 
 def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, at: str | None) -> ToolResult:
@@ -315,6 +327,23 @@ def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, 
     return _ok(call, value, at)
 
 
+def readable_result(value: Any) -> Any:
+    """``value`` if the model can be shown it as UTF-8 text; the text with lone surrogates
+    replaced when only its encoding fails; a ``Rejection`` saying why when it cannot be
+    rendered at all (a circular structure, a ``__str__`` that raises). Media are sent as media."""
+    if contains_media(value):
+        return value
+    try:
+        text = result_text(value)
+    except (Exception, RecursionError) as exc:
+        return Rejection("tool_error", _message(exc))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return value
+
+
 def _ok(call: ToolCall, value: Any, at: str | None = None) -> ToolResult:
     return ToolResult(call.id, call.name, value, False, at or now_iso())
 
@@ -324,5 +353,5 @@ def _error(call: ToolCall, rejection: Rejection, at: str | None = None) -> ToolR
 
 
 def _message(error: BaseException) -> str:
-    text = " ".join(str(error).split())
+    text = " ".join(error_text(error).split())
     return text or type(error).__name__

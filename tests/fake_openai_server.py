@@ -1,7 +1,8 @@
 """A tiny OpenAI-compatible Chat Completions server for wire tests.
 
 It binds to 127.0.0.1 on a free port, answers each ``POST`` with the next scripted
-``chat.completion`` body, and records every request (path and parsed JSON body). A request
+``chat.completion`` body (or ``HTTPReply``: any status, headers such as ``Retry-After``, a
+delay), and records every request (path, parsed JSON body, arrival time). A request
 with ``"stream": true`` gets the same reply the way OpenAI streams it: server-sent events
 (``text/event-stream``, HTTP chunked transfer encoding), one ``chat.completion.chunk`` per
 word of text and per few characters of each tool call's arguments, the finish reason in a
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +38,22 @@ class ReceivedRequest:
     path: str
     headers: Mapping[str, str]  # lower-cased names
     body: Any  # the parsed JSON body (None when there was none)
+    received_at: float = 0.0  # time.monotonic() when the request arrived (compare with a deadline's end)
+
+
+@dataclass(frozen=True)
+class HTTPReply:
+    """A scripted reply other than a plain 200: any status, extra headers, a delay before answering."""
+
+    body: Mapping[str, Any]
+    status: int = 200
+    headers: Mapping[str, str] | None = None
+    delay: float = 0.0
+
+
+def error_body(message: str, kind: str = "server_error", code: str | None = None) -> dict[str, Any]:
+    """An OpenAI error body."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def tool_calls_completion(
@@ -127,7 +145,7 @@ class FakeOpenAIServer:
     test with too few responses fails loudly instead of hanging); it is still recorded.
     """
 
-    def __init__(self, responses: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, responses: Sequence[Mapping[str, Any] | HTTPReply]) -> None:
         self.responses = list(responses)
         self.requests: list[ReceivedRequest] = []
         self._lock = threading.Lock()
@@ -158,14 +176,15 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _next(self, request: ReceivedRequest) -> tuple[int, dict[str, Any]]:
+    def _next(self, request: ReceivedRequest) -> HTTPReply:
         with self._lock:
             self.requests.append(request)
             index = len(self.requests) - 1
         if index < len(self.responses):
-            return 200, dict(self.responses[index])
+            item = self.responses[index]
+            return item if isinstance(item, HTTPReply) else HTTPReply(dict(item))
         message = f"fake server: request #{index + 1} arrived, but only {len(self.responses)} response(s) scripted"
-        return 500, {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+        return HTTPReply(error_body(message), status=500)
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -176,14 +195,19 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            received = ReceivedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            status, payload = server._next(received)
-            if status == 200 and isinstance(body, dict) and body.get("stream"):
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            received = ReceivedRequest("POST", self.path, headers, body, time.monotonic())
+            scripted = server._next(received)
+            if scripted.delay:
+                time.sleep(scripted.delay)
+            if scripted.status == 200 and isinstance(body, dict) and body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(stream_chunks(payload, include_usage=usage))
+                self._stream(stream_chunks(scripted.body, include_usage=usage))
                 return
-            data = json.dumps(payload).encode()
-            self.send_response(status)
+            data = json.dumps(scripted.body).encode()
+            self.send_response(scripted.status)
+            for name, value in (scripted.headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")  # one request per connection: nothing lingers at shutdown

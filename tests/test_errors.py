@@ -156,7 +156,7 @@ def test_j6_a_fatal_error_on_step_one_raises_after_one_request(run, make, signat
 
     assert error.reason is fatal
     assert len(lm.requests) == 1
-    assert error.history.messages == []
+    assert error.history.messages == [{"intent": "hello", "tool_calls": [], "tool_call_results": []}]
     lm.assert_complete()
 
 
@@ -198,7 +198,7 @@ def test_j7_a_content_filtered_step_raises_after_exactly_one_request(run, signat
 
     assert "content filter" in str(error.reason)
     assert len(lm.requests) == 1
-    assert error.history.messages == []
+    assert error.history.messages == [{"intent": "hello", "tool_calls": [], "tool_call_results": []}]
     lm.assert_complete()
 
 
@@ -267,7 +267,7 @@ def test_j9_repr_counts_messages_in_the_plural(run):
     assert repr(error).endswith(", history: 2 messages)")
 
     empty = step_error(run, agent, ScriptedLM([fail.server_error(), fail.server_error()]), intent="hello")
-    assert repr(empty).endswith(", history: 0 messages)")
+    assert repr(empty).endswith(", history: 1 message)")  # the inputs, kept to resume
 
 
 # -- the error's history, the caller's history, pickling -------------------------------------------

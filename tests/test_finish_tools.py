@@ -771,7 +771,7 @@ def test_g16_a_content_filtered_step_raises_step_error_at_once(run):
         run(tools_agent(), message="hello")
 
     assert len(lm.requests) == 1  # no "tools" retry
-    assert error.value.history.messages == []
+    assert error.value.history.messages == [{"message": "hello", "tool_calls": [], "tool_call_results": []}]
     lm.assert_complete()
 
 
