@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 
@@ -60,12 +60,17 @@ class DecidedCall:
 
     The driver reports it through DSPy's tool callbacks (``_tracing``), so tracers and status
     messages see every call the model made. ``args`` are the arguments as the model sent them.
+    ``stage`` says what is reported: ``"call"`` the call itself; ``"finish_on"`` the verdict of
+    the ``finish_on`` hook that rejected the result of a tool that ran (``result``: the error
+    the model reads); ``"unexecuted"`` a call of a last request that was not run (``result``:
+    an error whose text says why; nothing is recorded, the model reads nothing).
     """
 
     call: ToolCall
     result: ToolResult
     args: Any
     description: str | None = None
+    stage: Literal["call", "finish_on", "unexecuted"] = "call"
 
 
 @dataclass(frozen=True)

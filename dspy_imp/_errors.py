@@ -66,17 +66,19 @@ class StepError(Exception):
 class ToolCallRejected(Exception):
     """A tool call that ended in an error without its tool running here, as DSPy's tool
     callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid
-    arguments, invalid ``submit``, or an error result a host supplied (``results=``).
+    arguments, invalid ``submit``, an error result a host supplied (``results=``), a result
+    its ``finish_on`` hook rejected, or a call of a last request that was not run.
 
     The loop reports such a call through a stand-in ``dspy.Tool`` that raises this; the turn
     goes on (the model reads the observation). It is never raised to a caller.
 
     Attributes:
         kind: The rejection's kind: ``tool_denied``, ``unknown_tool``, ``malformed_tool_call``,
-            ``missing_required``, ``schema_validation``, ``tool_error``, or a ``submit``
-            validation kind.
+            ``missing_required``, ``schema_validation``, ``tool_error``, a ``submit`` (or
+            ``finish_on`` outputs) validation kind, or ``unexecuted``.
 
-    The message is the observation the model read (the tool message's text).
+    The message is the observation the model read (the tool message's text); for
+    ``unexecuted``, which the model never read, it says why the call was not run.
     """
 
     def __init__(self, kind: str, observation: str):

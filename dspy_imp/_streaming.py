@@ -146,7 +146,7 @@ class Watch:
             message = status_for(self.provider, "request", "extraction", self.omitted, False)
         elif isinstance(effect, Sleep):
             message = status_for(self.provider, "retry", effect.seconds, self.last_error)
-        elif self.progress is not None and isinstance(effect, RunTool | DecidedCall):
+        elif self.progress is not None and _calls_a_tool(effect):
             self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
         return self._messages(message)
 
@@ -212,6 +212,11 @@ class _Relay:
     def close(self, reply: Any) -> list[StreamResponse]:
         """The readers' last chunks, once the request is over (``reply``: what it answered)."""
         return [response for reader in self.readers for response in reader.close(reply)]
+
+
+def _calls_a_tool(effect: Any) -> bool:
+    """A run or a decided call; not a hook's verdict nor a call that was not run (no line of its own)."""
+    return isinstance(effect, RunTool) or (isinstance(effect, DecidedCall) and effect.stage == "call")
 
 
 def _tool_line(provider: Any, effect: RunTool | DecidedCall) -> str:

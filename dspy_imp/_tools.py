@@ -7,7 +7,8 @@ tool, a policy refusal, invalid arguments, a tool that raises, an invalid ``subm
 supplied) is yielded as a ``DecidedCall``, so the driver reports it to tracers like a tool
 that ran. Which calls run depends on the request: an ordinary step runs every
 call; the last-text request runs only ``last_request_tools``; the forced request runs only
-``submit``. Calls that are not run are listed, never recorded.
+``submit``. Calls that are not run are listed, never recorded, and reported to tracers as
+``DecidedCall`` (``stage="unexecuted"``) with a text saying why.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class _Checked:
     runner: dspy.Tool | None = None
     answer: Returned | Raised | None = None
     pending: PendingKind | None = None
+    unexecuted: bool = False
 
 
 def run_calls(
@@ -129,11 +131,12 @@ def run_calls(
         )
         if not _runs_in(ctx, call.name, mode):
             done.unexecuted.append({"id": record.id, "name": record.name, "args": dict(record.args)})
+            checked.append(_Checked(record, result=_error(record, _not_run(ctx, record, mode)), unexecuted=True))
             continue
         checked.append(_check(ctx, record, call.args, mode, done, decisions or Decisions()))
     done.pending = [PendingCall(c.call.id, c.call.name, c.call.args, c.pending) for c in checked if c.pending]
     if done.pending:
-        done.calls = [c.call for c in checked]
+        done.calls = [c.call for c in checked if not c.unexecuted]
         done.submitted = None
         return done
     yield from _execute(ctx, checked, done)
@@ -150,17 +153,29 @@ def _execute(
         outcomes = {c.call.id: answer for c, answer in zip(runs, answers, strict=True)}
     for item in checked:
         result = item.result
+        stage: Literal["call", "finish_on", "unexecuted"] | None = "unexecuted" if item.unexecuted else "call"
         if item.runner is not None:
             outcome = outcomes.get(item.call.id) or (yield RunTool(item.runner, dict(item.call.args)))
-            result = _returned(ctx, item.call, outcome, done)
+            result, rejected = _judged(ctx, item.call, outcome, done)
+            stage = "finish_on" if rejected else None
         elif item.answer is not None:
             result = _returned(ctx, item.call, item.answer, done)
         assert result is not None
-        if item.runner is None:  # no tool ran here: reported, so tracers see it like a tool that ran
+        if stage is not None:  # no tool ran here, or its hook rejected it: reported, as a tool that ran
             tool = ctx.roster.get(item.call.name or "")
-            yield DecidedCall(item.call, result, item.call.args, tool.desc if tool is not None else None)
-        done.calls.append(item.call)
-        done.results.append(result)
+            yield DecidedCall(item.call, result, item.call.args, tool.desc if tool is not None else None, stage)
+        if not item.unexecuted:
+            done.calls.append(item.call)
+            done.results.append(result)
+
+
+def _not_run(ctx: CallContext, call: ToolCall, mode: CallMode) -> Rejection:
+    """Why a call of a last request was not run: what tracers show (the model reads nothing)."""
+    name = call.name or "the call"
+    if mode == "forced":
+        return Rejection("unexecuted", f"{name} was not run: the forced submit request runs only {SUBMIT}.")
+    tools = ", ".join(ctx.last_request_tools) or "no tools"
+    return Rejection("unexecuted", f"{name} was not run: the last-text request runs only last_request_tools ({tools}).")
 
 
 def _unique(call_id: str, taken: set[str]) -> str:
@@ -300,13 +315,23 @@ def _validator(spec: dict[str, Any]) -> Validator:
 
 
 def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:
+    return _judged(ctx, call, outcome, done)[0]
+
+
+def _judged(
+    ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls
+) -> tuple[ToolResult, bool]:
+    """The call's result, and whether its ``finish_on`` hook rejected what the tool returned
+    (the tool's own span is OK then, so the rejection is reported on its own)."""
     if isinstance(outcome, Raised):
         failed = Rejection("tool_error", _prompts.tool_failed(call.name or "", _message(outcome.error)))
-        return _error(call, failed, outcome.at)
+        return _error(call, failed, outcome.at), False
     value = readable_result(outcome.value)
     if isinstance(value, Rejection):
-        return _error(call, Rejection("tool_error", _prompts.unreadable_result(call.name or "", value.sentence)))
-    return _finish_hook(ctx, call, value, done, outcome.at)
+        unreadable = Rejection("tool_error", _prompts.unreadable_result(call.name or "", value.sentence))
+        return _error(call, unreadable), False
+    result = _finish_hook(ctx, call, value, done, outcome.at)
+    return result, result.error
 
 
 def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, at: str | None) -> ToolResult:

@@ -12,7 +12,9 @@ wraps ``Module.__call__``, ``Predict.forward``, ``LM.__call__``, ``Adapter.__cal
   is called with the call's arguments, through ``Tool.__call__``/``Tool.acall``, and returns
   what ``submit`` accepted or raises ``ToolCallRejected`` whose message is the observation the
   model reads. So every callback and every instrumentor sees the same events as for a tool
-  that ran.
+  that ran. A call of a last request that was not run raises ``ToolCallRejected`` of kind
+  ``unexecuted`` saying why; a ``finish_on`` hook that rejected its tool's result is reported
+  after the tool's own (OK) event, as ``<name>.finish_on`` raising the observation.
 - **Spans say what they are.** The turn's span gets the termination attributes and usage,
   each request's span its kind (``ATTRIBUTES`` lists every key). They are written to the span
   each active tracer has open for the call: MLflow's active span while an ``MlflowCallback``
@@ -61,6 +63,9 @@ ATTRIBUTES: dict[str, str] = {
 MALFORMED_NAME = "<malformed call>"
 """The tool name a call that named no tool is reported under."""
 
+FINISH_ON_SUFFIX = ".finish_on"
+"""Appended to a tool's name for the report of its ``finish_on`` hook rejecting its result."""
+
 
 # -- tool events for calls that run no tool -----------------------------------------------------
 
@@ -68,7 +73,8 @@ MALFORMED_NAME = "<malformed call>"
 def reported_call(effect: DecidedCall, renderer: Callable[[Any, Any], str] | None) -> tuple[dspy.Tool, dict[str, Any]]:
     """The stand-in tool and the arguments to call it with, for ``effect``."""
     call, result = effect.call, effect.result
-    observation = (renderer or render_result)(call, result)
+    # an unexecuted call's text says why it was not run: the model read nothing, so no renderer
+    observation = result.value if effect.stage == "unexecuted" else (renderer or render_result)(call, result)
     kind = result.error_kind or "error"
     value = result.value
 
@@ -79,7 +85,10 @@ def reported_call(effect: DecidedCall, renderer: Callable[[Any, Any], str] | Non
 
     # args={} with a **kwargs function: DSPy validates nothing, so the stand-in sees the call's
     # arguments exactly as the model sent them (a bad argument is the point of the report).
-    tool = dspy.Tool(reported, name=call.name or MALFORMED_NAME, desc=effect.description or "", args={})
+    name = call.name or MALFORMED_NAME
+    if effect.stage == "finish_on":  # the tool's own span (OK) is its run; this one is the hook's verdict
+        name = f"{name}{FINISH_ON_SUFFIX}"
+    tool = dspy.Tool(reported, name=name, desc=effect.description or "", args={})
     if call.name is None:  # what the model wrote, as it wrote it
         args = {"received": call.received}
     else:

@@ -1,9 +1,11 @@
 """Every tool call the model made fires DSPy's tool callbacks, sync and async.
 
 A call that runs fires them from its own ``dspy.Tool``; a call decided without running a tool
-(refused by the policy, unknown, malformed, rejected arguments, ``submit``) is reported
-through a stand-in ``dspy.Tool`` with the call's name and arguments, which returns what
-``submit`` accepted or raises ``ToolCallRejected`` carrying the observation the model read.
+(refused by the policy, unknown, malformed, rejected arguments, ``submit``, not run by a last
+request) is reported through a stand-in ``dspy.Tool`` with the call's name and arguments,
+which returns what ``submit`` accepted or raises ``ToolCallRejected`` carrying the observation
+the model read (or why the call was not run); a ``finish_on`` hook's rejection of a result
+follows the tool's own events as ``<name>.finish_on``.
 So every callback-based tracer (MLflow, DSPy's status messages, your own) sees the same.
 """
 
@@ -154,26 +156,12 @@ def test_a_renderer_s_text_is_the_observation(run):
     assert recorder.tools()[1] == ("error", "peek", "ToolCallRejected", "[peek] failed")
 
 
-def test_a_finish_on_tool_fires_its_events_and_calls_not_run_fire_none(run):
-    def send(text: str) -> str:
-        """Send the reply."""
-        return "sent"
+def send(text: str) -> str:
+    """Send the reply."""
+    return "sent"
 
-    lm = ScriptedLM(
-        [
-            reply("thinking"),
-            reply("still thinking"),
-            reply(calls=[call("lookup", {"topic": "x"}, id="c1"), call("submit", _ANSWER, id="c2")]),
-        ]
-    )
-    recorder = Recorder()
-    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup], finish="submit")
-    with dspy.context(lm=lm, callbacks=[recorder]):
-        pred = run(agent, intent="where?")
-    assert pred.metadata.termination_reason == "forced_submit"
-    assert [e[1] for e in recorder.tools()] == ["submit", "submit"]  # lookup in the forced request did not run
-    assert pred.metadata.unexecuted_tool_calls == ({"id": "c1", "name": "lookup", "args": {"topic": "x"}},)
 
+def test_a_finish_on_tool_fires_its_events(run):
     lm = ScriptedLM([reply(calls=[call("send", {"text": "hi"}, id="c1")])])
     recorder = Recorder()
     agent = dspy_imp.ReActV2(
@@ -186,6 +174,111 @@ def test_a_finish_on_tool_fires_its_events_and_calls_not_run_fire_none(run):
         pred = run(agent, message="hello")
     assert pred.metadata.termination_reason == "finished_by_tool"
     assert recorder.tools() == [("start", "send", {"text": "hi"}), ("end", "send", "sent")]
+
+
+def test_a_call_of_the_forced_submit_that_was_not_run_is_reported_saying_why(run):
+    lm = ScriptedLM(
+        [
+            reply("thinking"),
+            reply("still thinking"),
+            reply(calls=[call("lookup", {"topic": "x"}, id="c1"), call("submit", _ANSWER, id="c2")]),
+        ]
+    )
+    recorder, kinds = Recorder(), Kinds()
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup], finish="submit")
+    with dspy.context(lm=lm, callbacks=[recorder, kinds]):
+        pred = run(agent, intent="where?")
+    assert pred.metadata.termination_reason == "forced_submit"
+    assert pred.metadata.unexecuted_tool_calls == ({"id": "c1", "name": "lookup", "args": {"topic": "x"}},)
+    assert recorder.tools() == [  # in call order; the model read nothing of lookup, nothing was recorded
+        ("start", "lookup", {"topic": "x"}),
+        ("error", "lookup", "ToolCallRejected", "lookup was not run: the forced submit request runs only submit."),
+        ("start", "submit", _ANSWER),
+        ("end", "submit", _ANSWER),
+    ]
+    assert kinds.seen == ["unexecuted"]
+    assert [r["id"] for r in pred.metadata.history.messages[-1]["tool_call_results"]] == ["c2"]
+
+
+def test_calls_of_the_last_text_request_that_were_not_run_are_reported_saying_why(run):
+    def log(line: str) -> str:
+        """Write a log line."""
+        raise AssertionError("not in last_request_tools: must not run")
+
+    lm = ScriptedLM(
+        [
+            reply(
+                "bye",
+                calls=[
+                    call("send", {"text": "Paris"}, id="r1"),
+                    call("log", {"line": "x"}, id="g1"),
+                    call("peek", {}, id="g2"),
+                ],
+            )
+        ]
+    )
+    recorder, kinds = Recorder(), Kinds()
+    agent = dspy_imp.ReActV2("message -> reply", tools=[send, log], max_iters=0, last_request_tools=["send"])
+    with dspy.context(lm=lm, callbacks=[recorder, kinds]):
+        pred = run(agent, message="hello")
+    assert pred.metadata.termination_reason == "last_text"
+    assert [c["id"] for c in pred.metadata.unexecuted_tool_calls] == ["g1", "g2"]
+    why = "was not run: the last-text request runs only last_request_tools (send)."
+    assert recorder.tools() == [
+        ("start", "send", {"text": "Paris"}),
+        ("end", "send", "sent"),
+        ("start", "log", {"line": "x"}),
+        ("error", "log", "ToolCallRejected", f"log {why}"),
+        ("start", "peek", {}),
+        ("error", "peek", "ToolCallRejected", f"peek {why}"),
+    ]
+    assert kinds.seen == ["unexecuted", "unexecuted"]
+
+
+class Kinds(BaseCallback):
+    """The kinds of the ``ToolCallRejected`` errors tools ended with."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_tool_end(self, call_id: str, outputs: Any, exception: Exception | None = None) -> None:
+        if isinstance(exception, dspy_imp.ToolCallRejected):
+            self.seen.append(exception.kind)
+
+
+def test_a_finish_on_hook_that_rejects_the_result_is_reported_after_the_tool_s_own_events(run):
+    def exploding(args: dict[str, Any], result: Any, inputs: dict[str, Any]) -> None:
+        raise RuntimeError("hook exploded")
+
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("send", {"text": "hi"}, id="c1")]),
+            reply(calls=[call("send", {"text": "ho"}, id="c2")]),
+            reply("Done."),
+        ]
+    )
+    hooks = iter([exploding, lambda a, r, i: dspy_imp.Finish()])  # then: outputs the task rejects
+    recorder, kinds = Recorder(), Kinds()
+    agent = dspy_imp.ReActV2("message -> reply", tools=[send], finish_on={"send": lambda *a: next(hooks)(*a)})
+    with dspy.context(lm=lm, callbacks=[recorder, kinds]):
+        pred = run(agent, message="hello")
+    assert pred.metadata.termination_reason == "answered"
+    observations = [r["result"] for m in pred.metadata.history.messages[:2] for r in m["tool_call_results"]]
+    assert observations[0] == "send failed: hook exploded"
+    events = recorder.tools()
+    assert events[:4] == [
+        ("start", "send", {"text": "hi"}),
+        ("end", "send", "sent"),  # the tool itself ran fine
+        ("start", "send.finish_on", {"text": "hi"}),
+        ("error", "send.finish_on", "ToolCallRejected", "Error: send failed: hook exploded"),
+    ]
+    assert events[4:] == [
+        ("start", "send", {"text": "ho"}),
+        ("end", "send", "sent"),
+        ("start", "send.finish_on", {"text": "ho"}),
+        ("error", "send.finish_on", "ToolCallRejected", f"Error: {observations[1]}"),
+    ]
+    assert kinds.seen == ["tool_error", "missing_output_fields"]
 
 
 def test_the_step_predictor_gets_no_lm_or_config_among_its_inputs(run):

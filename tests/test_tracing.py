@@ -189,12 +189,22 @@ def test_an_incomplete_turn_is_marked_incomplete(traced: dict[str, Any]) -> None
     turn = traced["turns"]["incomplete-sync"]
     span = root(turn)
     assert turn["termination_reason"] == "incomplete"
-    assert story(turn) == [("request:step", "OK"), ("request:forced_submit", "OK"), ("tool:submit", "ERROR")]
+    assert story(turn) == [
+        ("request:step", "OK"),
+        ("request:forced_submit", "OK"),
+        ("tool:submit", "ERROR"),  # refused by the policy
+        ("tool:lookup", "ERROR"),  # not run: the forced submit runs only submit
+    ]
     assert span["status"] == "OK"  # the program returned; the attributes say it has no answer
     assert span["attributes"]["dspy_imp.termination.reason"] == "incomplete"
     assert span["attributes"]["dspy_imp.termination.complete"] is False
     assert span["attributes"]["dspy_imp.termination.cause"] == "empty_tool_calls"
-    assert children(turn, span)[-1]["error"] == "Error: submit is not allowed: notes are read-only"
+    unexecuted = [{"id": "s2", "name": "lookup", "args": {"topic": "keys"}}]
+    assert span["attributes"]["dspy_imp.termination.unexecuted_tool_calls"] == unexecuted  # decoded JSON under OTel
+    assert [s["error"] for s in children(turn, span)[-2:]] == [
+        "Error: submit is not allowed: notes are read-only",
+        "lookup was not run: the forced submit request runs only submit.",
+    ]
 
 
 def test_a_step_error_is_an_error_span_with_its_reason(traced: dict[str, Any]) -> None:

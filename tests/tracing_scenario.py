@@ -10,7 +10,8 @@ TRACER is ``mlflow`` (``mlflow.dspy.autolog()`` into a local file store under ST
   (runs), ``delete`` (refused by the policy), ``lookup`` with a bad argument and ``peek``
   (unknown); the next step fails; the forced submit is refused by the provider, and the
   ``"required"`` retry submits.
-- ``incomplete``: a text-only step, then a forced ``submit`` the policy refuses.
+- ``incomplete``: a text-only step, then a forced ``submit`` the policy refuses, beside a
+  ``lookup`` call the forced request does not run.
 - ``step_error``: a failed step, then a failed forced submit (``StepError``).
 
 Used by ``tests/test_tracing.py`` and to render the trace in ``docs/observability.md``.
@@ -98,7 +99,13 @@ def run_turn(name: str, mode: str) -> dict[str, Any]:
         "recovered": recovered_script(),
         "incomplete": [
             reply("I think it is under the mat.", usage=(80, 8)),
-            reply(calls=[call("submit", {"answer": "Under the mat.", "confidence": 0.5}, id="s1")], usage=(90, 9)),
+            reply(
+                calls=[
+                    call("submit", {"answer": "Under the mat.", "confidence": 0.5}, id="s1"),
+                    call("lookup", {"topic": "keys"}, id="s2"),
+                ],
+                usage=(90, 9),
+            ),
         ],
         "step_error": [fail.server_error(), fail.server_error()],
     }[name]
