@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from responses import chat, chat_context_window, chat_error, chat_server_error, deepseek_context_window, deepseek_overloaded
+from responses import (
+    chat,
+    chat_context_window,
+    chat_error,
+    chat_server_error,
+    deepseek_context_window,
+    deepseek_overloaded,
+)
 from turns import (
     EARLIER,
     PARIS,
@@ -116,7 +123,9 @@ DEEPSEEK: list[Scenario] = [
         [
             chat("I will look it up.", reasoning="Plan.", model="deepseek-chat"),
             chat(calls=[("call_00_l", "get_weather", PARIS)], reasoning="Look.", model="deepseek-chat"),
-            chat(calls=[("call_00_s", "submit", {"answer": "Sunny, 21°C."})], reasoning="Submit.", model="deepseek-chat"),
+            chat(
+                calls=[("call_00_s", "submit", {"answer": "Sunny, 21°C."})], reasoning="Submit.", model="deepseek-chat"
+            ),
         ],
         expect_thought_then_submit("deepseek"),
         model=DEEPSEEK_CHAT,
