@@ -47,7 +47,8 @@ def _expect_gemini_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert outcome.prediction.metadata.termination_reason == "forced_submit"
     assert len(bodies) == 2
     config = (bodies[1].get("toolConfig") or bodies[1].get("tool_config"))["functionCallingConfig"]
-    assert config["mode"] == "ANY" and config["allowedFunctionNames"] == ["submit"]
+    allowed = config.get("allowedFunctionNames") or config.get("allowed_function_names")  # LiteLLM: snake_case
+    assert config["mode"] == "ANY" and allowed == ["submit"]
     (turn,) = assistant_turns(bodies, "gemini")
     assert turn["parts"][0]["thoughtSignature"] == "CiQBVKhc7sIg_forced"
 
