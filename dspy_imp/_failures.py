@@ -57,8 +57,19 @@ def is_fatal(error: BaseException) -> bool:
     return False
 
 
+# How OpenAI-compatible servers word a context-length refusal when their error ``code`` is not
+# OpenAI's ``context_length_exceeded`` (DeepSeek: a 400 with ``code: "invalid_request_error"``,
+# which DSPy's native engine raises as a plain ``LMInvalidRequestError``; LiteLLM matches the text).
+_CONTEXT_WINDOW_TEXT = ("maximum context length",)
+
+
 def is_context_window(error: BaseException) -> bool:
-    return isinstance(error, ContextWindowExceededError)
+    if isinstance(error, ContextWindowExceededError):
+        return True
+    if not isinstance(error, LMInvalidRequestError):
+        return False
+    text = error_text(error).lower()
+    return any(phrase in text for phrase in _CONTEXT_WINDOW_TEXT)
 
 
 def is_unreadable(error: BaseException) -> bool:
@@ -67,7 +78,7 @@ def is_unreadable(error: BaseException) -> bool:
 
 def refuses_named_choice(error: BaseException) -> bool:
     """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
-    if not isinstance(error, LMInvalidRequestError) or isinstance(error, ContextWindowExceededError):
+    if not isinstance(error, LMInvalidRequestError) or is_context_window(error):
         return False
     text = error_text(error).lower()
     return (

@@ -285,7 +285,7 @@ def gemini_thought_signatures(body: Body, path: str) -> Iterator[str]:
 def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
     """``mode: ANY`` names only declared functions."""
     config = ((body.get("toolConfig") or body.get("tool_config") or {}).get("functionCallingConfig")) or {}
-    allowed = config.get("allowedFunctionNames") or []
+    allowed = config.get("allowedFunctionNames") or config.get("allowed_function_names") or []  # JSON takes both
     declared = [
         d.get("name")
         for tool in body.get("tools") or []

@@ -85,6 +85,22 @@ def chat_server_error() -> Scripted:
     )
 
 
+def deepseek_context_window() -> Scripted:
+    """DeepSeek's context-length refusal: a 400 in the OpenAI-compatible envelope."""
+    return chat_error(
+        400,
+        "This model's maximum context length is 131072 tokens. However, you requested 140352 tokens "
+        "(136256 in the messages, 4096 in the completion). Please reduce the length of the messages or completion.",
+        type="invalid_request_error",
+        code="invalid_request_error",
+    )
+
+
+def deepseek_overloaded() -> Scripted:
+    """DeepSeek's 503 "Server Overloaded" (its error-codes page: retry after a brief wait)."""
+    return chat_error(503, "Server overloaded, please try again later.", type="server_error", code="server_overloaded")
+
+
 # -- Anthropic Messages -------------------------------------------------------------------------
 
 

@@ -127,6 +127,16 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (  # LiteLLM writes the field in snake_case (Gemini's JSON accepts both spellings)
+        "gemini",
+        "gemini_forced_choice",
+        {
+            "contents": [],
+            "tools": [],
+            "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowed_function_names": ["g"]}},
+        },
+        "",
+    ),
 ]
 
 

@@ -145,6 +145,21 @@ def script_tool_then_answer(protocol: str) -> list[Scripted]:
     return [chat(calls=[("call_w1", "get_weather", PARIS)]), chat("Sunny, 21°C.")]
 
 
+def expect_thought_then_submit(protocol: str) -> Callable[[list[Body], Outcome], None]:
+    """A text-only reply (a thought) continues the turn; the next step calls a tool; then ``submit``."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        assert outcome.error is None, outcome.error
+        assert outcome.prediction.answer == "Sunny, 21°C."
+        assert outcome.prediction.metadata.termination_reason == "submit"
+        assert len(bodies) == 3
+        turns = assistant_turns(bodies, protocol)
+        assert len(turns) == 2
+        assert "I will look it up." in str(turns[0])
+
+    return expect
+
+
 def expect_stop(cause: str) -> Callable[[list[Body], Outcome], None]:
     def expect(bodies: list[Body], outcome: Outcome) -> None:
         if cause == "content_filter":

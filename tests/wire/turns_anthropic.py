@@ -61,6 +61,16 @@ def _expect_thought_then_submit(bodies: list[Body], outcome: Outcome) -> None:
     assert [[b["type"] for b in t["content"]] for t in turns] == [["thinking", "text"], ["thinking", "tool_use"]]
 
 
+def _expect_anthropic_parallel(bodies: list[Body], outcome: Outcome) -> None:
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 2
+    assert "thinking" not in bodies[1] or bodies[1]["thinking"]["type"] == "disabled"
+    (turn,) = assistant_turns(bodies, "anthropic")
+    assert [(b["type"], b["id"]) for b in turn["content"]] == [("tool_use", "toolu_01P1"), ("tool_use", "toolu_01P2")]
+    (results,) = [m for m in bodies[1]["messages"][1:] if m["role"] == "user"][:1]
+    assert [b["tool_use_id"] for b in results["content"] if b["type"] == "tool_result"] == ["toolu_01P1", "toolu_01P2"]
+
+
 ANTHROPIC_CONTEXT = anthropic_error(400, "invalid_request_error", "prompt is too long: 212044 tokens > 200000 maximum")
 
 
@@ -186,6 +196,16 @@ ANTHROPIC: list[Scenario] = [
         lm={"thinking": THINKING, "max_tokens": 4096},
         inputs={"question": "And now?"},
         history=ANTHROPIC_EARLIER,
+    ),
+    Scenario(
+        "anthropic_parallel_calls",
+        "anthropic",
+        [
+            anthropic(calls=[("toolu_01P1", "get_weather", PARIS), ("toolu_01P2", "get_time", PARIS)]),
+            anthropic(text="Sunny and 14:05."),
+        ],
+        _expect_anthropic_parallel,
+        lm={"reasoning_effort": None},
     ),
     Scenario(
         "anthropic_overloaded_then_recovery",

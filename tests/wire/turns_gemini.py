@@ -13,6 +13,7 @@ from turns import (
     assistant_turns,
     expect_resumed,
     expect_stop,
+    expect_thought_then_submit,
     script_tool_then_answer,
     tool_then_answer,
 )
@@ -29,8 +30,62 @@ def _expect_gemini_parallel(bodies: list[Body], outcome: Outcome) -> None:
     assert len(answers["parts"]) == 2
 
 
+def _expect_gemini_steps(bodies: list[Body], outcome: Outcome) -> None:
+    """Every model turn of the current turn keeps its call's thought signature (Gemini 3)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 3
+    turns = assistant_turns(bodies, "gemini")
+    assert [[p.get("thoughtSignature") for p in t["parts"]] for t in turns] == [
+        ["CiQBVKhc7sIg_step1"],
+        ["CiQBVKhc7sIg_step2"],
+    ]
+
+
+def _expect_gemini_forced(bodies: list[Body], outcome: Outcome) -> None:
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.answer == "Sunny, 21°C."
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert len(bodies) == 2
+    config = (bodies[1].get("toolConfig") or bodies[1].get("tool_config"))["functionCallingConfig"]
+    allowed = config.get("allowedFunctionNames") or config.get("allowed_function_names")  # LiteLLM: snake_case
+    assert config["mode"] == "ANY" and allowed == ["submit"]
+    (turn,) = assistant_turns(bodies, "gemini")
+    assert turn["parts"][0]["thoughtSignature"] == "CiQBVKhc7sIg_forced"
+
+
 GEMINI: list[Scenario] = [
     Scenario("gemini_tool_then_answer", "gemini", script_tool_then_answer("gemini"), tool_then_answer("gemini")),
+    Scenario(
+        "gemini_thinking_across_tool_steps",
+        "gemini",
+        [
+            gemini(calls=[("fc_s1", "get_weather", PARIS)], signatures=["CiQBVKhc7sIg_step1"]),
+            gemini(calls=[("fc_s2", "get_time", PARIS)], signatures=["CiQBVKhc7sIg_step2"]),
+            gemini(text="Sunny and 14:05.", text_signature="CiQBVKhc7sIg_step3"),
+        ],
+        _expect_gemini_steps,
+    ),
+    Scenario(
+        "gemini_thought_then_submit",
+        "gemini",
+        [
+            gemini(text="I will look it up.", text_signature="CiQBVKhc7sIg_plan"),
+            gemini(calls=[("fc_l1", "get_weather", PARIS)], signatures=["CiQBVKhc7sIg_look"]),
+            gemini(calls=[("fc_x1", "submit", {"answer": "Sunny, 21°C."})], signatures=["CiQBVKhc7sIg_sub"]),
+        ],
+        expect_thought_then_submit("gemini"),
+        agent={"finish": "submit"},
+    ),
+    Scenario(
+        "gemini_forced_submit",
+        "gemini",
+        [
+            gemini(calls=[("fc_f1", "get_weather", PARIS)], signatures=["CiQBVKhc7sIg_forced"]),
+            gemini(calls=[("fc_s1", "submit", {"answer": "Sunny, 21°C."})], signatures=["CiQBVKhc7sIg_submit"]),
+        ],
+        _expect_gemini_forced,
+        agent={"finish": "submit", "max_iters": 1},
+    ),
     Scenario(
         "gemini_parallel_calls",
         "gemini",
@@ -41,6 +96,16 @@ GEMINI: list[Scenario] = [
             gemini(text="Sunny and 14:05.", text_signature="CiQBVKhc7sIg_par_final"),
         ],
         _expect_gemini_parallel,
+    ),
+    Scenario(
+        "gemini_server_error_then_recovery",
+        "gemini",
+        [
+            gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
+            *script_tool_then_answer("gemini"),
+        ],
+        tool_then_answer("gemini", requests=3),
+        lm={"num_retries": 1},
     ),
     Scenario(
         "gemini_context_window",
