@@ -341,13 +341,15 @@ left in proportion to the history is copying and comparing references: the steps
 `dspy.History` snapshot a trace keeps of each request, the memo's check that the request's
 steps are the very step objects it rendered, and the message list itself. The third line
 measures that part: the turn's last rendering (`ReActAdapter.format`, the largest of our
-hooks) run again by itself, same request and memo, at both history lengths. Inside the turn
-the same functions run several times slower per call in the long turn than alone, constant-time
-ones included (reading the reply, the deadline check), and the growth stays with the garbage
-collector off and with `lm.history` off: between two of our calls DSPy's plumbing builds and
-checks lm15 objects for the whole message list (tens of milliseconds per request at a thousand
-steps, the plumbing column), which leaves the processor's caches cold for our next call. The
-first line charges that to us, as it is time our code takes in that turn."""
+hooks) run again by itself, same request and memo, at both history lengths. Inside the long
+turn the same functions run slower per call than alone, constant-time ones included (reading
+the reply, the deadline check), and the growth stays with the garbage collector off and with
+`lm.history` off: between two of our calls DSPy's plumbing builds, checks and drops lm15 objects
+for the whole message list (the plumbing column), and our next calls pay for that churn (cold
+caches, fresh memory). In development, a 10-step turn whose scripted engine allocated and
+dropped a heap of small objects on every request showed much of the same rise in our figure,
+with our work unchanged. The first line charges that to us, as it is time our code takes in
+that turn."""
 
 
 def _flat_text(targets: dict[str, Any]) -> str:
