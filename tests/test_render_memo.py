@@ -7,6 +7,7 @@ times, not once per request.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -143,7 +144,7 @@ def test_the_memo_keeps_one_growing_list_and_each_request_gets_its_own(run, monk
     # third on, the memo's two lists are the same objects, one step longer each request.
     assert len({(steps_id, messages_id) for steps_id, messages_id, _ in seen[2:]}) == 1
     assert [settled for _, _, settled in seen] == [0, 0, *range(1, steps)]
-    assert all(later[: len(earlier)] == earlier for earlier, later in zip(requests[1:-1], requests[2:], strict=False))
+    assert all(later[: len(earlier)] == earlier for earlier, later in itertools.pairwise(requests[1:]))
 
 
 def test_each_tool_argument_validator_is_built_once(monkeypatch):
