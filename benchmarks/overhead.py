@@ -11,9 +11,18 @@ time into buckets, recorded when the request's effect completes:
   canonicalising the message list into an lm15 request) around our hooks;
 - *tools*: running the tool through ``dspy.Tool`` (which validates its arguments again).
 
+Hooks run inside DSPy's adapter call, but only our own hook bodies are counted as ours: DSPy's
+``with_callbacks`` wrapper around ``format`` is timed with them (with no callbacks configured it
+only reads the callback lists). Our code that runs inside ``Effects.perform`` outside the hooks
+(building the predictor's inputs, the tracing annotations in ``StepPredictor``) is counted as
+plumbing.
+
 The value at N is the least disturbed of the last 20 requests of the N-step turn (cost at history
-length about N). ``dspy.ReActV2`` is timed whole (minus the engine); it runs to a smaller N,
-since its per-request cost grows with the history and a long turn would take minutes.
+length about N). *Rendering alone* re-runs the turn's last ``format`` by itself (same request,
+same memo, 50 times, the least disturbed): our rendering's own work at that history length,
+without DSPy's plumbing for a 2,000-message request running between two of our calls.
+``dspy.ReActV2`` is timed whole (minus the engine); it runs to a smaller N, since its
+per-request cost grows with the history and a long turn would take minutes.
 """
 
 from __future__ import annotations
@@ -55,6 +64,22 @@ class Meter:
     def __init__(self) -> None:
         self.totals = {"engine": 0.0, "request": 0.0, "hooks": 0.0, "tools": 0.0}
         self.snapshots: list[tuple[float, dict[str, float]]] = []
+        self.last_format: tuple[Any, ...] | None = None
+
+    def render_alone(self, repeats: int = 50) -> float:
+        """Seconds for the last request's ``format`` run by itself, the least disturbed of ``repeats``."""
+        assert self.last_format is not None
+        render, adapter, args, kwargs, exchange = self.last_format
+        token = _adapter.current_exchange().set(exchange)
+        try:
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                render(adapter, *args, **kwargs)
+                times.append(time.perf_counter() - start)
+        finally:
+            _adapter.current_exchange().reset(token)
+        return min(times)
 
     def mark(self) -> None:
         self.snapshots.append((time.perf_counter(), dict(self.totals)))
@@ -88,6 +113,14 @@ def metered(meter: Meter) -> Iterator[None]:
         setattr(owner, name, meter.timed(bucket, original))
 
     patch(testing._Script, "complete", "engine")
+    original_format = _adapter.ReActAdapter.__dict__["format"]
+
+    def remembered(self: Any, *args: Any, **kwargs: Any) -> Any:
+        meter.last_format = (original_format, self, args, kwargs, _adapter.current_exchange().get())
+        return original_format(self, *args, **kwargs)
+
+    patches.append((_adapter.ReActAdapter, "format", original_format))
+    _adapter.ReActAdapter.format = remembered  # type: ignore[method-assign]
     for hook in ("_call_preprocess", "format", "_call_postprocess"):
         patch(_adapter.ReActAdapter, hook, "hooks")
     perform = _drivers.Effects.perform
@@ -162,12 +195,18 @@ def ours(steps: int, history: bool = True) -> dict[str, float]:
     with metered(meter), dspy.context(lm=lm, disable_history=not history):
         meter.mark()
         prediction = agent(question="where is it?")
+        alone = meter.render_alone()
     assert prediction.answer == "found", prediction
     rows = meter.intervals()
     own = [r["wall"] - r["request"] - r["tools"] + r["hooks"] for r in rows]
     plumbing = [r["request"] - r["hooks"] - r["engine"] for r in rows]
     whole = [r["wall"] - r["engine"] - r["tools"] for r in rows]
-    return {"ours_ms": _tail(own) * 1e3, "plumbing_ms": _tail(plumbing) * 1e3, "whole_ms": _tail(whole) * 1e3}
+    return {
+        "ours_ms": _tail(own) * 1e3,
+        "plumbing_ms": _tail(plumbing) * 1e3,
+        "whole_ms": _tail(whole) * 1e3,
+        "render_alone_ms": alone * 1e3,
+    }
 
 
 def theirs(steps: int) -> dict[str, float]:

@@ -53,23 +53,22 @@ def render_request(
         for step in example:
             messages.extend(_inputs_message(dialect, step.inputs))
             messages.extend(_body(guidance, step))
-    messages.extend(_history(guidance, dialect, pending))
+    _history(guidance, dialect, pending, messages)
     messages.extend(dialect.trailing(pending, tool_listing(guidance.roster)))
     return messages
 
 
-def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any]) -> list[Message]:
-    """The recorded steps' messages; with a memo, only the steps earlier requests did not render."""
+def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any], messages: list[Message]) -> None:
+    """Append the recorded steps' messages; with a memo, render only the steps earlier requests did not."""
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
     memo = guidance.memo
-    start, messages = (0, []) if memo is None else memo.reuse(guidance, steps, moved)
+    start = 0 if memo is None else memo.reuse(guidance, steps, moved, messages)
     for index in range(start, len(steps)):
         rendered = _step(guidance, dialect, steps, index, moved)
         messages.extend(rendered)
         if memo is not None and index < len(steps) - 1 and (moved is None or index < moved):
             memo.settle(steps, index, rendered)
-    return messages
 
 
 def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: int, moved: int | None) -> list[Message]:

@@ -35,15 +35,16 @@ class RenderMemo:
     """The rendered messages of a turn's settled steps, and the context they were rendered in."""
 
     context: Any = None
-    steps: tuple[Step, ...] = ()
+    steps: list[Step] = field(default_factory=list)
     after: Step | None = None
     messages: list[Message] = field(default_factory=list)
 
-    def reuse(self, guidance: Guidance, steps: Sequence[Step], moved: int | None) -> tuple[int, list[Message]]:
-        """How many of ``steps`` are already rendered, and a new list of their messages.
+    def reuse(self, guidance: Guidance, steps: Sequence[Step], moved: int | None, into: list[Message]) -> int:
+        """How many of ``steps`` are already rendered; their messages are appended to ``into``.
 
         ``moved`` is the index of a thought this request moves to the user side (which
-        renders differently from its settled form), if any.
+        renders differently from its settled form), if any. The settled messages are copied
+        once, straight into the request's list (the memo's own list is never handed out).
         """
         context = replace(guidance, kind="step", steps=(), history=None, memo=None)
         settled = len(self.steps)
@@ -56,13 +57,14 @@ class RenderMemo:
         ):
             settled = 0
         if not settled:
-            self.context, self.steps, self.after, self.messages = context, (), None, []
-            return 0, []
-        return settled, list(self.messages)
+            self.context, self.steps, self.after, self.messages = context, [], None, []
+            return 0
+        into.extend(self.messages)
+        return settled
 
     def settle(self, steps: Sequence[Step], index: int, messages: Sequence[Message]) -> None:
         """Keep ``steps[index]``'s messages (rendered with ``steps[index + 1]`` after it)."""
         if index == len(self.steps):
-            self.steps = (*self.steps, steps[index])
+            self.steps.append(steps[index])  # appended, not copied: settling stays O(1) a step
             self.after = steps[index + 1]
             self.messages.extend(messages)

@@ -7,6 +7,7 @@ times, not once per request.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -110,6 +111,40 @@ def test_a_long_turn_renders_each_step_a_bounded_number_of_times(run, monkeypatc
     # Each request renders the newest step and the one before it (which may still change);
     # from scratch, the turn would render steps * (steps + 1) / 2 = 465 of them.
     assert checked.steps <= 2 * steps
+
+
+def test_the_memo_keeps_one_growing_list_and_each_request_gets_its_own(run, monkeypatch):
+    """Settling a step appends to the memo's lists (no copy of everything settled so far, which
+    would cost each request in proportion to the history); a request's message list is its own,
+    so DSPy never receives the memo's list."""
+    seen: list[tuple[int, int, int]] = []
+    requests: list[list[dict[str, Any]]] = []
+    render = _render.render_request
+
+    def watched(guidance: Any, *args: Any) -> list[dict[str, Any]]:
+        messages = render(guidance, *args)
+        memo = guidance.memo
+        assert messages is not memo.messages
+        seen.append((id(memo.steps), id(memo.messages), len(memo.steps)))
+        requests.append(messages)
+        return messages
+
+    monkeypatch.setattr(_adapter, "render_request", watched)
+    steps = 12
+    lm = ScriptedLM([
+        *(reply(calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
+        reply(calls=[call("submit", {"answer": "found"}, id="s")]),
+    ])
+    agent = dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=steps + 1, finish="submit")
+    with dspy.context(lm=lm):
+        run(agent, question="where?")
+
+    assert len(seen) == steps + 1
+    # The first two requests have no step to settle (the newest step may still change); from the
+    # third on, the memo's two lists are the same objects, one step longer each request.
+    assert len({(steps_id, messages_id) for steps_id, messages_id, _ in seen[2:]}) == 1
+    assert [settled for _, _, settled in seen] == [0, 0, *range(1, steps)]
+    assert all(later[: len(earlier)] == earlier for earlier, later in itertools.pairwise(requests[1:]))
 
 
 def test_each_tool_argument_validator_is_built_once(monkeypatch):
