@@ -21,11 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
-Body = Mapping[str, Any]
-Rule = Callable[[Body, str], Iterator[str]]
+from provider_rules import Body, Rule, check
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.S)
 _OPENAI_MEDIA = {"image_url", "input_audio", "file"}
@@ -202,12 +201,7 @@ MEDIA_RULES: dict[str, list[Rule]] = {
 
 def check_media(protocol: str, body: Body, path: str = "") -> dict[str, list[str]]:
     """Every violated media rule of ``protocol``: ``{rule name: [sentences]}``."""
-    found: dict[str, list[str]] = {}
-    for rule in MEDIA_RULES[protocol]:
-        problems = list(rule(body, path))
-        if problems:
-            found[rule.__name__] = problems
-    return found
+    return check(protocol, body, path, MEDIA_RULES)
 
 
 def register(rules: MutableMapping[str, Sequence[Rule]]) -> None:

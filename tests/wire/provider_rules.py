@@ -30,10 +30,12 @@ Body = Mapping[str, Any]
 Rule = Callable[[Body, str], Iterator[str]]
 
 
-def check(protocol: str, body: Body, path: str = "") -> dict[str, list[str]]:
-    """Every violated rule of ``protocol`` for this request body: ``{rule name: [sentences]}``."""
+def check(
+    protocol: str, body: Body, path: str = "", rules: Mapping[str, Sequence[Rule]] | None = None
+) -> dict[str, list[str]]:
+    """Every violated rule of ``protocol`` (in ``rules``, default ``RULES``): ``{rule name: [sentences]}``."""
     found: dict[str, list[str]] = {}
-    for rule in RULES[protocol]:
+    for rule in (RULES if rules is None else rules)[protocol]:
         problems = list(rule(body, path))
         if problems:
             found[rule.__name__] = problems
