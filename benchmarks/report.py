@@ -29,12 +29,15 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     flat = top["ours_ms"] / base["ours_ms"]
     quiet = top["ours_no_history_ms"] / base["ours_no_history_ms"] if "ours_no_history_ms" in top else None
     alone = top["render_alone_ms"] / base["render_alone_ms"] if "render_alone_ms" in top else None
+    matched = top["ours_ms"] / base["ours_matched_ms"] if "ours_matched_ms" in base else None
     whole = mid["whole_ms"] / mid["dspy_ms"]
     plumbing = mid["plumbing_ms"] / mid["dspy_ms"]
     return {
         "flat": {"small": small, "large": large, "ratio": flat, "limit": FLAT_LIMIT, "met": flat <= FLAT_LIMIT},
         "flat_no_history": {"small": small, "large": large, "ratio": quiet, "limit": FLAT_LIMIT,
                             "met": quiet is not None and quiet <= FLAT_LIMIT},
+        "flat_matched": {"small": small, "large": large, "ratio": matched, "limit": FLAT_LIMIT,
+                         "met": matched is not None and matched <= FLAT_LIMIT, "churn": base.get("matched_churn")},
         "render_alone": {"small": small, "large": large, "ratio": alone,
                          "small_ms": base.get("render_alone_ms"), "large_ms": top.get("render_alone_ms")},
         "whole_vs_dspy": {"steps": near, "ratio": whole, "limit": RATIO_LIMIT, "met": whole <= RATIO_LIMIT},
@@ -130,6 +133,9 @@ def targets_table(results: dict[str, Any]) -> str:
          _f(flat["ratio"]), _f(flat["met"])],
         ["the same, with DSPy's `lm.history` off (`disable_history=True`)", f"≤ {_f(quiet['limit'], 1)}",
          _f(quiet["ratio"]), _f(quiet["met"])],
+        [f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps with as much memory traffic between "
+         "our calls (the interference control)", f"≤ {_f(flat['limit'], 1)}",
+         _f(t.get("flat_matched", {}).get("ratio")), _f(t.get("flat_matched", {}).get("met"))],
         [f"our rendering run alone (the last request's `format`), {_f(flat['large'])} / {_f(flat['small'])} steps",
          "", _f(t.get("render_alone", {}).get("ratio")), ""],
         [f"whole loop / `dspy.ReActV2`, per request at {_f(whole['steps'])} steps", f"≤ {_f(whole['limit'], 1)}",
@@ -232,10 +238,13 @@ functions split each request into *ours* (the state machine, bookkeeping, and
 `ReActAdapter`'s hooks: rendering the request, reading the reply), *DSPy's plumbing*
 (`Predict`, the adapter base and `dspy.LM`, which for the default engine converts the whole
 message list into an lm15 request and checks it, every request) and the scripted engine
-(left out: it stands for the provider). Each value is the least disturbed of the last 20
-requests of the N-step turn. `dspy.ReActV2` is timed whole, minus the engine, and only as far
-as its column goes (its per-request cost grows with the history, so a 1,000-step turn alone
-would take many minutes).
+(left out: it stands for the provider). Each of our values is the least disturbed of the
+requests sent with at least 95% of the N steps recorded, taken from repeated turns when the
+turn is short (at least 40 requests: one from each 10-step turn, 51 from the 1,000-step
+turn); each measurement runs in a new Python process, so none inherits the heap another left
+behind. `dspy.ReActV2` is timed whole, minus the engine, as the least disturbed of the last 20
+requests of its N-step turn, and only as far as its column goes (its per-request cost grows
+with the history, so a 1,000-step turn alone would take many minutes).
 
 ![ms per request against recorded steps](performance.svg)
 
@@ -248,6 +257,11 @@ records themselves (by identity) and on the request's rendering context, and a r
 whose context differs renders from scratch, so no byte of any request changes. Each tool
 argument's JSON-schema validator is built once (`_tools.check_arguments`), instead of
 `jsonschema.validate` re-checking the schema against its meta-schema on every call.
+A request's steps are a window on the turn's one append-only step list
+(`dspy_imp/_window.py`), never a copy, so the memo's check that a request starts with the
+very steps it rendered takes constant time, as does finding which replayable reasoning
+blocks the history holds; the request pinned on a prediction for fine-tuning is the sent
+list itself, not a copy.
 
 What still grows is DSPy's, per request and proportional to the history: `dspy.LM`'s
 native engine re-reads the whole OpenAI-style message list into an lm15 request
@@ -263,9 +277,9 @@ _TARGETS = """## Targets
 
 {flat}
 
-The fourth line is bounded below by DSPy's plumbing: at that history length the plumbing by
-itself costs the share of `dspy.ReActV2` in the fifth line, whatever our own part costs
-(sixth line); the whole loop's ratio is about the sum of the two. The ways around that
+The fifth line is bounded below by DSPy's plumbing: at that history length the plumbing by
+itself costs the share of `dspy.ReActV2` in the sixth line, whatever our own part costs
+(seventh line); the whole loop's ratio is about the sum of the two. The ways around that
 plumbing are DSPy's to offer (a typed `lm15.Request` passed as `request=` skips re-reading
 the messages, but `dspy.Predict` and the adapters only ever call the LM with a message list,
 and DSPy still converts a typed request to a dict to check it); they are not taken here.
@@ -325,36 +339,40 @@ submits (`benchmarks/parallel.py`): the turn with `parallel_tools=False` against
 """
 
 
-_FLAT_MET = """The first two lines compare our own per-request cost at the longest history with a short one,
-in the same run (the second with DSPy's `lm.history` off: `dspy.configure(disable_history=True)`).
-Each request renders only the newest step and the one before it (asserted in
-`tests/test_render_memo.py`), and the usage meter keeps running sums. The third line re-runs
-the last request's rendering by itself, at both lengths."""
-
-_FLAT_MISSED = """The first two lines compare our own per-request cost at the longest history with a short one,
+_FLAT_COMMON = """The first two lines compare our own per-request cost at the longest history with a short one,
 in the same run (the second with DSPy's `lm.history` off: `dspy.configure(disable_history=True)`,
-which also hides the finish reason and usage from the loop). Where they are not met, the growth
-is not in what our code does per step: each request renders only the newest step and the one
-before it, the memo settles a step by appending it, and its messages are copied once into the
-request (asserted in `tests/test_render_memo.py`); the usage meter keeps running sums. What is
-left in proportion to the history is copying and comparing references: the steps tuple, the
-`dspy.History` snapshot a trace keeps of each request, the memo's check that the request's
-steps are the very step objects it rendered, and the message list itself. The third line
-measures that part: the turn's last rendering (`ReActAdapter.format`, the largest of our
-hooks) run again by itself, same request and memo, at both history lengths. Inside the long
-turn the same functions run slower per call than alone, constant-time ones included (reading
-the reply, the deadline check), and the growth stays with the garbage collector off and with
-`lm.history` off: between two of our calls DSPy's plumbing builds, checks and drops lm15 objects
-for the whole message list (the plumbing column), and our next calls pay for that churn (cold
-caches, fresh memory). In development, a 10-step turn whose scripted engine allocated and
-dropped a heap of small objects on every request showed much of the same rise in our figure,
-with our work unchanged. The first line charges that to us, as it is time our code takes in
-that turn."""
+which also hides the finish reason and usage from the loop). Our work per request does not grow
+with the history: each request renders only the newest step and the one before it (asserted
+in `tests/test_render_memo.py`); its steps are a window on the turn's step list, not a copy,
+and the memo's prefix check and the scan for replayable reasoning take constant time on it
+(`tests/test_window.py`); the usage meter keeps running sums. What is left in proportion to
+the history is copying references into the two lists DSPy receives: the request's message
+list and the `dspy.History` snapshot a trace keeps of each request."""
+
+_FLAT_MET = _FLAT_COMMON + """ The third line re-runs the short turn with
+{churn} small objects built and dropped per request by its engine (see below); the fourth
+re-runs the last request's rendering by itself, at both lengths."""
+
+_FLAT_MISSED = _FLAT_COMMON + """
+
+Where the first line is above its limit, the rest is interference, not work. Between two of
+our calls in the long turn, DSPy's plumbing builds, checks and drops lm15 objects for the
+whole message list (the plumbing column), and our next calls run on cold caches: in
+development, no garbage collection ran inside our part of the least disturbed long-turn
+requests (checked with `gc.callbacks`), and functions whose work is constant (pinning the LM,
+choosing the adapter) slowed by the same factor as the rest. The third line is the control:
+the short turn again, its scripted engine building and dropping {churn} small objects per
+request (about as long as DSPy's plumbing takes per request at the longest history; the
+engine's time is left out of ours), against the long turn. The fourth line re-runs the last
+request's rendering (`ReActAdapter.format`, the largest of our hooks) by itself, same request
+and memo, at both lengths. The first line charges the interference to us, as it is time our
+code takes in that turn; the third compares like with like."""
 
 
 def _flat_text(targets: dict[str, Any]) -> str:
     met = targets["flat"]["met"] and targets["flat_no_history"]["met"]
-    return _FLAT_MET if met else _FLAT_MISSED
+    churn = (targets.get("flat_matched") or {}).get("churn")
+    return (_FLAT_MET if met else _FLAT_MISSED).format(churn=_f(churn) if churn else "a heap of")
 
 
 def page(results: dict[str, Any]) -> str:

@@ -166,7 +166,7 @@ class ReActAdapter(dspy.ChatAdapter):
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps):
+            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
@@ -183,7 +183,7 @@ class ReActAdapter(dspy.ChatAdapter):
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps):
+            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)

@@ -38,7 +38,9 @@ def attach(
     """Pin the request on the traced prediction (an attribute, never a field: demos stay as they were)."""
     if not isinstance(prediction, dspy.Prediction) or messages is None or dialect is None:
         return
-    setattr(prediction, _ATTRIBUTE, SentRequest(list(messages), tools, reply_message(dialect, reply)))
+    # The very list that was sent (built fresh for each request and never changed after it
+    # left), not a copy: a copy per request would cost O(history) on every step.
+    setattr(prediction, _ATTRIBUTE, SentRequest(messages, tools, reply_message(dialect, reply)))
 
 
 def sent_request(outputs: Any) -> SentRequest | None:

@@ -71,7 +71,7 @@ class Guidance:
     history_replay: HistoryReplay = "trajectory"
     result_renderer: ResultRenderer | None = None
     kind: RequestKind = "step"
-    steps: tuple[Step, ...] = ()
+    steps: Sequence[Step] = ()  # the loop passes a ``Window`` on its step list (never copied)
     history: Any = None
     omitted: int = 0
     boundary: int = 0

@@ -67,6 +67,7 @@ from ._render_memo import RenderMemo
 from ._signature import SUBMIT, OutputSpec, Rejection
 from ._tools import CallContext, StepCalls, run_calls
 from ._usage import Meter, RequestUsage
+from ._window import Window
 
 Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
 Outcome = Ending | Failure
@@ -97,6 +98,7 @@ class Turn:
         self.setup = setup
         self.guidance = replace(setup.guidance, memo=RenderMemo())  # incremental rendering, one per turn
         self.steps: list[Step] = []
+        self.recorded: list[Step] = list(setup.prior)  # prior then new steps; only ever appended
         self.entries: list[Mapping[str, Any]] = list(setup.prior_entries)
         self.pending: dict[str, Any] = dict(plan.inputs)
         self.step_index = 0
@@ -336,7 +338,7 @@ class Turn:
         guidance = replace(
             self.guidance,
             kind=kind,
-            steps=(*self.setup.prior, *self.steps),
+            steps=Window(self.recorded),  # not a copy: requests cost the same at any history length
             history=make_history(self.entries),
             omitted=self.projection.omitted,
             boundary=self._turn_start(),
@@ -355,7 +357,7 @@ class Turn:
             return len(self.setup.prior)
         if self.note_index is not None:
             return self.note_index
-        steps = (*self.setup.prior, *self.steps)
+        steps = self.recorded
         return next((i for i in range(len(steps) - 1, -1, -1) if steps[i].inputs), 0)
 
     # -- recording and ending --------------------------------------------------------------
@@ -374,6 +376,7 @@ class Turn:
             step = replace(step, inputs={**self.pending, **step.inputs})
             self.pending = {}
         self.steps.append(step)
+        self.recorded.append(step)
         self.entries.append(to_entry(step))
 
     def resumable_entries(self) -> list[Mapping[str, Any]]:

@@ -283,3 +283,13 @@ def read_steps(
 def make_history(entries: Iterable[Mapping[str, Any]]) -> dspy.History:
     """A new ``dspy.History`` over these entries (the entries are not copied)."""
     return dspy.History.model_construct(messages=list(entries))
+
+
+def block_kinds(steps: Iterable[Step]) -> frozenset[str]:
+    """The ``type`` of every reasoning block these steps hold (``"thinking"``, ``"thought_signature"``...)."""
+    return frozenset(
+        str(block.get("type"))
+        for step in steps
+        for block in (step.reasoning_details if isinstance(step.reasoning_details, list) else ())
+        if isinstance(block, Mapping)
+    )

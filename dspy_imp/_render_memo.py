@@ -18,10 +18,12 @@ One memo belongs to one turn (``Turn`` creates it); a turn runs on one thread or
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from ._records import block_kinds
+from ._window import same_prefix, source_of
 
 if TYPE_CHECKING:
     from ._guidance import Guidance
@@ -38,6 +40,19 @@ class RenderMemo:
     steps: list[Step] = field(default_factory=list)
     after: Step | None = None
     messages: list[Message] = field(default_factory=list)
+    source: Any = None  # the window ``steps`` came from (``_window.source_of``)
+    scanned: tuple[Any, int, frozenset[str]] | None = None  # ``block_kinds``: window, steps read, kinds
+
+    def block_kinds(self, steps: Sequence[Step]) -> frozenset[str]:
+        """The kinds of reasoning blocks in ``steps``, reading only steps earlier requests did not."""
+        source, known = source_of(steps), self.scanned
+        if source is None:
+            return block_kinds(steps)
+        if known is None or not (known[0][0] is source[0] and known[0][1] == source[1] and known[1] <= len(steps)):
+            known = (source, 0, frozenset())
+        kinds = known[2] | block_kinds(steps[known[1] :])
+        self.scanned = (source, len(steps), kinds)
+        return kinds
 
     def reuse(self, guidance: Guidance, steps: Sequence[Step], moved: int | None, into: list[Message]) -> int:
         """How many of ``steps`` are already rendered; their messages are appended to ``into``.
@@ -52,12 +67,13 @@ class RenderMemo:
             context == self.context
             and len(steps) > settled
             and steps[settled] is self.after  # a thought's line depends on the step after it
-            and all(map(operator.is_, steps, self.steps))
+            and same_prefix(steps, self.steps, self.source)  # O(1) for a window on the turn's steps
             and (moved is None or moved >= settled)
         ):
             settled = 0
         if not settled:
             self.context, self.steps, self.after, self.messages = context, [], None, []
+            self.source = source_of(steps)
             return 0
         into.extend(self.messages)
         return settled

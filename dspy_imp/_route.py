@@ -29,6 +29,9 @@ from typing import Any
 from dspy.clients.capabilities import with_capability_planning
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
+from ._records import block_kinds
+from ._render_memo import RenderMemo
+
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = with_capability_planning
 
@@ -123,15 +126,15 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
     return route_for(lm, lm_kwargs)
 
 
-def replays_state(route: Route, steps: Sequence[Any]) -> bool:
-    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back."""
+def replays_state(route: Route, steps: Sequence[Any], memo: RenderMemo | None = None) -> bool:
+    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back.
+
+    With the turn's memo, only the steps recorded since the last request are read.
+    """
     if route.engine == "litellm" or not route.replayed_kinds:
         return False
-    return any(
-        isinstance(b, Mapping) and b.get("type") in route.replayed_kinds
-        for step in steps
-        for b in (step.reasoning_details if isinstance(step.reasoning_details, list) else ())
-    )
+    kinds = memo.block_kinds(steps) if memo is not None else block_kinds(steps)
+    return bool(kinds & route.replayed_kinds)
 
 
 def _options(lm: Any, lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:

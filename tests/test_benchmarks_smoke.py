@@ -26,7 +26,8 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results["targets"] = report.targets(results)
 
     page = report.page(results)
-    assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "dspy_ms"}
+    assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "samples", "dspy_ms"}
+    assert curve[0]["samples"] >= overhead.SAMPLES
     assert f"{curve[0]['ours_ms']:,.2f}" in page
     assert "| step limit | 4, answered |" in page
     assert report.chart(curve).startswith("<svg")
