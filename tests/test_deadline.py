@@ -17,8 +17,8 @@ from helpers import NAMED_SUBMIT, TA, Look, SubmitSig
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
-WITHIN = 0.2
-SLOW = 0.5
+WITHIN = 0.4
+SLOW = 0.8
 
 
 class SlowLook(Look):
