@@ -97,8 +97,7 @@ class Turn:
         self.options = plan.options
         self.setup = setup
         self.guidance = replace(setup.guidance, memo=RenderMemo())  # incremental rendering, one per turn
-        self.steps: list[Step] = []
-        self.recorded: list[Step] = list(setup.prior)  # prior then new steps; only ever appended
+        self.recorded: list[Step] = list(setup.prior)  # prior then this turn's steps; only ever appended
         self.entries: list[Mapping[str, Any]] = list(setup.prior_entries)
         self.pending: dict[str, Any] = dict(plan.inputs)
         self.step_index = 0
@@ -109,6 +108,11 @@ class Turn:
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
         self.meter = Meter(self.options.usage_limits)
+
+    @property
+    def steps(self) -> Window[Step]:
+        """The steps this turn recorded (after the prior history)."""
+        return Window(self.recorded, len(self.setup.prior))
 
     # -- the step loop ---------------------------------------------------------------------
 
@@ -281,7 +285,7 @@ class Turn:
             return
         if self.pending:
             self._record(Step())
-        self.note_index = len(self.setup.prior) + len(self.steps)
+        self.note_index = len(self.recorded)
         self._record(Step(inputs={names[0]: note}))
 
     # -- sending one request ---------------------------------------------------------------
@@ -375,7 +379,6 @@ class Turn:
         if self.pending and resumed is None:
             step = replace(step, inputs={**self.pending, **step.inputs})
             self.pending = {}
-        self.steps.append(step)
         self.recorded.append(step)
         self.entries.append(to_entry(step))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ._records import block_kinds
-from ._window import same_prefix, source_of
+from ._window import same_prefix, same_source, source_of
 
 if TYPE_CHECKING:
     from ._guidance import Guidance
@@ -48,7 +48,7 @@ class RenderMemo:
         source, known = source_of(steps), self.scanned
         if source is None:
             return block_kinds(steps)
-        if known is None or not (known[0][0] is source[0] and known[0][1] == source[1] and known[1] <= len(steps)):
+        if known is None or not (same_source(known[0], source) and known[1] <= len(steps)):
             known = (source, 0, frozenset())
         kinds = known[2] | block_kinds(steps[known[1] :])
         self.scanned = (source, len(steps), kinds)

@@ -2,9 +2,8 @@
 
 A turn's recorded steps only ever grow (the machine appends, never edits), so what a request
 saw of them, ``steps[start:stop]`` at that moment, stays true for as long as anyone holds it.
-A ``Window`` is that slice without the copy: O(1) to make and to slice again. At a thousand
-steps, copying the history a few times per request (each copy touching every step object)
-was most of our per-request cost; a window keeps that cost flat.
+A ``Window`` is that slice without the copy: O(1) to make and to slice again, where copying
+the history a few times per request cost each request in proportion to the history.
 
 Two windows on the same list from the same start share their common prefix by construction,
 which is what lets the render memo check "these are the steps I rendered" in O(1)
@@ -75,11 +74,16 @@ def same_prefix(steps: Sequence[Any], known: Sequence[Any], source: Any) -> bool
     """
     if len(steps) < len(known):
         return False
-    if isinstance(steps, Window) and source is not None and source[0] is steps.items and source[1] == steps.start:
+    if same_source(source_of(steps), source):
         return True
     return all(map(operator.is_, steps, known))
 
 
 def source_of(steps: Sequence[Any]) -> tuple[list[Any], int] | None:
-    """What ``same_prefix`` needs to recognise later windows on the same list."""
+    """The ``(list, start)`` of a window, which later windows on the same list share; else None."""
     return (steps.items, steps.start) if isinstance(steps, Window) else None
+
+
+def same_source(a: tuple[list[Any], int] | None, b: tuple[list[Any], int] | None) -> bool:
+    """Two windows on the very same list from the same start (so one's prefix is the other's)."""
+    return a is not None and b is not None and a[0] is b[0] and a[1] == b[1]
