@@ -3,7 +3,7 @@
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo REPLAY=1 the same over the real HTTP stack, replayed from cassettes/quickstart.yaml (offline, no key)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
-#   make test          ruff + mypy + docs build + pytest (network blocked: scripted models, replay, a local fake server)
+#   make test          ruff + import contracts + mypy + docs build + pytest (network blocked: scripted models, replay, a local fake server)
 #   make docs          the documentation site (mkdocs --strict) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
@@ -50,7 +50,8 @@ demo: $(DEMO_INSTALL)
 test: lint typecheck docs unit
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate
+	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate contracts
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy

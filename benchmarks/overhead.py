@@ -50,8 +50,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy
 
 import dspy_imp
-from dspy_imp import _adapter, _drivers, testing
-from dspy_imp._effects import ModelRequest, RunTool
+from dspy_imp import testing
+from dspy_imp._drivers import adapter as _adapter
+from dspy_imp._drivers import driver as _drivers
+from dspy_imp._turn.effects import ModelRequest, RunTool
 from dspy_imp.testing import call, reply
 
 _ROOT = Path(__file__).resolve().parent.parent

@@ -5,20 +5,21 @@ the program means them to, whose prompts are cache-friendly, and which never los
 reply. See the README and ``docs/``.
 """
 
-from ._adapter import ReActAdapter
-from ._approval import NeedsApproval
-from ._deadline import deadline
-from ._errors import ConfigurationError, StepError, ToolCallRejected
-from ._history import dump_history, load_history, redact_history
-from ._html import HistoryView
-from ._module import ReActV2
-from ._prediction import Metadata, Prediction, is_complete
-from ._progress import show_progress
-from ._status import StatusMessageProvider
-from ._stock import to_dspy_history
-from ._streaming import StreamListener
-from ._tools import Finish
-from ._usage import Usage, UsageLimits
+from dspy_imp._drivers.adapter import ReActAdapter
+from dspy_imp._program.module import ReActV2
+from dspy_imp._program.prediction import Metadata, Prediction, is_complete
+from dspy_imp._records.clock import deadline
+from dspy_imp._records.errors import ConfigurationError, ToolCallRejected
+from dspy_imp._records.history import dump_history, load_history, redact_history
+from dspy_imp._records.step_error import StepError
+from dspy_imp._records.stock import to_dspy_history
+from dspy_imp._records.usage import Usage, UsageLimits
+from dspy_imp._turn.approval import NeedsApproval
+from dspy_imp._turn.tools import Finish
+from dspy_imp._watch.html import HistoryView
+from dspy_imp._watch.progress import show_progress
+from dspy_imp._watch.status import StatusMessageProvider
+from dspy_imp._watch.streaming import StreamListener
 
 __all__ = [
     "ConfigurationError",

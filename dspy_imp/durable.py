@@ -1,7 +1,7 @@
 """Durable turns on DBOS Transact: a turn killed mid-way finishes when its program starts again.
 
 Install with ``pip install dspy-imp[dbos]``. A ``DurableAgent`` runs a ``ReActV2`` turn as a DBOS
-workflow whose model requests and tool calls are checkpointed steps (``_durable_driver``): after a
+workflow whose model requests and tool calls are checkpointed steps (``_durable.driver``): after a
 crash, DBOS recovers the workflow, recorded replies and tool results are replayed rather than
 sent or run again, and the turn ends as an uninterrupted one would have. See ``docs/durable.md``.
 
@@ -32,14 +32,14 @@ try:
 except ImportError as missing:  # the optional extra
     raise ImportError("dspy_imp.durable runs on DBOS Transact: pip install 'dspy-imp[dbos]'") from missing
 
-from . import _deadline
-from . import _options as opts
-from ._durable_codec import decode_value, encode_value
-from ._durable_driver import DECISIONS_TOPIC, PENDING_EVENT, arun_turn, conclusion, decision, run_turn
-from ._durable_driver import idempotency_key as _idempotency_key
-from ._errors import ConfigurationError
-from ._module import ReActV2
-from ._prediction import Prediction
+from dspy_imp._durable.codec import decode_value, encode_value
+from dspy_imp._durable.driver import DECISIONS_TOPIC, PENDING_EVENT, arun_turn, conclusion, decision, run_turn
+from dspy_imp._durable.driver import idempotency_key as _idempotency_key
+from dspy_imp._program import options as opts
+from dspy_imp._program.module import ReActV2
+from dspy_imp._program.prediction import Prediction
+from dspy_imp._records import clock
+from dspy_imp._records.errors import ConfigurationError
 
 __all__ = [
     "DurableAgent",
@@ -153,7 +153,7 @@ class DurableAgent:
         async def aturn(call: dict[str, Any]) -> dict[str, Any]:
             return await arun_turn(program, call)
 
-        # The turn's input and result are JSON already (``_durable_codec``): DBOS stores them as
+        # The turn's input and result are JSON already (``_durable.codec``): DBOS stores them as
         # portable JSON rather than pickles (step records are pickled by DBOS whatever this says).
         portable = WorkflowSerializationFormat.PORTABLE
         self._turn = DBOS.workflow(name=f"dspy_imp.turn.{name}", serialization_type=portable)(turn)
@@ -214,7 +214,7 @@ class DurableAgent:
         """The workflow's input. Bad input fails here, before anything is recorded."""
         program = self.program
         program._turn({k: v for k, v in kwargs.items() if k in program.signature.input_fields or k in _CALL_KEYS})
-        return {"kwargs": encode_value(kwargs), "deadline": _deadline.wall_end()}
+        return {"kwargs": encode_value(kwargs), "deadline": clock.wall_end()}
 
 
 def handle(workflow_id: str) -> TurnHandle:

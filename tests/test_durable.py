@@ -19,7 +19,7 @@ from dspy.utils.exceptions import LMAuthError, LMRateLimitError
 
 import dspy_imp
 from dspy_imp import durable
-from dspy_imp._durable_codec import (
+from dspy_imp._durable.codec import (
     RecordedError,
     decode_error,
     decode_outcome,
@@ -28,7 +28,7 @@ from dspy_imp._durable_codec import (
     encode_outcome,
     encode_value,
 )
-from dspy_imp._effects import Extracted, Failed, Raised, RawCall, Reply, Returned
+from dspy_imp._records.outcomes import Extracted, Failed, Raised, RawCall, Reply, Returned
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 SEEN: list[dict[str, Any]] = []

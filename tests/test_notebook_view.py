@@ -16,7 +16,7 @@ import pytest
 from helpers import SubmitSig
 
 import dspy_imp
-from dspy_imp import _progress
+from dspy_imp._watch import progress as _progress
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 SCRIPT = "<script>alert('x')</script>"

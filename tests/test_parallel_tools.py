@@ -257,7 +257,8 @@ def test_a_text_answer_program_with_one_call_runs_it_plainly(run):
 
 def test_the_machine_yields_one_run_tools_effect_for_a_reply_and_takes_results_in_call_order():
     """What a driver sees (a streaming or durable driver performs the same effects)."""
-    from dspy_imp._effects import ModelRequest, Raised, RawCall, Reply, Returned, RunTool, RunTools
+    from dspy_imp._records.outcomes import Raised, RawCall, Reply, Returned
+    from dspy_imp._turn.effects import ModelRequest, RunTool, RunTools
 
     clock = Clock()
     agent = dspy_imp.ReActV2("question -> answer", tools=[fetch_tool(clock, False)], parallel_tools=True)

@@ -43,8 +43,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dspy_imp
-import dspy_imp._deadline as deadline_state
-import dspy_imp._drivers as drivers
+import dspy_imp._drivers.driver as drivers
+import dspy_imp._records.clock as deadline_state
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 REASONS = {"answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete"}

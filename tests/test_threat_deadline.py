@@ -29,8 +29,9 @@ from fake_openai_server import FakeOpenAIServer, HTTPReply, error_body, text_com
 from helpers import TA, Look, SubmitSig
 
 import dspy_imp
-import dspy_imp._deadline as deadline_state
-import dspy_imp._drivers as drivers
+import dspy_imp._drivers.driver as drivers
+import dspy_imp._records.clock as deadline_state
+import dspy_imp._routes.warmup as warmup
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
@@ -56,7 +57,7 @@ def _litellm_imported() -> None:
     ``test_litellms_cold_import_happens_before_the_last_deadline_check`` measures the cold import
     itself, in a fresh process.
     """
-    deadline_state.warm_litellm()
+    warmup.warm_litellm()
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ COLD_IMPORT = textwrap.dedent(
     import json, sys, time
     sys.path.insert(0, "tests")
     import dspy, dspy_imp
-    import dspy_imp._deadline as state
+    import dspy_imp._records.clock as state
     from fake_openai_server import FakeOpenAIServer, text_completion
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     assert "litellm" not in sys.modules or not hasattr(sys.modules["litellm"], "completion")

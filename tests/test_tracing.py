@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dspy_imp import _tracing
+from dspy_imp._watch import tracing as _tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = Path(__file__).with_name("tracing_scenario.py")

@@ -8,7 +8,8 @@ from dspy import lm15
 from helpers import TA, Look, SubmitSig
 
 import dspy_imp
-from dspy_imp._usage import RequestUsage, measured
+from dspy_imp._drivers.recorder import measured
+from dspy_imp._records.usage import RequestUsage
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 EXTRACTED = (

@@ -14,10 +14,12 @@ import dspy
 import pytest
 
 import dspy_imp
-from dspy_imp import _adapter, _render, _render_memo
-from dspy_imp._records import Step
-from dspy_imp._render_memo import RenderMemo
-from dspy_imp._window import Window
+from dspy_imp._drivers import adapter as _adapter
+from dspy_imp._prompt import memo as _render_memo
+from dspy_imp._prompt import render as _render
+from dspy_imp._prompt.memo import RenderMemo
+from dspy_imp._records.steps import Step
+from dspy_imp._records.window import Window
 from dspy_imp.testing import ScriptedLM, call, reply
 
 

@@ -1,0 +1,387 @@
+"""The two drivers: they perform the machine's effects, sync or async, and decide nothing.
+
+``drive``/``adrive`` run a ``Turn.run()`` generator to its end. ``Effects`` knows how to
+send one request through the program's inner predictor (so traces, callbacks and usage
+work as for any DSPy predictor), run one tool or several at once, report a call that ran no
+tool to DSPy's tool callbacks (``tracing``), or ask the extractor. Each request's answer
+carries the usage DSPy recorded for its model calls (``_records.usage``).
+
+``RunTools`` runs its calls concurrently: asyncio tasks under ``adrive`` (a sync tool in a
+worker thread), a bounded thread pool under ``drive``; each run sees the caller's DSPy
+context, and each failure is that call's own ``Raised``.
+
+The request boundary catches ``Exception``: whatever the LM client or the adapter raised is
+the failed request's error, passed unchanged to the machine (which ends the turn with a
+``StepError`` carrying it, or makes the last request the reference prescribes). The tool
+boundary catches ``Exception`` too: a raising tool is an observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import copy
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import dspy
+
+from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.predicted import reply_from_prediction
+from dspy_imp._drivers.recorder import Recorder, measured, recording
+from dspy_imp._prompt.guidance import tool_listing
+from dspy_imp._prompt.render import transcript
+from dspy_imp._prompt.signature import make_extraction_signature
+from dspy_imp._records.clock import check_before_send
+from dspy_imp._records.outcomes import Extracted, Failed, Raised, Reply, Returned
+from dspy_imp._records.steps import now_iso
+from dspy_imp._routes.failures import ContentFiltered
+from dspy_imp._routes.nameless import install as install_nameless_reader
+from dspy_imp._routes.warmup import warm_litellm
+from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.plan import Program
+from dspy_imp._watch import tracing
+from dspy_imp._watch.streaming import Watch
+
+MAX_TOOL_THREADS = 8
+
+
+"""The sync driver's bound on tools running at once for one ``RunTools``."""
+
+
+def drive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
+    sent: Any = None
+    while True:
+        try:
+            effect = turn.send(sent)
+        except StopIteration as stop:
+            return effects.ended(stop.value)
+        sent = effects.perform(effect)
+
+
+async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
+    sent: Any = None
+    while True:
+        try:
+            effect = turn.send(sent)
+        except StopIteration as stop:
+            return await effects.aended(stop.value)
+        sent = await effects.aperform(effect)
+
+
+@dataclass
+class _Job:
+    """One effect's I/O, sync and async, and what to send back to the machine."""
+
+    run: Callable[[], Any]
+    arun: Callable[[], Awaitable[Any]]
+    done: Callable[[Any], Any]
+    failed: Callable[[Exception], Any]
+    scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+    exchange: Exchange | None = None
+
+
+class Effects:
+    """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
+
+    Under ``dspy.streamify`` or live progress, a ``Watch`` (``_watch.streaming``) sees each effect
+    before and after it is performed, and the outcome of the turn; it decides nothing.
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.watch = Watch.of(program)
+        install_nameless_reader(lambda: current_exchange().get() is not None)
+
+    def perform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return self._run_tools(effect)
+        job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return self._outcome(job)
+        watch.send(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = self._outcome(job)
+        watch.send([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    async def aperform(self, effect: Any) -> Any:
+        if isinstance(effect, RunTools):
+            return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
+        job = self._job(effect)
+        watch = self.watch
+        if watch is None:
+            return await self._aoutcome(job)
+        await watch.asend(watch.before(effect))
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = await self._aoutcome(job)
+        await watch.asend([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
+        return outcome
+
+    def ended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            self.watch.send(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    async def aended(self, outcome: Any) -> Any:
+        if self.watch is not None:
+            await self.watch.asend(self.watch.ended(outcome))
+            self.watch.close()
+        return outcome
+
+    @staticmethod
+    def _outcome(job: _Job) -> Any:
+        with job.scope():
+            try:
+                value = job.run()
+            except Exception as exc:
+                return job.failed(exc)
+        return job.done(value)
+
+    @staticmethod
+    async def _aoutcome(job: _Job) -> Any:
+        with job.scope():
+            try:
+                value = await job.arun()
+            except Exception as exc:
+                return job.failed(exc)
+        return job.done(value)
+
+    def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
+        with ThreadPoolExecutor(max_workers=min(len(effect.runs), MAX_TOOL_THREADS)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, self.perform, run) for run in effect.runs]
+            return tuple(future.result() for future in futures)
+
+    async def _arun_tool(self, run: RunTool) -> Any:
+        if _async_tool(run.tool):
+            return await self.aperform(run)
+        return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
+
+    def _job(self, effect: Any) -> _Job:
+        if isinstance(effect, RunTool):
+            tool, args = effect.tool, effect.args
+            return _Job(
+                lambda: _run_sync(tool, args),
+                lambda: tool.acall(**args),
+                lambda value: Returned(value, now_iso()),
+                lambda error: Raised(error, now_iso()),
+            )
+        if isinstance(effect, DecidedCall):
+            renderer = self.program.options.tool_result_renderer
+            report, areport = tracing.report, tracing.areport
+            return _Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), _nothing, _reraise)
+        if isinstance(effect, Sleep):
+            return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
+        if isinstance(effect, ModelRequest):
+            return self._step_job(effect)
+        predictor, kwargs = self._extraction_call(effect)
+        recorder = Recorder()
+
+        def scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_extraction_adapter()))
+            return stack
+
+        def usage() -> Any:
+            return measured("extraction", recorder.history, 0)
+
+        return _Job(
+            lambda: predictor(**kwargs),
+            lambda: predictor.acall(**kwargs),
+            lambda prediction: _filtered(recorder, usage) or replace(_extracted(prediction), usage=usage()),
+            lambda error: _filtered(recorder, usage) or Failed(error, usage()),
+            scope,
+        )
+
+    def _step_job(self, effect: ModelRequest) -> _Job:
+        kwargs, exchange = self._step_call(effect)
+        react, recorder = self.program.react, Recorder()
+
+        def scope() -> AbstractContextManager[Any]:
+            stack = contextlib.ExitStack()
+            stack.enter_context(_exchanging(exchange))
+            stack.enter_context(recording(recorder))
+            stack.enter_context(dspy.context(adapter=_step_adapter(effect.fallback)))
+            return stack
+
+        def usage() -> Any:
+            return measured(effect.guidance.kind, recorder.history, exchange.fallbacks)
+
+        return _Job(
+            lambda: react(**kwargs),
+            lambda: react.acall(**kwargs),
+            lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
+            lambda error: Failed(error, usage()),
+            scope,
+            exchange,
+        )
+
+    def _step_call(self, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
+        """The step predictor's inputs, and the request's options and LM on the exchange.
+
+        The options and a pinned LM travel on the exchange (the adapter applies them), not as
+        ``config=``/``lm=`` arguments: tracers record a predictor's arguments as its inputs.
+        """
+        kwargs: dict[str, Any] = dict(effect.pending)
+        kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
+        config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
+        return kwargs, Exchange(effect.guidance, config=config, lm=lm)
+
+    def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
+        instructions = self.program.react.signature.instructions
+        signature = make_extraction_signature(self.program.signature, instructions)
+        kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
+        options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
+        config, lm = self._pin_lm(options, effect.no_retries)
+        extractor = Extractor(signature, **config)  # built per request: its options are its own
+        if lm is not None:
+            extractor.set_lm(lm)
+        return extractor, kwargs
+
+    def _pin_lm(self, config: dict[str, Any], no_retries: bool) -> tuple[dict[str, Any], dspy.BaseLM | None]:
+        """The request's options, and under a deadline an LM without DSPy's retries (the machine
+        retries while time remains); ``None`` when the configured LM serves as it is."""
+        lm = self.program.react.lm or dspy.settings.lm
+        if lm is None:
+            return config, None
+        if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
+            config.pop("timeout", None)  # a custom engine owns its connection and timeouts
+        if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
+            warm_litellm()
+        if no_retries and getattr(lm, "num_retries", None):
+            return config, lm.copy(num_retries=0)
+        return config, None
+
+
+class Extractor(dspy.ChainOfThought):
+    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``."""
+
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        tracing.annotate(self, tracing.request_attributes("extraction"))
+        return super().forward(**kwargs)
+
+    async def aforward(self, **kwargs: Any) -> dspy.Prediction:
+        tracing.annotate(self, tracing.request_attributes("extraction"))
+        return await super().aforward(**kwargs)
+
+
+@contextlib.contextmanager
+def _exchanging(exchange: Exchange) -> Iterator[None]:
+    token = current_exchange().set(exchange)
+    try:
+        yield
+    finally:
+        current_exchange().reset(token)
+
+
+def _run_sync(tool: dspy.Tool, args: dict[str, Any]) -> Any:
+    if _async_only(tool):
+        raise RuntimeError(f"{tool.name} is async and this turn runs sync")
+    return tool(**args)
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _reraise(error: Exception) -> Any:
+    raise error
+
+
+def _async_only(tool: dspy.Tool) -> bool:
+    """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
+    return _async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _async_tool(tool: dspy.Tool) -> bool:
+    function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
+    return inspect.iscoroutinefunction(function)
+
+
+def _reply(exchange: Exchange, prediction: Any) -> Reply | Failed:
+    """The raw reply the adapter captured, else the step the returned prediction carries."""
+    if exchange.reply is not None:
+        attach(prediction, exchange.messages, exchange.tools, exchange.dialect, exchange.reply)
+        return exchange.reply
+    try:
+        reply = reply_from_prediction(prediction)
+    except ValueError as exc:  # calls in a shape that cannot be read
+        return Failed(exc)
+    if reply is None:
+        return Failed(RuntimeError("the step request returned without a reply"))
+    return reply
+
+
+def _filtered(recorder: Recorder, usage: Callable[[], Any]) -> Failed | None:
+    """The extractor's reply was stopped by the provider's content filter (read, not parsed)."""
+    if not recorder.history or finish_reason_of(recorder.history[-1].get("response")) != "content_filter":
+        return None
+    return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"), usage())
+
+
+def _extracted(prediction: dspy.Prediction) -> Extracted:
+    return Extracted({k: v for k, v in prediction.items() if k != "reasoning"})
+
+
+def _step_adapter(fallback: bool = True) -> ReActAdapter:
+    configured = dspy.settings.adapter
+    adapter = configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+    if not fallback and adapter.use_json_adapter_fallback:  # a usage limit leaves no room for a second request
+        adapter = copy.copy(adapter)
+        adapter.use_json_adapter_fallback = False
+    return adapter
+
+
+def _extraction_adapter() -> dspy.Adapter:
+    """The program's adapter, with DSPy's JSON fallback off: the extractor sends one request."""
+    configured = dspy.settings.adapter
+    base = configured.base if isinstance(configured, ReActAdapter) else configured
+    callbacks = configured.callbacks if isinstance(configured, ReActAdapter) else None
+    if base is None:
+        base = dspy.ChatAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
+    adapter = copy.copy(base)
+    if callbacks is not None:
+        adapter.callbacks = callbacks
+    adapter.__class__ = _single_callback(type(base))
+    if isinstance(adapter, dspy.ChatAdapter):
+        adapter.use_json_adapter_fallback = False
+    return adapter
+
+
+_SINGLE_CALLBACK: dict[type, type] = {}
+
+
+def _single_callback(cls: type[Any]) -> type:
+    """``cls`` with ``format``/``parse`` wrapped with callbacks once, and the deadline read
+    again after ``format``.
+
+    DSPy re-wraps them on every adapter subclass, so ``JSONAdapter.format`` fires
+    ``on_adapter_format_start`` twice per request.
+    """
+    if cls not in _SINGLE_CALLBACK:
+        render = _innermost(cls.format)
+
+        def format(self: Any, *args: Any, **kwargs: Any) -> Any:
+            messages = render(self, *args, **kwargs)
+            check_before_send()  # the extractor's request never leaves after the deadline
+            return messages
+
+        methods = {"format": format, "parse": _innermost(cls.parse)}
+        _SINGLE_CALLBACK[cls] = type(cls.__name__, (cls,), {**methods, "__module__": cls.__module__})
+    return _SINGLE_CALLBACK[cls]
+
+
+def _innermost(function: Any) -> Any:
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return function

@@ -1,0 +1,57 @@
+"""Reading each request's usage from DSPy's LM history, while a driver performs it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from dspy_imp._records.kinds import UsageKind
+from dspy_imp._records.usage import RequestUsage
+
+
+@dataclass
+class Recorder:
+    """Stands on DSPy's ``caller_modules`` stack to receive the history entry of each LM call."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def recording(recorder: Recorder) -> Iterator[None]:
+    with dspy.context(caller_modules=[*(dspy.settings.caller_modules or []), recorder]):
+        yield
+
+
+def measured(kind: UsageKind, entries: Sequence[Mapping[str, Any]], fallbacks: int) -> tuple[RequestUsage, ...]:
+    """One request's calls: the first under ``kind``, DSPy's JSON fallbacks after it."""
+    fallback: UsageKind = "json_fallback"
+    kinds: list[UsageKind] = [kind, *([fallback] * fallbacks)]
+    readings = [_reading(e) for e in entries]
+    readings += [{}] * (len(kinds) - len(readings))
+    return tuple(RequestUsage(k, **r) for k, r in zip(kinds, readings, strict=False))
+
+
+def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
+    usage = _plain(entry.get("usage")) or {}
+    prompt_details = _plain(usage.get("prompt_tokens_details")) or {}
+    completion_details = _plain(usage.get("completion_tokens_details")) or {}
+    cost = entry.get("cost")
+    return {
+        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
+        "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0),
+        "cost": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+    }
+
+
+def _plain(value: Any) -> dict[str, Any] | None:
+    """A usage block as a dict: LiteLLM hands pydantic objects, lm15 dicts."""
+    if value is None or isinstance(value, Mapping):
+        return dict(value) if value is not None else None
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else dict(vars(value))

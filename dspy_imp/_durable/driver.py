@@ -1,0 +1,260 @@
+"""The durable driver: the turn as a DBOS workflow, each effect a checkpointed DBOS step.
+
+Theory of operation. The machine is deterministic given what it is sent back, so a turn is
+durable when every effect's result is recorded before the machine sees it, and replayed from the
+record afterwards. ``DurableEffects`` performs each effect inside ``DBOS.run_step`` (a model
+request, an extraction, one tool call: one step each; a retry pause is ``DBOS.sleep``, durable
+by itself). DBOS records the step's output under the workflow id and the step's position; when a
+workflow is recovered, DBOS re-runs the workflow function and returns the recorded outputs of
+finished steps without calling them, so the machine walks the same path to where it stopped.
+
+Time. The machine reads the clock to decide (the deadline) and to stamp refusals' results
+(``returned_at``; a tool's own result is stamped inside its step, on live time, and recorded).
+Every record carries the time it was made (``at``, epoch seconds); the clock the machine reads
+during a durable turn is the time of the latest record (``deadline_clock.recorded_clock``), so a replay
+sees the same times and takes the same decisions. The deadline crosses into the workflow as epoch
+seconds (``call["deadline"]``), fixed when the turn was submitted.
+
+A turn that ends ``"paused"`` does not end the workflow: it publishes the pending calls (the
+``dspy_imp.pending`` event), waits with ``DBOS.recv`` for the decisions ``DurableAgent.decide``
+sends, and runs the resuming call (``history=``, ``approvals=``, ``results=``) in the same
+workflow. The received decisions are recorded like any step, so a replay resumes the same way.
+
+Records are JSON-safe (``_durable.codec``). The workflow returns the turn's conclusion encoded
+the same way; the caller's side decodes it into the prediction or the ``StepError``.
+
+Parallel tool calls (``RunTools``) are one step: the calls run at once inside it, as the plain
+driver runs them, and their outcomes are recorded together. Each call inside gets its own
+idempotency key (the step id and its position in the batch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from dbos import DBOS, StepOptions
+
+from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._durable.codec import (
+    decode_error,
+    decode_outcome,
+    decode_value,
+    encode_error,
+    encode_outcome,
+    encode_value,
+)
+from dspy_imp._program.module import ReActV2
+from dspy_imp._program.options import CALL_OPTIONS
+from dspy_imp._program.prediction import Prediction
+from dspy_imp._records import clock as deadline_clock
+from dspy_imp._records.step_error import StepError
+from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.machine import Turn
+
+_CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
+
+
+_BATCH: ContextVar[tuple[RunTool, ...] | None] = ContextVar("dspy_imp_durable_batch", default=None)
+
+
+_POSITION: ContextVar[int | None] = ContextVar("dspy_imp_durable_position", default=None)
+
+
+class _Clock:
+    """The time of the latest record, as the machine reads it."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+class DurableEffects(Effects):
+    """Performs each effect as a DBOS step and sends the machine the decoded record."""
+
+    def __init__(self, program: ReActV2, clock: _Clock):
+        super().__init__(program)
+        self.clock = clock
+
+    def perform(self, effect: Any) -> Any:
+        batch = _BATCH.get()
+        if batch is not None:  # one call of a parallel batch, inside the batch's step
+            with _position(batch, effect):
+                return Effects.perform(self, effect)
+        if isinstance(effect, Sleep):
+            DBOS.sleep(effect.seconds)
+            return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
+        return self._advance(DBOS.run_step({"name": step_name(effect)}, self._record, effect))
+
+    async def aperform(self, effect: Any) -> Any:
+        batch = _BATCH.get()
+        if batch is not None:
+            with _position(batch, effect):
+                return await Effects.aperform(self, effect)
+        if isinstance(effect, Sleep):
+            await DBOS.sleep_async(effect.seconds)
+            at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
+            return self._advance({"at": at, "outcome": {"kind": "none"}})
+        return self._advance(await DBOS.run_step_async({"name": step_name(effect)}, self._arecord, effect))
+
+    def _record(self, effect: Any) -> dict[str, Any]:
+        with deadline_clock.reading(time.time), _batch(effect):  # the step itself runs on live time
+            outcome = Effects.perform(self, effect)
+        return {"outcome": encode_outcome(outcome), "at": time.time()}
+
+    async def _arecord(self, effect: Any) -> dict[str, Any]:
+        with deadline_clock.reading(time.time), _batch(effect):
+            outcome = await Effects.aperform(self, effect)
+        return {"outcome": encode_outcome(outcome), "at": time.time()}
+
+    def _advance(self, record: dict[str, Any]) -> Any:
+        self.clock.at = record["at"]
+        return decode_outcome(record["outcome"])
+
+
+@contextlib.contextmanager
+def _batch(effect: Any) -> Iterator[None]:
+    token = _BATCH.set(effect.runs) if isinstance(effect, RunTools) else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _BATCH.reset(token)
+
+
+@contextlib.contextmanager
+def _position(batch: tuple[RunTool, ...], effect: Any) -> Iterator[None]:
+    token = _POSITION.set(next(i for i, run in enumerate(batch) if run is effect))
+    try:
+        yield
+    finally:
+        _POSITION.reset(token)
+
+
+def idempotency_key() -> str | None:
+    """``"<workflow id>:<step id>"`` (``.<position>`` for a call of a parallel batch), or ``None``."""
+    workflow, step = DBOS.workflow_id, DBOS.step_id
+    if workflow is None or step is None:
+        return None
+    position = _POSITION.get()
+    return f"{workflow}:{step}" if position is None else f"{workflow}:{step}.{position}"
+
+
+def step_name(effect: ModelRequest | Extraction | RunTool | RunTools | DecidedCall) -> str:
+    """What the step is called in DBOS's records (and checked against on replay).
+
+    A ``DecidedCall`` (a refused or rejected call, reported to tracers) is a step too, so a
+    replay does not report it twice.
+    """
+    if isinstance(effect, DecidedCall):
+        return f"dspy_imp.decided.{effect.call.name or 'malformed'}"
+    if isinstance(effect, RunTool):
+        return f"dspy_imp.tool.{effect.tool.name}"
+    if isinstance(effect, RunTools):
+        return "dspy_imp.tools." + "+".join(run.tool.name for run in effect.runs)
+    if isinstance(effect, Extraction):
+        return "dspy_imp.extraction"
+    return f"dspy_imp.request.{effect.guidance.kind}"
+
+
+async def _anow() -> float:
+    return time.time()
+
+
+def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
+    clock = _Clock(DBOS.run_step(_CLOCK_STEP, time.time))
+    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    while True:
+        with deadline_clock.recorded_clock(clock, end):
+            turn = program._turn(kwargs)
+            outcome = drive(turn.run(), DurableEffects(program, clock))
+        if not _paused(outcome):
+            return _concluded(program, turn, outcome)
+        paused = program._conclude(turn, outcome)
+        DBOS.set_event(PENDING_EVENT, _waiting(paused))
+        decision = None
+        while decision is None:  # each wait is recorded: a replay gets the same decision
+            decision = DBOS.recv(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        DBOS.set_event(PENDING_EVENT, None)
+        clock.at = DBOS.run_step(_CLOCK_STEP, time.time)
+        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
+
+
+async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
+    clock = _Clock(await DBOS.run_step_async(_CLOCK_STEP, _anow))
+    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    while True:
+        with deadline_clock.recorded_clock(clock, end):
+            turn = program._turn(kwargs)
+            outcome = await adrive(turn.run(), DurableEffects(program, clock))
+        if not _paused(outcome):
+            return _concluded(program, turn, outcome)
+        paused = program._conclude(turn, outcome)
+        await DBOS.set_event_async(PENDING_EVENT, _waiting(paused))
+        decision = None
+        while decision is None:
+            decision = await DBOS.recv_async(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        await DBOS.set_event_async(PENDING_EVENT, None)
+        clock.at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
+        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
+
+
+PENDING_EVENT = "dspy_imp.pending"
+
+
+DECISIONS_TOPIC = "dspy_imp.decisions"
+
+
+_WAIT_SECONDS = 24 * 3600.0
+
+
+_RESUME_OPTIONS = frozenset(CALL_OPTIONS) - {"approvals", "results"}
+
+
+def _paused(outcome: Ending | Failure) -> bool:
+    return isinstance(outcome, Ending) and outcome.reason == "paused"
+
+
+def _waiting(paused: Prediction) -> dict[str, Any]:
+    """The workflow's ``dspy_imp.pending`` event while it waits: what ``pending``/``decide`` read."""
+    meta = paused.metadata
+    return {"pending_calls": encode_value(list(meta.pending_calls)), "history": encode_value(meta.history)}
+
+
+def decision(approvals: Any, results: Any) -> dict[str, Any]:
+    """The message ``decide`` sends; the resumed part of the turn is bound by the sender's deadline."""
+    end = deadline_clock.wall_end()
+    return {"approvals": encode_value(approvals), "results": encode_value(results), "deadline": end}
+
+
+def _resumed(kwargs: dict[str, Any], paused: Prediction, sent: dict[str, Any]) -> dict[str, Any]:
+    """The resuming call: the paused history, the decisions, the call's options (no new inputs)."""
+    options = {k: v for k, v in kwargs.items() if k in _RESUME_OPTIONS}
+    approvals, results = decode_value(sent["approvals"]), decode_value(sent["results"])
+    return {**options, "history": paused.metadata.history, "approvals": approvals, "results": results}
+
+
+def _concluded(program: ReActV2, turn: Turn, outcome: Ending | Failure) -> dict[str, Any]:
+    try:
+        return {"prediction": encode_value(program._conclude(turn, outcome))}
+    except StepError as failed:
+        reason = failed.reason if isinstance(failed.reason, BaseException) else RuntimeError(failed.reason)
+        return {
+            "failure": encode_error(reason),
+            "history": encode_value(failed.history),
+            "usage": encode_value(failed.usage),
+        }
+
+
+def conclusion(result: dict[str, Any]) -> Prediction:
+    """The prediction a workflow's result holds, or its ``StepError`` raised."""
+    if "failure" in result:
+        error = decode_error(result["failure"])
+        raise StepError(error, decode_value(result["history"]), usage=decode_value(result["usage"])) from error
+    prediction: Prediction = decode_value(result["prediction"])
+    return prediction

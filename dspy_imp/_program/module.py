@@ -1,0 +1,230 @@
+"""``ReActV2``: the program. Holds configuration and the inner predictor, nothing of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import dspy
+from dspy.signatures.signature import ensure_signature
+
+from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._program import options as opts
+from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
+from dspy_imp._program.predictor import StepPredictor
+from dspy_imp._prompt.demos import complete_trace, demo_examples
+from dspy_imp._prompt.guidance import Guidance, Task
+from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.step_error import StepError
+from dspy_imp._records.steps import coerce_history, make_history, read_steps
+from dspy_imp._records.usage import UsageLimits, check_usage_limits
+from dspy_imp._routes.failures import describe
+from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
+from dspy_imp._turn.effects import Ending, Failure
+from dspy_imp._turn.machine import Setup, Turn
+from dspy_imp._turn.plan import CallPlan, ProgramOptions
+from dspy_imp._turn.tools import CallContext
+from dspy_imp._watch.tracing import trace_failure, trace_turn
+
+
+class ReActV2(dspy.Module):
+    """A tool-using agent loop whose turns end the way the program means them to.
+
+    A drop-in replacement for ``dspy.ReActV2``: same constructor and call, native tool
+    calls, a structured ``dspy.History``; plus finish modes, exact termination metadata,
+    deadlines and prompts where each request extends the previous one.
+
+    Args:
+        signature: Any DSPy signature (string or class).
+        tools: Callables or ``dspy.Tool``s; their declared order is kept.
+        max_iters: Ordinary steps before the step limit interrupts the turn.
+        finish: ``"auto"``, ``"submit"`` or ``"tools"`` (see ``docs/finish-modes.md``).
+        finish_on: ``{"tool_name": hook}``; ``hook(args, result, inputs)`` returns
+            ``dspy_imp.Finish(**outputs)`` to end the turn, or anything else to go on.
+        history_replay: ``"trajectory"`` (every step) or ``"actions"``.
+        unsent_note: Host words replacing the unsent line.
+        last_request_note: One line of host text put before a last request.
+        last_request_tools: Tools (names or the objects) whose calls run in the last-text request.
+        tool_policy: ``None`` (allow all), allowed names, or ``callable(name, args)`` returning
+            ``True``, ``False``, a reason (a refusal the model reads) or ``dspy_imp.NeedsApproval()``.
+        tool_result_renderer: ``callable(call, result) -> str``; ``result.returned_at`` is the
+            ISO 8601 UTC time the result came back, ``result.value`` the value as returned. It
+            may also return a media value (``dspy.Image``, ...) or a list of text and media
+            (``docs/media.md``).
+        config: Request options for every request (``temperature``, ``max_tokens``, ...).
+        parallel_tools: Run the calls of one reply concurrently (tasks under ``acall``, a
+            bounded thread pool in a sync call); the record is that of the sequential run.
+        usage_limits: A ``dspy_imp.UsageLimits``; no request leaves once one is reached.
+        needs_approval: Tools (names or the objects) whose calls wait for a person: the turn
+            ends ``"paused"``; resume with ``approvals=``.
+        external_tools: Tools (names or the objects) the host runs elsewhere: the turn ends
+            ``"paused"``; resume with ``results=``. Their runners are never called.
+
+    Example:
+        >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
+        >>> pred = agent(question="Where is the key?")
+        >>> pred.answer, pred.metadata.termination_reason
+    """
+
+    def __init__(
+        self,
+        signature: str | type[dspy.Signature],
+        tools: Iterable[Callable[..., Any] | dspy.Tool] = (),
+        max_iters: int = 20,
+        *,
+        finish: str = "auto",
+        finish_on: Mapping[str, Callable[..., Any]] | None = None,
+        history_replay: str = "trajectory",
+        unsent_note: str | None = None,
+        last_request_note: str | None = None,
+        last_request_tools: Iterable[Any] = (),
+        tool_policy: Any = None,
+        tool_result_renderer: Callable[[Any, Any], Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+        parallel_tools: bool = False,
+        usage_limits: UsageLimits | None = None,
+        needs_approval: Iterable[Any] = (),
+        external_tools: Iterable[Any] = (),
+        **unknown: Any,
+    ):
+        super().__init__()
+        if unknown:
+            raise ConfigurationError(
+                f"unknown option(s) {sorted(unknown)!r}; request options such as temperature go under `config=`"
+            )
+        self.signature = ensure_signature(signature)
+        opts.check_signature(self.signature)
+        self.own_tools = opts.wrap_tools(tools)
+        if tool_result_renderer is not None and not callable(tool_result_renderer):
+            raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
+        options = ProgramOptions(
+            max_iters=opts.check_max_iters(max_iters),
+            finish=opts.check_finish(finish),
+            finish_on=opts.check_finish_on(finish_on, self.own_tools),
+            history_replay=opts.check_history_replay(history_replay),
+            unsent_note=opts.check_unsent_note(unsent_note),
+            last_request_note=opts.check_note(last_request_note),
+            last_request_tools=opts.check_tool_names(last_request_tools, self.own_tools, "last_request_tools"),
+            tool_policy=opts.check_policy(tool_policy),
+            tool_result_renderer=tool_result_renderer,
+            config=opts.check_config(config),
+            parallel_tools=opts.check_flag(parallel_tools, "parallel_tools"),
+            usage_limits=check_usage_limits(usage_limits),
+            needs_approval=opts.check_tool_names(needs_approval, self.own_tools, "needs_approval"),
+            external_tools=opts.check_tool_names(external_tools, self.own_tools, "external_tools"),
+        )
+        opts.check_rules(options)
+        self.submit_tool = make_submit_tool(self.signature)
+        self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
+
+    @property
+    def options(self) -> ProgramOptions:
+        """The program's options; they live on the inner predictor so that save/load keeps them."""
+        return self.react.options
+
+    @property
+    def tools(self) -> dict[str, dspy.Tool]:
+        """The tools by name, as on ``dspy.ReActV2``: yours in declared order, then ``submit`` when
+        the program's turns end through it (a submit signature, or ``finish="submit"``)."""
+        if opts.has_submit(self.signature, self.options.finish):
+            return {**self.own_tools, self.submit_tool.name: self.submit_tool}
+        return dict(self.own_tools)
+
+    @property
+    def max_iters(self) -> int:
+        return self.react.options.max_iters
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def forward(self, **kwargs: Any) -> Prediction:
+        turn = self._turn(kwargs)
+        mark = len(dspy.settings.trace or ())
+        return self._conclude(turn, drive(turn.run(), Effects(self)), mark)
+
+    async def aforward(self, **kwargs: Any) -> Prediction:
+        turn = self._turn(kwargs)
+        mark = len(dspy.settings.trace or ())
+        return self._conclude(turn, await adrive(turn.run(), Effects(self)), mark)
+
+    def _turn(self, kwargs: dict[str, Any]) -> Turn:
+        plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
+        entries = coerce_history(plan.history)
+        task = Task.of(self.signature, is_text_answer(self.signature))
+        prior = tuple(read_steps(entries, task.input_names, task.output_names))
+        paused = paused_step(prior)
+        check_resume(paused, plan.decisions, plan.inputs)
+        if paused is not None:  # answered first, then recorded again with its results
+            prior, entries = prior[:-1], entries[:-1]
+        guidance = self._guidance(plan, task)
+        demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
+        setup = Setup(
+            guidance,
+            OutputSpec(self.signature),
+            self._call_context(plan),
+            prior,
+            tuple(entries),
+            paused=paused,
+            decisions=plan.decisions,
+        )
+        return Turn(plan, setup)
+
+    def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
+        options = plan.options
+        with_submit = opts.has_submit(self.signature, options.finish)
+        own = tuple(self.own_tools.values())
+        roster = (*own, self.submit_tool) if with_submit else own
+        return Guidance(
+            task=task,
+            finish=options.finish,
+            has_submit=with_submit,
+            roster=tuple(roster),
+            ending_tools=tuple(name for name in self.own_tools if name in options.finish_on),
+            unsent_note=options.unsent_note,
+            history_replay=options.history_replay,
+            result_renderer=options.tool_result_renderer,
+        )
+
+    def _call_context(self, plan: CallPlan) -> CallContext:
+        options = plan.options
+        roster = dict(self.own_tools)
+        if opts.has_submit(self.signature, options.finish):
+            roster[self.submit_tool.name] = self.submit_tool
+        return CallContext(
+            roster=roster,
+            runners=plan.runners,
+            outputs=OutputSpec(self.signature),
+            inputs=plan.inputs,
+            policy=options.tool_policy,
+            finish_on=options.finish_on,
+            last_request_tools=options.last_request_tools,
+            parallel=options.parallel_tools,
+            needs_approval=frozenset(options.needs_approval),
+            external=frozenset(options.external_tools),
+        )
+
+    def _conclude(self, turn: Turn, outcome: Ending | Failure, trace_mark: int = 0) -> Prediction:
+        if dspy.settings.trace is not None:
+            complete_trace(dspy.settings.trace[trace_mark:], self.react, turn.steps)
+        usage = turn.meter.usage()
+        if isinstance(outcome, Failure):
+            trace_failure(self, describe(outcome.error), turn.errors, usage)
+            history = make_history(turn.resumable_entries())  # the inputs too: enough to resume
+            raise StepError(outcome.error, history, usage=usage) from outcome.error
+        history = make_history(turn.entries)
+        metadata = Metadata(
+            history=history,
+            termination_reason=outcome.reason,
+            termination_cause=outcome.cause,
+            termination_error=outcome.error,
+            finished_by_tool=outcome.finished_by_tool,
+            unexecuted_tool_calls=tuple(outcome.unexecuted),
+            context_projection=turn.projection.metadata(),
+            finish_reason=outcome.finish_reason,
+            usage=usage,
+            pending_calls=pending_metadata(outcome.pending),
+        )
+        trace_turn(self, metadata, turn.errors)
+        values = outcome.outputs or {}
+        outputs = {name: values.get(name) for name in self.signature.output_fields}
+        return make_prediction(outputs, metadata)

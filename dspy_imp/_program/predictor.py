@@ -1,0 +1,168 @@
+"""The inner step predictor, which also carries the program's options through save/load.
+
+DSPy saves a program as the state of its predictors only, so options kept on the module
+would be lost once the program is nested inside another module. They live here instead:
+``dump_state`` adds a ``"dspy_imp"`` block holding the options set away from their
+defaults (a program using none saves exactly as ``dspy.Predict`` would), and
+``load_state`` accepts only the keys DSPy's ``Predict`` and ``dspy_imp`` write. Anything
+else (``config`` with an ``api_base``, an unknown option, a ``finish_on`` name the program
+has no hook for) raises ``ConfigurationError`` naming the key, and nothing is applied.
+The DSPy keys are checked too (``_records.saved_state``): demos, signature and ``lm`` blocks of the
+wrong shape are refused, and an ``lm`` block may not choose credentials, headers,
+endpoints or another model unless the host passes ``allow_unsafe_lm_state=True``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import dspy
+
+from dspy_imp._drivers.adapter import current_exchange
+from dspy_imp._program import options as opts
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.saved_state import check_predict_state
+from dspy_imp._records.usage import check_usage_limits
+from dspy_imp._turn.plan import ProgramOptions
+from dspy_imp._watch import tracing
+
+STATE_KEY = "dspy_imp"
+
+
+_PREDICT_KEYS = frozenset({"traces", "train", "demos", "signature", "lm", "fields"})
+
+
+_DEFAULTS = ProgramOptions()
+
+
+_SAVED = (
+    "max_iters",
+    "finish",
+    "history_replay",
+    "unsent_note",
+    "last_request_note",
+    "finish_on",
+    "parallel_tools",
+    "usage_limits",
+    "needs_approval",
+    "external_tools",
+)
+
+
+_TOOL_LISTS = ("needs_approval", "external_tools")
+
+
+@tracing.expose_on_dspy
+class StepPredictor(dspy.Predict):
+    """``dspy.Predict`` over the fixed step signature, holding the program's ``ProgramOptions``.
+
+    Its span in a trace is the request's span: it says the request's kind (and, from the
+    reply, the answer). The two hooks below are DSPy's private ``_forward_preprocess`` and
+    ``_forward_postprocess``: the only code of a ``Predict`` call that runs inside the span
+    every tracer opens for it (MLflow's and OpenInference's) and outside the adapter's, for
+    sync, async and streamed calls alike. ``forward`` itself is not overridden: OpenInference
+    would then give the predictor no span when ``dspy_imp`` is imported after ``instrument()``.
+    """
+
+    def __init__(self, signature: Any, options: ProgramOptions, tool_names: tuple[str, ...] = (), **config: Any):
+        super().__init__(signature, **config)
+        self.options = options
+        self.tool_names = tool_names
+
+    def _forward_preprocess(self, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            tracing.annotate(self, tracing.request_attributes(exchange.guidance.kind))
+        return super()._forward_preprocess(**kwargs)
+
+    def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
+        exchange = current_exchange().get()
+        if exchange is not None:
+            attributes = tracing.reply_attributes(exchange.guidance, exchange.reply, exchange.fallbacks > 0)
+            tracing.annotate(self, attributes)
+        return super()._forward_postprocess(completions, signature, **kwargs)
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        state = super().dump_state(json_mode=json_mode)
+        saved = saved_options(self.options)
+        if saved:
+            state[STATE_KEY] = saved
+        return state
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> StepPredictor:
+        unknown = sorted(set(state) - _PREDICT_KEYS - {STATE_KEY})
+        if unknown:
+            raise ConfigurationError(
+                f"saved state for the step predictor has key(s) dspy_imp does not write: {unknown!r}; "
+                "refusing to load it"
+            )
+        options = restore_options(self.options, state.get(STATE_KEY, {}), self.tool_names)
+        check_predict_state(state, self.signature, self.lm, trusted=allow_unsafe_lm_state)
+        plain = {k: v for k, v in state.items() if k != STATE_KEY}
+        before = dict(self.__dict__)
+        try:
+            super().load_state(plain, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        except (TypeError, KeyError, ValueError, AttributeError, ImportError) as exc:
+            self.__dict__.clear()
+            self.__dict__.update(before)  # nothing applied
+            raise ConfigurationError(f"saved state for the step predictor could not be loaded: {exc!r}") from exc
+        self.options = options
+        return self
+
+
+def saved_options(options: ProgramOptions) -> dict[str, Any]:
+    """The options set away from their defaults, JSON-safe (``finish_on`` by tool name)."""
+    saved: dict[str, Any] = {}
+    for name in _SAVED:
+        value = getattr(options, name)
+        if value == getattr(_DEFAULTS, name):
+            continue
+        if name == "finish_on":
+            value = sorted(value)
+        elif name == "usage_limits":
+            value = value.to_dict()
+        elif name in _TOOL_LISTS:
+            value = list(value)
+        saved[name] = value
+    return saved
+
+
+def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, ...] = ()) -> ProgramOptions:
+    """``current`` with the saved options applied, after the construction checks."""
+    if not isinstance(saved, dict):
+        raise ConfigurationError(f"saved `{STATE_KEY}` options must be a dict, got {saved!r}")
+    unknown = sorted(set(saved) - set(_SAVED))
+    if unknown:
+        raise ConfigurationError(f"saved `{STATE_KEY}` options have unknown key(s) {unknown!r}; refusing to load")
+    changes: dict[str, Any] = {
+        "max_iters": opts.check_max_iters(saved.get("max_iters", _DEFAULTS.max_iters)),
+        "finish": opts.check_finish(saved.get("finish", _DEFAULTS.finish)),
+        "history_replay": opts.check_history_replay(saved.get("history_replay", _DEFAULTS.history_replay)),
+        "unsent_note": opts.check_unsent_note(saved.get("unsent_note")),
+        "last_request_note": opts.check_note(saved.get("last_request_note")),
+        "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
+        "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
+        "usage_limits": check_usage_limits(saved.get("usage_limits")),
+    }
+    held = dict.fromkeys(tool_names)
+    for key in _TOOL_LISTS:
+        names = saved.get(key, [])
+        if not isinstance(names, list):
+            raise ConfigurationError(f"saved `{key}` must be a list of tool names, got {names!r}")
+        changes[key] = opts.check_tool_names(names, held, key)
+    options = replace(current, **changes)
+    opts.check_rules(options, where="loading saved state")
+    return options
+
+
+def _restore_hooks(current: ProgramOptions, names: Any) -> dict[str, Any]:
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigurationError(f"saved `finish_on` must be a list of tool names, got {names!r}")
+    missing = [n for n in names if n not in current.finish_on]
+    if missing:
+        raise ConfigurationError(
+            f"saved `finish_on` names {missing!r}, but this program has no finish_on hook for them; "
+            "build it with the same finish_on hooks before loading"
+        )
+    return {name: current.finish_on[name] for name in names}

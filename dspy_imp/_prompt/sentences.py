@@ -1,0 +1,192 @@
+"""Every sentence the model reads that the loop writes, in one screen.
+
+The rendering module composes messages from these; nothing else in the package writes
+model-visible text. Names are backticked wherever the loop names a tool, an input or an
+output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+# -- tools and fields --------------------------------------------------------------------
+SUBMIT_DESCRIPTION = "Submit the final outputs for the task."
+
+
+CALLS_FIELD_DESCRIPTION = (
+    "The tools to call, as a JSON list in which each call has `name` and `arguments`. "
+    'Example: [{"name": "search", "arguments": {"query": "cats"}}]'
+)
+
+
+TOOLS_FIELD_DESCRIPTION = "The tools you can call, one per line."
+
+
+# -- system message guidance (reference §2.5) ----------------------------------------------
+OUTPUTS_HEADER = "The outputs to produce are:"
+
+
+CALL_TOOLS_LINE = "Call tools when more information is needed."
+
+
+INPUT_STRUCTURE = "Inputs will be structured in the following way, with the appropriate values filled in."
+
+
+OBJECTIVE = "In adhering to this structure, your objective is: "
+
+
+def ticks(names: Iterable[str]) -> list[str]:
+    return [f"`{name}`" for name in names]
+
+
+def join_and(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c`` (no Oxford comma)."""
+    return _join(names, "and")
+
+
+def join_or(names: Sequence[str]) -> str:
+    return _join(names, "or")
+
+
+def _join(items: Sequence[str], word: str) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {word} {items[-1]}"
+
+
+def agent_line_tools_produce(outputs: Sequence[str], inputs: Sequence[str]) -> str:
+    return (
+        f"You are an Agent. Use the supplied tools to produce {', '.join(ticks(outputs))} "
+        f"from {', '.join(ticks(inputs))}."
+    )
+
+
+def agent_line_text_answer(outputs: Sequence[str], inputs: Sequence[str]) -> str:
+    return (
+        f"You are an Agent. Produce {', '.join(ticks(outputs))} from {', '.join(ticks(inputs))}, "
+        "using the supplied tools to gather information and take actions."
+    )
+
+
+def agent_line_act(inputs: Sequence[str]) -> str:
+    return f"You are an Agent. Use the supplied tools to act on {', '.join(ticks(inputs))}."
+
+
+def finish_line_submit(outputs: Sequence[str]) -> str:
+    return f"When the final answer is ready, call `submit` with {', '.join(ticks(outputs))}."
+
+
+def finish_line_native_text(output: str) -> str:
+    return f"When the final answer is ready, reply without calling a tool: that message is `{output}`."
+
+
+def finish_line_written_text(output: str, calls_field: str) -> str:
+    return f"When the final answer is ready, write it in `{output}`, and leave `{calls_field}` empty."
+
+
+def finish_line_tools(ending_tools: Sequence[str]) -> str:
+    return f"The turn ends only when you call {join_or(ticks(ending_tools))}. Text you write is not sent."
+
+
+def tools_line(tool_names: Sequence[str]) -> str:
+    return f"The available tools are: {', '.join(ticks(tool_names))}."
+
+
+def outputs_item(index: int, name: str, words: str, desc: str | None) -> str:
+    return f"{index}. `{name}` ({words}): {desc or ''}".rstrip()
+
+
+# -- unsent lines (SPEC §4) ----------------------------------------------------------------
+UNSENT_PLAIN = "Your message above was not sent."
+
+
+def unsent_submit(outputs: Sequence[str]) -> str:
+    return f"{UNSENT_PLAIN} To reply, call `submit` with {join_and(ticks(outputs))}; to keep working, call a tool."
+
+
+def unsent_tools(ending_tools: Sequence[str]) -> str:
+    return f"{UNSENT_PLAIN} To end the turn, call {join_or(ticks(ending_tools))}; to keep working, call a tool."
+
+
+# -- thought_as_request ----------------------------------------------------------------------
+def moved_thought(thought: str, field: str = "next_thought") -> str:
+    return f"[[ ## {field} ## ]]\n{thought}"
+
+
+# -- tool results (reference Appendix B) ----------------------------------------------------
+ERROR_PREFIX = "Error: "
+
+
+INVALID_SUBMIT_ARGUMENTS = "submit needs a map of outputs"
+
+
+def unknown_tool(name: str) -> str:
+    return f"there is no tool named {name}."
+
+
+MALFORMED_CALL = "the tool call could not be read."
+
+
+def missing_arguments(names: Sequence[str]) -> str:
+    return f"missing required arguments: {', '.join(names)}"
+
+
+def invalid_arguments(problems: Sequence[str]) -> str:
+    return f"invalid arguments: {'; '.join(problems)}"
+
+
+NO_APPROVAL_NOW = "it needs a person's approval, and this last request cannot wait for one"
+
+
+"""The reason a call that needs approval is refused in a last request (nobody is asked there)."""
+
+
+def tool_not_allowed(name: str) -> str:
+    return f"{name} is not allowed."
+
+
+def tool_not_allowed_because(name: str, reason: str) -> str:
+    return f"{name} is not allowed: {reason}"
+
+
+def tool_failed(name: str, message: str) -> str:
+    return f"{name} failed: {message}"
+
+
+def policy_failed(name: str, message: str) -> str:
+    return f"{name} is not allowed: the tool policy failed: {message}"
+
+
+def unreadable_result(name: str, message: str) -> str:
+    return f"{name} ran, but its result could not be read: {message}"
+
+
+def missing_outputs(names: Sequence[str]) -> str:
+    return f"submit is missing: {', '.join(names)}"
+
+
+def invalid_outputs(name: str, error: Exception) -> str:
+    detail = " ".join(str(error).split())
+    return f"submit outputs were not accepted: `{name}`: {detail}"
+
+
+# -- the extractor (reference Appendix A) ---------------------------------------------------
+EXTRACTION_INSTRUCTIONS = (
+    "Produce the final outputs only from the original inputs and successful tool results recorded in "
+    "`history`. A proposed tool call, model reasoning, a malformed call, or an error result is not evidence "
+    "that an action happened. Never claim that an action or verification succeeded unless `history` contains "
+    "its successful result. If the requested outcome is not established, report that limitation honestly in "
+    "the declared output fields. No tools are available during this extraction step."
+)
+
+
+DEMO_RESULT_NOT_SHOWN = "(The result of this call is not part of the example.)"
+
+
+# -- media in tool results (see _media) ------------------------------------------------------
+ATTACHED_MEDIA = "Media returned by the tools above:"
+
+
+def media_placeholder(kind: str, number: int) -> str:
+    """Where a tool result's media stood, in its text: ``[image 1]``; the media follows under it."""
+    return f"[{kind} {number}]"

@@ -1,0 +1,93 @@
+"""The errors `dspy_imp` raises.
+
+The tree is small on purpose: expected ends of a turn (a step limit, a deadline, a full
+context window, a model that never answered usefully) are *data* on the prediction's
+metadata, never exceptions. Only two things raise to a caller::
+
+    ValueError
+    └── ConfigurationError   bad option, bad input or bad saved state, raised before any request
+    Exception
+    ├── StepError            the turn could not get a model response; carries the history so far
+    │                        (``step_error``: it carries usage, a record of this floor)
+    └── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Mapping
+
+
+class ConfigurationError(ValueError):
+    """An option, per-call option or saved state was refused.
+
+    Raised at construction, at the start of a call (before any request is sent) or while
+    loading saved state. The message names the option or field at fault and shows the
+    value that was refused.
+    """
+
+
+class ToolCallRejected(Exception):
+    """A tool call that ended in an error without its tool running here, as DSPy's tool
+    callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid
+    arguments, invalid ``submit``, an error result a host supplied (``results=``), a result
+    its ``finish_on`` hook rejected, or a call of a last request that was not run.
+
+    The loop reports such a call through a stand-in ``dspy.Tool`` that raises this; the turn
+    goes on (the model reads the observation). It is never raised to a caller.
+
+    Attributes:
+        kind: The rejection's kind: ``tool_denied``, ``unknown_tool``, ``malformed_tool_call``,
+            ``missing_required``, ``schema_validation``, ``tool_error``, a ``submit`` (or
+            ``finish_on`` outputs) validation kind, or ``unexecuted``.
+
+    The message is the observation the model read (the tool message's text); for
+    ``unexecuted``, which the model never read, it says why the call was not run.
+    """
+
+    def __init__(self, kind: str, observation: str):
+        super().__init__(observation)
+        self.kind = kind
+
+
+def picklable(reason: BaseException | str) -> BaseException | str:
+    """``reason``, or a copy of it whose unpicklable attributes (a provider's read-only header
+    mapping, say) are plain copies; the in-process ``reason`` is left unchanged."""
+    try:
+        pickle.dumps(reason)
+        return reason
+    except Exception:
+        pass
+    try:
+        clone = copy.copy(reason)
+        for key, value in vars(reason).items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                setattr(clone, key, dict(value) if isinstance(value, Mapping) else repr(value))
+        clone.__cause__ = clone.__context__ = None  # type: ignore[union-attr]
+        pickle.dumps(clone)
+        return clone
+    except Exception:
+        return describe_reason(reason)
+
+
+def describe_reason(reason: BaseException | str) -> str:
+    if isinstance(reason, BaseException):
+        text = error_text(reason)
+        return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
+    return str(reason)
+
+
+def error_text(error: BaseException) -> str:
+    """``str(error)``, or ``""`` when host code's exception cannot even say what it is.
+
+    A ``__str__`` that raises must not turn a tool's failure into the loop's (a tool that
+    already ran would be lost with the step).
+    """
+    try:
+        text = str(error)
+    except Exception:
+        return ""
+    return text if isinstance(text, str) else ""

@@ -1,0 +1,82 @@
+"""The closed sets of the loop, as ``Literal`` aliases.
+
+Every dispatch over one of these is exhaustive; adding a value means revisiting the
+decision table in ``_turn/machine.py`` and the rendering rules in ``_prompt/render.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+FinishMode = Literal["auto", "submit", "tools"]
+
+
+"""How a turn may end.
+
+- ``"auto"``: a one-unconstrained-text-output signature answers in text; every other
+  signature ends through ``submit`` (DSPy's ending: a text-only step forces it at once).
+- ``"submit"``: every signature gets ``submit``; text is a thought, continued once.
+- ``"tools"``: only ``finish_on`` tools end a turn; nothing is forced.
+"""
+
+
+HistoryReplay = Literal["trajectory", "actions"]
+
+
+"""How recorded steps are shown to the model.
+
+- ``"trajectory"``: every step whole.
+- ``"actions"``: earlier turns without the text and reasoning written beside calls.
+"""
+
+
+TerminationReason = Literal[
+    "answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete", "paused"
+]
+
+
+"""How a turn ended; see ``docs/termination.md``."""
+
+
+TerminationCause = Literal[
+    "max_iters",
+    "parse_error",
+    "prediction_error",
+    "empty_tool_calls",
+    "context_window_exceeded",
+    "deadline_exceeded",
+    "usage_limit_exceeded",
+]
+
+
+"""Why a turn was interrupted (absent when it was not)."""
+
+
+RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction"]
+
+
+"""Which request of the turn is being sent."""
+
+
+UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "json_fallback"]
+
+
+"""How ``metadata.usage`` counts a model call: a request kind, or DSPy's JSON fallback for a step."""
+
+
+PendingKind = Literal["approval", "external"]
+
+
+"""Why a call waits in a paused turn.
+
+- ``"approval"``: a person must approve it (``tool_policy`` answered ``dspy_imp.NeedsApproval()``,
+  or the tool is named in ``needs_approval``); resume with ``approvals={id: ...}``.
+- ``"external"``: the host runs it elsewhere (the tool is named in ``external_tools``); resume
+  with ``results={id: ...}``.
+"""
+
+
+FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
+
+
+HISTORY_REPLAYS: tuple[str, ...] = get_args(HistoryReplay)

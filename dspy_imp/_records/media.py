@@ -1,0 +1,111 @@
+"""Media values (``dspy.Image``, ``dspy.Audio``, ``dspy.File``) as records: recognised, dumped and revived.
+
+How media are *shown* to a model (placed beside tool results, attached after them) is ``_prompt.media``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dspy
+
+from dspy_imp._records.errors import ConfigurationError
+
+Part = dict[str, Any]
+
+
+MEDIA_TAG = "media"
+
+
+_KIND = {"image_url": "image", "input_audio": "audio", "file": "file"}
+
+
+def media_parts(value: Any) -> tuple[Part, ...] | None:
+    """The content parts of a media value, or ``None`` for anything else."""
+    if not isinstance(value, dspy.Type) or isinstance(value, dspy.ToolCalls | dspy.Tool | dspy.History):
+        return None
+    try:
+        formatted = value.format()
+    except NotImplementedError:
+        return None
+    if not isinstance(formatted, list):
+        return None
+    return tuple(p if isinstance(p, dict) else {"type": "text", "text": str(p)} for p in formatted)
+
+
+def is_media(value: Any) -> bool:
+    return media_parts(value) is not None
+
+
+def contains_media(value: Any, depth: int = 0) -> bool:
+    """Whether a media value sits anywhere in ``value`` (dicts, lists and tuples walked)."""
+    if depth > 50:  # deeper than any real result (and a circular one ends here)
+        return False
+    if isinstance(value, dict):
+        return any(contains_media(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(contains_media(v, depth + 1) for v in value)
+    return is_media(value)
+
+
+def kind_of(part: Part) -> str:
+    """``image``, ``audio``, ``file`` or ``media`` (a part type the loop does not name)."""
+    return _KIND.get(str(part.get("type")), "media")
+
+
+def dump_media(value: Any) -> dict[str, Any]:
+    """A media value as JSON-safe data: its class and its fields, exactly as held."""
+    cls = type(value)
+    fields = {name: getattr(value, name) for name in cls.model_fields}
+    return {"__imp_type__": MEDIA_TAG, "class": _class_name(cls), "fields": fields}
+
+
+def _builtin() -> dict[str, type[dspy.Type]]:
+    return {"dspy.Image": dspy.Image, "dspy.Audio": dspy.Audio, "dspy.File": dspy.File}
+
+
+def _class_name(cls: type) -> str:
+    short = next((name for name, known in _builtin().items() if known is cls), None)
+    return short or f"{cls.__module__}.{cls.__qualname__}"
+
+
+def is_dumped_media(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("__imp_type__") == MEDIA_TAG
+
+
+def revive(value: Any) -> Any:
+    """``value`` with every dumped media value restored (containers walked; nothing else changed)."""
+    if is_dumped_media(value):
+        return _restore(value)
+    if isinstance(value, list):
+        return [revive(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: revive(v) for k, v in value.items()}
+    return value
+
+
+def _restore(data: Mapping[str, Any]) -> Any:
+    name = data.get("class")
+    cls = _media_classes().get(str(name))
+    fields = data.get("fields")
+    if cls is None or not isinstance(fields, Mapping):
+        raise ConfigurationError(
+            f"history holds media of class {name!r}, which is not a dspy.Type defined in this process; "
+            "import the module that defines it before load_history"
+        )
+    unknown = sorted(set(fields) - set(cls.model_fields))
+    if unknown:
+        raise ConfigurationError(f"dumped media of class {name!r} has unknown field(s) {unknown!r}")
+    return cls.model_construct(**fields)  # as given: no validator re-encodes or downloads
+
+
+def _media_classes() -> dict[str, type[dspy.Type]]:
+    found: dict[str, type[dspy.Type]] = _builtin()
+    pending: list[type[dspy.Type]] = [dspy.Type]
+    while pending:
+        cls = pending.pop()
+        for sub in cls.__subclasses__():
+            found[f"{sub.__module__}.{sub.__qualname__}"] = sub
+            pending.append(sub)
+    return found

@@ -1,0 +1,64 @@
+"""What performing an effect produced: a reply, a tool's return or raise, a failed request.
+
+These are records: the machine reads them, the durable codec stores them, the dialects build them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dspy_imp._records.usage import RequestUsage
+
+
+@dataclass(frozen=True)
+class RawCall:
+    """A call as the reply carried it: ``name`` is ``None`` when the call named no tool."""
+
+    id: str | None
+    name: str | None
+    args: Any
+    received: Any = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one step request answered, read before any DSPy parsing could lose it."""
+
+    text: str | None = None
+    calls: tuple[RawCall, ...] = ()
+    reasoning_content: str | None = None
+    reasoning_details: Any = None
+    finish_reason: str | None = None
+    usage: tuple[RequestUsage, ...] = ()
+
+    @property
+    def said_something(self) -> bool:
+        return bool(self.text and self.text.strip())
+
+
+@dataclass(frozen=True)
+class Extracted:
+    outputs: Mapping[str, Any]
+    usage: tuple[RequestUsage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: BaseException
+    usage: tuple[RequestUsage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Returned:
+    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver."""
+
+    value: Any
+    at: str | None = None
+
+
+@dataclass(frozen=True)
+class Raised:
+    error: BaseException
+    at: str | None = None

@@ -1,0 +1,116 @@
+"""What a turn's requests cost, and the limits that stop a turn before it costs more.
+
+Counting rules (``docs/controls.md#usage-limits``):
+
+- A *request* is one model call. Each request the machine sends counts once under its kind
+  (``step``, ``last_text``, ``forced_submit``, ``required_retry``, ``extraction``), whether it
+  succeeded or not; a JSON fallback DSPy's adapter made for a step counts under
+  ``json_fallback``. Retries DSPy's LM makes inside one request are not seen, so not counted.
+- Tokens and cost are what the LM reported for each call (DSPy's history entry: LiteLLM's or
+  lm15's usage and cost), read whether or not ``track_usage`` is on. A call that failed, a
+  cache hit, or ``dspy.configure(disable_history=True)`` reports none.
+- A limit is checked before each request, never during one: a request leaves only while every
+  total is strictly below its limit. Tokens are known only after a request returns, so the
+  request that crosses a token or cost limit is counted after it was sent, and it is the last
+  one: no limit is exceeded by more than one request. Under a token or cost limit the JSON
+  fallback is off (its request would leave before the first one's usage is known); under a
+  request limit it is allowed only while two requests remain.
+- No reserve: once a limit is reached, no owed reply (forced submit, last text, extraction) is
+  sent either; the turn ends ``"incomplete"`` with cause ``"usage_limit_exceeded"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.kinds import UsageKind
+
+
+@dataclass(frozen=True)
+class UsageLimits:
+    """Ceilings for one turn; ``None`` means no limit.
+
+    Args:
+        requests: Model requests of any kind (JSON fallbacks included).
+        input_tokens: Prompt tokens, summed over the turn's requests.
+        output_tokens: Completion tokens (reasoning included, as providers count them).
+        total_tokens: Input plus output tokens.
+        cost: Cost in USD, where the LM reports it (requests with no reported cost add 0).
+
+    Example:
+        >>> agent = dspy_imp.ReActV2("q -> a", tools=[lookup], usage_limits=dspy_imp.UsageLimits(requests=5))
+    """
+
+    requests: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("requests", "input_tokens", "output_tokens", "total_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigurationError(f"`usage_limits.{name}` must be a non-negative integer or None, got {value!r}")
+        cost = self.cost
+        bad = isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0
+        if cost is not None and bad:
+            raise ConfigurationError(f"`usage_limits.cost` must be a non-negative number or None, got {cost!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def check_usage_limits(value: Any, where: str = "usage_limits") -> UsageLimits | None:
+    if value is None or isinstance(value, UsageLimits):
+        return value
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - {"requests", "input_tokens", "output_tokens", "total_tokens", "cost"})
+        if unknown:
+            raise ConfigurationError(f"`{where}` has unknown key(s) {unknown!r}")
+        return UsageLimits(**value)
+    raise ConfigurationError(f"`{where}` must be a dspy_imp.UsageLimits or None, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RequestUsage:
+    """One model call: its kind and what the LM reported (zeros when it reported nothing)."""
+
+    kind: UsageKind
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one turn's requests used (``pred.metadata.usage``, ``StepError.usage``).
+
+    Attributes:
+        requests: Requests sent, by kind (only kinds that were sent).
+        input_tokens, output_tokens, cached_tokens, reasoning_tokens: Sums over the calls.
+        cost: Summed cost in USD, or ``None`` when no call reported one.
+        calls: Every model call in order, with its own usage.
+    """
+
+    requests: Mapping[str, int] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    calls: tuple[RequestUsage, ...] = ()
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens

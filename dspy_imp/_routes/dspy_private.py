@@ -1,0 +1,91 @@
+"""Every use of DSPy 3.4's private API, in one place (the import contracts allow it nowhere else).
+
+Each function names the private piece it reaches and why no public one does the job. They
+import lazily: DSPy's execution modules load LiteLLM-facing code that a program without a
+request never needs, and ``_routes.warmup`` decides when LiteLLM's cold import is paid.
+When DSPy changes one of these, this module is the list to check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Eager, as before: the adapter wraps every step's LM call in DSPy's capability planner.
+from dspy.clients.capabilities import with_capability_planning as with_capability_planning
+
+# Eager, as before: the adapter wraps every step's LM call in it.
+
+
+def select_backend(lm: Any, lm_kwargs: dict[str, Any]) -> Any:
+    """DSPy's own engine choice for an LM and options (``dspy.clients.backend_selection``).
+
+    Why: which engine sends a request decides what reasoning state can be replayed, and
+    ``dspy.LM`` exposes no public "which engine would you use" query.
+    """
+    from dspy.clients.backend_selection import select_backend as select
+
+    return select(lm, lm_kwargs)
+
+
+def client_keys() -> frozenset[str]:
+    """The option names DSPy treats as client settings, not request options (``CLIENT_KEYS``)."""
+    from dspy.clients.backend_selection import CLIENT_KEYS
+
+    return frozenset(CLIENT_KEYS)
+
+
+def canonical(lm: Any, messages: list[dict[str, Any]], lm_kwargs: dict[str, Any], compat: Any = None) -> Any:
+    """DSPy's messages -> ``dspy.lm15.Request`` conversion (``dspy.clients.execution``).
+
+    Why: a request that carries signed reasoning must go out as a typed ``Request`` built
+    exactly as DSPy would build it from the same messages, plus the state DSPy's messages
+    path drops; the conversion itself is private.
+    Returns the prepared call (``.legacy`` holds its options) and a function of ``compat``
+    that builds the request.
+    """
+    from dspy.clients.execution import _canonical, prepare
+
+    call = prepare(lm, None, messages, lm_kwargs)
+    return call, lambda compat: _canonical(call, compat=compat)
+
+
+def legacy_output(response: Any) -> dict[str, Any]:
+    """The adapter outputs DSPy makes of a native response (``dspy.clients.call_result``)."""
+    from dspy.clients.call_result import legacy_output as output
+
+    return output(response)
+
+
+def provider_tool_call(provider_call: Any) -> dict[str, Any]:
+    """A provider's tool call as DSPy's ``ToolCalls`` dict (``dspy.adapters.base``).
+
+    Why: the adapter reads native calls exactly as DSPy's own adapters do, ids and all.
+    """
+    from dspy.adapters.base import _provider_tool_call_to_tool_call_dict
+
+    return _provider_tool_call_to_tool_call_dict(provider_call)
+
+
+def resolve_json_schema_reference(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool schema with its ``$ref``s resolved as ``dspy.Tool`` resolves them (``dspy.adapters.types.tool``)."""
+    from dspy.adapters.types.tool import _resolve_json_schema_reference
+
+    return _resolve_json_schema_reference(schema)
+
+
+def litellm() -> Any:
+    """DSPy's one cached LiteLLM import (``dspy.clients._litellm``), paid for on purpose."""
+    from dspy.clients._litellm import get_litellm
+
+    return get_litellm(feature="dspy.LM")
+
+
+def lm15_openai_chat() -> Any:
+    """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
+
+    Why: its body reader refuses a whole reply over one call without a name; ``_routes.nameless``
+    wraps that reader so the valid sibling calls survive. Imported by name: lm15 ships its own types.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.openai_chat")

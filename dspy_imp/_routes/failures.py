@@ -1,0 +1,106 @@
+"""What a failed request means for the turn: classification of errors, no decisions.
+
+The machine asks these questions of a request's error; the answers come from the error's
+class (and, for operational refusals, the classes anywhere in its cause chain).
+"""
+
+from __future__ import annotations
+
+from dspy.utils.exceptions import (
+    AdapterParseError,
+    ContextWindowExceededError,
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMInvalidRequestError,
+    LMUnsupportedFeatureError,
+    is_retryable_lm_error,
+)
+
+from dspy_imp._records import clock
+from dspy_imp._records.errors import error_text
+from dspy_imp._records.kinds import TerminationCause
+from dspy_imp._records.redact import redact_text
+
+
+class ContentFiltered(Exception):
+    """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
+
+
+_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError, ContentFiltered)
+
+
+def is_blocked_reply(error: BaseException) -> bool:
+    """A reply the provider's filter blocked, raised as an error instead of an empty answer
+    (DSPy's native engine: Gemini's ``finishReason: SAFETY`` with no content is
+    ``LMInvalidRequestError("Candidate blocked: SAFETY")``)."""
+    return isinstance(error, LMInvalidRequestError) and "candidate blocked" in error_text(error).lower()
+
+
+def cause_of(error: BaseException) -> TerminationCause:
+    """The interruption a failed ordinary step is: unreadable reply, or no reply."""
+    return "parse_error" if isinstance(error, AdapterParseError) else "prediction_error"
+
+
+def is_fatal(error: BaseException) -> bool:
+    """An operational refusal (auth, billing, configuration, unsupported feature) anywhere in the chain.
+
+    No further request could succeed, so the turn fails at once with no last request.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _FATAL):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+# How OpenAI-compatible servers word a context-length refusal when their error ``code`` is not
+# OpenAI's ``context_length_exceeded`` (DeepSeek: a 400 with ``code: "invalid_request_error"``,
+# which DSPy's native engine raises as a plain ``LMInvalidRequestError``; LiteLLM matches the text).
+_CONTEXT_WINDOW_TEXT = ("maximum context length",)
+
+
+def is_context_window(error: BaseException) -> bool:
+    if isinstance(error, ContextWindowExceededError):
+        return True
+    if not isinstance(error, LMInvalidRequestError):
+        return False
+    text = error_text(error).lower()
+    return any(phrase in text for phrase in _CONTEXT_WINDOW_TEXT)
+
+
+def is_unreadable(error: BaseException) -> bool:
+    return isinstance(error, AdapterParseError)
+
+
+def refuses_named_choice(error: BaseException) -> bool:
+    """A provider that cannot honour a named ``tool_choice`` (reference §3.4 step 4)."""
+    if not isinstance(error, LMInvalidRequestError) or is_context_window(error):
+        return False
+    text = error_text(error).lower()
+    return (
+        "tool_choice" in text
+        and ("invalid" in text or "unsupported" in text)
+        and ("required" in text or "supported string" in text)
+    )
+
+
+def retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:
+    """Seconds before the loop's own retry while a deadline is set (DSPy's are off then), or None."""
+    left = clock.time_left()
+    if left is None or attempt >= retries or not isinstance(error, Exception):
+        return None
+    if not is_retryable_lm_error(error):
+        return None
+    retry_after = getattr(error, "retry_after", None)  # 0 means "now", not "absent"
+    delay = float(retry_after) if isinstance(retry_after, int | float) and retry_after >= 0 else min(2**attempt, 60)
+    return delay if delay < left else None
+
+
+def describe(error: BaseException) -> str:
+    """``"Type: message"``, with credential-shaped text hidden (for ``termination_error``)."""
+    text = error_text(error)
+    return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)

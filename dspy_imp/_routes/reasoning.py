@@ -1,0 +1,109 @@
+"""A provider's opaque reasoning state: read from a raw response, written back into a request.
+
+DSPy's parsed outputs keep only the reasoning *text*; what a provider needs to continue is in
+the raw response DSPy's history entry holds (an lm15 ``Response`` natively, a LiteLLM
+``ModelResponse`` otherwise). It is recorded in the step's ``reasoning_details`` as a list of
+JSON blocks, one vocabulary for both engines::
+
+    {"type": "thinking", "thinking": str, "signature": str}      # Anthropic, signed
+    {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
+    {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
+
+Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
+(``thinking_blocks`` on the assistant message, ``provider_specific_fields`` on a tool call);
+``_routes.route`` turns them into lm15 continuation state for the native engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Block = dict[str, Any]
+
+
+def blocks_of(response: Any) -> list[Block] | None:
+    """The reasoning blocks of one raw response (lm15 ``Response`` or LiteLLM ``ModelResponse``)."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    message = getattr(response, "message", None)
+    if message is not None and hasattr(message, "parts"):
+        blocks = _from_parts(message.parts)
+    else:
+        choices = getattr(response, "choices", None)
+        blocks = _from_litellm(getattr(choices[0], "message", None)) if choices else []
+    return blocks or None
+
+
+def _from_parts(parts: Sequence[Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for part in parts:
+        for state in getattr(part, "continuation", ()) or ():
+            block = _from_state(part, state)
+            if block is not None:
+                blocks.append(block)
+    return blocks
+
+
+def _from_state(part: Any, state: Any) -> Block | None:
+    data = dict(state.data or {})
+    if state.provider == "anthropic" and state.kind == "thinking_signature" and data.get("signature"):
+        return {"type": "thinking", "thinking": part.text, "signature": str(data["signature"])}
+    if state.provider == "anthropic" and state.kind == "redacted_thinking" and "data" in data:
+        return {"type": "redacted_thinking", "data": data["data"]}
+    if state.provider == "gemini" and state.kind == "thought_signature" and data.get("value"):
+        call_id = part.id if getattr(part, "type", None) == "tool_call" else None
+        return {"type": "thought_signature", "call_id": call_id, "signature": str(data["value"])}
+    return None
+
+
+def _from_litellm(message: Any) -> list[Block]:
+    if message is None:
+        return []
+    blocks: list[Block] = []
+    for raw in _get(message, "thinking_blocks") or ():
+        block = _plain(raw)
+        if block.get("type") == "thinking" and block.get("signature"):
+            thinking = block.get("thinking") or ""
+            blocks.append({"type": "thinking", "thinking": thinking, "signature": block["signature"]})
+        elif block.get("type") == "redacted_thinking" and "data" in block:
+            blocks.append({"type": "redacted_thinking", "data": block["data"]})
+    for call in _get(message, "tool_calls") or ():
+        fields = _get(call, "provider_specific_fields") or {}
+        signature = fields.get("thought_signature") if isinstance(fields, Mapping) else None
+        if signature:
+            blocks.append({"type": "thought_signature", "call_id": _get(call, "id"), "signature": str(signature)})
+    return blocks
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    return dict(dump()) if callable(dump) else {}
+
+
+def thinking_blocks(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """The Anthropic blocks to open the assistant message with, in recorded order."""
+    return [dict(b) for b in _blocks(details) if b.get("type") in kinds & {"thinking", "redacted_thinking"}]
+
+
+def call_signatures(details: Any, kinds: frozenset[str]) -> dict[str, str]:
+    """Gemini thought signatures by call id."""
+    if "thought_signature" not in kinds:
+        return {}
+    return {
+        str(b["call_id"]): str(b["signature"])
+        for b in _blocks(details)
+        if b.get("type") == "thought_signature" and b.get("call_id")
+    }
+
+
+def _blocks(details: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(details, list | tuple):
+        return []
+    return [b for b in details if isinstance(b, Mapping)]

@@ -1,0 +1,124 @@
+"""Pausing a turn for a person or an external runner, and the caller's decisions on resume.
+
+A step whose reply holds a call that needs approval (``tool_policy`` answered
+``NeedsApproval()``, or the tool is in ``needs_approval``) or that an external runner must
+answer (``external_tools``) runs none of its calls: the turn ends ``"paused"``, the history
+records the reply with its ``pending_calls`` and no results, and
+``pred.metadata.pending_calls`` lists them. The caller resumes with
+``agent(history=..., approvals={id: True | False | "reason"}, results={id: value})``: before
+any request, the paused step's calls are answered (approved and ordinary calls run, refused
+ones become observations, external ones take the given result), and the loop goes on.
+
+``check_resume`` validates the decisions against the history before any request: every
+pending call must be decided, nothing else may be, and no new inputs are given (the resumed call
+continues the paused turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.steps import PendingCall, Step
+
+
+class NeedsApproval:
+    """What a ``tool_policy`` returns to have a person decide on a call before it runs.
+
+    The turn pauses before any call of that reply runs (``termination_reason == "paused"``).
+
+    Example:
+        >>> def policy(name, args):
+        ...     return dspy_imp.NeedsApproval() if name == "refund" and args["amount"] > 100 else True
+    """
+
+    def __repr__(self) -> str:
+        return "NeedsApproval()"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NeedsApproval)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def asks_approval(verdict: Any) -> bool:
+    """A policy verdict meaning "ask a person" (the class itself is accepted too)."""
+    return isinstance(verdict, NeedsApproval) or verdict is NeedsApproval
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The caller's answers to a paused step's calls, keyed by call id."""
+
+    approvals: Mapping[str, bool | str] = field(default_factory=dict)
+    results: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_approvals(value: Any) -> dict[str, bool | str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigurationError(f"`approvals` must be a dict of call id -> True, False or a reason; got {value!r}")
+    for key, verdict in value.items():
+        if not isinstance(verdict, bool) and not (isinstance(verdict, str) and verdict.strip()):
+            raise ConfigurationError(
+                f"`approvals[{key!r}]` must be True, False or a non-blank reason the model reads; got {verdict!r}"
+            )
+    return dict(value)
+
+
+def check_results(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigurationError(f"`results` must be a dict of call id -> result (or an exception); got {value!r}")
+    return dict(value)
+
+
+def paused_step(prior: Sequence[Step]) -> Step | None:
+    """The history's paused step (its last entry), or ``None``; a paused step elsewhere is refused."""
+    for index, step in enumerate(prior):
+        if step.pending and index != len(prior) - 1:
+            raise ConfigurationError(
+                f"history entry {index} has pending calls but is not the last entry; "
+                "a paused turn is resumed before anything is added to its history"
+            )
+    return prior[-1] if prior and prior[-1].pending else None
+
+
+def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str, Any]) -> None:
+    """Every pending call decided the right way, no decision for anything else, no new inputs."""
+    if paused is not None and inputs:
+        raise ConfigurationError(
+            f"a paused turn is resumed without new inputs (it continues the turn that paused); got {sorted(inputs)!r}"
+        )
+    for call_id in sorted(decisions.approvals.keys() & decisions.results.keys()):
+        raise ConfigurationError(f"call {call_id!r} is in both `approvals` and `results`")
+    given = {**{k: "approvals" for k in decisions.approvals}, **{k: "results" for k in decisions.results}}
+    if paused is None:
+        if given:
+            raise ConfigurationError(
+                f"`{next(iter(given.values()))}` given, but the history has no paused turn to resume: {sorted(given)!r}"
+            )
+        return
+    pending = {call.id: call for call in paused.pending}
+    for call_id, option in given.items():
+        if call_id not in pending:
+            raise ConfigurationError(f"`{option}` names call {call_id!r}, which is not pending in the history")
+        wanted = _option(pending[call_id])
+        if option != wanted:
+            raise ConfigurationError(f"call {call_id!r} ({pending[call_id].name}) is answered through `{wanted}`")
+    undecided = [call for call in paused.pending if call.id not in given]
+    if undecided:
+        named = ", ".join(f"{c.id!r} ({c.name}, via `{_option(c)}`)" for c in undecided)
+        raise ConfigurationError(f"the paused turn has undecided pending call(s): {named}")
+
+
+def _option(call: PendingCall) -> str:
+    return "approvals" if call.kind == "approval" else "results"
+
+
+def pending_metadata(pending: Sequence[PendingCall]) -> tuple[dict[str, Any], ...]:
+    return tuple({"id": c.id, "name": c.name, "args": dict(c.args), "kind": c.kind} for c in pending)

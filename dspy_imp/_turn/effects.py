@@ -1,0 +1,120 @@
+"""The vocabulary between the turn's state machine and its drivers.
+
+The machine (``_machine.Turn.run``) is a generator: it *yields* an effect and is sent back
+what came of it. Drivers (``_drivers.driver``) perform effects, sync or async, and contain no
+loop logic::
+
+    ModelRequest -> Reply | Failed        one request to the step predictor
+    Extraction   -> Extracted | Failed    one request to the tool-less extractor
+    RunTool      -> Returned | Raised     one tool call
+    DecidedCall  -> None                  a call decided without running a tool, reported to tracers
+    RunTools     -> tuple[Returned | Raised, ...]
+                                          several tool calls at once, results in call order
+    Sleep        -> None                  a deadline-bounded retry's pause
+
+A request's answer carries ``usage``: the model calls it took, as the LM reported them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from dspy_imp._prompt.guidance import Guidance
+from dspy_imp._records.kinds import TerminationCause, TerminationReason
+from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult
+
+
+class Tool(Protocol):
+    """What the turn needs of a tool: a ``dspy.Tool`` is one (the turn itself imports no DSPy).
+
+    The machine reads a tool's name, description and argument schema to check a call, and hands
+    the tool to a driver in ``RunTool`` to run.
+    """
+
+    name: str
+    desc: str | None
+    args: dict[str, Any]
+    has_kwargs: bool
+
+    def __call__(self, **kwargs: Any) -> Any: ...
+
+    async def acall(self, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One step request. ``fallback``: whether DSPy's JSON fallback may send a second one."""
+
+    guidance: Guidance
+    pending: Mapping[str, Any]
+    config: Mapping[str, Any]
+    no_retries: bool = False
+    fallback: bool = True
+
+
+@dataclass(frozen=True)
+class Extraction:
+    guidance: Guidance
+    inputs: Mapping[str, Any]
+    config: Mapping[str, Any]
+    no_retries: bool = False
+
+
+@dataclass(frozen=True)
+class RunTool:
+    tool: Tool
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DecidedCall:
+    """A call that ran no tool (refused, unknown, malformed, rejected arguments, ``submit``).
+
+    The driver reports it through DSPy's tool callbacks (``_watch.tracing``), so tracers and status
+    messages see every call the model made. ``args`` are the arguments as the model sent them.
+    ``stage`` says what is reported: ``"call"`` the call itself; ``"finish_on"`` the verdict of
+    the ``finish_on`` hook that rejected the result of a tool that ran (``result``: the error
+    the model reads); ``"unexecuted"`` a call of a last request that was not run (``result``:
+    an error whose text says why; nothing is recorded, the model reads nothing).
+    """
+
+    call: ToolCall
+    result: ToolResult
+    args: Any
+    description: str | None = None
+    stage: Literal["call", "finish_on", "unexecuted"] = "call"
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Calls of one reply run concurrently; one failing or slow call cancels none of the others."""
+
+    runs: tuple[RunTool, ...]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the turn ended, as data (becomes the prediction's metadata)."""
+
+    reason: TerminationReason
+    outputs: Mapping[str, Any] | None = None
+    cause: TerminationCause | None = None
+    error: Mapping[str, str] | None = None
+    finished_by_tool: str | None = None
+    unexecuted: tuple[Mapping[str, Any], ...] = ()
+    finish_reason: str | None = None
+    pending: tuple[PendingCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The turn got no model response; becomes a ``StepError``."""
+
+    error: BaseException

@@ -1,0 +1,402 @@
+"""The turn's state machine: which request comes next and how the turn ends. No I/O.
+
+Theory of operation. A *turn* is one call of the program; a *step* is one ordinary
+request. ``Turn.run`` is a generator that yields effects (``_turn.effects``) and is sent what
+came of them; the sync and async drivers perform them. Every rule that decides the next
+request, what is recorded and which reason and cause end the turn lives here (reference
+§3, §4, §5, §9); the rendering of what the model reads lives in ``_prompt.render``.
+
+State, all local to one call: ``steps`` (recorded this call), ``pending`` (the call's
+inputs not yet attached to a recorded step), ``step_index`` (ordinary requests sent),
+``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
+``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
+``projection`` (leading prior entries left out after a context-window refusal, ``_turn.projection``),
+``meter`` (the model calls sent so far and the usage limits, ``_records.usage``).
+
+A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
+approvals or external results, ``_turn.approval``) first answers that step's calls with the
+caller's decisions, then goes on like any turn. A step whose calls need a decision records
+the reply with its pending calls and ends ``"paused"``; none of its calls runs.
+
+Invariants: the caller's history is never mutated; every recorded step is appended
+once, in order; no request is sent once the deadline has passed or a usage limit is
+reached; every call of a recorded step is answered before the next request (a paused step
+ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure``
+(becomes ``StepError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dspy_imp._prompt.guidance import Guidance, submit_only
+from dspy_imp._prompt.memo import RenderMemo
+from dspy_imp._prompt.signature import SUBMIT, OutputSpec, Rejection
+from dspy_imp._records import clock
+from dspy_imp._records.kinds import RequestKind, TerminationCause
+from dspy_imp._records.outcomes import Extracted, Failed, RawCall, Reply
+from dspy_imp._records.steps import Step, make_history, to_entry
+from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.window import Window
+from dspy_imp._routes.failures import (
+    ContentFiltered,
+    cause_of,
+    describe,
+    is_blocked_reply,
+    is_context_window,
+    is_fatal,
+    is_unreadable,
+    refuses_named_choice,
+    retry_delay,
+)
+from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.meter import Meter
+from dspy_imp._turn.plan import CallPlan
+from dspy_imp._turn.projection import Projection
+from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
+
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
+
+
+Outcome = Ending | Failure
+
+
+_NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a turn needs beyond the call plan (from the program)."""
+
+    guidance: Guidance
+    outputs: OutputSpec
+    calls: CallContext
+    prior: tuple[Step, ...]
+    prior_entries: tuple[Mapping[str, Any], ...]
+    retries: int = 3
+    paused: Step | None = None
+    decisions: Decisions = field(default_factory=Decisions)
+
+
+class Turn:
+    """One call of the program, run as a generator of effects."""
+
+    def __init__(self, plan: CallPlan, setup: Setup):
+        self.plan = plan
+        self.options = plan.options
+        self.setup = setup
+        self.guidance = replace(setup.guidance, memo=RenderMemo())  # incremental rendering, one per turn
+        self.recorded: list[Step] = list(setup.prior)  # prior then this turn's steps; only ever appended
+        self.entries: list[Mapping[str, Any]] = list(setup.prior_entries)
+        self.pending: dict[str, Any] = dict(plan.inputs)
+        self.step_index = 0
+        self.thoughts = 0
+        self.retried = False
+        self.errors: dict[str, str] = {}
+        self.note_index: int | None = None
+        self.call_ids = {call.id for step in setup.prior for call in step.calls}
+        self.projection = Projection(setup.prior, self.guidance.task.output_names)
+        self.meter = Meter(self.options.usage_limits)
+
+    @property
+    def steps(self) -> Window[Step]:
+        """The steps this turn recorded (after the prior history)."""
+        return Window(self.recorded, len(self.setup.prior))
+
+    # -- the step loop ---------------------------------------------------------------------
+
+    def run(self) -> Generator[Effect, Any, Outcome]:
+        if self.setup.paused is not None:
+            ending = yield from self._resume(self.setup.paused)
+            if ending is not None:
+                return ending
+        while True:
+            if self.step_index >= self.options.max_iters:
+                return (yield from self._interrupted("max_iters"))
+            outcome = yield from self._send("step")
+            self.step_index += 1
+            if isinstance(outcome, Outcome):
+                return outcome
+            if isinstance(outcome, Reply):
+                ending = yield from self._after_reply(outcome)
+            else:
+                assert isinstance(outcome, Failed)
+                ending = yield from self._after_failed_step(outcome.error)
+            if ending is not None:
+                return ending
+
+    def _after_failed_step(self, error: BaseException) -> Generator[Effect, Any, Outcome | None]:
+        cause = cause_of(error)
+        self.errors["retry" if "initial" in self.errors else "initial"] = describe(error)
+        if self.options.finish != "tools":
+            return (yield from self._interrupted(cause))
+        if not self.retried and self.step_index < self.options.max_iters and self._stop() is None:
+            self.retried = True
+            return None
+        return self._incomplete(cause)
+
+    def _after_reply(self, reply: Reply) -> Generator[Effect, Any, Outcome | None]:
+        if reply.calls:
+            self.thoughts = 0
+            return (yield from self._calls_step(reply))
+        if self.guidance.text_answer:
+            return self._answered(reply)
+        if not reply.said_something:
+            return (yield from self._interrupted("empty_tool_calls"))
+        self._record(Step(thought=reply.text, **_reasoning(reply)))
+        if self.options.finish == "auto" or self.thoughts >= 1:
+            return (yield from self._interrupted("empty_tool_calls"))
+        self.thoughts = 1
+        return self._incomplete("deadline_exceeded") if clock.passed() else None
+
+    def _calls_step(self, reply: Reply, resumed: Step | None = None) -> Generator[Effect, Any, Outcome | None]:
+        decisions = self.setup.decisions if resumed is not None else None
+        index = self.step_index - 1
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, decisions)
+        outputs = done.submitted
+        step = _calls_record(reply, done, outputs)
+        self._record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
+        if done.pending:
+            return Ending("paused", pending=step.pending)
+        if outputs is not None:
+            return Ending("submit", outputs)
+        if done.finished is not None:
+            name, finished = done.finished
+            return Ending("finished_by_tool", finished, finished_by_tool=name)
+        return None
+
+    def _resume(self, paused: Step) -> Generator[Effect, Any, Outcome | None]:
+        """Answer the paused step's calls with the caller's decisions (before any request)."""
+        calls = tuple(RawCall(c.id, c.name, dict(c.args), c.received) for c in paused.calls)
+        reply = Reply(paused.thought, calls, paused.reasoning_content, paused.reasoning_details)
+        return (yield from self._calls_step(reply, resumed=paused))
+
+    def _answered(self, reply: Reply) -> Outcome:
+        name = self.guidance.task.output_names[0]
+        text = reply.text if reply.said_something else None
+        self._record(Step(thought=text, outputs={name: text}, **_reasoning(reply)))
+        return Ending("answered", {name: text}, finish_reason=reply.finish_reason)
+
+    # -- interruptions and last requests ---------------------------------------------------
+
+    def _interrupted(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        if self.options.finish == "tools":  # nothing is ever forced
+            return self._incomplete(cause)
+        if self.guidance.has_submit:
+            return (yield from self._forced_submit(cause))
+        return (yield from self._last_text(cause))
+
+    def _last_text(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop)
+        self._record_note()
+        outcome = yield from self._send("last_text")
+        if not isinstance(outcome, Reply):
+            return self._last_request_failed(outcome, "last_text", cause)
+        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids)
+        name = self.guidance.task.output_names[0]
+        text = outcome.text if outcome.said_something else None
+        unexecuted = tuple(done.unexecuted)
+        if done.finished is not None:  # recorded like any finishing step: without the hook's outputs
+            self._record(_calls_record(outcome, done, None))
+            tool, finished = done.finished
+            return Ending("finished_by_tool", finished, cause, finished_by_tool=tool, unexecuted=unexecuted)
+        if text is not None or done.calls:
+            self._record(_calls_record(outcome, done, {name: text}))
+        return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
+
+    def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop)
+        self._record_note()
+        role: RequestKind = "forced_submit"
+        outcome = yield from self._send(role)
+        if isinstance(outcome, Failed) and refuses_named_choice(outcome.error):
+            self.errors[role] = describe(outcome.error)
+            stop = self._stop()
+            if stop is not None:
+                return self._incomplete(stop)
+            role = "required_retry"
+            outcome = yield from self._send(role)
+            if isinstance(outcome, Failed):  # fatal, filtered and context-window failures ended in _send
+                self.errors[role] = describe(outcome.error)
+                return (yield from self._extract(cause))
+        if not isinstance(outcome, Reply):
+            return self._last_request_failed(outcome, role, cause)
+        return (yield from self._forced_reply(outcome, cause))
+
+    def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
+        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids)
+        unexecuted = tuple(done.unexecuted)
+        if done.calls or reply.said_something:
+            self._record(_calls_record(reply, done, done.submitted))
+        if done.submitted is not None:
+            return Ending("forced_submit", done.submitted, cause, unexecuted=unexecuted)
+        if done.submit_denied:
+            return self._incomplete(cause, unexecuted=unexecuted)
+        return (yield from self._extract(cause, unexecuted))
+
+    def _extract(self, cause: TerminationCause, unexecuted: tuple = ()) -> Generator[Effect, Any, Outcome]:
+        stop = self._stop()
+        if stop is not None:
+            return self._incomplete(stop, unexecuted=unexecuted)
+        outcome = yield from self._send("extraction")
+        if not isinstance(outcome, Extracted):
+            return self._last_request_failed(outcome, "extraction", cause, unexecuted)
+        outputs = self.setup.outputs.validate(dict(outcome.outputs))
+        if isinstance(outputs, Rejection):
+            self.errors["extraction"] = outputs.sentence
+            return self._incomplete(cause, unexecuted=unexecuted)
+        self._record(Step(outputs=outputs))
+        return Ending("extracted", outputs, cause, unexecuted=unexecuted)
+
+    def _last_request_failed(self, outcome: Any, role: str, cause: TerminationCause, unexecuted: tuple = ()) -> Outcome:
+        """Reference §4.3: deadline, then unreadable, then anything else.
+
+        Fatal, filtered and context-window failures already ended the turn in ``_send``.
+        """
+        if isinstance(outcome, Outcome):
+            return outcome
+        error = outcome.error
+        self.errors[role] = describe(error)
+        if clock.passed():
+            return self._incomplete("deadline_exceeded", unexecuted=unexecuted)
+        if is_unreadable(error):
+            return self._incomplete(cause, unexecuted=unexecuted)
+        return Failure(error)
+
+    def _record_note(self) -> None:
+        note = self.options.last_request_note
+        names = self.guidance.task.input_names
+        if not note or not names:
+            return
+        if self.pending:
+            self._record(Step())
+        self.note_index = len(self.recorded)
+        self._record(Step(inputs={names[0]: note}))
+
+    # -- sending one request ---------------------------------------------------------------
+
+    def _send(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Outcome]:
+        """One request, with context-window recovery and deadline-bounded retries."""
+        attempt = 0
+        while True:
+            stop = self._stop()
+            if stop is not None:
+                return self._incomplete(stop)
+            outcome = yield self._request(kind)
+            self.meter.add(outcome.usage or (RequestUsage(kind),))
+            blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
+            if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
+                return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
+            if not isinstance(outcome, Failed):
+                return outcome
+            error = outcome.error
+            if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
+                return self._incomplete("deadline_exceeded")
+            if is_fatal(error):
+                return Failure(error)
+            if is_context_window(error):
+                if self.projection.leave_out_more(something_new=bool(self.pending or self.steps)):
+                    continue
+                self.errors["initial" if kind == "step" else kind] = describe(error)
+                return self._incomplete("context_window_exceeded")
+            delay = retry_delay(error, attempt, self.setup.retries)
+            if delay is None:
+                return outcome
+            attempt += 1
+            yield Sleep(delay)
+
+    def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
+        guidance = self._guidance(kind)
+        config = dict(self.plan.config)
+        if kind == "forced_submit":
+            config.update(tool_choice=_NAMED_CHOICE, reasoning_effort=None)
+        elif kind == "required_retry":
+            config.update(tool_choice="required", reasoning_effort=None)
+        elif kind != "extraction":
+            config["tool_choice"] = "auto"
+        left = clock.time_left()
+        if left is not None:
+            config["timeout"] = max(left, 0.001)
+        if kind == "extraction":
+            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
+        return ModelRequest(
+            guidance, dict(self.pending), config, no_retries=left is not None, fallback=self.meter.allows_fallback()
+        )
+
+    def _guidance(self, kind: RequestKind) -> Guidance:
+        guidance = replace(
+            self.guidance,
+            kind=kind,
+            steps=Window(self.recorded),  # not a copy: requests cost the same at any history length
+            history=make_history(self.entries),
+            omitted=self.projection.omitted,
+            boundary=self._turn_start(),
+        )
+        if kind == "required_retry":
+            guidance = replace(guidance, roster=submit_only(guidance.roster))
+        return guidance
+
+    def _turn_start(self) -> int:
+        """Where the current turn starts, for ``history_replay="actions"`` (reference §7.6).
+
+        The call's new inputs, else its own note, else (a resume mid-turn) the last recorded
+        step that carries inputs.
+        """
+        if self.plan.inputs:
+            return len(self.setup.prior)
+        if self.note_index is not None:
+            return self.note_index
+        steps = self.recorded
+        return next((i for i in range(len(steps) - 1, -1, -1) if steps[i].inputs), 0)
+
+    # -- recording and ending --------------------------------------------------------------
+
+    def _stop(self) -> TerminationCause | None:
+        """Why no request may leave now, if one may not."""
+        if clock.passed():
+            return "deadline_exceeded"
+        if self.meter.reached():
+            return "usage_limit_exceeded"
+        return None
+
+    def _record(self, step: Step, resumed: Step | None = None) -> None:
+        """Append a step; the call's new inputs go on it, unless it is a resumed paused step."""
+        if self.pending and resumed is None:
+            step = replace(step, inputs={**self.pending, **step.inputs})
+            self.pending = {}
+        self.recorded.append(step)
+        self.entries.append(to_entry(step))
+
+    def resumable_entries(self) -> list[Mapping[str, Any]]:
+        """A ``StepError``'s history: the call's inputs kept even before any step, to resume."""
+        if self.pending:
+            self._record(Step())
+        return self.entries
+
+    def _incomplete(self, cause: TerminationCause, unexecuted: tuple = ()) -> Ending:
+        """No answer. A passed deadline is named instead of the interruption (reference §4.2)."""
+        if cause != "context_window_exceeded" and clock.passed():
+            cause = "deadline_exceeded"
+        return Ending("incomplete", None, cause, error=dict(self.errors) or None, unexecuted=unexecuted)
+
+
+def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | None) -> Step:
+    return Step(
+        thought=reply.text if reply.said_something else None,
+        calls=tuple(done.calls),
+        results=tuple(done.results),
+        outputs=dict(outputs) if outputs is not None and not done.pending else None,
+        pending=tuple(done.pending),
+        **_reasoning(reply),
+    )
+
+
+def _reasoning(reply: Reply) -> dict[str, Any]:
+    return {"reasoning_content": reply.reasoning_content, "reasoning_details": reply.reasoning_details}

@@ -1,0 +1,68 @@
+"""What a program holds (``ProgramOptions``) and what one call runs with (``CallPlan``).
+
+Checked once by ``_program.options``; the turn trusts them afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dspy_imp._records.kinds import FinishMode, HistoryReplay
+from dspy_imp._records.usage import UsageLimits
+from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.effects import Tool
+
+ToolPolicy = Callable[[str, dict[str, Any]], "bool | str"] | frozenset[str] | None
+
+
+FinishHook = Callable[[dict[str, Any], Any, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class ProgramOptions:
+    """A program's validated options (everything but the signature and the tools)."""
+
+    max_iters: int = 20
+    finish: FinishMode = "auto"
+    finish_on: Mapping[str, FinishHook] = field(default_factory=dict)
+    history_replay: HistoryReplay = "trajectory"
+    unsent_note: str | None = None
+    last_request_note: str | None = None
+    last_request_tools: tuple[str, ...] = ()
+    tool_policy: ToolPolicy = None
+    tool_result_renderer: Callable[[Any, Any], Any] | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    parallel_tools: bool = False
+    usage_limits: UsageLimits | None = None
+    needs_approval: tuple[str, ...] = ()
+    external_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What one call runs with; built by ``plan_call`` before any request."""
+
+    options: ProgramOptions
+    inputs: dict[str, Any]
+    history: Any
+    runners: Mapping[str, Tool]
+    config: Mapping[str, Any]
+    decisions: Decisions = field(default_factory=Decisions)
+
+
+class Program(Protocol):
+    """A program as the drivers and watchers see it: a ``dspy_imp.ReActV2`` is one.
+
+    Drivers send through its inner predictor and read its options; the turn never sees it.
+    """
+
+    @property
+    def signature(self) -> Any: ...
+
+    @property
+    def react(self) -> Any: ...
+
+    @property
+    def options(self) -> ProgramOptions: ...

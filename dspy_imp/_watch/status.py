@@ -1,0 +1,104 @@
+"""Status messages for a turn: what each step of it is doing, in one short line.
+
+``StatusMessageProvider`` extends DSPy's (``dspy.streaming.StatusMessageProvider``): its
+tool messages name the tool and show its arguments and result shortened, and it adds one
+method per event of a ``dspy_imp`` turn (a request of each kind, a context-window
+recovery, a retry under the deadline, the end of the turn). Pass it, or a subclass, to
+``dspy.streamify(..., status_message_provider=...)``. A plain DSPy provider works too: its
+tool messages are used, and the ``dspy_imp`` events get this class's default lines.
+A method returning ``None`` (or ``""``) sends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from contextvars import ContextVar
+from typing import Any
+
+import dspy
+
+from dspy_imp._turn.effects import Ending, Failure
+
+_SHORT = 80
+
+
+_TOOL: ContextVar[str | None] = ContextVar("dspy_imp_status_tool", default=None)
+
+
+def short(value: Any, limit: int = _SHORT) -> str:
+    """One line of at most ``limit`` characters (JSON where it can be, ``…`` when cut)."""
+    try:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
+    """Status lines for every step of a ``dspy_imp`` turn.
+
+    Example:
+        >>> stream = dspy.streamify(agent, status_message_provider=dspy_imp.StatusMessageProvider())
+    """
+
+    def tool_start_status_message(self, instance: Any, inputs: dict[str, Any]) -> str | None:
+        _TOOL.set(instance.name)  # on_tool_end runs in the same context, without the tool
+        args = inputs.get("kwargs", inputs) if isinstance(inputs, dict) else inputs
+        return f"Calling {instance.name}({short(args)})"
+
+    def tool_end_status_message(self, outputs: Any) -> str | None:
+        name = _TOOL.get() or "Tool"
+        if outputs is None:  # DSPy passes no outputs for a call that raised or was refused
+            return f"{name} finished with no result"
+        return f"{name} returned: {short(outputs)}"
+
+    def request_status_message(self, kind: str, omitted: int) -> str | None:
+        """Before a request other than an ordinary step (``kind``: a ``RequestKind``)."""
+        return {
+            "step": None,
+            "last_text": "Asking for a last text answer",
+            "forced_submit": "Asking the model to submit its answer (forced submit)",
+            "required_retry": "Asking again for submit (tool_choice=required)",
+            "extraction": "Extracting the outputs from the conversation",
+        }.get(kind)
+
+    def context_window_status_message(self, omitted: int) -> str | None:
+        """Before a request resent after a context-window refusal."""
+        return f"Context window exceeded: resending with {omitted} earlier entries left out"
+
+    def retry_status_message(self, seconds: float, error: BaseException | None) -> str | None:
+        """Before the pause of a retry under the deadline."""
+        why = f" after {type(error).__name__}" if error is not None else ""
+        return f"Retrying in {seconds:.3g}s{why}"
+
+    def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
+        """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``)."""
+        return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
+
+
+_DEFAULT = StatusMessageProvider()
+
+
+def status_for(provider: Any, event: str, *args: Any) -> str | None:
+    """The provider's line for one event; our default for a provider without the method."""
+    if event == "tool":
+        name, arguments = args
+        return f"Calling {name}({short(arguments)})"
+    if event == "end":
+        outcome = args[0]
+        if isinstance(outcome, Failure):
+            return _call(provider, "turn_end_status_message", "error", type(outcome.error).__name__)
+        assert isinstance(outcome, Ending)
+        return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
+    if event == "retry":
+        return _call(provider, "retry_status_message", *args)
+    kind, omitted, recovered = args
+    if recovered:
+        return _call(provider, "context_window_status_message", omitted)
+    return _call(provider, "request_status_message", kind, omitted)
+
+
+def _call(provider: Any, method: str, *args: Any) -> str | None:
+    handler = getattr(provider, method, None) or getattr(_DEFAULT, method)
+    return handler(*args)

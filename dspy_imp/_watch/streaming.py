@@ -1,0 +1,188 @@
+"""Streaming under ``dspy.streamify``: a driver concern, never a branch of the machine.
+
+``dspy.streamify`` puts a send stream and the user's listeners in ``dspy.settings``. When
+a turn runs under it, the drivers hold a ``Watch``, which forwards what they perform:
+
+- *field chunks*. During each request the watch stands in for DSPy's send stream (a
+  ``_Relay``): the LM engine's raw chunks (lm15 or LiteLLM) reach the relay, which reads the
+  listened fields out of them for *this* request's kind and dialect and sends
+  ``StreamResponse``s on. Raw chunks of a listened program never reach ``streamify``,
+  whose marker-based listener could not read them.
+- *status messages* (``_watch.status``) for each request kind, deadline retries, context-window
+  recovery and the end of the turn, beside DSPy's own callback-driven tool messages.
+
+This module is the one place that leans on DSPy's streaming internals, because
+``streamify`` offers no hook for a program to read its own chunks: the ``send_stream`` and
+``stream_listeners`` settings, ``Predict._should_stream``'s rule (a predictor streams when
+no listener is set), ``StatusStreamingCallback`` (where the user's status provider lives) and
+``sync_send_to_stream`` (dspy/streaming/streamify.py, messages.py; dspy/predict/predict.py).
+
+DSPy's ``StreamListener`` finds its predictor by field and its markers by adapter class
+name; native replies carry no markers and no predictor has the task's output fields. So
+``dspy_imp.StreamListener`` is the listener for ``dspy_imp`` programs, and a DSPy listener
+aimed at one raises ``ConfigurationError`` before any request (instead of streaming nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import dspy
+from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, StreamResponse, sync_send_to_stream
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.outcomes import Failed
+from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, Sleep
+from dspy_imp._turn.plan import Program
+from dspy_imp._watch.listener import StreamListener
+from dspy_imp._watch.progress import Progress
+from dspy_imp._watch.reading import FieldReader, readers_for
+from dspy_imp._watch.status import StatusMessageProvider, status_for
+
+
+class Watch:
+    """Forwards what a turn's driver performs: status messages, field chunks, progress."""
+
+    def __init__(self, program: Program, stream: Any, listeners: Sequence[StreamListener], progress: Progress | None):
+        self.program = program
+        self.stream = stream
+        self.listeners = tuple(listeners)
+        self.progress = progress
+        self.provider = _provider() if stream is not None else StatusMessageProvider()
+        self.omitted = 0
+        self.steps = 0
+        self.last_error: BaseException | None = None
+
+    @classmethod
+    def of(cls, program: Program) -> Watch | None:
+        """The watch for a turn of ``program``, or ``None`` when nothing is watching."""
+        stream = dspy.settings.send_stream
+        progress = Progress.of()
+        if stream is None and progress is None:
+            return None
+        listeners = (dspy.settings.stream_listeners or []) if stream is not None else []
+        _refuse_dspy_listeners(program, listeners)
+        ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
+        return cls(program, stream, ours, progress)
+
+    # -- status -------------------------------------------------------------------------------
+
+    def before(self, effect: Any) -> list[Any]:
+        message = None
+        if isinstance(effect, ModelRequest):
+            recovered = effect.guidance.omitted > self.omitted
+            self.omitted = effect.guidance.omitted
+            message = status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, recovered)
+            if message is None and self.progress is not None:
+                self.steps += 1
+                self.progress.show(f"Step {self.steps}: waiting for the model")
+        elif isinstance(effect, Extraction):
+            message = status_for(self.provider, "request", "extraction", self.omitted, False)
+        elif isinstance(effect, Sleep):
+            message = status_for(self.provider, "retry", effect.seconds, self.last_error)
+        elif self.progress is not None and _calls_a_tool(effect):
+            self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
+        return self._messages(message)
+
+    def after(self, effect: Any, outcome: Any) -> list[Any]:
+        self.last_error = outcome.error if isinstance(outcome, Failed) else None
+        return []
+
+    def ended(self, outcome: Any) -> list[Any]:
+        return self._messages(status_for(self.provider, "end", outcome))
+
+    def _messages(self, message: str | None) -> list[Any]:
+        if not message:
+            return []
+        if self.progress is not None:
+            self.progress.show(message)
+        return [StatusMessage(message)] if self.stream is not None else []
+
+    # -- field chunks -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def relaying(self, effect: Any, exchange: Any = None) -> Iterator[_Relay | None]:
+        """During one request: the engine's raw chunks go to a relay, which reads the listened fields."""
+        if self.stream is None or not self.listeners:
+            yield None
+            return
+        relay = _Relay(self.stream, readers_for(self.listeners, self.program, effect, exchange))
+        # ``stream_listeners=[]``: DSPy's ``Predict`` then streams whatever predictor runs in here.
+        with dspy.context(send_stream=relay, stream_listeners=[]):
+            yield relay
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send(self, items: Sequence[Any]) -> None:
+        for item in items:
+            if self.stream is not None:
+                sync_send_to_stream(self.stream, item)
+
+    async def asend(self, items: Sequence[Any]) -> None:
+        for item in items:
+            if self.stream is not None:
+                await self.stream.send(item)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+
+
+class _Relay:
+    """DSPy's send stream during one request: raw chunks in, ``StreamResponse``s out."""
+
+    def __init__(self, target: Any, readers: Sequence[FieldReader]):
+        self.target = target
+        self.readers = tuple(readers)
+
+    async def send(self, value: Any) -> None:
+        items = self.read(value) if _is_chunk(value) else [value]
+        for item in items:
+            await self.target.send(item)
+
+    def read(self, chunk: Any) -> list[StreamResponse]:
+        return [response for reader in self.readers for response in reader.feed(chunk)]
+
+    def close(self, reply: Any) -> list[StreamResponse]:
+        """The readers' last chunks, once the request is over (``reply``: what it answered)."""
+        return [response for reader in self.readers for response in reader.close(reply)]
+
+
+def _calls_a_tool(effect: Any) -> bool:
+    """A run or a decided call; not a hook's verdict nor a call that was not run (no line of its own)."""
+    return isinstance(effect, RunTool) or (isinstance(effect, DecidedCall) and effect.stage == "call")
+
+
+def _tool_line(provider: Any, effect: RunTool | DecidedCall) -> str:
+    if isinstance(effect, RunTool):
+        return status_for(provider, "tool", effect.tool.name, effect.args) or ""
+    return status_for(provider, "tool", effect.call.name or "<malformed call>", effect.args) or ""
+
+
+def _is_chunk(value: Any) -> bool:
+    """An LM engine's stream chunk (lm15's ``EngineChunk`` or LiteLLM's ``ModelResponseStream``)."""
+    return not isinstance(value, StatusMessage | StreamResponse | dspy.Prediction) and isinstance(
+        getattr(value, "choices", None), list
+    )
+
+
+def _provider() -> StatusMessageProvider | dspy.streaming.StatusMessageProvider:
+    """The provider ``streamify`` installed (its status callback holds it)."""
+    for callback in dspy.settings.callbacks or []:
+        if isinstance(callback, StatusStreamingCallback):
+            return callback.status_message_provider
+    return StatusMessageProvider()
+
+
+def _refuse_dspy_listeners(program: Program, listeners: Sequence[Any]) -> None:
+    for listener in listeners:
+        if isinstance(listener, StreamListener):
+            continue
+        if listener.predict is program.react or listener.predict is program:
+            raise ConfigurationError(
+                f"dspy.streaming.StreamListener(signature_field_name={listener.signature_field_name!r}) cannot read "
+                "a dspy_imp turn (its replies carry no DSPy field markers); use "
+                f"dspy_imp.StreamListener({listener.signature_field_name!r}) instead"
+            )
