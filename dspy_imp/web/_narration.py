@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from dspy_imp._records.outcomes import Failed, Reply
+from dspy_imp._records.outcomes import Reply
 from dspy_imp._watch.events import (
     ReasoningDelta,
     RequestEnded,
@@ -100,10 +100,11 @@ class Narration:
         return self.encoder.tool_result(event.call_id, event.value, event.error, event.call_id in self.refused)
 
     def finished(self, prediction: Any) -> list[Any]:
-        out = [*self._close(), *self._close_step()]
+        out = self._close()
         metadata = prediction.metadata
-        if metadata.pending_calls:
+        if metadata.pending_calls:  # in the step of the reply that made them
             out += self._unshown_calls(metadata.history)
+        out += self._close_step()
         answer = _answer_text(prediction)
         said_it = metadata.termination_reason in ("answered", "last_text") and self._said is not None
         if answer and not said_it:
@@ -141,7 +142,7 @@ class Narration:
     def _request_ended(self, outcome: Any) -> list[Any]:
         """What the reply said that did not stream (a cached reply, a value read whole) is told now."""
         out: list[Any] = []
-        if isinstance(outcome, Reply) and not isinstance(outcome, Failed):
+        if isinstance(outcome, Reply):
             if outcome.reasoning_content and "reasoning" not in self._streamed:
                 out += self._delta("reasoning", outcome.reasoning_content)
             text_kind: MessageKind = "text" if self._channel == "text" else "thought"
