@@ -105,7 +105,8 @@ class _Server:
         key = body.get("id") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key:
             return JSONResponse({"error": "the request needs the chat's `id`"}, status_code=422)
-        narration = Narration(vercel.VercelEncoder(_message_id(body)), _message_id(body))
+        run_id = f"{key}-{len(body.get('messages') or [])}"  # the parts' ids: new on every request
+        narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
 
         def read(stored: Any) -> Call:
             return vercel.read_request(body, self.signature, stored)
