@@ -66,7 +66,10 @@ KINDS = {
     ),
     "step": (
         lambda e: e.step_started("request 1: step") + e.step_finished("request 1: step"),
-        [{"type": "STEP_STARTED", "stepName": "request 1: step"}, {"type": "STEP_FINISHED", "stepName": "request 1: step"}],
+        [
+            {"type": "STEP_STARTED", "stepName": "request 1: step"},
+            {"type": "STEP_FINISHED", "stepName": "request 1: step"},
+        ],
     ),
     "text message": (
         lambda e: e.message_started("m", "text") + e.message_delta("m", "text", "Hi") + e.message_ended("m", "text"),
@@ -77,7 +80,9 @@ KINDS = {
         ],
     ),
     "thought": (
-        lambda e: e.message_started("t", "thought") + e.message_delta("t", "thought", "Hm") + e.message_ended("t", "thought"),
+        lambda e: (
+            e.message_started("t", "thought") + e.message_delta("t", "thought", "Hm") + e.message_ended("t", "thought")
+        ),
         [
             {"type": "REASONING_START", "messageId": "t"},
             {"type": "REASONING_MESSAGE_START", "messageId": "t", "role": "reasoning"},
@@ -100,7 +105,13 @@ KINDS = {
             {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "lookup"},
             {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
             {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-            {"type": "TOOL_CALL_RESULT", "messageId": "r-result-c1", "toolCallId": "c1", "content": '{"temp": 21}', "role": "tool"},
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": "r-result-c1",
+                "toolCallId": "c1",
+                "content": '{"temp": 21}',
+                "role": "tool",
+            },
         ],
     ),
     "run error": (
@@ -265,7 +276,11 @@ def test_messages_written_elsewhere_are_read_by_their_roles(sync: bool) -> None:
                     "role": "assistant",
                     "content": "Checking.",
                     "toolCalls": [
-                        {"id": "k1", "type": "function", "function": {"name": "lookup_order", "arguments": '{"order_id": "42"}'}}
+                        {
+                            "id": "k1",
+                            "type": "function",
+                            "function": {"name": "lookup_order", "arguments": '{"order_id": "42"}'},
+                        }
                     ],
                 },
                 {"id": "3", "role": "tool", "toolCallId": "k1", "content": "shipped"},

@@ -58,10 +58,16 @@ KINDS = {
     "steps": (lambda e: e.step_started("x") + e.step_finished("x"), [{"type": "start-step"}, {"type": "finish-step"}]),
     "text": (
         lambda e: e.message_started("a", "text") + e.message_delta("a", "text", "Hi") + e.message_ended("a", "text"),
-        [{"type": "text-start", "id": "a"}, {"type": "text-delta", "id": "a", "delta": "Hi"}, {"type": "text-end", "id": "a"}],
+        [
+            {"type": "text-start", "id": "a"},
+            {"type": "text-delta", "id": "a", "delta": "Hi"},
+            {"type": "text-end", "id": "a"},
+        ],
     ),
     "reasoning": (
-        lambda e: e.message_started("t", "thought") + e.message_delta("t", "thought", "Hm") + e.message_ended("t", "thought"),
+        lambda e: (
+            e.message_started("t", "thought") + e.message_delta("t", "thought", "Hm") + e.message_ended("t", "thought")
+        ),
         [
             {"type": "reasoning-start", "id": "t"},
             {"type": "reasoning-delta", "id": "t", "delta": "Hm"},

@@ -98,7 +98,8 @@ class TextFollower(_TextReader):
     of a native reply as it streams, the ``next_thought`` or answer field of a written one."""
 
     def __init__(self, exchange: Any):
-        super().__init__(_Unnamed(), "react", exchange)
+        unnamed: Any = _Unnamed()
+        super().__init__(unnamed, "react", exchange)
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         self._follow()

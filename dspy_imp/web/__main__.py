@@ -54,7 +54,7 @@ def _load(target: str) -> tuple[Any, Any]:
 
 
 def _choose_lm(module: Any, agent: Any, model: str | None) -> None:
-    if getattr(agent, "react", None) is not None and agent.react.lm is not None or dspy.settings.lm is not None:
+    if (getattr(agent, "react", None) is not None and agent.react.lm is not None) or dspy.settings.lm is not None:
         return
     if model:
         dspy.configure(lm=dspy.LM(model))

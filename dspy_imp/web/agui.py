@@ -236,7 +236,9 @@ def _approval(interrupt_id: str, status: str, payload: Mapping[str, Any]) -> boo
         return False
     approved = payload.get("approved")
     if not isinstance(approved, bool):
-        raise ConfigurationError(f"interrupt {interrupt_id!r} needs payload {{'approved': true | false}}, got {payload!r}")
+        raise ConfigurationError(
+            f"interrupt {interrupt_id!r} needs payload {{'approved': true | false}}, got {payload!r}"
+        )
     reason = payload.get("reason")
     if not approved and isinstance(reason, str) and reason.strip():
         return reason
@@ -303,7 +305,9 @@ def _outputs_text(outputs: Mapping[str, Any]) -> str:
     return "\n".join(f"{name}: {as_text(value)}" for name, value in outputs.items())
 
 
-def from_messages(messages: Sequence[Any], signature: type[dspy.Signature]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def from_messages(
+    messages: Sequence[Any], signature: type[dspy.Signature]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The history entries of AG-UI messages, and the inputs of a trailing user message (the new turn).
 
     Messages ``to_messages`` wrote come back as the entries they were made from.
@@ -355,7 +359,8 @@ class _Reader:
 
     def _read_step(self, message: Any) -> dict[str, Any]:
         calls = [
-            {"id": c.id, "name": c.function.name, "args": _parsed(c.function.arguments)} for c in message.tool_calls or []
+            {"id": c.id, "name": c.function.name, "args": _parsed(c.function.arguments)}
+            for c in message.tool_calls or []
         ]
         if not calls:
             output = next(iter(self.signature.output_fields))

@@ -88,7 +88,7 @@ class _Server:
             run_input = RunAgentInput.model_validate(await request.json())
         except (ValueError, pydantic.ValidationError) as error:
             return JSONResponse({"error": f"not an AG-UI RunAgentInput: {error}"}, status_code=422)
-        encoder = EventEncoder(accept=request.headers.get("accept"))
+        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
 
         def read(stored: Any) -> Call:

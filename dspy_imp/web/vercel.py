@@ -129,7 +129,9 @@ def read_request(body: Mapping[str, Any], signature: type[dspy.Signature], store
         return _resume(last, history)
     if last.get("role") != "user":
         raise ConfigurationError(f"the last message must be the user's or the assistant's, got {last.get('role')!r}")
-    text = "".join(p.get("text", "") for p in last.get("parts") or [] if isinstance(p, Mapping) and p.get("type") == "text")
+    text = "".join(
+        p.get("text", "") for p in last.get("parts") or [] if isinstance(p, Mapping) and p.get("type") == "text"
+    )
     return Call({**inputs_from_text(signature, text), "history": history})
 
 
