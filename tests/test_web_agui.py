@@ -302,3 +302,20 @@ def test_messages_written_elsewhere_are_read_by_their_roles(sync: bool) -> None:
         },
         {"answer": "It shipped."},
     ]
+
+
+async def test_a_paused_conversation_survives_a_restart_in_a_file_store(sync: bool, tmp_path: Any) -> None:
+    agent = support_agent()
+    lm = with_lm(agent, paused_script())
+    before = dspy_imp.web.app(agent, sync=sync, store=dspy_imp.web.FileStore(tmp_path))
+    paused = await post(before, run_input("Refund order 42"))
+    assert paused[-1]["outcome"]["type"] == "interrupt"
+
+    restarted = support_agent()  # a new process: a new program, a new app, the same files
+    restarted.set_lm(lm)
+    after = dspy_imp.web.app(restarted, sync=sync, store=dspy_imp.web.FileStore(tmp_path))
+    resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    resumed = await post(after, run_input(run="r2", resume=resume))
+    verify_agui(resumed, known_calls={"c9"})
+    assert resumed[1]["content"] == "order 42 refunded"
+    assert resumed[-1]["result"]["termination_reason"] == "finished_by_tool"

@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import hashlib
+import json
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio.to_thread
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._watch.events import TurnEvent, observing
 from dspy_imp.web._inputs import Call
@@ -42,6 +47,38 @@ class MemoryStore:
 
     async def save(self, key: str, history: dspy.History) -> None:
         self._histories[key] = history
+
+
+class FileStore:
+    """Conversations as JSON files in ``directory`` (``dump_history``), one per conversation: they
+    survive a restart, a paused one too (its history holds the pending calls a resume answers).
+
+    Example:
+        >>> app = dspy_imp.web.app(agent, store=dspy_imp.web.FileStore("conversations"))
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    async def load(self, key: str) -> dspy.History | None:
+        return await anyio.to_thread.run_sync(self._load, key)
+
+    async def save(self, key: str, history: dspy.History) -> None:
+        await anyio.to_thread.run_sync(self._save, key, history)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"  # any id, no path in it
+
+    def _load(self, key: str) -> dspy.History | None:
+        path = self._path(key)
+        return load_history(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+
+    def _save(self, key: str, history: dspy.History) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self._path(key)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(dump_history(history), ensure_ascii=False), encoding="utf-8")
+        partial.replace(path)  # a reader never sees half a file
 
 
 @dataclass(frozen=True)
