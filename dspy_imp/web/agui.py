@@ -56,6 +56,7 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
+    RunStartedEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -91,8 +92,6 @@ class AGUIEncoder:
         self.signature = signature
 
     def run_started(self) -> list[BaseEvent]:
-        from ag_ui.core import RunStartedEvent
-
         return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)]
 
     def step_started(self, name: str) -> list[BaseEvent]:

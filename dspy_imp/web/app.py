@@ -10,6 +10,7 @@ Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) i
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -36,22 +37,21 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
     Args:
-        agent: A ``dspy_imp.ReActV2``. Its LM is the one set on it (``agent.set_lm``) or the one
-            ``dspy.configure`` set.
+        agent: A ``dspy_imp.ReActV2``, or a ``dspy_imp.durable.DurableAgent`` (each turn a DBOS
+            workflow; a paused one waits in it, across restarts). Its LM is the one set on it
+            (``agent.set_lm``) or the one ``dspy.configure`` set.
         store: Where conversations are kept between requests (``load``/``save`` by id); a
             ``MemoryStore`` by default.
         sync: Run each turn with the sync call in a worker thread (for tools that must run in a
-            thread of their own); by default turns run ``agent.acall`` on the event loop.
+            thread of their own); by default turns run ``agent.acall`` on the event loop. A
+            ``DurableAgent``'s turns always run its async workflow (``astart``).
 
     Example:
         >>> import uvicorn
         >>> uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
     """
-    from dspy_imp._program.module import ReActV2
-
-    if not isinstance(agent, ReActV2):
-        raise ConfigurationError(f"dspy_imp.web.app takes a dspy_imp.ReActV2, got {agent!r}")
-    server = _Server(agent, Runner(agent, store or MemoryStore(), sync))
+    program, runner = _runner(agent, store or MemoryStore(), sync)
+    server = _Server(program, runner)
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
@@ -62,8 +62,22 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
     return Starlette(routes=routes)
 
 
+def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
+    """The program (for its signature and tools) and what runs its turns."""
+    from dspy_imp._program.module import ReActV2
+
+    if isinstance(agent, ReActV2):
+        return agent, Runner(agent, store, sync)
+    durable = sys.modules.get("dspy_imp.durable")  # imported already by whoever made a DurableAgent
+    if durable is not None and isinstance(agent, durable.DurableAgent):
+        from dspy_imp.web._durable import DurableRunner
+
+        return agent.program, DurableRunner(agent, store)
+    raise ConfigurationError(f"dspy_imp.web.app takes a dspy_imp.ReActV2 or a DurableAgent, got {agent!r}")
+
+
 class _Server:
-    def __init__(self, agent: Any, runner: Runner):
+    def __init__(self, agent: Any, runner: Any):
         self.agent = agent
         self.runner = runner
         self.signature = agent.signature

@@ -26,6 +26,7 @@ the server keeps for the chat id (``dspy_imp.web.app``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,8 +46,6 @@ _FINISH = {"incomplete": "other", "paused": "tool-calls"}
 
 def encode(part: Mapping[str, Any]) -> str:
     """One part as a server-sent event."""
-    import json
-
     return f"data: {json.dumps(part, ensure_ascii=False, separators=(',', ':'), default=str)}\n\n"
 
 
@@ -107,8 +106,7 @@ def _part(kind: MessageKind) -> str:
 
 
 def _json(value: Any) -> Any:
-    import json
-
+    """A tool's value as the part's JSON ``output`` (its text when it is not JSON)."""
     try:
         return json.loads(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError):

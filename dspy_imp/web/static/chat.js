@@ -133,12 +133,18 @@
           const call = card(event.toolCallId);
           call.result.textContent = event.content;
           call.result.classList.remove("pending");
+          call.waiting = false;
           break;
         }
         case "MESSAGES_SNAPSHOT":
           for (const message of event.messages) {
-            if (message.role === "tool" && message.error && calls[message.toolCallId]) {
-              calls[message.toolCallId].box.classList.add("error");
+            const call = message.role === "tool" && calls[message.toolCallId];
+            if (!call) continue;
+            if (message.error) call.box.classList.add("error");
+            if (call.result.classList.contains("pending") || call.waiting) {
+              call.result.textContent = message.content;  // a result this run did not stream
+              call.result.classList.remove("pending");
+              call.waiting = false;
             }
           }
           break;
@@ -177,6 +183,7 @@
         const call = card(interrupt.toolCallId, meta.name);
         if (!call.box.isConnected) this.root.append(call.box);
         call.result.textContent = interrupt.message || "waiting";
+        call.waiting = true;
         const box = call.box.appendChild(el("div", "approval"));
         const decide = (entry, label) => {
           decisions.set(interrupt.id, Object.assign({ interruptId: interrupt.id }, entry));
