@@ -19,7 +19,7 @@ except ImportError as missing:  # the optional extra
     raise ImportError("dspy_imp.web needs its extra: pip install 'dspy-imp[web]'") from missing
 
 from dspy_imp.web._turns import FileStore, MemoryStore, Store
-from dspy_imp.web.agui import from_messages, to_messages
 from dspy_imp.web.app import app
+from dspy_imp.web.messages import from_messages, to_messages
 
 __all__ = ["FileStore", "MemoryStore", "Store", "app", "from_messages", "to_messages"]

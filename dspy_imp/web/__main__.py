@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", options.port))
+    listener.listen(128)  # connections made once the address is printed wait for the server
     port = listener.getsockname()[1]
     print(f"dspy-imp web: serving {options.agent} on http://127.0.0.1:{port}/", flush=True)
     server = uvicorn.Server(uvicorn.Config(app(agent, sync=options.sync), log_level="warning"))
