@@ -127,7 +127,7 @@ class Watch:
             yield None
             return
         readers = readers_for(self.listeners, self.program, effect, exchange) if listened else []
-        relay = _Relay(self.stream if listened else None, readers, follower)
+        relay = _Relay(self.stream, readers, follower, passthrough=not listened)
         # ``stream_listeners=[]``: DSPy's ``Predict`` then streams whatever predictor runs in here.
         with dspy.context(send_stream=relay, stream_listeners=[]):
             yield relay
@@ -152,10 +152,11 @@ class Watch:
 class _Relay:
     """DSPy's send stream during one request: raw chunks in, ``StreamResponse``s out."""
 
-    def __init__(self, target: Any, readers: Sequence[FieldReader], follower: Any = None):
+    def __init__(self, target: Any, readers: Sequence[FieldReader], follower: Any = None, passthrough: bool = False):
         self.target = target  # ``None``: only an observer follows this request
         self.readers = tuple(readers)
         self.follower = follower
+        self.passthrough = passthrough  # no listener: raw chunks go on as they are (DSPy's behaviour)
 
     async def send(self, value: Any) -> None:
         chunk = _is_chunk(value)
@@ -163,7 +164,7 @@ class _Relay:
             self.follower.feed(value)
         if self.target is None:
             return
-        for item in self.read(value) if chunk else [value]:
+        for item in self.read(value) if chunk and not self.passthrough else [value]:
             await self.target.send(item)
 
     def read(self, chunk: Any) -> list[StreamResponse]:
