@@ -18,7 +18,7 @@ A request's answer carries ``usage``: the model calls it took, as the LM reporte
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from dspy_imp._prompt.guidance import Guidance
@@ -64,8 +64,11 @@ class Extraction:
 
 @dataclass(frozen=True)
 class RunTool:
+    """One tool run; ``call`` is the call it answers, as recorded (watchers report its id)."""
+
     tool: Tool
     args: dict[str, Any]
+    call: ToolCall | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -152,13 +152,13 @@ def _execute(
     runs = [c for c in checked if c.runner is not None]
     outcomes: dict[str, Returned | Raised] = {}
     if ctx.parallel and len(runs) > 1:
-        answers = yield RunTools(tuple(RunTool(c.runner, dict(c.call.args)) for c in runs if c.runner))
+        answers = yield RunTools(tuple(RunTool(c.runner, dict(c.call.args), c.call) for c in runs if c.runner))
         outcomes = {c.call.id: answer for c, answer in zip(runs, answers, strict=True)}
     for item in checked:
         result = item.result
         stage: Literal["call", "finish_on", "unexecuted"] | None = "unexecuted" if item.unexecuted else "call"
         if item.runner is not None:
-            outcome = outcomes.get(item.call.id) or (yield RunTool(item.runner, dict(item.call.args)))
+            outcome = outcomes.get(item.call.id) or (yield RunTool(item.runner, dict(item.call.args), item.call))
             result, rejected = _judged(ctx, item.call, outcome, done)
             stage = "finish_on" if rejected else None
         elif item.answer is not None:

@@ -93,6 +93,36 @@ class _TextReader(FieldReader):
         return outcome.text or None
 
 
+class TextFollower(_TextReader):
+    """A request's text, whichever field its dialect writes it in (for ``_watch.events``): the text
+    of a native reply as it streams, the ``next_thought`` or answer field of a written one."""
+
+    def __init__(self, exchange: Any):
+        unnamed: Any = _Unnamed()
+        super().__init__(unnamed, "react", exchange)
+
+    def feed(self, chunk: Any) -> list[StreamResponse]:
+        self._follow()
+        return super().feed(chunk)
+
+    def final(self, outcome: Any) -> str | None:
+        self._follow()
+        return super().final(outcome)
+
+    def _follow(self) -> None:
+        dialect = self.exchange.dialect  # known once the request is formatted
+        if dialect is not None:
+            self.field = dialect.text_field
+
+
+class _Unnamed:
+    """The listener of a ``TextFollower``: it follows no field by name."""
+
+    signature_field_name = ""
+    predict_name: str | None = None
+    stream_start = False
+
+
 class _SubmitReader(FieldReader):
     def __init__(self, listener: StreamListener, predict_name: str):
         super().__init__(listener, predict_name)
@@ -195,6 +225,11 @@ def readers_for(listeners: Sequence[StreamListener], program: Program, effect: A
 def _base_adapter() -> dspy.Adapter | None:
     configured = dspy.settings.adapter
     return getattr(configured, "base", configured)
+
+
+def delta_of(chunk: Any, key: str) -> Any:
+    """One key of a stream chunk's delta (``content``, ``tool_calls``, ``reasoning_content``), or ``None``."""
+    return _delta(chunk, key)
 
 
 def _delta(chunk: Any, key: str) -> Any:

@@ -36,6 +36,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.outcomes import Failed
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, Sleep
 from dspy_imp._turn.plan import Program
+from dspy_imp._watch.events import Reporter, current_observer
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
 from dspy_imp._watch.reading import FieldReader, readers_for
@@ -43,10 +44,19 @@ from dspy_imp._watch.status import StatusMessageProvider, status_for
 
 
 class Watch:
-    """Forwards what a turn's driver performs: status messages, field chunks, progress."""
+    """Forwards what a turn's driver performs: status messages, field chunks, progress, and the
+    turn's events to an observer (``_watch.events``, for user interfaces)."""
 
-    def __init__(self, program: Program, stream: Any, listeners: Sequence[StreamListener], progress: Progress | None):
+    def __init__(
+        self,
+        program: Program,
+        stream: Any,
+        listeners: Sequence[StreamListener],
+        progress: Progress | None,
+        reporter: Reporter | None = None,
+    ):
         self.program = program
+        self.reporter = reporter
         self.stream = stream
         self.listeners = tuple(listeners)
         self.progress = progress
@@ -60,16 +70,19 @@ class Watch:
         """The watch for a turn of ``program``, or ``None`` when nothing is watching."""
         stream = dspy.settings.send_stream
         progress = Progress.of()
-        if stream is None and progress is None:
+        observer = current_observer()
+        if stream is None and progress is None and observer is None:
             return None
         listeners = (dspy.settings.stream_listeners or []) if stream is not None else []
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
-        return cls(program, stream, ours, progress)
+        return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None)
 
     # -- status -------------------------------------------------------------------------------
 
     def before(self, effect: Any) -> list[Any]:
+        if self.reporter is not None:
+            self.reporter.before(effect)
         message = None
         if isinstance(effect, ModelRequest):
             recovered = effect.guidance.omitted > self.omitted
@@ -87,6 +100,8 @@ class Watch:
         return self._messages(message)
 
     def after(self, effect: Any, outcome: Any) -> list[Any]:
+        if self.reporter is not None:
+            self.reporter.after(effect, outcome)
         self.last_error = outcome.error if isinstance(outcome, Failed) else None
         return []
 
@@ -104,11 +119,15 @@ class Watch:
 
     @contextlib.contextmanager
     def relaying(self, effect: Any, exchange: Any = None) -> Iterator[_Relay | None]:
-        """During one request: the engine's raw chunks go to a relay, which reads the listened fields."""
-        if self.stream is None or not self.listeners:
+        """During one request: the engine's raw chunks go to a relay, which reads the listened fields
+        (and, for an observer, the request's text and reasoning)."""
+        follower = self.reporter.follower(effect, exchange) if self.reporter is not None else None
+        listened = self.stream is not None and bool(self.listeners)
+        if not listened and follower is None:
             yield None
             return
-        relay = _Relay(self.stream, readers_for(self.listeners, self.program, effect, exchange))
+        readers = readers_for(self.listeners, self.program, effect, exchange) if listened else []
+        relay = _Relay(self.stream, readers, follower, passthrough=not listened)
         # ``stream_listeners=[]``: DSPy's ``Predict`` then streams whatever predictor runs in here.
         with dspy.context(send_stream=relay, stream_listeners=[]):
             yield relay
@@ -133,13 +152,19 @@ class Watch:
 class _Relay:
     """DSPy's send stream during one request: raw chunks in, ``StreamResponse``s out."""
 
-    def __init__(self, target: Any, readers: Sequence[FieldReader]):
-        self.target = target
+    def __init__(self, target: Any, readers: Sequence[FieldReader], follower: Any = None, passthrough: bool = False):
+        self.target = target  # ``None``: only an observer follows this request
         self.readers = tuple(readers)
+        self.follower = follower
+        self.passthrough = passthrough  # no listener: raw chunks go on as they are (DSPy's behaviour)
 
     async def send(self, value: Any) -> None:
-        items = self.read(value) if _is_chunk(value) else [value]
-        for item in items:
+        chunk = _is_chunk(value)
+        if chunk and self.follower is not None:
+            self.follower.feed(value)
+        if self.target is None:
+            return
+        for item in self.read(value) if chunk and not self.passthrough else [value]:
             await self.target.send(item)
 
     def read(self, chunk: Any) -> list[StreamResponse]:
@@ -147,6 +172,8 @@ class _Relay:
 
     def close(self, reply: Any) -> list[StreamResponse]:
         """The readers' last chunks, once the request is over (``reply``: what it answered)."""
+        if self.follower is not None:
+            self.follower.close(reply)
         return [response for reader in self.readers for response in reader.close(reply)]
 
 

@@ -1,0 +1,165 @@
+"""What a running turn shows a user interface: typed events, sent to an observer as they happen.
+
+``observing(observer)`` sets, for a block, a callable that the turn's ``Watch`` (``streaming``)
+sends one event at a time, in the order things happen:
+
+    RequestStarted   before each model request (a step, the last-text request, the forced
+                     submit, the ``"required"`` retry, the extraction)
+    TextDelta        a piece of the request's text as it streams in
+    ReasoningDelta   a piece of the provider's reasoning as it streams in
+    RequestEnded     the request's answer: ``Reply``, ``Extracted`` or ``Failed`` (with its usage)
+    ToolStarted      a call about to run, or decided without running (refused, unknown, ``submit``)
+    ToolEnded        what came back: the value, or the error sentence the model reads
+
+The events decide nothing and change nothing of the turn; they carry the call ids the history
+records. ``dspy_imp.web`` encodes them as AG-UI events and AI SDK stream parts. A turn's pause
+and its end are not events: the caller reads them from the prediction (or the ``StepError``).
+
+The observer is called from the thread doing the work (a sync turn's worker thread, a parallel
+tool's pool thread, the event loop of an async turn), so it must be thread-safe and quick. While
+one is set, each request streams (DSPy's ``send_stream`` is set for it): a sync turn observed this
+way runs in an AnyIO worker thread (``anyio.to_thread.run_sync``), as under ``dspy.streamify``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dspy_imp._records.outcomes import Raised, Returned
+from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool
+from dspy_imp._watch.reading import TextFollower, delta_of
+
+Channel = Literal["text", "thought"]
+"""Where a request's text goes: ``"text"`` when it may be the answer (a text-answer step or the
+last-text request), ``"thought"`` when it cannot (the text of a ``submit`` or ``"tools"`` turn)."""
+
+
+@dataclass(frozen=True)
+class RequestStarted:
+    """Request ``number`` (1, 2, ... in this turn) of ``kind`` (a ``RequestKind``) is about to leave."""
+
+    number: int
+    kind: str
+    channel: Channel
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    number: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    number: int
+    text: str
+
+
+@dataclass(frozen=True)
+class RequestEnded:
+    """``outcome``: the ``Reply``, ``Extracted`` or ``Failed`` the driver sends the machine."""
+
+    number: int
+    kind: str
+    outcome: Any
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    call_id: str
+    name: str | None
+    args: Any
+
+
+@dataclass(frozen=True)
+class ToolEnded:
+    """``value``: what the tool returned, or (``error``) the sentence the model reads."""
+
+    call_id: str
+    name: str | None
+    value: Any
+    error: bool
+
+
+TurnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded
+Observer = Callable[[TurnEvent], None]
+
+_OBSERVER: ContextVar[Observer | None] = ContextVar("dspy_imp_observer", default=None)
+
+
+def current_observer() -> Observer | None:
+    return _OBSERVER.get()
+
+
+@contextlib.contextmanager
+def observing(observer: Observer) -> Iterator[None]:
+    """Send the events of every turn run in this block (and the threads it starts) to ``observer``."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
+
+
+class Reporter:
+    """Turns what one turn's driver performs into events for ``observer`` (used by the ``Watch``)."""
+
+    def __init__(self, observer: Observer):
+        self.observer = observer
+        self.number = 0
+        self.kind = "step"
+
+    def before(self, effect: Any) -> None:
+        if isinstance(effect, ModelRequest | Extraction):
+            self.number += 1
+            guidance = effect.guidance
+            self.kind = "extraction" if isinstance(effect, Extraction) else guidance.kind
+            text = isinstance(effect, ModelRequest) and (guidance.text_answer or self.kind == "last_text")
+            self.observer(RequestStarted(self.number, self.kind, "text" if text else "thought"))
+        elif isinstance(effect, RunTool) and effect.call is not None:
+            self.observer(ToolStarted(effect.call.id, effect.call.name, dict(effect.args)))
+        elif isinstance(effect, DecidedCall) and effect.stage == "call":
+            call, result = effect.call, effect.result
+            self.observer(ToolStarted(call.id, call.name, effect.args))
+            self.observer(ToolEnded(call.id, call.name, result.value, result.error))
+
+    def after(self, effect: Any, outcome: Any) -> None:
+        if isinstance(effect, ModelRequest | Extraction):
+            self.observer(RequestEnded(self.number, self.kind, outcome))
+        elif isinstance(effect, RunTool) and effect.call is not None:
+            call = effect.call
+            if isinstance(outcome, Returned):
+                self.observer(ToolEnded(call.id, call.name, outcome.value, False))
+            elif isinstance(outcome, Raised):
+                self.observer(ToolEnded(call.id, call.name, f"{type(outcome.error).__name__}: {outcome.error}", True))
+
+    def follower(self, effect: Any, exchange: Any) -> _Deltas | None:
+        """What reads one request's chunks for the UI (its text and its reasoning), if it is a step request."""
+        if not isinstance(effect, ModelRequest) or exchange is None:
+            return None
+        return _Deltas(self.observer, self.number, TextFollower(exchange))
+
+
+class _Deltas:
+    def __init__(self, observer: Observer, number: int, text: TextFollower):
+        self.observer = observer
+        self.number = number
+        self.text = text
+
+    def feed(self, chunk: Any) -> None:
+        reasoning = delta_of(chunk, "reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            self.observer(ReasoningDelta(self.number, reasoning))
+        self._send(self.text.feed(chunk))
+
+    def close(self, outcome: Any) -> None:
+        self._send(self.text.close(outcome))
+
+    def _send(self, responses: Any) -> None:
+        for response in responses:
+            if response.chunk:
+                self.observer(TextDelta(self.number, response.chunk))

@@ -1,0 +1,71 @@
+"""``python -m dspy_imp.web module:agent``: serve an agent's chat page on 127.0.0.1.
+
+The agent is ``module:attribute`` (imported with the current directory on the path). Its LM is the
+one set on it, else the one ``--model`` names (or ``DSPY_IMP_MODEL``), else, when the module has
+one, the LM its ``offline_lm()`` returns (the examples' scripted model). The port is printed
+once the server listens: ``--port 0`` (the default) takes a free one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import socket
+import sys
+from typing import Any
+
+import dspy
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dspy_imp.web", description=__doc__.split("\n\n")[0])
+    parser.add_argument("agent", help="the agent to serve, as module:attribute (e.g. examples.support_agent:agent)")
+    parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--model", default=os.environ.get("DSPY_IMP_MODEL"), help="a dspy.LM model name")
+    parser.add_argument("--sync", action="store_true", help="run turns with the sync call in worker threads")
+    options = parser.parse_args(argv)
+    module, agent = _load(options.agent)
+    _choose_lm(module, agent, options.model)
+
+    import uvicorn
+
+    from dspy_imp.web.app import app
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", options.port))
+    listener.listen(128)  # connections made once the address is printed wait for the server
+    port = listener.getsockname()[1]
+    print(f"dspy-imp web: serving {options.agent} on http://127.0.0.1:{port}/", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app(agent, sync=options.sync), log_level="warning"))
+    server.run(sockets=[listener])
+
+
+def _load(target: str) -> tuple[Any, Any]:
+    name, _, attribute = target.partition(":")
+    if not name or not attribute:
+        sys.exit(f"expected module:attribute, got {target!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(name)
+    try:
+        return module, getattr(module, attribute)
+    except AttributeError:
+        sys.exit(f"{name} has no attribute {attribute!r}")
+
+
+def _choose_lm(module: Any, agent: Any, model: str | None) -> None:
+    if (getattr(agent, "react", None) is not None and agent.react.lm is not None) or dspy.settings.lm is not None:
+        return
+    if model:
+        dspy.configure(lm=dspy.LM(model))
+        print(f"model: {model}", flush=True)
+    elif callable(getattr(module, "offline_lm", None)):
+        dspy.configure(lm=module.offline_lm())
+        print("model: scripted (offline; --model or DSPY_IMP_MODEL for a real one)", flush=True)
+    else:
+        sys.exit("the agent has no LM: set one on it, pass --model, or set DSPY_IMP_MODEL")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Conversations on a DBOS durable agent (``dspy_imp.durable.DurableAgent``): each turn a workflow.
+
+A new turn starts a workflow (``astart``, id ``dspy_imp.web:<conversation>:<random>``) and the
+request follows it until it ends or pauses. A paused turn keeps waiting in its workflow (DBOS
+records it): the request that paused it ends with the pending calls, and the request that answers
+them sends the decisions to that workflow (``adecide``), in this process or, after a restart, in
+the one DBOS recovered it in (the workflow is found by its id's prefix). The workflow keeps the
+observer it started with, so each request renews the conversation's channel, the observer's
+target; a workflow recovered after a restart has no observer, and its resumed part is told at its
+end (the answer and the ``MESSAGES_SNAPSHOT``), not as it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from dbos import DBOS
+
+from dspy_imp._durable.codec import decode_value
+from dspy_imp._durable.driver import PENDING_EVENT
+from dspy_imp._program.prediction import Metadata, make_prediction
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.step_error import StepError
+from dspy_imp._watch.events import TurnEvent, observing
+from dspy_imp.durable import DurableAgent, ahandle
+from dspy_imp.web._inputs import Call
+from dspy_imp.web._turns import Ended, Store
+
+PREFIX = "dspy_imp.web:"
+_POLL = 0.1  # seconds between looks at a running workflow's pending event
+
+
+class _Channel:
+    """A conversation's observer: events go to the queue of the request now following the turn."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.queue: asyncio.Queue[Any] | None = None
+
+    def emit(self, event: TurnEvent) -> None:
+        queue = self.queue
+        if queue is not None:
+            self.loop.call_soon_threadsafe(queue.put_nowait, event)
+
+
+class DurableRunner:
+    """Runs a durable agent's turns, one at a time per conversation (the ``Runner`` of ``_turns``)."""
+
+    def __init__(self, agent: DurableAgent, store: Store):
+        self.agent = agent
+        self.store = store
+        self.busy: set[str] = set()
+        self.channels: dict[str, _Channel] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def run(self, key: str, call: Call) -> AsyncIterator[TurnEvent | Ended]:
+        if key in self.busy:
+            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
+            return
+        self.busy.add(key)
+        queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
+        channel = self.channels.setdefault(key, _Channel(asyncio.get_running_loop()))
+        channel.queue = queue
+        task = asyncio.create_task(self._turn(key, call, channel, queue))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        while True:
+            item = await queue.get()
+            if isinstance(item, Ended):
+                yield await task
+                return
+            yield item
+
+    async def _turn(self, key: str, call: Call, channel: _Channel, queue: asyncio.Queue[Any]) -> Ended:
+        try:
+            workflow, decided = await self._start_or_decide(key, dict(call.kwargs), channel)
+            ended = await self._follow(workflow, decided)
+            await self.store.save(key, ended.prediction.metadata.history)
+        except StepError as error:
+            ended = Ended(error=error)
+            await self.store.save(key, error.history)
+        except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
+            ended = Ended(error=error)
+        finally:
+            self.busy.discard(key)
+        channel.loop.call_soon_threadsafe(queue.put_nowait, ended)
+        return ended
+
+    async def _start_or_decide(self, key: str, kwargs: dict[str, Any], channel: _Channel) -> tuple[str, set[str]]:
+        if "approvals" in kwargs or "results" in kwargs:
+            workflow = await self._waiting(key)
+            approvals, results = kwargs.get("approvals") or {}, kwargs.get("results") or {}
+            await self.agent.adecide(workflow, approvals=approvals or None, results=results or None)
+            return workflow, {*approvals, *results}
+        workflow = f"{PREFIX}{key}:{uuid.uuid4().hex}"
+        with observing(channel.emit):  # the workflow's task copies the context: the channel is its observer
+            await self.agent.astart(workflow_id=workflow, **kwargs)
+        return workflow, set()
+
+    async def _waiting(self, key: str) -> str:
+        found = await DBOS.list_workflows_async(workflow_id_prefix=f"{PREFIX}{key}:", status="PENDING")
+        if not found:
+            raise ConfigurationError(f"conversation {key!r} has no turn waiting for a decision")
+        return str(found[-1].workflow_id)
+
+    async def _follow(self, workflow: str, decided: set[str]) -> Ended:
+        """The turn's end: its prediction, or a paused one built from the pending calls it publishes."""
+        handle = await ahandle(workflow)
+        result = asyncio.ensure_future(handle.aresult(polling_interval_sec=_POLL))
+        try:
+            while not result.done():
+                waiting = await DBOS.get_event_async(workflow, PENDING_EVENT, timeout_seconds=0)
+                if _newly_paused(waiting, decided):
+                    return Ended(_paused(self.agent, waiting))
+                await asyncio.wait({result}, timeout=_POLL)
+            return Ended(result.result())
+        finally:
+            result.cancel()
+
+
+def _newly_paused(waiting: Any, decided: set[str]) -> bool:
+    """A pending event that is not the one just answered (the workflow clears it once it reads them)."""
+    if not isinstance(waiting, Mapping):
+        return False
+    pending = {call["id"] for call in decode_value(waiting["pending_calls"])}
+    return bool(pending - decided)
+
+
+def _paused(agent: DurableAgent, waiting: Mapping[str, Any]) -> Any:
+    """The paused turn as a prediction: its history and pending calls (the workflow keeps the rest)."""
+    history = decode_value(waiting["history"])
+    pending = tuple(decode_value(waiting["pending_calls"]))
+    metadata = Metadata(history=history, termination_reason="paused", pending_calls=pending)
+    return make_prediction(dict.fromkeys(agent.program.signature.output_fields), metadata)

@@ -1,0 +1,144 @@
+"""Running a conversation's next turn for a request, and keeping its history between requests.
+
+The turn runs in a task of its own, observed (``_watch.events``): its events come through a queue,
+then one ``Ended``. The history is saved by that task when the turn ends (a ``StepError``'s
+history too, so a failed turn loses nothing), whether or not anyone still reads the stream: a
+client that goes away mid-turn does not cancel the turn. A conversation runs one turn at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio.to_thread
+import dspy
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.history import dump_history, load_history
+from dspy_imp._records.step_error import StepError
+from dspy_imp._watch.events import TurnEvent, observing
+from dspy_imp.web._inputs import Call
+
+
+class Store(Protocol):
+    """Where conversations are kept between requests, by conversation id."""
+
+    async def load(self, key: str) -> dspy.History | None: ...
+    async def save(self, key: str, history: dspy.History) -> None: ...
+
+
+class MemoryStore:
+    """Conversations in this process's memory (the default): gone when the server stops."""
+
+    def __init__(self) -> None:
+        self._histories: dict[str, dspy.History] = {}
+
+    async def load(self, key: str) -> dspy.History | None:
+        return self._histories.get(key)
+
+    async def save(self, key: str, history: dspy.History) -> None:
+        self._histories[key] = history
+
+
+class FileStore:
+    """Conversations as JSON files in ``directory`` (``dump_history``), one per conversation: they
+    survive a restart, a paused one too (its history holds the pending calls a resume answers).
+
+    Example:
+        >>> app = dspy_imp.web.app(agent, store=dspy_imp.web.FileStore("conversations"))
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    async def load(self, key: str) -> dspy.History | None:
+        return await anyio.to_thread.run_sync(self._load, key)
+
+    async def save(self, key: str, history: dspy.History) -> None:
+        await anyio.to_thread.run_sync(self._save, key, history)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"  # any id, no path in it
+
+    def _load(self, key: str) -> dspy.History | None:
+        path = self._path(key)
+        return load_history(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+
+    def _save(self, key: str, history: dspy.History) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self._path(key)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(dump_history(history), ensure_ascii=False), encoding="utf-8")
+        partial.replace(path)  # a reader never sees half a file
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The turn's end: its prediction, or the error it raised (a ``StepError``, refused input)."""
+
+    prediction: Any = None
+    error: BaseException | None = None
+
+
+class Runner:
+    """Runs the turns of one agent, one at a time per conversation."""
+
+    def __init__(self, agent: Any, store: Store, sync: bool):
+        self.agent = agent
+        self.store = store
+        self.sync = sync
+        self.busy: set[str] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def run(self, key: str, call: Call) -> AsyncIterator[TurnEvent | Ended]:
+        """The turn's events as they happen, then its ``Ended``."""
+        if key in self.busy:
+            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
+            return
+        self.busy.add(key)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
+
+        def observe(event: TurnEvent) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, event)  # in order, from any thread
+
+        task = asyncio.create_task(self._turn(key, call, observe))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        while True:
+            item = await queue.get()
+            if isinstance(item, Ended):
+                yield await task  # the history is saved before the end is told
+                return
+            yield item
+
+    async def _turn(self, key: str, call: Call, observe: Any) -> Ended:
+        try:
+            with observing(observe):
+                prediction = await self._call(dict(call.kwargs))
+            ended = Ended(prediction)
+            await self.store.save(key, prediction.metadata.history)
+        except StepError as error:
+            ended = Ended(error=error)
+            await self.store.save(key, error.history)
+        except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
+            ended = Ended(error=error)
+        finally:
+            self.busy.discard(key)
+        observe(ended)
+        return ended
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        if not self.sync:
+            return await self.agent.acall(**kwargs)
+        context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
+        return await anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))

@@ -1,0 +1,236 @@
+"""AG-UI: a turn as AG-UI events, and AG-UI messages as a conversation's history.
+
+Every event and message is the official ``ag-ui-protocol`` package's own type (``ag_ui.core``);
+``ag_ui.encoder.EventEncoder`` writes them as server-sent events. One run is one turn:
+
+    RUN_STARTED
+      STEP_STARTED "request 1: step"          one step per model request
+        REASONING_START / REASONING_MESSAGE_START / _CONTENT... / _END / REASONING_END
+                                              a thought, or the provider's reasoning
+        TEXT_MESSAGE_START / _CONTENT... / _END
+                                              text that may be the answer (a text-answer turn)
+        TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
+      STEP_FINISHED
+      ...
+      TEXT_MESSAGE_*                          the answer, when it was not the streamed text
+    MESSAGES_SNAPSHOT                         the whole conversation (``to_messages``)
+    RUN_FINISHED                              result, usage; outcome "interrupt" for a pause
+    (or RUN_ERROR: a StepError, or input the agent refuses)
+
+A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt outcome: one
+``Interrupt`` per pending call, ``id`` and ``toolCallId`` the call id, ``reason``
+``"tool_approval"`` or ``"external_tool"``. The next run resumes it with ``resume`` entries:
+``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
+``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
+external call.
+
+A run's messages are read as the conversation's history when the server holds none for the
+thread, and ``MESSAGES_SNAPSHOT`` writes the history as messages (``web.messages``): what this
+module sent comes back as the same history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import dspy
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    Interrupt,
+    MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.encoder import EventEncoder
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web._inputs import Call, paused_calls, summary
+from dspy_imp.web._narration import MessageKind, as_text
+from dspy_imp.web.messages import from_messages, to_messages
+
+__all__ = ["AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
+
+_KEY = "dspy_imp"
+
+
+class AGUIEncoder:
+    """The ``Encoder`` (``_narration``) for one AG-UI run."""
+
+    def __init__(self, thread_id: str, run_id: str, signature: type[dspy.Signature]):
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.signature = signature
+
+    def run_started(self) -> list[BaseEvent]:
+        return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)]
+
+    def step_started(self, name: str) -> list[BaseEvent]:
+        return [StepStartedEvent(step_name=name)]
+
+    def step_finished(self, name: str) -> list[BaseEvent]:
+        return [StepFinishedEvent(step_name=name)]
+
+    def message_started(self, message_id: str, kind: MessageKind) -> list[BaseEvent]:
+        if kind == "text":
+            return [TextMessageStartEvent(message_id=message_id, role="assistant")]
+        return [ReasoningStartEvent(message_id=message_id), ReasoningMessageStartEvent(message_id=message_id)]
+
+    def message_delta(self, message_id: str, kind: MessageKind, delta: str) -> list[BaseEvent]:
+        if kind == "text":
+            return [TextMessageContentEvent(message_id=message_id, delta=delta)]
+        return [ReasoningMessageContentEvent(message_id=message_id, delta=delta)]
+
+    def message_ended(self, message_id: str, kind: MessageKind) -> list[BaseEvent]:
+        if kind == "text":
+            return [TextMessageEndEvent(message_id=message_id)]
+        return [ReasoningMessageEndEvent(message_id=message_id), ReasoningEndEvent(message_id=message_id)]
+
+    def tool_call(self, call_id: str, name: str, args: Any, parent_id: str | None) -> list[BaseEvent]:
+        return [
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=parent_id),
+            ToolCallArgsEvent(tool_call_id=call_id, delta=_arguments(args)),
+            ToolCallEndEvent(tool_call_id=call_id),
+        ]
+
+    def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[BaseEvent]:
+        message_id = f"{self.run_id}-result-{call_id}"
+        return [ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=as_text(value), role="tool")]
+
+    def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[BaseEvent]:
+        metadata = prediction.metadata
+        messages = to_messages(metadata.history, self.signature)
+        outcome: Any = RunFinishedSuccessOutcome()
+        if pending:
+            outcome = RunFinishedInterruptOutcome(interrupts=[_interrupt(call) for call in pending])
+        return [
+            MessagesSnapshotEvent(messages=messages),
+            RunFinishedEvent(
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                result=summary(prediction),
+                outcome=outcome,
+                usage=[_token_usage(metadata.usage)],
+            ),
+        ]
+
+    def failed(self, error: BaseException) -> list[BaseEvent]:
+        usage = getattr(error, "usage", None)
+        return [
+            RunErrorEvent(
+                message=f"{type(error).__name__}: {getattr(error, 'reason', error)}",
+                code=type(error).__name__,
+                usage=[_token_usage(usage)] if usage is not None else None,
+            )
+        ]
+
+
+def _arguments(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _interrupt(call: Mapping[str, Any]) -> Interrupt:
+    approval = call["kind"] == "approval"
+    args = _arguments(call.get("args") or {})
+    if approval:
+        schema = {
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": ["approved"],
+        }
+        message = f"Approve {call['name']}({args})?"
+    else:
+        schema = {"type": "object", "properties": {"result": {}}, "required": ["result"]}
+        message = f"Run {call['name']}({args}) and send its result."
+    return Interrupt(
+        id=call["id"],
+        reason="tool_approval" if approval else "external_tool",
+        message=message,
+        tool_call_id=call["id"],
+        response_schema=schema,
+        metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {})}},
+    )
+
+
+def _token_usage(usage: Any) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        reasoning_tokens=usage.reasoning_tokens or None,
+        cached_input_tokens=usage.cached_tokens or None,
+    )
+
+
+# -- reading a run's input ------------------------------------------------------------------------
+
+
+def read_run_input(run_input: RunAgentInput, signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
+    """The agent call a run asks for: new inputs (the last user message) or the decisions of a resume.
+
+    ``stored``: the conversation the server holds for the thread; without one, the history is read
+    from the run's messages (``from_messages``).
+    """
+    entries, new_inputs = from_messages(run_input.messages, signature)
+    history = stored if stored is not None else dspy.History(messages=entries)
+    if run_input.resume:
+        if stored is None and new_inputs:
+            raise ConfigurationError("a resumed run takes no new user message")
+        return _resume(run_input, history)
+    if not new_inputs:
+        raise ConfigurationError("the run has no new user message to answer (the last message is not the user's)")
+    return Call(kwargs={**new_inputs, "history": history})
+
+
+def _resume(run_input: RunAgentInput, history: dspy.History) -> Call:
+    pending = {call["id"]: call for call in paused_calls(history)}
+    approvals: dict[str, bool | str] = {}
+    results: dict[str, Any] = {}
+    for entry in run_input.resume or ():
+        call = pending.get(entry.interrupt_id)
+        if call is None:
+            raise ConfigurationError(f"resume entry {entry.interrupt_id!r} answers no pending interrupt")
+        payload = entry.payload if isinstance(entry.payload, Mapping) else {}
+        if call["kind"] == "external":
+            if entry.status != "resolved" or "result" not in payload:
+                raise ConfigurationError(f"interrupt {entry.interrupt_id!r} needs payload {{'result': ...}}")
+            results[call["id"]] = payload["result"]
+            continue
+        approvals[call["id"]] = _approval(entry.interrupt_id, entry.status, payload)
+    refused = frozenset(k for k, v in approvals.items() if v is not True)
+    return Call({"history": history, "approvals": approvals, "results": results}, frozenset(pending), refused)
+
+
+def _approval(interrupt_id: str, status: str, payload: Mapping[str, Any]) -> bool | str:
+    if status == "cancelled":
+        return False
+    approved = payload.get("approved")
+    if not isinstance(approved, bool):
+        raise ConfigurationError(
+            f"interrupt {interrupt_id!r} needs payload {{'approved': true | false}}, got {payload!r}"
+        )
+    reason = payload.get("reason")
+    if not approved and isinstance(reason, str) and reason.strip():
+        return reason
+    return approved

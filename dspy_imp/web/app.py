@@ -1,0 +1,167 @@
+"""The ASGI app: both streams and the chat page, for one agent.
+
+    GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
+    GET  /api/info    the agent: its signature, inputs, outputs and tools
+    POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
+    POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
+
+Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from ag_ui.core import RunAgentInput
+from ag_ui.encoder import EventEncoder
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web import agui, vercel
+from dspy_imp.web._inputs import Call
+from dspy_imp.web._narration import Narration
+from dspy_imp.web._turns import Ended, MemoryStore, Runner, Store
+
+STATIC = Path(__file__).parent / "static"
+
+
+def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starlette:
+    """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
+
+    Args:
+        agent: A ``dspy_imp.ReActV2``, or a ``dspy_imp.durable.DurableAgent`` (each turn a DBOS
+            workflow; a paused one waits in it, across restarts). Its LM is the one set on it
+            (``agent.set_lm``) or the one ``dspy.configure`` set.
+        store: Where conversations are kept between requests (``load``/``save`` by id); a
+            ``MemoryStore`` by default.
+        sync: Run each turn with the sync call in a worker thread (for tools that must run in a
+            thread of their own); by default turns run ``agent.acall`` on the event loop. A
+            ``DurableAgent``'s turns always run its async workflow (``astart``).
+
+    Example:
+        >>> import uvicorn
+        >>> uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
+    """
+    program, runner = _runner(agent, store or MemoryStore(), sync)
+    server = _Server(program, runner)
+    routes = [
+        Route("/", server.page),
+        Route("/api/info", server.info),
+        Route("/ag-ui", server.agui, methods=["POST"]),
+        Route("/api/chat", server.chat, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC)),
+    ]
+    return Starlette(routes=routes)
+
+
+def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
+    """The program (for its signature and tools) and what runs its turns."""
+    from dspy_imp._program.module import ReActV2
+
+    if isinstance(agent, ReActV2):
+        return agent, Runner(agent, store, sync)
+    durable = sys.modules.get("dspy_imp.durable")  # imported already by whoever made a DurableAgent
+    if durable is not None and isinstance(agent, durable.DurableAgent):
+        from dspy_imp.web._durable import DurableRunner
+
+        return agent.program, DurableRunner(agent, store)
+    raise ConfigurationError(f"dspy_imp.web.app takes a dspy_imp.ReActV2 or a DurableAgent, got {agent!r}")
+
+
+class _Server:
+    def __init__(self, agent: Any, runner: Any):
+        self.agent = agent
+        self.runner = runner
+        self.signature = agent.signature
+
+    async def page(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
+
+    async def info(self, request: Request) -> Response:
+        signature = self.signature
+        return JSONResponse(
+            {
+                "signature": signature.signature,
+                "instructions": signature.instructions,
+                "inputs": list(signature.input_fields),
+                "outputs": list(signature.output_fields),
+                "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
+            }
+        )
+
+    async def agui(self, request: Request) -> Response:
+        try:
+            run_input = RunAgentInput.model_validate(await request.json())
+        except (ValueError, pydantic.ValidationError) as error:
+            return JSONResponse({"error": f"not an AG-UI RunAgentInput: {error}"}, status_code=422)
+        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
+        narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
+
+        def read(stored: Any) -> Call:
+            return agui.read_run_input(run_input, self.signature, stored)
+
+        events = self._narrate(run_input.thread_id, narration, read)
+        return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
+
+    async def chat(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError as error:
+            return JSONResponse({"error": f"not JSON: {error}"}, status_code=422)
+        key = body.get("id") if isinstance(body, dict) else None
+        if not isinstance(key, str) or not key:
+            return JSONResponse({"error": "the request needs the chat's `id`"}, status_code=422)
+        run_id = f"{key}-{len(body.get('messages') or [])}"  # the parts' ids: new on every request
+        narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
+
+        def read(stored: Any) -> Call:
+            return vercel.read_request(body, self.signature, stored)
+
+        parts = self._narrate(key, narration, read)
+        return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
+
+    async def _narrate(self, key: str, narration: Narration, read: Callable[[Any], Call]) -> AsyncIterator[Any]:
+        for item in narration.start():
+            yield item
+        try:
+            call = read(await self.runner.store.load(key))
+        except ConfigurationError as error:
+            for item in narration.failed(error):
+                yield item
+            return
+        narration.shown, narration.refused = call.shown, call.refused
+        async for event in self.runner.run(key, call):
+            if isinstance(event, Ended):
+                told = narration.finished(event.prediction) if event.error is None else narration.failed(event.error)
+            else:
+                told = narration.event(event)
+            for item in told:
+                yield item
+
+
+def _message_id(body: dict[str, Any]) -> str:
+    """The assistant message this stream writes: the last one when it resumes it, else a new one."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    if last.get("role") == "assistant" and isinstance(last.get("id"), str):
+        return last["id"]
+    return f"{body.get('id')}-{len(messages)}"
+
+
+async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:
+    async for event in events:
+        yield encode(event)
+
+
+async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
+    async for part in parts:
+        yield vercel.encode(part)
+    yield vercel.DONE

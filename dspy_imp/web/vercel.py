@@ -1,0 +1,164 @@
+"""The Vercel AI SDK UI message stream: a turn as the parts ``useChat`` reads.
+
+Each part is one server-sent event (``data: {...}``); the stream ends with ``data: [DONE]`` and
+the response carries ``x-vercel-ai-ui-message-stream: v1``. Parts carry exactly the keys of the
+AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
+
+    start {messageId}
+      start-step                               one step per model request
+        reasoning-start / reasoning-delta / reasoning-end   a thought, or provider reasoning
+        text-start / text-delta / text-end                  text that may be the answer
+        tool-input-start / tool-input-delta / tool-input-available
+        tool-output-available | tool-output-error | tool-output-denied (a refused call)
+      finish-step
+      text-*                                   the answer, when it was not the streamed text
+      tool-approval-request {approvalId, toolCallId}        a call waiting for a person
+    finish {finishReason, messageMetadata}     messageMetadata: how the turn ended, usage
+    (or error {errorText})
+
+A request is ``useChat``'s body: ``{"id": <chat id>, "messages": [...], "trigger": ...}``. A new
+turn's inputs are the last user message's text parts. A resume is a request whose last message
+is the assistant's, with its tool parts answered: ``state: "approval-responded"`` and
+``approval: {"id", "approved", "reason"?}`` (AI SDK 6's ``addToolApprovalResponse``), or
+``state: "output-available"`` for an external call (``addToolResult``). The history is the one
+the server keeps for the chat id (``dspy_imp.web.app``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import dspy
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
+from dspy_imp.web._narration import MessageKind, as_text
+
+__all__ = ["HEADERS", "VercelEncoder", "encode", "read_request"]
+
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
+DONE = "data: [DONE]\n\n"
+
+_FINISH = {"incomplete": "other", "paused": "tool-calls"}
+
+
+def encode(part: Mapping[str, Any]) -> str:
+    """One part as a server-sent event."""
+    return f"data: {json.dumps(part, ensure_ascii=False, separators=(',', ':'), default=str)}\n\n"
+
+
+class VercelEncoder:
+    """The ``Encoder`` (``_narration``) for one AI SDK UI message stream."""
+
+    def __init__(self, message_id: str):
+        self.message_id = message_id
+
+    def run_started(self) -> list[dict[str, Any]]:
+        return [{"type": "start", "messageId": self.message_id}]
+
+    def step_started(self, name: str) -> list[dict[str, Any]]:
+        return [{"type": "start-step"}]
+
+    def step_finished(self, name: str) -> list[dict[str, Any]]:
+        return [{"type": "finish-step"}]
+
+    def message_started(self, message_id: str, kind: MessageKind) -> list[dict[str, Any]]:
+        return [{"type": f"{_part(kind)}-start", "id": message_id}]
+
+    def message_delta(self, message_id: str, kind: MessageKind, delta: str) -> list[dict[str, Any]]:
+        return [{"type": f"{_part(kind)}-delta", "id": message_id, "delta": delta}]
+
+    def message_ended(self, message_id: str, kind: MessageKind) -> list[dict[str, Any]]:
+        return [{"type": f"{_part(kind)}-end", "id": message_id}]
+
+    def tool_call(self, call_id: str, name: str, args: Any, parent_id: str | None) -> list[dict[str, Any]]:
+        return [
+            {"type": "tool-input-start", "toolCallId": call_id, "toolName": name},
+            {"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": as_text(args)},
+            {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": args},
+        ]
+
+    def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[dict[str, Any]]:
+        if denied:
+            return [{"type": "tool-output-denied", "toolCallId": call_id}]
+        if error:
+            return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": as_text(value)}]
+        return [{"type": "tool-output-available", "toolCallId": call_id, "output": _json(value)}]
+
+    def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[dict[str, Any]]:
+        approvals = [
+            {"type": "tool-approval-request", "approvalId": call["id"], "toolCallId": call["id"]}
+            for call in pending
+            if call["kind"] == "approval"
+        ]
+        metadata = prediction.metadata
+        reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
+        return [*approvals, {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)}]
+
+    def failed(self, error: BaseException) -> list[dict[str, Any]]:
+        return [{"type": "error", "errorText": f"{type(error).__name__}: {getattr(error, 'reason', error)}"}]
+
+
+def _part(kind: MessageKind) -> str:
+    return "text" if kind == "text" else "reasoning"
+
+
+def _json(value: Any) -> Any:
+    """A tool's value as the part's JSON ``output`` (its text when it is not JSON)."""
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return as_text(value)
+
+
+# -- reading a request ----------------------------------------------------------------------------
+
+
+def read_request(body: Mapping[str, Any], signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
+    """The agent call a ``useChat`` request asks for (``stored``: the chat's history on the server)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
+        raise ConfigurationError("the request has no `messages`")
+    history = stored if stored is not None else dspy.History(messages=[])
+    last = messages[-1]
+    if last.get("role") == "assistant":
+        return _resume(last, history)
+    if last.get("role") != "user":
+        raise ConfigurationError(f"the last message must be the user's or the assistant's, got {last.get('role')!r}")
+    text = "".join(
+        p.get("text", "") for p in last.get("parts") or [] if isinstance(p, Mapping) and p.get("type") == "text"
+    )
+    return Call({**inputs_from_text(signature, text), "history": history})
+
+
+def _resume(message: Mapping[str, Any], history: dspy.History) -> Call:
+    pending = {call["id"]: call for call in paused_calls(history)}
+    if not pending:
+        raise ConfigurationError("the conversation is not waiting for any tool decision")
+    approvals: dict[str, bool | str] = {}
+    results: dict[str, Any] = {}
+    for part in message.get("parts") or []:
+        call = pending.get(part.get("toolCallId")) if isinstance(part, Mapping) else None
+        if call is None:
+            continue
+        state = part.get("state")
+        if call["kind"] == "approval" and state in ("approval-responded", "output-denied"):
+            approvals[call["id"]] = _approval(part.get("approval") or {})
+        elif call["kind"] == "external" and state == "output-available":
+            results[call["id"]] = part.get("output")
+        elif call["kind"] == "external" and state == "output-error":
+            results[call["id"]] = RuntimeError(str(part.get("errorText") or "the tool failed"))
+    refused = frozenset(k for k, v in approvals.items() if v is not True)
+    return Call({"history": history, "approvals": approvals, "results": results}, frozenset(pending), refused)
+
+
+def _approval(approval: Mapping[str, Any]) -> bool | str:
+    approved = approval.get("approved")
+    if not isinstance(approved, bool):
+        raise ConfigurationError(f"a tool approval needs `approved: true | false`, got {dict(approval)!r}")
+    reason = approval.get("reason")
+    if not approved and isinstance(reason, str) and reason.strip():
+        return reason
+    return approved

@@ -1,0 +1,93 @@
+"""The web app on a DBOS durable agent: each turn a workflow; a paused turn waits in its workflow,
+and the approval sent through AG-UI (or the AI SDK stream) resumes it, from a new app too (as after
+a restart: nothing of the first app is kept but DBOS's records and the store's files)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dbos import DBOS
+from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
+from web_scenarios import client, paused_script, run_input, support_agent, tool_script
+
+import dspy_imp.web
+from dspy_imp import durable
+from dspy_imp.testing import ScriptedLM
+
+PROGRAM = support_agent()
+AGENTS: dict[str, durable.DurableAgent] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    folder = tmp_path_factory.mktemp("dbos")
+    DBOS(config=durable.config("dspy-imp-web", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR"))
+    AGENTS["support"] = durable.DurableAgent(PROGRAM, name="web-support")
+    DBOS.launch()
+    yield
+    DBOS.destroy(destroy_registry=True)
+
+
+async def agui(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
+    async with client(app) as http:
+        response = await http.post("/ag-ui", json=body)
+    return agui_events(response.text)
+
+
+async def statuses(conversation: str) -> list[str]:
+    found = await DBOS.list_workflows_async(workflow_id_prefix=f"dspy_imp.web:{conversation}:")
+    return [workflow.status for workflow in found]
+
+
+async def test_a_durable_turn_streams_like_any_turn() -> None:
+    lm = ScriptedLM(tool_script())
+    PROGRAM.set_lm(lm)
+    events = await agui(dspy_imp.web.app(AGENTS["support"]), run_input("Where is order 42?", thread="d1"))
+    verify_agui(events)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("TOOL_CALL_RESULT") == 2 and "REASONING_MESSAGE_CONTENT" in kinds
+    assert events[-1]["result"]["termination_reason"] == "finished_by_tool"
+    assert await statuses("d1") == ["SUCCESS"]
+    assert lm.remaining == 0
+
+
+async def test_a_paused_durable_turn_is_approved_from_a_new_app(tmp_path: Any) -> None:
+    lm = ScriptedLM(paused_script())
+    PROGRAM.set_lm(lm)
+    store = dspy_imp.web.FileStore(tmp_path)
+    paused = await agui(dspy_imp.web.app(AGENTS["support"], store=store), run_input("Refund order 42", thread="d2"))
+    verify_agui(paused)
+    assert paused[-1]["outcome"]["type"] == "interrupt"
+    assert await statuses("d2") == ["PENDING"]
+
+    again = dspy_imp.web.app(AGENTS["support"], store=dspy_imp.web.FileStore(tmp_path))
+    resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    resumed = await agui(again, run_input(thread="d2", run="r2", resume=resume))
+    verify_agui(resumed, known_calls={"c9"})
+    assert resumed[-1]["result"]["termination_reason"] == "finished_by_tool"
+    assert resumed[-1]["result"]["outputs"] == {"reply": "Order 42 is refunded.", "declined": False}
+    assert await statuses("d2") == ["SUCCESS"]
+    assert lm.remaining == 0
+
+
+async def test_the_ai_sdk_stream_resumes_a_durable_turn_too() -> None:
+    lm = ScriptedLM(paused_script())
+    PROGRAM.set_lm(lm)
+    app = dspy_imp.web.app(AGENTS["support"])
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Refund order 42"}]}
+    async with client(app) as http:
+        first = vercel_parts((await http.post("/api/chat", json={"id": "d3", "messages": [user]})).text)
+        verify_vercel(first)
+        assert first[-2]["type"] == "tool-approval-request"
+        part = {"type": "tool-refund", "toolCallId": "c9", "state": "approval-responded", "input": {"order_id": "42"}}
+        answered = {
+            "id": first[0]["messageId"],
+            "role": "assistant",
+            "parts": [{**part, "approval": {"id": "c9", "approved": True}}],
+        }
+        second = vercel_parts((await http.post("/api/chat", json={"id": "d3", "messages": [user, answered]})).text)
+    verify_vercel(second, known_calls={"c9"})
+    assert second[1] == {"type": "tool-output-available", "toolCallId": "c9", "output": "order 42 refunded"}
+    assert second[-1]["messageMetadata"]["termination_reason"] == "finished_by_tool"
