@@ -176,7 +176,12 @@ def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult, atta
 
 
 def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
-    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned)."""
+    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned).
+
+    A result cut when it arrived is shown as it was cut, whatever renders the others.
+    """
+    if result.shown is not None:
+        return result.shown
     if guidance.result_renderer is not None:
         return attachments.keep(guidance.result_renderer(call, result))
     if result.error:

@@ -4,10 +4,12 @@ A history is a ``dspy.History`` whose messages are *entries*, one per recorded s
 storage vocabulary below whatever the live step fields are called::
 
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
-     "tool_call_results": [{"id", "name", "result", "error", "returned_at"}],
+     "tool_call_results": [{"id", "name", "result", "error", "returned_at", "shown"}],
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
      "pending_calls": [{"id", "name", "args", "kind"}]}
 
+A result's ``shown`` (present only when the result was cut, ``_turn.limits``) is the text the
+model was shown in place of the full ``result``; every later request shows it.
 ``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
 its calls have no results yet, see ``_turn.approval``) are present only when the step has
 them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
@@ -45,7 +47,11 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What came back for one call. On an error, ``value`` is the sentence the model reads."""
+    """What came back for one call. On an error, ``value`` is the sentence the model reads.
+
+    ``shown``: for a result longer than its tool's limit, the text the model reads instead of
+    ``value`` (cut once, when it arrived); ``None`` when the model reads the value.
+    """
 
     id: str
     name: str | None
@@ -53,6 +59,7 @@ class ToolResult:
     error: bool
     returned_at: str
     error_kind: str | None = None
+    shown: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +161,8 @@ def _result_dict(result: ToolResult) -> dict[str, Any]:
     }
     if result.error_kind is not None:
         data["error_kind"] = result.error_kind
+    if result.shown is not None:
+        data["shown"] = result.shown
     return data
 
 
@@ -250,7 +259,14 @@ def _read_result(data: Any) -> ToolResult:
         error=bool(data.get("error", data.get("is_error", False))),
         returned_at=str(data.get("returned_at") or ""),
         error_kind=data.get("error_kind"),
+        shown=_shown(data.get("shown")),
     )
+
+
+def _shown(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"a recorded tool result's `shown` must be a string, got {value!r}")
+    return value
 
 
 def coerce_history(value: Any) -> list[Mapping[str, Any]]:

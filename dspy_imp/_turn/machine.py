@@ -52,13 +52,27 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._turn.approval import Decisions
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    Alongside,
+    CheckGuardrails,
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    ModelRequest,
+    RunTool,
+    RunTools,
+    Sleep,
+)
+from dspy_imp._turn.fallback import ModelChain
+from dspy_imp._turn.guardrails import Tripped, rejected_submit, tripped, withdrawn
+from dspy_imp._turn.limits import Watchdog
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | CheckGuardrails | Alongside
 
 
 Outcome = Ending | Failure
@@ -79,6 +93,7 @@ class Setup:
     retries: int = 3
     paused: Step | None = None
     decisions: Decisions = field(default_factory=Decisions)
+    models: tuple[str, ...] = ()
 
 
 class Turn:
@@ -100,6 +115,13 @@ class Turn:
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
         self.meter = Meter(self.options.usage_limits)
+        self.watchdog = Watchdog(setup.calls.limits)
+        self.models = ModelChain(setup.models)
+        fresh = plan.inputs if setup.paused is None else {}  # a resumed turn has no new inputs to check
+        guards = self.options.input_guardrails if fresh else ()
+        self.alongside = tuple(g for g in guards if g.run == "alongside")
+        self.before = tuple(g for g in guards if g.run == "before")
+        self.output_retried = False
 
     @property
     def steps(self) -> Window[Step]:
@@ -109,10 +131,27 @@ class Turn:
     # -- the step loop ---------------------------------------------------------------------
 
     def run(self) -> Generator[Effect, Any, Outcome]:
+        outcome = yield from self._start()
+        while True:
+            if outcome is None:
+                outcome = yield from self._steps()
+            final = yield from self._checked(outcome)
+            if final is not None:
+                return final
+            outcome = None  # an output guardrail asked the model to try again
+
+    def _start(self) -> Generator[Effect, Any, Outcome | None]:
+        """Input guardrails that run before any request, then a paused step's calls."""
+        if self.before:
+            check = CheckGuardrails("input", self.before, dict(self.plan.inputs))
+            trip = tripped(check, (yield check))
+            if trip is not None:
+                return self._blocked(trip)
         if self.setup.paused is not None:
-            ending = yield from self._resume(self.setup.paused)
-            if ending is not None:
-                return ending
+            return (yield from self._resume(self.setup.paused))
+        return None
+
+    def _steps(self) -> Generator[Effect, Any, Outcome]:
         while True:
             if self.step_index >= self.options.max_iters:
                 return (yield from self._interrupted("max_iters"))
@@ -166,7 +205,8 @@ class Turn:
         if done.finished is not None:
             name, finished = done.finished
             return Ending("finished_by_tool", finished, finished_by_tool=name)
-        return None
+        cause = self.watchdog.after(self.recorded[-1])
+        return None if cause is None else (yield from self._interrupted(cause))
 
     def _resume(self, paused: Step) -> Generator[Effect, Any, Outcome | None]:
         """Answer the paused step's calls with the caller's decisions (before any request)."""
@@ -179,6 +219,38 @@ class Turn:
         text = reply.text if reply.said_something else None
         self._record(Step(thought=text, outputs={name: text}, **_reasoning(reply)))
         return Ending("answered", {name: text}, finish_reason=reply.finish_reason)
+
+    # -- guardrails ------------------------------------------------------------------------
+
+    def _checked(self, outcome: Outcome) -> Generator[Effect, Any, Outcome | None]:
+        """The ending, after output guardrails on its outputs; ``None``: the model tries again."""
+        guards = self.options.output_guardrails
+        if not guards or not isinstance(outcome, Ending) or outcome.outputs is None:
+            return outcome
+        check = CheckGuardrails("output", guards, dict(self.plan.inputs), dict(outcome.outputs))
+        trip = tripped(check, (yield check))
+        if trip is None:
+            return outcome
+        last = self.recorded[-1] if self.steps else None
+        if trip.retry and not self.output_retried and outcome.reason == "submit" and last is not None:
+            self.output_retried = True
+            self._replace_last(rejected_submit(last, trip.reason))
+            return None
+        if last is not None and last.is_answer:
+            self._replace_last(withdrawn(last))
+        return self._blocked(trip, outcome.unexecuted)
+
+    def _blocked(self, trip: Tripped, unexecuted: tuple = ()) -> Ending:
+        self.pending = {}  # a blocked input is not part of the conversation
+        return Ending("blocked", None, guardrail=trip.metadata(), unexecuted=unexecuted)
+
+    def _replace_last(self, step: Step | None) -> None:
+        """Change the step recorded last, before any request showed it (a guardrail's verdict)."""
+        self.recorded.pop()
+        self.entries.pop()
+        if step is not None:
+            self.recorded.append(step)
+            self.entries.append(to_entry(step))
 
     # -- interruptions and last requests ---------------------------------------------------
 
@@ -285,12 +357,14 @@ class Turn:
     def _send(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Outcome]:
         """One request, with context-window recovery and deadline-bounded retries."""
         attempt = 0
+        self.models.start()
         while True:
             stop = self._stop()
             if stop is not None:
                 return self._incomplete(stop)
-            outcome = yield self._request(kind)
-            self.meter.add(outcome.usage or (RequestUsage(kind),))
+            outcome = yield from self._perform(kind)
+            if isinstance(outcome, Ending):  # an input guardrail alongside the first request tripped
+                return outcome
             blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
             if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
@@ -299,6 +373,8 @@ class Turn:
             error = outcome.error
             if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
                 return self._incomplete("deadline_exceeded")
+            if self.models.next(kind, error):  # the same request, at once, to the next LM
+                continue
             if is_fatal(error):
                 return Failure(error)
             if is_context_window(error):
@@ -311,6 +387,19 @@ class Turn:
                 return outcome
             attempt += 1
             yield Sleep(delay)
+
+    def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
+        """Yield one request (with the alongside input guardrails, the first time) and count it."""
+        request = self._request(kind)
+        if self.alongside and isinstance(request, ModelRequest):
+            check = CheckGuardrails("input", self.alongside, dict(self.plan.inputs))
+            self.alongside = ()
+            outcome, answer = yield Alongside(request, check)
+            trip = tripped(check, answer)
+        else:
+            outcome, trip = (yield request), None
+        self.meter.add(outcome.usage or (RequestUsage(kind),))
+        return outcome if trip is None else self._blocked(trip)
 
     def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
         guidance = self._guidance(kind)
@@ -325,9 +414,14 @@ class Turn:
         if left is not None:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
-            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
+            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index)
         return ModelRequest(
-            guidance, dict(self.pending), config, no_retries=left is not None, fallback=self.meter.allows_fallback()
+            guidance,
+            dict(self.pending),
+            config,
+            no_retries=left is not None,
+            fallback=self.meter.allows_fallback(),
+            model=self.models.index,
         )
 
     def _guidance(self, kind: RequestKind) -> Guidance:

@@ -1,0 +1,176 @@
+"""Guardrails: host checks on a turn's inputs and outputs that end it with reason ``"blocked"``.
+
+A guardrail is a function or a DSPy module, optionally wrapped in ``dspy_imp.Guardrail`` to name
+it and say when it runs. An input guardrail is given the call's inputs (``check(inputs)``; a module
+is called as ``module(**inputs)``); an output guardrail the outputs and the inputs
+(``check(outputs, inputs)``; a module as ``module(**inputs, **outputs)``). It answers:
+
+- pass: ``None`` or ``True``, or a prediction/object whose ``blocked`` attribute is false;
+- a block: a reason (a string), ``False`` (no reason given), or a prediction/object whose
+  ``blocked`` attribute is true (its ``reason`` attribute, if any, is the reason).
+
+A guardrail that raises, or answers anything else, blocks (it fails closed).
+
+When they run: input guardrails before the first request (``run="before"``, the default), or
+alongside it (``run="alongside"``: the first request and the guardrails run at once; a tripped
+guardrail discards that request's reply and nothing more is sent). A turn that resumes a paused
+one has no new inputs and runs none. Output guardrails run on the outputs of a turn that has some,
+before it ends; one made with ``retry=True`` may once per turn ask the model to try again instead:
+the ``submit`` call's result becomes the reason (an error observation) and the loop goes on. It
+blocks like any other guardrail when the outputs did not come from an ordinary step's ``submit``.
+
+A tripped guardrail ends the turn ``"blocked"``: no further request, ``metadata.guardrail`` says
+which one and why, and the blocked answer is not replayed in a later turn (``_turn.machine``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from dspy_imp._prompt.signature import SUBMIT
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.kinds import GuardrailStage
+from dspy_imp._records.steps import Step, ToolResult
+from dspy_imp._turn.effects import CheckGuardrails
+
+GuardrailRun = Literal["before", "alongside"]
+"""When an input guardrail runs: before the first request, or at the same time."""
+
+GUARDRAIL_RUNS: tuple[str, ...] = ("before", "alongside")
+
+
+class Guardrail:
+    """A check on a turn's inputs or outputs (see ``docs/controls.md#guardrails``).
+
+    Args:
+        check: A function or a ``dspy.Module`` (async functions and ``acall`` under ``acall``).
+        name: What ``metadata.guardrail`` calls it; the function's or the module's class name.
+        run: For an input guardrail, ``"before"`` the first request (default) or ``"alongside"`` it.
+        retry: For an output guardrail, ask the model once to try again instead of blocking.
+
+    Example:
+        >>> no_pii = dspy_imp.Guardrail(lambda outputs, inputs: "has an email" if "@" in outputs["reply"] else None,
+        ...                             name="no_pii", retry=True)
+        >>> agent = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], output_guardrails=[no_pii])
+    """
+
+    def __init__(self, check: Any, *, name: str | None = None, run: str = "before", retry: bool = False):
+        if isinstance(check, Guardrail) or not callable(check):
+            raise ConfigurationError(f"a guardrail must be a function or a dspy.Module, got {check!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError(f"a guardrail's `name` must be a non-blank string, got {name!r}")
+        if run not in GUARDRAIL_RUNS:
+            raise ConfigurationError(f"a guardrail's `run` must be 'before' or 'alongside', got {run!r}")
+        if not isinstance(retry, bool):
+            raise ConfigurationError(f"a guardrail's `retry` must be True or False, got {retry!r}")
+        self.check = check
+        self.module = is_module(check)
+        self.name = name or _name_of(check, self.module)
+        self.run: GuardrailRun = "alongside" if run == "alongside" else "before"
+        self.retry = retry
+
+    def __repr__(self) -> str:
+        return f"Guardrail({self.name!r}, run={self.run!r}, retry={self.retry!r})"
+
+    def call(self, stage: GuardrailStage, inputs: Mapping[str, Any], outputs: Mapping[str, Any] | None) -> Any:
+        """Run the check (sync); a coroutine it returns is the caller's to refuse."""
+        if self.module:
+            return self.check(**_module_kwargs(inputs, outputs))
+        return self.check(dict(inputs)) if stage == "input" else self.check(dict(outputs or {}), dict(inputs))
+
+    async def acall(self, stage: GuardrailStage, inputs: Mapping[str, Any], outputs: Mapping[str, Any] | None) -> Any:
+        if self.module:
+            return await self.check.acall(**_module_kwargs(inputs, outputs))
+        value = self.call(stage, inputs, outputs)
+        return await value if inspect.isawaitable(value) else value
+
+
+def _module_kwargs(inputs: Mapping[str, Any], outputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**inputs, **(outputs or {})}
+
+
+def is_module(check: Any) -> bool:
+    """A DSPy module (the turn imports no DSPy: a module is what has ``acall`` and predictors)."""
+    return callable(getattr(check, "acall", None)) and callable(getattr(check, "named_predictors", None))
+
+
+def _name_of(check: Callable[..., Any], module: bool) -> str:
+    if module:
+        return type(check).__name__
+    name = getattr(check, "__name__", None)
+    return name if isinstance(name, str) and name != "<lambda>" else type(check).__name__
+
+
+@dataclass(frozen=True)
+class Tripped:
+    """Which guardrail tripped, and why (``metadata.guardrail`` without ``retry``)."""
+
+    stage: GuardrailStage
+    name: str
+    reason: str
+    retry: bool = False
+
+    def metadata(self) -> dict[str, str]:
+        return {"stage": self.stage, "name": self.name, "reason": self.reason}
+
+
+def tripped(check: CheckGuardrails, answer: Any) -> Tripped | None:
+    """The driver's answer to ``check`` (a ``Returned``'s value) as a ``Tripped``, or ``None``."""
+    value = getattr(answer, "value", answer)
+    if not isinstance(value, Mapping):
+        return None
+    name, reason = str(value.get("name")), str(value.get("reason"))
+    retry = any(g.retry for g in check.guardrails if g.name == name)
+    return Tripped(check.stage, name, reason, retry)
+
+
+def verdict(value: Any, name: str) -> str | None:
+    """A guardrail's answer as the reason it blocks, or ``None`` when it passes."""
+    if value is None or value is True:
+        return None
+    if value is False:
+        return f"{name} blocked it"
+    if isinstance(value, str):
+        return value.strip() or f"{name} blocked it"
+    if hasattr(value, "blocked"):
+        if not getattr(value, "blocked"):
+            return None
+        reason = getattr(value, "reason", None)
+        return str(reason).strip() if isinstance(reason, str) and reason.strip() else f"{name} blocked it"
+    return f"{name} answered {type(value).__name__}, not pass or a reason"
+
+
+OUTPUT_GUARDRAIL_KIND = "output_guardrail"
+"""The ``error_kind`` of a ``submit`` result an output guardrail turned down (``retry=True``)."""
+
+
+def rejected_submit(step: Step, reason: str) -> Step:
+    """``step`` with its accepted ``submit`` turned into an error observation: ``reason``."""
+    results = tuple(
+        replace(r, value=reason, error=True, error_kind=OUTPUT_GUARDRAIL_KIND) if _accepted_submit(r) else r
+        for r in step.results
+    )
+    return replace(step, results=results, outputs=None)
+
+
+def withdrawn(step: Step) -> Step | None:
+    """``step`` without the answer a guardrail blocked, so no later turn shows it to the model.
+
+    Its ``submit`` call goes with its result, its text and outputs go; calls to other tools
+    (they ran) stay. A step left with nothing keeps only its inputs (or goes, without any).
+    """
+    ids = {r.id for r in step.results if _accepted_submit(r)}
+    calls = tuple(c for c in step.calls if c.id not in ids)
+    if calls:
+        results = tuple(r for r in step.results if r.id not in ids)
+        return replace(step, thought=None, calls=calls, results=results, outputs=None)
+    if not step.inputs:
+        return None
+    return Step(inputs=step.inputs, extra=step.extra)
+
+
+def _accepted_submit(result: ToolResult) -> bool:
+    return result.name == SUBMIT and not result.error
