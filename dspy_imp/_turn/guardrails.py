@@ -25,6 +25,7 @@ which one and why, and the blocked answer is not replayed in a later turn (``_tu
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -83,7 +84,10 @@ class Guardrail:
 
     async def acall(self, stage: GuardrailStage, inputs: Mapping[str, Any], outputs: Mapping[str, Any] | None) -> Any:
         if self.module:
-            return await self.check.acall(**_module_kwargs(inputs, outputs))
+            kwargs = _module_kwargs(inputs, outputs)
+            if callable(getattr(self.check, "aforward", None)):
+                return await self.check.acall(**kwargs)
+            return await asyncio.to_thread(self.check, **kwargs)  # no ``aforward``: its ``forward``, off the loop
         value = self.call(stage, inputs, outputs)
         return await value if inspect.isawaitable(value) else value
 
