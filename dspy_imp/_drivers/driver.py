@@ -131,7 +131,11 @@ class Effects:
         if isinstance(effect, RunTools):
             return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
         if isinstance(effect, Alongside):  # both inside this effect (one durable step): not self.aperform
-            return tuple(await asyncio.gather(Effects.aperform(self, effect.request), Effects.aperform(self, effect.check)))
+            check = self._aoutcome(self._job(effect.check))
+            outcome, answer = await asyncio.gather(Effects.aperform(self, effect.request), check)
+            if self.watch is not None:
+                await self.watch.asend(self.watch.after(effect.check, answer))
+            return outcome, answer
         job = self._job(effect)
         watch = self.watch
         if watch is None:
@@ -183,13 +187,17 @@ class Effects:
         return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
 
     def _alongside(self, effect: Alongside) -> tuple[Any, Any]:
-        """The first request here, the input guardrails in a worker thread with this context."""
+        """The first request here, the input guardrails in a worker thread with this context (both
+        inside this one effect, so one durable step: not through ``self.perform``)."""
         box: dict[str, Any] = {}
         context = contextvars.copy_context()
-        worker = threading.Thread(target=lambda: box.update(answer=context.run(Effects.perform, self, effect.check)))
+        job = self._job(effect.check)
+        worker = threading.Thread(target=lambda: box.update(answer=context.run(Effects._outcome, job)))
         worker.start()
         outcome = Effects.perform(self, effect.request)
         worker.join()
+        if self.watch is not None:
+            self.watch.send(self.watch.after(effect.check, box.get("answer")))
         return outcome, box.get("answer")
 
     def _job(self, effect: Any) -> _Job:
