@@ -34,6 +34,7 @@ def test_the_status_lines_of_a_misbehaving_turn(how):
     finally:
         gate.set()
     lines = statuses(items)
+    assert 'Calling search({"query": "a"})' in lines  # the worker the tool ran in sends DSPy's line too
     assert "search timed out after 0.05 s" in lines
     assert "Trying openai/b after LMServerError" in lines
     assert "Blocked by no_email (output guardrail): it shows an email address" in lines

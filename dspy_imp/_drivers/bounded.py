@@ -29,9 +29,10 @@ def run_bounded(effect: RunTool, run: Callable[[], Any]) -> Any:
     if timeout <= 0:
         raise _timed_out(effect)
     box: dict[str, Any] = {}
-    context = contextvars.copy_context()
+    context, token = contextvars.copy_context(), _event_loop_token()
 
     def work() -> None:
+        _adopt(token)
         try:
             box["value"] = context.run(run)
         except BaseException as exc:  # handed to the driver's thread, which decides
@@ -65,7 +66,7 @@ def _in_worker(effect: RunTool, run: Callable[[], Any]) -> asyncio.Future[Any]:
     ``asyncio.run`` would wait for at exit)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
+    context, token = contextvars.copy_context(), _event_loop_token()
 
     def settle(value: Any, error: BaseException | None) -> None:
         if future.done():
@@ -76,6 +77,7 @@ def _in_worker(effect: RunTool, run: Callable[[], Any]) -> asyncio.Future[Any]:
             future.set_result(value)
 
     def work() -> None:
+        _adopt(token)
         value, error = None, None
         try:
             value = context.run(run)
@@ -88,6 +90,35 @@ def _in_worker(effect: RunTool, run: Callable[[], Any]) -> asyncio.Future[Any]:
 
     threading.Thread(target=work, name=f"dspy_imp tool {effect.tool.name}", daemon=True).start()
     return future
+
+
+def _event_loop_token() -> Any:
+    """The AnyIO event-loop token of this thread (an AnyIO worker's, or this event loop's), or None.
+
+    Why: DSPy sends a tool's status messages with ``anyio.from_thread.run``, which works only in a
+    thread that knows its event loop; a worker the driver starts must carry it, or a streamed turn
+    loses the tool's "Calling ..." line. AnyIO keeps it in a private thread-local (4.x).
+    """
+    try:
+        from anyio._core._eventloop import threadlocals
+        from anyio.lowlevel import current_token
+    except ImportError:  # another AnyIO: the tool runs, its status lines may be lost
+        return None
+    token = getattr(threadlocals, "current_token", None)
+    if token is None:
+        try:
+            token = current_token()
+        except Exception:  # no event loop in this thread
+            return None
+    return token
+
+
+def _adopt(token: Any) -> None:
+    if token is None:
+        return
+    from anyio._core._eventloop import threadlocals
+
+    threadlocals.current_token = token
 
 
 def _timed_out(effect: RunTool) -> ToolTimedOut:
