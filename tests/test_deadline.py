@@ -55,7 +55,11 @@ def stopped_step(call_id: str, **keys: Any) -> dict[str, Any]:
     """A look call the deadline stopped (issue 25: the deadline bounds tool time too)."""
     stopped = "look was stopped: the turn's deadline passed"
     result = {"id": call_id, "name": "look", "result": stopped, "error": True, "error_kind": "tool_timeout"}
-    return {**keys, "tool_calls": [{"id": call_id, "name": "look", "args": {"where": "shelf"}}], "tool_call_results": [result]}
+    return {
+        **keys,
+        "tool_calls": [{"id": call_id, "name": "look", "args": {"where": "shelf"}}],
+        "tool_call_results": [result],
+    }
 
 
 # -- the deadline itself ----------------------------------------------------------------------------

@@ -59,7 +59,11 @@ AGENTS: dict[str, durable.DurableAgent] = {}
 @pytest.fixture(scope="module", autouse=True)
 def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     folder = tmp_path_factory.mktemp("dbos-misbehaving")
-    DBOS(config=durable.config("dspy-imp-misbehaving", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR"))
+    DBOS(
+        config=durable.config(
+            "dspy-imp-misbehaving", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR"
+        )
+    )
     AGENTS.update({name: durable.DurableAgent(program, name=name) for name, program in PROGRAMS.items()})
     DBOS.launch()
     yield

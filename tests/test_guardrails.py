@@ -125,7 +125,11 @@ def test_a_guardrail_that_raises_blocks(run):
     agent = dspy_imp.ReActV2(TA, tools=[lookup], input_guardrails=[broken])
     with dspy.context(lm=lm):
         pred = run(agent, intent="hi")
-    assert pred.metadata.guardrail == {"stage": "input", "name": "broken", "reason": "broken failed: classifier is down"}
+    assert pred.metadata.guardrail == {
+        "stage": "input",
+        "name": "broken",
+        "reason": "broken failed: classifier is down",
+    }
     assert lm.requests == []
 
 

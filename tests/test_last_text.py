@@ -231,7 +231,10 @@ def test_c7_a_passed_deadline_sends_no_last_request(run):
     # The note is not recorded; the deadline stopped the slow tool (issue 25: it bounds tool time too).
     stopped = {"id": "c1", "name": "look", "result": "look was stopped: the turn's deadline passed", "error": True}
     [step] = settled(meta.history.messages)
-    assert step == {**look_step("c1", intent="is it there?"), "tool_call_results": [{**stopped, "error_kind": "tool_timeout"}]}
+    assert step == {
+        **look_step("c1", intent="is it there?"),
+        "tool_call_results": [{**stopped, "error_kind": "tool_timeout"}],
+    }
     assert "Last one." not in str(meta.history.messages)
     lm.assert_complete()
 

@@ -11,6 +11,7 @@ from streaming_helpers import statuses, stream_items
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
+
 def no_email(outputs: dict, inputs: dict) -> str | None:
     return "it shows an email address" if "@" in str(outputs["answer"]) else None
 
@@ -23,7 +24,9 @@ def test_the_status_lines_of_a_misbehaving_turn(how):
         gate.wait(30)
         return "late"
 
-    primary = ScriptedLM([reply(calls=[call("search", {"query": "a"}, id="c1")]), fail.server_error()], model="openai/a")
+    primary = ScriptedLM(
+        [reply(calls=[call("search", {"query": "a"}, id="c1")]), fail.server_error()], model="openai/a"
+    )
     backup = ScriptedLM([reply("Mail bob@example.com.")], model="openai/b")
     agent = dspy_imp.ReActV2(
         TA, tools=[search], tool_timeouts={"search": 0.05}, output_guardrails=[no_email], fallback=[backup]

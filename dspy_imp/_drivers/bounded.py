@@ -14,6 +14,7 @@ A tool with no bound runs as before, in the driver's own thread or task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable
@@ -48,7 +49,9 @@ def run_bounded(effect: RunTool, run: Callable[[], Any]) -> Any:
     return box["value"]
 
 
-async def arun_bounded(effect: RunTool, arun: Callable[[], Awaitable[Any]], run: Callable[[], Any], is_async: bool) -> Any:
+async def arun_bounded(
+    effect: RunTool, arun: Callable[[], Awaitable[Any]], run: Callable[[], Any], is_async: bool
+) -> Any:
     """An async tool awaited (and cancelled) within the bound; a sync one in a worker thread."""
     timeout = effect.timeout or 0.0
     if timeout <= 0:
@@ -83,10 +86,8 @@ def _in_worker(effect: RunTool, run: Callable[[], Any]) -> asyncio.Future[Any]:
             value = context.run(run)
         except BaseException as exc:
             error = exc
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits for this result
             loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the loop has closed: nobody waits for this result
-            pass
 
     threading.Thread(target=work, name=f"dspy_imp tool {effect.tool.name}", daemon=True).start()
     return future

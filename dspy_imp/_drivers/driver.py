@@ -33,7 +33,9 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._drivers import guarding
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
@@ -46,8 +48,6 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.failures import ContentFiltered
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.warmup import warm_litellm
-from dspy_imp._drivers import guarding
-from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._turn.effects import (
     Alongside,
     CheckGuardrails,

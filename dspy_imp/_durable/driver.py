@@ -52,7 +52,17 @@ from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
 from dspy_imp._records.step_error import StepError
-from dspy_imp._turn.effects import Alongside, CheckGuardrails, DecidedCall, Ending, Extraction, Failure, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    Alongside,
+    CheckGuardrails,
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.machine import Turn
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}

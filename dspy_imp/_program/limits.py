@@ -97,7 +97,9 @@ def check_guardrails(value: Any, where: str) -> tuple[Guardrail, ...]:
     names = [g.name for g in guardrails]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ConfigurationError(f"`{where}` has two guardrails named {twice!r}; name them (dspy_imp.Guardrail(name=...))")
+        raise ConfigurationError(
+            f"`{where}` has two guardrails named {twice!r}; name them (dspy_imp.Guardrail(name=...))"
+        )
     if where == "input_guardrails" and any(g.retry for g in guardrails):
         raise ConfigurationError("`input_guardrails`: `retry=True` is for output guardrails (the model wrote no input)")
     if where == "output_guardrails" and any(g.run != "before" for g in guardrails):
@@ -114,7 +116,7 @@ def _wrap(item: Any, where: str) -> Guardrail:
 def check_fallback(value: Any) -> tuple[dspy.BaseLM, ...]:
     if value is None:
         return ()
-    if isinstance(value, dspy.BaseLM) or isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+    if isinstance(value, dspy.BaseLM | str | bytes | Mapping) or not isinstance(value, Iterable):
         raise ConfigurationError(f"`fallback` must be a list of dspy.LM, got {value!r}")
     models = tuple(value)
     for lm in models:
@@ -127,4 +129,3 @@ def model_name(lm: Any) -> str:
     """What metadata and traces call an LM."""
     name = getattr(lm, "model", None)
     return name if isinstance(name, str) and name else type(lm).__name__
-

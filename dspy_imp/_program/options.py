@@ -14,13 +14,13 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._program.limits import LIMIT_OPTIONS, call_limits
 from dspy_imp._prompt.signature import SUBMIT, is_text_answer
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
 from dspy_imp._turn.approval import Decisions, check_approvals, check_results
-from dspy_imp._program.limits import LIMIT_OPTIONS, call_limits
 from dspy_imp._turn.plan import CallPlan, FinishHook, ProgramOptions, ToolPolicy
 
 logger = logging.getLogger("dspy_imp")

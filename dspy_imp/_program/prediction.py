@@ -101,7 +101,10 @@ def make_prediction(outputs: Mapping[str, Any], metadata: Metadata) -> Predictio
 
 
 def is_complete(prediction: Any) -> bool:
-    """Whether a ``dspy_imp`` prediction carries an answer (its reason is not ``"incomplete"``, ``"paused"`` or ``"blocked"``)."""
+    """Whether a ``dspy_imp`` prediction carries an answer.
+
+    False when its reason is ``"incomplete"``, ``"paused"`` or ``"blocked"``.
+    """
     metadata = getattr(prediction, "metadata", None)
     if not isinstance(metadata, Metadata):
         raise TypeError(f"is_complete() takes a dspy_imp prediction, got {type(prediction).__name__}")

@@ -140,7 +140,7 @@ def verdict(value: Any, name: str) -> str | None:
     if isinstance(value, str):
         return value.strip() or f"{name} blocked it"
     if hasattr(value, "blocked"):
-        if not getattr(value, "blocked"):
+        if not value.blocked:
             return None
         reason = getattr(value, "reason", None)
         return str(reason).strip() if isinstance(reason, str) and reason.strip() else f"{name} blocked it"

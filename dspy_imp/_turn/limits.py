@@ -100,7 +100,9 @@ def misbehaved(name: str, error: BaseException) -> Rejection | None:
     return None
 
 
-def cut_result(limits: ToolLimits, renderer: Callable[[Any, Any], Any] | None, call: ToolCall, result: ToolResult) -> ToolResult:
+def cut_result(
+    limits: ToolLimits, renderer: Callable[[Any, Any], Any] | None, call: ToolCall, result: ToolResult
+) -> ToolResult:
     """``result`` with ``shown`` set when its text (the renderer's, if any) passes its tool's limit.
 
     Errors and media are never cut; a renderer that raises or returns media leaves it whole (the

@@ -414,7 +414,9 @@ class Turn:
         if left is not None:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
-            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index)
+            return Extraction(
+                guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index
+            )
         return ModelRequest(
             guidance,
             dict(self.pending),

@@ -171,7 +171,9 @@ def turn_attributes(metadata: Any, failed: Mapping[str, str]) -> dict[str, Any]:
     return _prefixed({**values, **_common(failed, metadata.usage, metadata.fallbacks)})
 
 
-def failure_attributes(reason: str, failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()) -> dict[str, Any]:
+def failure_attributes(
+    reason: str, failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()
+) -> dict[str, Any]:
     """The turn span's attributes for a turn that raised ``StepError``."""
     values = {"termination.reason": "step_error", "termination.complete": False, "termination.error": reason}
     return _prefixed({**values, **_common(failed, usage, fallbacks)})
