@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import GuardrailStage
 from dspy_imp._records.steps import Step, ToolResult
-from dspy_imp._turn.effects import CheckGuardrails
+from dspy_imp._turn.effects import Alongside, CheckGuardrails, ModelRequest
 
 GuardrailRun = Literal["before", "alongside"]
 """When an input guardrail runs: before the first request, or at the same time."""
@@ -145,6 +145,64 @@ def verdict(value: Any, name: str) -> str | None:
         reason = getattr(value, "reason", None)
         return str(reason).strip() if isinstance(reason, str) and reason.strip() else f"{name} blocked it"
     return f"{name} answered {type(value).__name__}, not pass or a reason"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a tripped output guardrail makes of the turn: ``retry`` (the model tries again) or a
+    block; ``changed``: the last recorded step becomes ``last`` (``None``: it goes)."""
+
+    trip: Tripped
+    retry: bool = False
+    changed: bool = False
+    last: Step | None = None
+
+
+class Guards:
+    """One turn's guardrails: the input ones still to run, and whether the output retry is spent.
+
+    Each method is a generator the machine delegates to: it yields the checks (and the first
+    request, when input guardrails run alongside it) and returns what came of them.
+    """
+
+    def __init__(self, options: Any, inputs: Mapping[str, Any], resumed: bool):
+        guards = options.input_guardrails if inputs and not resumed else ()  # a resumed turn has no new inputs
+        self.before = tuple(g for g in guards if g.run == "before")
+        self.alongside = tuple(g for g in guards if g.run == "alongside")
+        self.output: tuple[Guardrail, ...] = tuple(options.output_guardrails)
+        self.inputs = dict(inputs)
+        self.retried = False
+
+    def check_inputs(self) -> Generator[CheckGuardrails, Any, Tripped | None]:
+        if not self.before:
+            return None
+        check = CheckGuardrails("input", self.before, self.inputs)
+        return tripped(check, (yield check))
+
+    def send(self, request: Any) -> Generator[Any, Any, tuple[Any, Tripped | None]]:
+        """Yield ``request``; the first step request goes together with the alongside guardrails."""
+        if not self.alongside or not isinstance(request, ModelRequest):
+            return (yield request), None
+        check = CheckGuardrails("input", self.alongside, self.inputs)
+        self.alongside = ()
+        outcome, answer = yield Alongside(request, check)
+        return outcome, tripped(check, answer)
+
+    def check_outputs(self, ending: Any, last: Step | None) -> Generator[CheckGuardrails, Any, Verdict | None]:
+        """``None`` when the ending's outputs pass (or it has none); else the verdict on ``last``,
+        the step recorded last in this turn (``None`` when the turn recorded none)."""
+        if not self.output or ending.outputs is None:
+            return None
+        check = CheckGuardrails("output", self.output, self.inputs, dict(ending.outputs))
+        trip = tripped(check, (yield check))
+        if trip is None:
+            return None
+        if trip.retry and not self.retried and ending.reason == "submit" and last is not None:
+            self.retried = True
+            return Verdict(trip, retry=True, changed=True, last=rejected_submit(last, trip.reason))
+        if last is not None and last.is_answer:
+            return Verdict(trip, changed=True, last=withdrawn(last))
+        return Verdict(trip)
 
 
 OUTPUT_GUARDRAIL_KIND = "output_guardrail"

@@ -11,7 +11,15 @@ inputs not yet attached to a recorded step), ``step_index`` (ordinary requests s
 ``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
 ``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
 ``projection`` (leading prior entries left out after a context-window refusal, ``_turn.projection``),
-``meter`` (the model calls sent so far and the usage limits, ``_records.usage``).
+``meter`` (the model calls sent so far and the usage limits, ``_records.usage``),
+``watchdog`` (retries each tool asked for, repeated calls: ``_turn.limits``), ``models`` (which
+LM of the fallback chain the current request goes to, and the hops: ``_turn.fallback``),
+``guards`` (the input guardrails still to run, the output retry: ``_turn.guardrails``).
+
+Guardrails wrap the loop: input ones before the first request (or alongside it), output ones
+on the outputs of the ending; a tripped one ends the turn ``"blocked"``. An output guardrail's
+verdict may change the step recorded last (nothing has shown it to the model yet): its
+``submit`` becomes an error observation (the one retry) or the blocked answer is withdrawn.
 
 A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
 approvals or external results, ``_turn.approval``) first answers that step's calls with the
@@ -19,7 +27,7 @@ caller's decisions, then goes on like any turn. A step whose calls need a decisi
 the reply with its pending calls and ends ``"paused"``; none of its calls runs.
 
 Invariants: the caller's history is never mutated; every recorded step is appended
-once, in order; no request is sent once the deadline has passed or a usage limit is
+once, in order (only an output guardrail's verdict replaces the last one, before any request); no request is sent once the deadline has passed or a usage limit is
 reached; every call of a recorded step is answered before the next request (a paused step
 ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure``
 (becomes ``StepError``).
@@ -65,7 +73,7 @@ from dspy_imp._turn.effects import (
     Sleep,
 )
 from dspy_imp._turn.fallback import ModelChain
-from dspy_imp._turn.guardrails import Tripped, rejected_submit, tripped, withdrawn
+from dspy_imp._turn.guardrails import Guards, Tripped
 from dspy_imp._turn.limits import Watchdog
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
@@ -117,11 +125,7 @@ class Turn:
         self.meter = Meter(self.options.usage_limits)
         self.watchdog = Watchdog(setup.calls.limits)
         self.models = ModelChain(setup.models)
-        fresh = plan.inputs if setup.paused is None else {}  # a resumed turn has no new inputs to check
-        guards = self.options.input_guardrails if fresh else ()
-        self.alongside = tuple(g for g in guards if g.run == "alongside")
-        self.before = tuple(g for g in guards if g.run == "before")
-        self.output_retried = False
+        self.guards = Guards(self.options, plan.inputs, resumed=setup.paused is not None)
 
     @property
     def steps(self) -> Window[Step]:
@@ -142,11 +146,9 @@ class Turn:
 
     def _start(self) -> Generator[Effect, Any, Outcome | None]:
         """Input guardrails that run before any request, then a paused step's calls."""
-        if self.before:
-            check = CheckGuardrails("input", self.before, dict(self.plan.inputs))
-            trip = tripped(check, (yield check))
-            if trip is not None:
-                return self._blocked(trip)
+        trip = yield from self.guards.check_inputs()
+        if trip is not None:
+            return self._blocked(trip)
         if self.setup.paused is not None:
             return (yield from self._resume(self.setup.paused))
         return None
@@ -224,21 +226,14 @@ class Turn:
 
     def _checked(self, outcome: Outcome) -> Generator[Effect, Any, Outcome | None]:
         """The ending, after output guardrails on its outputs; ``None``: the model tries again."""
-        guards = self.options.output_guardrails
-        if not guards or not isinstance(outcome, Ending) or outcome.outputs is None:
+        if not isinstance(outcome, Ending):
             return outcome
-        check = CheckGuardrails("output", guards, dict(self.plan.inputs), dict(outcome.outputs))
-        trip = tripped(check, (yield check))
-        if trip is None:
+        verdict = yield from self.guards.check_outputs(outcome, self.recorded[-1] if self.steps else None)
+        if verdict is None:
             return outcome
-        last = self.recorded[-1] if self.steps else None
-        if trip.retry and not self.output_retried and outcome.reason == "submit" and last is not None:
-            self.output_retried = True
-            self._replace_last(rejected_submit(last, trip.reason))
-            return None
-        if last is not None and last.is_answer:
-            self._replace_last(withdrawn(last))
-        return self._blocked(trip, outcome.unexecuted)
+        if verdict.changed:
+            self._replace_last(verdict.last)
+        return None if verdict.retry else self._blocked(verdict.trip, outcome.unexecuted)
 
     def _blocked(self, trip: Tripped, unexecuted: tuple = ()) -> Ending:
         self.pending = {}  # a blocked input is not part of the conversation
@@ -389,15 +384,8 @@ class Turn:
             yield Sleep(delay)
 
     def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
-        """Yield one request (with the alongside input guardrails, the first time) and count it."""
-        request = self._request(kind)
-        if self.alongside and isinstance(request, ModelRequest):
-            check = CheckGuardrails("input", self.alongside, dict(self.plan.inputs))
-            self.alongside = ()
-            outcome, answer = yield Alongside(request, check)
-            trip = tripped(check, answer)
-        else:
-            outcome, trip = (yield request), None
+        """Yield one request (the first with the alongside input guardrails) and count it."""
+        outcome, trip = yield from self.guards.send(self._request(kind))
         self.meter.add(outcome.usage or (RequestUsage(kind),))
         return outcome if trip is None else self._blocked(trip)
 
