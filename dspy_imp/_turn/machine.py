@@ -26,11 +26,11 @@ approvals or external results, ``_turn.approval``) first answers that step's cal
 caller's decisions, then goes on like any turn. A step whose calls need a decision records
 the reply with its pending calls and ends ``"paused"``; none of its calls runs.
 
-Invariants: the caller's history is never mutated; every recorded step is appended
-once, in order (only an output guardrail's verdict replaces the last one, before any request); no request is sent once the deadline has passed or a usage limit is
-reached; every call of a recorded step is answered before the next request (a paused step
-ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure``
-(becomes ``StepError``).
+Invariants: the caller's history is never mutated; every recorded step is appended once, in
+order (only an output guardrail's verdict replaces the last one, before any request); no request
+is sent once the deadline has passed or a usage limit is reached; every call of a recorded step
+is answered before the next request (a paused step ends the turn); a turn ends exactly once, as
+an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
 """
 
 from __future__ import annotations
