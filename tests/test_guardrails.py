@@ -183,3 +183,14 @@ def test_bad_guardrails_are_refused(option, value, message):
 def test_a_bad_guardrail_option_is_refused():
     with pytest.raises(dspy_imp.ConfigurationError, match="`run` must be 'before' or 'alongside'"):
         dspy_imp.Guardrail(no_homework, run="after")
+
+
+def test_the_notebook_view_shows_the_guardrail_and_the_fallback_hops():
+    primary = ScriptedLM([dspy_imp.testing.fail.server_error()], model="openai/primary")
+    backup = ScriptedLM([reply("Write to bob@example.com.")], model="openai/backup")
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], output_guardrails=[no_email], fallback=[backup])
+    with dspy.context(lm=primary):
+        pred = agent(intent="who do I write to?")
+    view = pred._repr_html_()
+    assert "guardrail" in view and "the answer shows an email address" in view
+    assert "fallbacks" in view and "openai/backup" in view
