@@ -194,3 +194,28 @@ def test_the_notebook_view_shows_the_guardrail_and_the_fallback_hops():
     view = pred._repr_html_()
     assert "guardrail" in view and "the answer shows an email address" in view
     assert "fallbacks" in view and "openai/backup" in view
+
+
+def test_output_guardrails_of_a_resumed_turn_see_the_turns_inputs(run):
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    seen = []
+    lm = ScriptedLM([reply(calls=[call("refund", {"order": "A7"}, id="r1")]), reply("Refunded.")])
+    agent = dspy_imp.ReActV2(
+        TA, tools=[refund], needs_approval=["refund"], output_guardrails=[lambda o, i: seen.append((o, i))]
+    )
+    with dspy.context(lm=lm):
+        paused = run(agent, intent="refund A7")
+        run(agent, history=paused.metadata.history, approvals={"r1": True})
+    assert seen == [({"answer": "Refunded."}, {"intent": "refund A7"})]
+
+
+def test_an_empty_last_text_answer_is_not_checked(run):
+    seen = []
+    lm = ScriptedLM([reply(calls=[call("lookup", {"query": "x"}, id="c1")]), reply("")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], max_iters=1, output_guardrails=[lambda o, i: seen.append(o)])
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="x")
+    assert pred.metadata.termination_reason == "last_text" and seen == []

@@ -165,12 +165,12 @@ class Guards:
     request, when input guardrails run alongside it) and returns what came of them.
     """
 
-    def __init__(self, options: Any, inputs: Mapping[str, Any], resumed: bool):
+    def __init__(self, options: Any, inputs: Mapping[str, Any], resumed: bool, earlier: Mapping[str, Any]):
         guards = options.input_guardrails if inputs and not resumed else ()  # a resumed turn has no new inputs
         self.before = tuple(g for g in guards if g.run == "before")
         self.alongside = tuple(g for g in guards if g.run == "alongside")
         self.output: tuple[Guardrail, ...] = tuple(options.output_guardrails)
-        self.inputs = dict(inputs)
+        self.inputs = dict(inputs) or dict(earlier)  # output guardrails of a call without inputs: the turn's
         self.retried = False
 
     def check_inputs(self) -> Generator[CheckGuardrails, Any, Tripped | None]:
@@ -191,8 +191,8 @@ class Guards:
     def check_outputs(self, ending: Any, last: Step | None) -> Generator[CheckGuardrails, Any, Verdict | None]:
         """``None`` when the ending's outputs pass (or it has none); else the verdict on ``last``,
         the step recorded last in this turn (``None`` when the turn recorded none)."""
-        if not self.output or ending.outputs is None:
-            return None
+        if not self.output or ending.outputs is None or all(v is None for v in ending.outputs.values()):
+            return None  # no outputs to check (an empty last-text answer is not an answer either)
         check = CheckGuardrails("output", self.output, self.inputs, dict(ending.outputs))
         trip = tripped(check, (yield check))
         if trip is None:

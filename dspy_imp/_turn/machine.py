@@ -125,7 +125,9 @@ class Turn:
         self.meter = Meter(self.options.usage_limits)
         self.watchdog = Watchdog(setup.calls.limits)
         self.models = ModelChain(setup.models)
-        self.guards = Guards(self.options, plan.inputs, resumed=setup.paused is not None)
+        known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
+        earlier = next((step.inputs for step in reversed(known) if step.inputs), {})  # a resumed turn's inputs
+        self.guards = Guards(self.options, plan.inputs, setup.paused is not None, earlier)
 
     @property
     def steps(self) -> Window[Step]:
