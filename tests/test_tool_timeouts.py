@@ -196,3 +196,15 @@ def test_a_bad_per_call_timeout_is_refused_before_any_request(run):
     with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match="tool_timeouts"):
         run(agent, intent="x", tool_timeouts={"quick": "soon"})
     assert lm.requests == []
+
+
+def test_a_table_may_name_tools_by_the_tool_itself(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts={stuck: 0.05})
+    try:
+        with dspy.context(lm=lm):
+            run(agent, intent="cats")
+    finally:
+        stuck.release.set()
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
