@@ -219,3 +219,21 @@ def test_an_empty_last_text_answer_is_not_checked(run):
     with dspy.context(lm=lm):
         pred = run(agent, intent="x")
     assert pred.metadata.termination_reason == "last_text" and seen == []
+
+
+def test_a_text_answer_blocks_but_under_finish_submit_it_may_try_again(run):
+    guard = dspy_imp.Guardrail(no_email, retry=True)
+    lm = ScriptedLM([reply("bob@example.com")])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[lookup], output_guardrails=[guard]), intent="who?")
+    assert pred.metadata.termination_reason == "blocked"
+
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("submit", {"answer": "bob@example.com"}, id="s1")]),
+            reply(calls=[call("submit", {"answer": "support"}, id="s2")]),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[lookup], finish="submit", output_guardrails=[guard]), intent="who?")
+    assert (pred.metadata.termination_reason, pred.answer) == ("submit", "support")
