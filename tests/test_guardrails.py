@@ -221,19 +221,33 @@ def test_an_empty_last_text_answer_is_not_checked(run):
     assert pred.metadata.termination_reason == "last_text" and seen == []
 
 
-def test_a_text_answer_blocks_but_under_finish_submit_it_may_try_again(run):
+def test_a_text_answer_turned_down_is_a_thought_with_the_reason_after_it(run):
     guard = dspy_imp.Guardrail(no_email, retry=True)
-    lm = ScriptedLM([reply("bob@example.com")])
+    lm = ScriptedLM([reply("bob@example.com"), reply("Write to support."), reply("You are welcome.")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], output_guardrails=[guard])
     with dspy.context(lm=lm):
-        pred = run(dspy_imp.ReActV2(TA, tools=[lookup], output_guardrails=[guard]), intent="who?")
-    assert pred.metadata.termination_reason == "blocked"
-
-    lm = ScriptedLM(
-        [
-            reply(calls=[call("submit", {"answer": "bob@example.com"}, id="s1")]),
-            reply(calls=[call("submit", {"answer": "support"}, id="s2")]),
-        ]
+        pred = run(agent, intent="who?")
+        saved = dspy_imp.load_history(dspy_imp.dump_history(pred.metadata.history))
+        run(agent, intent="thanks", history=saved)  # a reloaded history renders it the same way
+    assert (pred.metadata.termination_reason, pred.answer) == ("answered", "Write to support.")
+    assert lm.requests[1].messages[-2:] == [
+        {"role": "assistant", "content": "bob@example.com"},
+        {"role": "user", "content": "Your message above was not sent: the answer shows an email address"},
+    ]
+    first = pred.metadata.history.messages[0]
+    assert (first["next_thought"], first["not_sent"], "answer" in first) == (
+        "bob@example.com",
+        "the answer shows an email address",
+        False,
     )
+    assert lm.requests[2].messages[: len(lm.requests[1].messages)] == lm.requests[1].messages
+
+
+def test_a_last_requests_answer_is_not_asked_again(run):
+    guard = dspy_imp.Guardrail(no_email, retry=True)
+    lm = ScriptedLM([reply(calls=[call("lookup", {"query": "x"}, id="c1")]), reply("bob@example.com")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], max_iters=1, output_guardrails=[guard])
     with dspy.context(lm=lm):
-        pred = run(dspy_imp.ReActV2(TA, tools=[lookup], finish="submit", output_guardrails=[guard]), intent="who?")
-    assert (pred.metadata.termination_reason, pred.answer) == ("submit", "support")
+        pred = run(agent, intent="who?")
+    assert pred.metadata.termination_reason == "blocked"
+    lm.assert_complete()

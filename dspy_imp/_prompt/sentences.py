@@ -203,6 +203,11 @@ def tool_stopped_by_deadline(name: str) -> str:
     return f"{name} was stopped: the turn's deadline passed"
 
 
+def not_sent_because(reason: str) -> str:
+    """After a text answer an output guardrail turned down (``retry=True``): the model tries again."""
+    return f"Your message above was not sent: {reason}"
+
+
 def result_cut(shown: int, total: int) -> str:
     """Appended to the part of a result the model is shown when the result was longer."""
     return f"[result cut: {shown} of {total} characters shown]"

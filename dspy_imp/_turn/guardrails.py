@@ -15,9 +15,10 @@ When they run: input guardrails before the first request (``run="before"``, the 
 alongside it (``run="alongside"``: the first request and the guardrails run at once; a tripped
 guardrail discards that request's reply and nothing more is sent). A turn that resumes a paused
 one has no new inputs and runs none. Output guardrails run on the outputs of a turn that has some,
-before it ends; one made with ``retry=True`` may once per turn ask the model to try again instead:
-the ``submit`` call's result becomes the reason (an error observation) and the loop goes on. It
-blocks like any other guardrail when the outputs did not come from an ordinary step's ``submit``.
+before it ends; one made with ``retry=True`` may once per turn ask the model to try again instead, when the
+outputs came from an ordinary step: the ``submit`` call's result becomes the reason (an error
+observation), or a text answer becomes a thought followed by the line "Your message above was not
+sent: <reason>" (``Step.not_sent``); the loop goes on. Outputs of a last request block.
 
 A tripped guardrail ends the turn ``"blocked"``: no further request, ``metadata.guardrail`` says
 which one and why, and the blocked answer is not replayed in a later turn (``_turn.machine``).
@@ -197,9 +198,10 @@ class Guards:
         trip = tripped(check, (yield check))
         if trip is None:
             return None
-        if trip.retry and not self.retried and ending.reason == "submit" and last is not None:
+        if trip.retry and not self.retried and ending.reason in ("submit", "answered") and last is not None:
             self.retried = True
-            return Verdict(trip, retry=True, changed=True, last=rejected_submit(last, trip.reason))
+            turned_down = rejected_submit if ending.reason == "submit" else not_sent
+            return Verdict(trip, retry=True, changed=True, last=turned_down(last, trip.reason))
         if last is not None and last.is_answer:
             return Verdict(trip, changed=True, last=withdrawn(last))
         return Verdict(trip)
@@ -216,6 +218,11 @@ def rejected_submit(step: Step, reason: str) -> Step:
         for r in step.results
     )
     return replace(step, results=results, outputs=None)
+
+
+def not_sent(step: Step, reason: str) -> Step:
+    """A text answer turned down: a thought, followed by a line saying why (``Step.not_sent``)."""
+    return replace(step, outputs=None, not_sent=reason)
 
 
 def withdrawn(step: Step) -> Step | None:

@@ -332,9 +332,7 @@ def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done
     return _judged(ctx, call, outcome, done)[0]
 
 
-def _judged(
-    ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls
-) -> tuple[ToolResult, bool]:
+def _judged(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> tuple[ToolResult, bool]:
     """The call's result, and whether its ``finish_on`` hook rejected what the tool returned
     (the tool's own span is OK then, so the rejection is reported on its own)."""
     if isinstance(outcome, Raised):
