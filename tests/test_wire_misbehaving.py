@@ -154,3 +154,22 @@ def test_an_output_guardrail_retry_is_a_tool_message_the_provider_accepts(engine
     assert pred.answer == "write to support"
     assert second[: len(first)] == first  # the retry extends the request, as any step
     assert second[-1] == {"role": "tool", "tool_call_id": "s1", "content": "Error: do not show email addresses"}
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_a_text_answer_turned_down_is_a_user_line_the_provider_accepts(engine: str, run: Any) -> None:
+    def no_email(outputs: dict, inputs: dict) -> str | None:
+        return "do not show email addresses" if "@" in outputs["answer"] else None
+
+    script = [text_completion("bob@example.com"), text_completion("Write to support.")]
+    with FakeOpenAIServer(script) as server:
+        agent = dspy_imp.ReActV2("question -> answer", output_guardrails=[dspy_imp.Guardrail(no_email, retry=True)])
+        with dspy.context(lm=lm_for(server, engine)):
+            pred = run(agent, question="Who do I write to?")
+        second = server.requests[1].body["messages"]
+        accepted(server)
+    assert pred.answer == "Write to support."
+    assert [(m["role"], m["content"]) for m in second[-2:]] == [
+        ("assistant", "bob@example.com"),
+        ("user", "Your message above was not sent: do not show email addresses"),
+    ]
