@@ -208,3 +208,19 @@ def test_a_table_may_name_tools_by_the_tool_itself(run):
     finally:
         stuck.release.set()
     assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+
+
+def test_none_leaves_a_tool_unbounded_in_the_drivers_own_thread_even_under_a_deadline(run):
+    threads = []
+
+    def lookup(query: str) -> str:
+        """Look it up in a store tied to its thread."""
+        threads.append(threading.get_ident())
+        return "found"
+
+    lm = ScriptedLM([reply(calls=[call("lookup", {"query": "a"}, id="c1")]), reply("Found.")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], tool_timeouts={"lookup": None, "*": 5})
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=60):
+        pred = run(agent, intent="a")
+    assert pred.answer == "Found."
+    assert threads == [threading.get_ident()]  # not a worker: the caller's thread (or its event loop's)

@@ -11,7 +11,7 @@ import dspy
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._turn.guardrails import Guardrail
-from dspy_imp._turn.limits import ANY_TOOL
+from dspy_imp._turn.limits import ANY_TOOL, UNBOUNDED
 
 MAX_TIMEOUT = 10 * 365 * 24 * 3600.0
 
@@ -75,6 +75,8 @@ def _per_tool(value: Any, held: Mapping[str, dspy.Tool], where: str, check: Any)
 
 
 def _seconds(value: Any) -> float | None:
+    if value is None:  # unbounded, even by the deadline: the tool runs in the driver's own thread
+        return UNBOUNDED
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT:

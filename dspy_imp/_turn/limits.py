@@ -47,6 +47,10 @@ DEFAULT_REPEAT_LIMIT = 3
 RETRY_KIND = "retry_requested"
 """The ``error_kind`` of a result whose tool raised ``dspy_imp.RetryTool``."""
 
+UNBOUNDED = float("inf")
+"""A tool's timeout of ``None`` in a table: no bound at all, not even the deadline's (the tool then
+runs in the driver's own thread, as a tool tied to its thread must: a SQLite connection, say)."""
+
 TIMEOUT_KIND = "tool_timeout"
 """The ``error_kind`` of a result whose tool ran out of time."""
 
@@ -74,6 +78,8 @@ class ToolLimits:
         ``0`` when the deadline has passed: the driver then starts nothing.
         """
         timeout = _lookup(self.timeouts, name)
+        if timeout == UNBOUNDED:
+            return None, False
         left = clock.time_left()
         if left is None:
             return timeout, False
