@@ -92,3 +92,24 @@ def test_the_forced_submit_falls_back_too(run):
 def test_bad_fallbacks_are_refused(value):
     with pytest.raises(dspy_imp.ConfigurationError, match="fallback"):
         dspy_imp.ReActV2(TA, tools=[lookup], fallback=value)
+
+
+def test_the_extraction_request_falls_back_too(run):
+    primary = ScriptedLM(
+        [
+            reply(calls=[call("lookup", {"query": "a"}, id="c1")]),
+            reply("I think it is a."),  # the forced submit got text: the extractor is asked
+            fail.server_error(),
+        ],
+        model="openai/primary",
+    )
+    extracted = (
+        "[[ ## reasoning ## ]]\nIt said a.\n\n[[ ## answer ## ]]\na\n\n"
+        "[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+    )
+    backup = ScriptedLM([reply(extracted)], model="openai/backup")
+    agent = dspy_imp.ReActV2(SubmitSig, tools=[lookup], max_iters=1, fallback=[backup])
+    with dspy.context(lm=primary):
+        pred = run(agent, intent="x")
+    assert (pred.metadata.termination_reason, pred.answer, pred.confidence) == ("extracted", "a", 0.5)
+    assert [(h["kind"], h["next"]) for h in pred.metadata.fallbacks] == [("extraction", "openai/backup")]
