@@ -9,12 +9,13 @@ from dspy_imp._drivers.adapter import ReActAdapter
 from dspy_imp._program.module import ReActV2
 from dspy_imp._program.prediction import Metadata, Prediction, is_complete
 from dspy_imp._records.clock import deadline
-from dspy_imp._records.errors import ConfigurationError, ToolCallRejected
+from dspy_imp._records.errors import ConfigurationError, RetryTool, ToolCallRejected
 from dspy_imp._records.history import dump_history, load_history, redact_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
 from dspy_imp._records.usage import Usage, UsageLimits
 from dspy_imp._turn.approval import NeedsApproval
+from dspy_imp._turn.guardrails import Guardrail
 from dspy_imp._turn.tools import Finish
 from dspy_imp._watch.html import HistoryView
 from dspy_imp._watch.progress import show_progress
@@ -24,12 +25,14 @@ from dspy_imp._watch.streaming import StreamListener
 __all__ = [
     "ConfigurationError",
     "Finish",
+    "Guardrail",
     "HistoryView",
     "Metadata",
     "NeedsApproval",
     "Prediction",
     "ReActAdapter",
     "ReActV2",
+    "RetryTool",
     "StatusMessageProvider",
     "StepError",
     "StreamListener",

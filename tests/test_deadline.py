@@ -51,11 +51,14 @@ def without_results_time(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def look_step(call_id: str, **keys: Any) -> dict[str, Any]:
+def stopped_step(call_id: str, **keys: Any) -> dict[str, Any]:
+    """A look call the deadline stopped (issue 25: the deadline bounds tool time too)."""
+    stopped = "look was stopped: the turn's deadline passed"
+    result = {"id": call_id, "name": "look", "result": stopped, "error": True, "error_kind": "tool_timeout"}
     return {
         **keys,
         "tool_calls": [{"id": call_id, "name": "look", "args": {"where": "shelf"}}],
-        "tool_call_results": [{"id": call_id, "name": "look", "result": {"seen": True}, "error": False}],
+        "tool_call_results": [result],
     }
 
 
@@ -107,10 +110,9 @@ def test_c7_passed_before_the_last_text_request(run, bounds):
         pred = run(agent, intent="is it there?")
 
     assert len(lm.requests) == 1
-    assert look.runs == [{"where": "shelf"}]
     assert_out_of_time(pred)
     assert pred.metadata.termination_error is None
-    assert without_results_time(pred.metadata.history.messages) == [look_step("c1", intent="is it there?")]
+    assert without_results_time(pred.metadata.history.messages) == [stopped_step("c1", intent="is it there?")]
     lm.assert_complete()
 
 
@@ -153,7 +155,7 @@ def test_d11_passed_before_the_forced_submit(run):
     assert len(lm.requests) == 1
     assert_out_of_time(pred)
     assert (pred.answer, pred.confidence) == (None, None)
-    assert without_results_time(pred.metadata.history.messages) == [look_step("c1", intent="is it there?")]
+    assert without_results_time(pred.metadata.history.messages) == [stopped_step("c1", intent="is it there?")]
     lm.assert_complete()
 
 
@@ -244,9 +246,9 @@ def test_passed_before_an_ordinary_step(run):
         pred = run(agent, intent="is it there?")
 
     assert len(lm.requests) == 1  # no step 2, no last-text request
-    assert look.runs == [{"where": "shelf"}]
+    assert look.runs == []  # the reply came after the deadline: its call is answered, not run
     assert_out_of_time(pred)
-    assert without_results_time(pred.metadata.history.messages) == [look_step("c1", intent="is it there?")]
+    assert without_results_time(pred.metadata.history.messages) == [stopped_step("c1", intent="is it there?")]
     lm.assert_complete()
 
 

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import copy
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,9 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._drivers import guarding
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
@@ -45,7 +48,16 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.failures import ContentFiltered
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.warmup import warm_litellm
-from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    Alongside,
+    CheckGuardrails,
+    DecidedCall,
+    Extraction,
+    ModelRequest,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import tracing
 from dspy_imp._watch.streaming import Watch
@@ -103,6 +115,8 @@ class Effects:
     def perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
             return self._run_tools(effect)
+        if isinstance(effect, Alongside):
+            return self._alongside(effect)
         job = self._job(effect)
         watch = self.watch
         if watch is None:
@@ -116,6 +130,12 @@ class Effects:
     async def aperform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
             return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
+        if isinstance(effect, Alongside):  # both inside this effect (one durable step): not self.aperform
+            check = self._aoutcome(self._job(effect.check))
+            outcome, answer = await asyncio.gather(Effects.aperform(self, effect.request), check)
+            if self.watch is not None:
+                await self.watch.asend(self.watch.after(effect.check, answer))
+            return outcome, answer
         job = self._job(effect)
         watch = self.watch
         if watch is None:
@@ -166,15 +186,25 @@ class Effects:
             return await self.aperform(run)
         return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
 
+    def _alongside(self, effect: Alongside) -> tuple[Any, Any]:
+        """The first request here, the input guardrails in a worker thread with this context (both
+        inside this one effect, so one durable step: not through ``self.perform``)."""
+        box: dict[str, Any] = {}
+        context = contextvars.copy_context()
+        job = self._job(effect.check)
+        worker = threading.Thread(target=lambda: box.update(answer=context.run(Effects._outcome, job)))
+        worker.start()
+        outcome = Effects.perform(self, effect.request)
+        worker.join()
+        if self.watch is not None:
+            self.watch.send(self.watch.after(effect.check, box.get("answer")))
+        return outcome, box.get("answer")
+
     def _job(self, effect: Any) -> _Job:
         if isinstance(effect, RunTool):
-            tool, args = effect.tool, effect.args
-            return _Job(
-                lambda: _run_sync(tool, args),
-                lambda: tool.acall(**args),
-                lambda value: Returned(value, now_iso()),
-                lambda error: Raised(error, now_iso()),
-            )
+            return self._tool_job(effect)
+        if isinstance(effect, CheckGuardrails):
+            return _Job(lambda: guarding.check(effect), lambda: guarding.acheck(effect), _same, _reraise)
         if isinstance(effect, DecidedCall):
             renderer = self.program.options.tool_result_renderer
             report, areport = tracing.report, tracing.areport
@@ -202,6 +232,25 @@ class Effects:
             lambda error: _filtered(recorder, usage) or Failed(error, usage()),
             scope,
         )
+
+    @staticmethod
+    def _tool_job(effect: RunTool) -> _Job:
+        tool, args = effect.tool, effect.args
+
+        def run() -> Any:
+            return _run_sync(tool, args)
+
+        def arun() -> Awaitable[Any]:
+            return tool.acall(**args)
+
+        if effect.timeout is not None:  # bounded: a worker the driver stops waiting for (``bounded``)
+            return _Job(
+                lambda: run_bounded(effect, run),
+                lambda: arun_bounded(effect, arun, run, _async_tool(tool)),
+                lambda value: Returned(value, now_iso()),
+                lambda error: Raised(error, now_iso()),
+            )
+        return _Job(run, arun, lambda value: Returned(value, now_iso()), lambda error: Raised(error, now_iso()))
 
     def _step_job(self, effect: ModelRequest) -> _Job:
         kwargs, exchange = self._step_call(effect)
@@ -234,7 +283,7 @@ class Effects:
         """
         kwargs: dict[str, Any] = dict(effect.pending)
         kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
-        config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
+        config, lm = self._pin_lm(dict(effect.config), effect.no_retries, effect.model)
         return kwargs, Exchange(effect.guidance, config=config, lm=lm)
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
@@ -242,16 +291,19 @@ class Effects:
         signature = make_extraction_signature(self.program.signature, instructions)
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
         options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
-        config, lm = self._pin_lm(options, effect.no_retries)
+        config, lm = self._pin_lm(options, effect.no_retries, effect.model)
         extractor = Extractor(signature, **config)  # built per request: its options are its own
         if lm is not None:
             extractor.set_lm(lm)
         return extractor, kwargs
 
-    def _pin_lm(self, config: dict[str, Any], no_retries: bool) -> tuple[dict[str, Any], dspy.BaseLM | None]:
-        """The request's options, and under a deadline an LM without DSPy's retries (the machine
-        retries while time remains); ``None`` when the configured LM serves as it is."""
-        lm = self.program.react.lm or dspy.settings.lm
+    def _pin_lm(
+        self, config: dict[str, Any], no_retries: bool, model: int = 0
+    ) -> tuple[dict[str, Any], dspy.BaseLM | None]:
+        """The request's options, and the LM to pin: the chain's ``model``-th fallback, and under a
+        deadline an LM without DSPy's retries (the machine retries while time remains); ``None``
+        when the configured LM serves as it is."""
+        lm = self.program.options.fallback[model - 1] if model else self.program.react.lm or dspy.settings.lm
         if lm is None:
             return config, None
         if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
@@ -260,7 +312,7 @@ class Effects:
             warm_litellm()
         if no_retries and getattr(lm, "num_retries", None):
             return config, lm.copy(num_retries=0)
-        return config, None
+        return config, (lm if model else None)
 
 
 class Extractor(dspy.ChainOfThought):
@@ -292,6 +344,10 @@ def _run_sync(tool: dspy.Tool, args: dict[str, Any]) -> Any:
 
 def _nothing(_: Any) -> None:
     return None
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _reraise(error: Exception) -> Any:

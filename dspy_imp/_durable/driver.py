@@ -52,7 +52,17 @@ from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
 from dspy_imp._records.step_error import StepError
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    Alongside,
+    CheckGuardrails,
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.machine import Turn
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
@@ -145,12 +155,17 @@ def idempotency_key() -> str | None:
     return f"{workflow}:{step}" if position is None else f"{workflow}:{step}.{position}"
 
 
-def step_name(effect: ModelRequest | Extraction | RunTool | RunTools | DecidedCall) -> str:
+def step_name(effect: Any) -> str:
     """What the step is called in DBOS's records (and checked against on replay).
 
     A ``DecidedCall`` (a refused or rejected call, reported to tracers) is a step too, so a
-    replay does not report it twice.
+    replay does not report it twice; so are guardrail checks (a replay does not run them again),
+    and the first request with its alongside input guardrails is one step.
     """
+    if isinstance(effect, CheckGuardrails):
+        return f"dspy_imp.guardrails.{effect.stage}"
+    if isinstance(effect, Alongside):
+        return f"dspy_imp.request.{effect.request.guidance.kind}+guardrails.input"
     if isinstance(effect, DecidedCall):
         return f"dspy_imp.decided.{effect.call.name or 'malformed'}"
     if isinstance(effect, RunTool):

@@ -9,6 +9,7 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor
@@ -22,6 +23,7 @@ from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.effects import Ending, Failure
+from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT
 from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
@@ -60,6 +62,20 @@ class ReActV2(dspy.Module):
             ends ``"paused"``; resume with ``approvals=``.
         external_tools: Tools (names or the objects) the host runs elsewhere: the turn ends
             ``"paused"``; resume with ``results=``. Their runners are never called.
+        tool_timeouts: Seconds one run of a tool may take: a number (every tool) or
+            ``{name: seconds, "*": seconds}``; a tool past it is an observation the model reads.
+        tool_retries: How many calls of a tool may raise ``dspy_imp.RetryTool`` in a turn
+            (default 1); one more interrupts it (cause ``"tool_retries_exhausted"``).
+        max_result_chars: A result longer than this is cut for the model when it arrives (the
+            record keeps it whole): a number or ``{name: chars, "*": chars}``.
+        repeat_limit: The same call with the same result this many times in a turn interrupts it
+            (cause ``"repeated_calls"``); default 3, ``None`` to turn it off.
+        input_guardrails: Checks on the call's inputs (functions, DSPy modules or
+            ``dspy_imp.Guardrail``); a tripped one ends the turn ``"blocked"`` before any request.
+        output_guardrails: Checks on the outputs before the turn ends; a tripped one ends it
+            ``"blocked"`` (or, with ``retry=True``, asks the model once to try again).
+        fallback: LMs to send a request to, in order, when the program's LM fails it with a
+            provider error (``metadata.fallbacks`` records each hop).
 
     Example:
         >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
@@ -86,6 +102,13 @@ class ReActV2(dspy.Module):
         usage_limits: UsageLimits | None = None,
         needs_approval: Iterable[Any] = (),
         external_tools: Iterable[Any] = (),
+        tool_timeouts: float | Mapping[Any, float] | None = None,
+        tool_retries: int | Mapping[Any, int] | None = None,
+        max_result_chars: int | Mapping[Any, int] | None = None,
+        repeat_limit: int | None = DEFAULT_REPEAT_LIMIT,
+        input_guardrails: Iterable[Any] = (),
+        output_guardrails: Iterable[Any] = (),
+        fallback: Iterable[dspy.BaseLM] = (),
         **unknown: Any,
     ):
         super().__init__()
@@ -113,6 +136,13 @@ class ReActV2(dspy.Module):
             usage_limits=check_usage_limits(usage_limits),
             needs_approval=opts.check_tool_names(needs_approval, self.own_tools, "needs_approval"),
             external_tools=opts.check_tool_names(external_tools, self.own_tools, "external_tools"),
+            tool_timeouts=lim.check_tool_timeouts(tool_timeouts, self.own_tools),
+            tool_retries=lim.check_tool_retries(tool_retries, self.own_tools),
+            max_result_chars=lim.check_max_result_chars(max_result_chars, self.own_tools),
+            repeat_limit=lim.check_repeat_limit(repeat_limit),
+            input_guardrails=lim.check_guardrails(input_guardrails, "input_guardrails"),
+            output_guardrails=lim.check_guardrails(output_guardrails, "output_guardrails"),
+            fallback=lim.check_fallback(fallback),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
@@ -166,8 +196,14 @@ class ReActV2(dspy.Module):
             tuple(entries),
             paused=paused,
             decisions=plan.decisions,
+            models=self._models(plan),
         )
         return Turn(plan, setup)
+
+    def _models(self, plan: CallPlan) -> tuple[str, ...]:
+        """The names of the LM chain a request may go to: the program's LM, then its fallbacks."""
+        first = self.react.lm or dspy.settings.lm
+        return tuple(lim.model_name(lm) for lm in (first, *plan.options.fallback))
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         options = plan.options
@@ -201,6 +237,8 @@ class ReActV2(dspy.Module):
             parallel=options.parallel_tools,
             needs_approval=frozenset(options.needs_approval),
             external=frozenset(options.external_tools),
+            limits=options.limits(),
+            renderer=options.tool_result_renderer,
         )
 
     def _conclude(self, turn: Turn, outcome: Ending | Failure, trace_mark: int = 0) -> Prediction:
@@ -208,7 +246,7 @@ class ReActV2(dspy.Module):
             complete_trace(dspy.settings.trace[trace_mark:], self.react, turn.steps)
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
-            trace_failure(self, describe(outcome.error), turn.errors, usage)
+            trace_failure(self, describe(outcome.error), turn.errors, usage, tuple(turn.models.hops))
             history = make_history(turn.resumable_entries())  # the inputs too: enough to resume
             raise StepError(outcome.error, history, usage=usage) from outcome.error
         history = make_history(turn.entries)
@@ -223,6 +261,8 @@ class ReActV2(dspy.Module):
             finish_reason=outcome.finish_reason,
             usage=usage,
             pending_calls=pending_metadata(outcome.pending),
+            guardrail=outcome.guardrail,
+            fallbacks=tuple(turn.models.hops),
         )
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}

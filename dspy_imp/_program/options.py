@@ -14,6 +14,7 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._program.limits import LIMIT_OPTIONS, call_limits
 from dspy_imp._prompt.signature import SUBMIT, is_text_answer
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
@@ -36,11 +37,12 @@ CALL_OPTIONS = (
     "usage_limits",
     "approvals",
     "results",
+    *LIMIT_OPTIONS,
 )
 
 
-# Like `finish`, `approvals` and `results` are that input when the signature has an input so named.
-_INPUT_FIRST = ("tools", "finish", "approvals", "results")
+# Like `finish`, `approvals`, `results` and the limits are that input when the signature has an input so named.
+_INPUT_FIRST = ("tools", "finish", "approvals", "results", *LIMIT_OPTIONS)
 
 
 RESERVED_INPUTS = ("history", "tools", *(o for o in CALL_OPTIONS if o not in _INPUT_FIRST))
@@ -279,6 +281,7 @@ def plan_call(
         changes["parallel_tools"] = check_flag(given["parallel_tools"], "parallel_tools")
     if "usage_limits" in given:
         changes["usage_limits"] = check_usage_limits(given["usage_limits"])
+    changes.update(call_limits(given, held))
     decisions = Decisions(check_approvals(given.get("approvals")), check_results(given.get("results")))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))

@@ -38,6 +38,10 @@ class Metadata:
         pending_calls: For a ``"paused"`` turn, the calls waiting for a decision, in call
             order: ``{"id", "name", "args", "kind"}`` with kind ``"approval"`` (resume with
             ``approvals=``) or ``"external"`` (resume with ``results=``).
+        guardrail: For a ``"blocked"`` turn, the guardrail that tripped: ``{"stage", "name",
+            "reason"}`` (stage ``"input"`` or ``"output"``).
+        fallbacks: Each time a request went to the next LM of the chain, in order:
+            ``{"kind", "model", "error", "next"}`` (``fallback=``).
     """
 
     history: dspy.History
@@ -50,11 +54,13 @@ class Metadata:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     pending_calls: tuple[Mapping[str, Any], ...] = ()
+    guardrail: Mapping[str, str] | None = None
+    fallbacks: tuple[Mapping[str, str], ...] = ()
 
     @property
     def complete(self) -> bool:
-        """False exactly when the turn carries no answer: ``"incomplete"`` or ``"paused"``."""
-        return self.termination_reason not in ("incomplete", "paused")
+        """False exactly when the turn carries no answer: ``"incomplete"``, ``"paused"`` or ``"blocked"``."""
+        return self.termination_reason not in ("incomplete", "paused", "blocked")
 
     def __repr__(self) -> str:
         return html.metadata_repr(self)
@@ -95,7 +101,10 @@ def make_prediction(outputs: Mapping[str, Any], metadata: Metadata) -> Predictio
 
 
 def is_complete(prediction: Any) -> bool:
-    """Whether a ``dspy_imp`` prediction carries an answer (its reason is not ``"incomplete"`` or ``"paused"``)."""
+    """Whether a ``dspy_imp`` prediction carries an answer.
+
+    False when its reason is ``"incomplete"``, ``"paused"`` or ``"blocked"``.
+    """
     metadata = getattr(prediction, "metadata", None)
     if not isinstance(metadata, Metadata):
         raise TypeError(f"is_complete() takes a dspy_imp prediction, got {type(prediction).__name__}")

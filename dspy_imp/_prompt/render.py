@@ -80,7 +80,7 @@ def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: in
     messages.extend(_earlier_body(guidance, step) if earlier else _body(guidance, step))
     following = steps[index + 1] if index + 1 < len(steps) else None
     if not earlier and _gets_line(step, following):
-        line = _unsent_line(guidance)
+        line = sentences.not_sent_because(step.not_sent) if step.not_sent else _unsent_line(guidance)
         if line is not None:
             messages.append(_user(line))
     return messages
@@ -99,7 +99,7 @@ def _moved_thought(guidance: Guidance, steps: Sequence[Step], pending: Mapping[s
     for index in range(len(steps) - 1, -1, -1):
         if steps[index].is_extracted:
             continue
-        return index if steps[index].is_thought else None
+        return index if steps[index].is_thought and not steps[index].not_sent else None
     return None
 
 
@@ -176,7 +176,12 @@ def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult, atta
 
 
 def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
-    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned)."""
+    """A result as text, its media held by ``attachments`` (the renderer gets the value as returned).
+
+    A result cut when it arrived is shown as it was cut, whatever renders the others.
+    """
+    if result.shown is not None:
+        return result.shown
     if guidance.result_renderer is not None:
         return attachments.keep(guidance.result_renderer(call, result))
     if result.error:

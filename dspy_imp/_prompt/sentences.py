@@ -190,3 +190,33 @@ ATTACHED_MEDIA = "Media returned by the tools above:"
 def media_placeholder(kind: str, number: int) -> str:
     """Where a tool result's media stood, in its text: ``[image 1]``; the media follows under it."""
     return f"[{kind} {number}]"
+
+
+# -- tools and models that misbehave (docs/controls.md#tools-and-models-that-misbehave) ---
+
+
+def tool_timed_out(name: str, seconds: float) -> str:
+    return f"{name} timed out after {seconds:g} s"
+
+
+def tool_stopped_by_deadline(name: str) -> str:
+    return f"{name} was stopped: the turn's deadline passed"
+
+
+def not_sent_because(reason: str) -> str:
+    """After a text answer an output guardrail turned down (``retry=True``): the model tries again."""
+    return f"Your message above was not sent: {reason}"
+
+
+def result_cut(shown: int, total: int) -> str:
+    """Appended to the part of a result the model is shown when the result was longer."""
+    return f"[result cut: {shown} of {total} characters shown]"
+
+
+# Not read by the model: the reasons metadata.guardrail reports for a guardrail that could not answer.
+def guardrail_failed(name: str, message: str) -> str:
+    return f"{name} failed: {message}"
+
+
+def guardrail_async_in_sync(name: str) -> str:
+    return f"{name} is async and this turn runs sync"

@@ -9,7 +9,9 @@ metadata, never exceptions. Only two things raise to a caller::
     Exception
     ├── StepError            the turn could not get a model response; carries the history so far
     │                        (``step_error``: it carries usage, a record of this floor)
-    └── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
+    ├── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
+    ├── RetryTool            raised by a tool: the model should call it again (its message says how)
+    └── ToolTimedOut         never reaches a caller: a tool ran past its time bound
 """
 
 from __future__ import annotations
@@ -91,3 +93,35 @@ def error_text(error: BaseException) -> str:
     except Exception:
         return ""
     return text if isinstance(text, str) else ""
+
+
+class RetryTool(Exception):
+    """Raised by a tool to ask the model to call it again with better arguments.
+
+    The message is the observation the model reads (an error result of the call, kind
+    ``retry_requested``). Each tool has a budget of such retries per turn (``tool_retries``,
+    default 1); one more interrupts the turn with cause ``"tool_retries_exhausted"``.
+
+    Example:
+        >>> def book(date: str) -> str:
+        ...     if "-" not in date:
+        ...         raise dspy_imp.RetryTool("send the date as YYYY-MM-DD")
+        ...     return f"booked {date}"
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class ToolTimedOut(Exception):
+    """A tool ran past its time bound (``tool_timeouts`` or the deadline); the driver stopped waiting.
+
+    Never reaches a caller: the model reads it as the call's observation (kind ``tool_timeout``).
+    """
+
+    def __init__(self, name: str, seconds: float, by_deadline: bool = False):
+        super().__init__(f"{name} timed out after {seconds:g} s")
+        self.name = name
+        self.seconds = seconds
+        self.by_deadline = by_deadline

@@ -31,7 +31,15 @@ HistoryReplay = Literal["trajectory", "actions"]
 
 
 TerminationReason = Literal[
-    "answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete", "paused"
+    "answered",
+    "submit",
+    "finished_by_tool",
+    "last_text",
+    "forced_submit",
+    "extracted",
+    "incomplete",
+    "paused",
+    "blocked",
 ]
 
 
@@ -46,6 +54,8 @@ TerminationCause = Literal[
     "context_window_exceeded",
     "deadline_exceeded",
     "usage_limit_exceeded",
+    "repeated_calls",
+    "tool_retries_exhausted",
 ]
 
 
@@ -74,6 +84,12 @@ PendingKind = Literal["approval", "external"]
 - ``"external"``: the host runs it elsewhere (the tool is named in ``external_tools``); resume
   with ``results={id: ...}``.
 """
+
+
+GuardrailStage = Literal["input", "output"]
+
+
+"""Which guardrails tripped in a ``"blocked"`` turn: on the call's inputs, or on its outputs."""
 
 
 FINISH_MODES: tuple[str, ...] = get_args(FinishMode)

@@ -4,10 +4,12 @@ A history is a ``dspy.History`` whose messages are *entries*, one per recorded s
 storage vocabulary below whatever the live step fields are called::
 
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
-     "tool_call_results": [{"id", "name", "result", "error", "returned_at"}],
+     "tool_call_results": [{"id", "name", "result", "error", "returned_at", "shown"}],
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
-     "pending_calls": [{"id", "name", "args", "kind"}]}
+     "pending_calls": [{"id", "name", "args", "kind"}], "not_sent": str}
 
+A result's ``shown`` (present only when the result was cut, ``_turn.limits``) is the text the
+model was shown in place of the full ``result``; every later request shows it.
 ``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
 its calls have no results yet, see ``_turn.approval``) are present only when the step has
 them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
@@ -29,7 +31,15 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import PendingKind
 
 _STEP_KEYS = frozenset(
-    {"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details", "pending_calls"}
+    {
+        "next_thought",
+        "tool_calls",
+        "tool_call_results",
+        "reasoning_content",
+        "reasoning_details",
+        "pending_calls",
+        "not_sent",
+    }
 )
 
 
@@ -45,7 +55,11 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What came back for one call. On an error, ``value`` is the sentence the model reads."""
+    """What came back for one call. On an error, ``value`` is the sentence the model reads.
+
+    ``shown``: for a result longer than its tool's limit, the text the model reads instead of
+    ``value`` (cut once, when it arrived); ``None`` when the model reads the value.
+    """
 
     id: str
     name: str | None
@@ -53,6 +67,7 @@ class ToolResult:
     error: bool
     returned_at: str
     error_kind: str | None = None
+    shown: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +97,8 @@ class Step:
             turn); an answer-only bare entry replays as a step that answered in text.
         pending: For a paused step, the calls that wait for a decision (then ``results`` is
             empty: none of the step's calls ran).
+        not_sent: Why a text answer was not sent (an output guardrail asked the model to try
+            again): the step is a thought, and the line after it says why.
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +111,7 @@ class Step:
     extra: Mapping[str, Any] = field(default_factory=dict)
     bare: bool = False
     pending: tuple[PendingCall, ...] = ()
+    not_sent: str | None = None
 
     @property
     def is_answer(self) -> bool:
@@ -133,6 +151,8 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["pending_calls"] = [
             {"id": p.id, "name": p.name, "args": dict(p.args), "kind": p.kind} for p in step.pending
         ]
+    if step.not_sent is not None:
+        entry["not_sent"] = step.not_sent
     entry.update(step.extra)
     return entry
 
@@ -154,6 +174,8 @@ def _result_dict(result: ToolResult) -> dict[str, Any]:
     }
     if result.error_kind is not None:
         data["error_kind"] = result.error_kind
+    if result.shown is not None:
+        data["shown"] = result.shown
     return data
 
 
@@ -186,6 +208,7 @@ def from_entry(
         extra={k: v for k, v in entry.items() if k not in known},
         bare=not _STEP_KEYS.intersection(entry),
         pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
+        not_sent=_text_or_none(entry.get("not_sent"), "not_sent"),
     )
 
 
@@ -250,7 +273,18 @@ def _read_result(data: Any) -> ToolResult:
         error=bool(data.get("error", data.get("is_error", False))),
         returned_at=str(data.get("returned_at") or ""),
         error_kind=data.get("error_kind"),
+        shown=_shown(data.get("shown")),
     )
+
+
+def _shown(value: Any) -> str | None:
+    return _text_or_none(value, "shown")
+
+
+def _text_or_none(value: Any, key: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"a recorded `{key}` must be a string, got {value!r}")
+    return value
 
 
 def coerce_history(value: Any) -> list[Mapping[str, Any]]:

@@ -12,6 +12,7 @@ from dspy.utils.exceptions import (
     LMAuthError,
     LMBillingError,
     LMConfigurationError,
+    LMError,
     LMInvalidRequestError,
     LMUnsupportedFeatureError,
     is_retryable_lm_error,
@@ -70,6 +71,14 @@ def is_context_window(error: BaseException) -> bool:
         return False
     text = error_text(error).lower()
     return any(phrase in text for phrase in _CONTEXT_WINDOW_TEXT)
+
+
+def is_provider_error(error: BaseException) -> bool:
+    """A request the provider or the LM client failed, which another model might serve
+    (``_turn.fallback``): any DSPy LM error but a content filter's block and a context-window refusal."""
+    if isinstance(error, ContentFiltered) or is_blocked_reply(error) or is_context_window(error):
+        return False
+    return isinstance(error, LMError)
 
 
 def is_unreadable(error: BaseException) -> bool:

@@ -11,6 +11,12 @@ loop logic::
     RunTools     -> tuple[Returned | Raised, ...]
                                           several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
+    CheckGuardrails -> Returned            guardrails on the inputs or outputs (``_turn.guardrails``)
+    Alongside    -> (Reply | Failed, Returned)
+                                          the first request and the input guardrails at once
+
+``ModelRequest.model``/``Extraction.model`` name the LM of the program's chain the request goes
+to (0: the program's LM; ``_turn.fallback``). ``RunTool.timeout`` bounds the run (``_turn.limits``).
 
 A request's answer carries ``usage``: the model calls it took, as the LM reported them.
 """
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from dspy_imp._prompt.guidance import Guidance
-from dspy_imp._records.kinds import TerminationCause, TerminationReason
+from dspy_imp._records.kinds import GuardrailStage, TerminationCause, TerminationReason
 from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult
 
 
@@ -45,13 +51,15 @@ class Tool(Protocol):
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One step request. ``fallback``: whether DSPy's JSON fallback may send a second one."""
+    """One step request. ``fallback``: whether DSPy's JSON fallback may send a second one;
+    ``model``: which LM of the chain it goes to."""
 
     guidance: Guidance
     pending: Mapping[str, Any]
     config: Mapping[str, Any]
     no_retries: bool = False
     fallback: bool = True
+    model: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,14 +68,19 @@ class Extraction:
     inputs: Mapping[str, Any]
     config: Mapping[str, Any]
     no_retries: bool = False
+    model: int = 0
 
 
 @dataclass(frozen=True)
 class RunTool:
-    """One tool run; ``call`` is the call it answers, as recorded (watchers report its id)."""
+    """One tool call; ``timeout``: the seconds it may run (``None``: unbounded), ``by_deadline``:
+    whether the deadline is what bounds it; ``call``: the call it answers, as recorded (watchers
+    report its id)."""
 
     tool: Tool
     args: dict[str, Any]
+    timeout: float | None = None
+    by_deadline: bool = False
     call: ToolCall | None = field(default=None, compare=False)
 
 
@@ -103,6 +116,27 @@ class Sleep:
 
 
 @dataclass(frozen=True)
+class CheckGuardrails:
+    """Run guardrails in order until one trips -> ``Returned(None | {"name", "reason"})``.
+
+    ``guardrails`` are ``_turn.guardrails.Guardrail``s; ``outputs`` is ``None`` for input guardrails.
+    """
+
+    stage: GuardrailStage
+    guardrails: tuple[Any, ...]
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """The first request and the input guardrails at once -> ``(request outcome, Returned)``."""
+
+    request: ModelRequest
+    check: CheckGuardrails
+
+
+@dataclass(frozen=True)
 class Ending:
     """How the turn ended, as data (becomes the prediction's metadata)."""
 
@@ -114,6 +148,7 @@ class Ending:
     unexecuted: tuple[Mapping[str, Any], ...] = ()
     finish_reason: str | None = None
     pending: tuple[PendingCall, ...] = ()
+    guardrail: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,26 @@ inputs not yet attached to a recorded step), ``step_index`` (ordinary requests s
 ``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
 ``retried`` (the one extra step a ``"tools"`` turn gets after a failed request),
 ``projection`` (leading prior entries left out after a context-window refusal, ``_turn.projection``),
-``meter`` (the model calls sent so far and the usage limits, ``_records.usage``).
+``meter`` (the model calls sent so far and the usage limits, ``_records.usage``),
+``watchdog`` (retries each tool asked for, repeated calls: ``_turn.limits``), ``models`` (which
+LM of the fallback chain the current request goes to, and the hops: ``_turn.fallback``),
+``guards`` (the input guardrails still to run, the output retry: ``_turn.guardrails``).
+
+Guardrails wrap the loop: input ones before the first request (or alongside it), output ones
+on the outputs of the ending; a tripped one ends the turn ``"blocked"``. An output guardrail's
+verdict may change the step recorded last (nothing has shown it to the model yet): its
+``submit`` becomes an error observation (the one retry) or the blocked answer is withdrawn.
 
 A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
 approvals or external results, ``_turn.approval``) first answers that step's calls with the
 caller's decisions, then goes on like any turn. A step whose calls need a decision records
 the reply with its pending calls and ends ``"paused"``; none of its calls runs.
 
-Invariants: the caller's history is never mutated; every recorded step is appended
-once, in order; no request is sent once the deadline has passed or a usage limit is
-reached; every call of a recorded step is answered before the next request (a paused step
-ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure``
-(becomes ``StepError``).
+Invariants: the caller's history is never mutated; every recorded step is appended once, in
+order (only an output guardrail's verdict replaces the last one, before any request); no request
+is sent once the deadline has passed or a usage limit is reached; every call of a recorded step
+is answered before the next request (a paused step ends the turn); a turn ends exactly once, as
+an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
 """
 
 from __future__ import annotations
@@ -52,13 +60,27 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._turn.approval import Decisions
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    Alongside,
+    CheckGuardrails,
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    ModelRequest,
+    RunTool,
+    RunTools,
+    Sleep,
+)
+from dspy_imp._turn.fallback import ModelChain
+from dspy_imp._turn.guardrails import Guards, Tripped
+from dspy_imp._turn.limits import Watchdog
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | CheckGuardrails | Alongside
 
 
 Outcome = Ending | Failure
@@ -79,6 +101,7 @@ class Setup:
     retries: int = 3
     paused: Step | None = None
     decisions: Decisions = field(default_factory=Decisions)
+    models: tuple[str, ...] = ()
 
 
 class Turn:
@@ -100,6 +123,11 @@ class Turn:
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
         self.meter = Meter(self.options.usage_limits)
+        self.watchdog = Watchdog(setup.calls.limits)
+        self.models = ModelChain(setup.models)
+        known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
+        earlier = next((step.inputs for step in reversed(known) if step.inputs), {})  # a resumed turn's inputs
+        self.guards = Guards(self.options, plan.inputs, setup.paused is not None, earlier)
 
     @property
     def steps(self) -> Window[Step]:
@@ -109,10 +137,25 @@ class Turn:
     # -- the step loop ---------------------------------------------------------------------
 
     def run(self) -> Generator[Effect, Any, Outcome]:
+        outcome = yield from self._start()
+        while True:
+            if outcome is None:
+                outcome = yield from self._steps()
+            final = yield from self._checked(outcome)
+            if final is not None:
+                return final
+            outcome = None  # an output guardrail asked the model to try again
+
+    def _start(self) -> Generator[Effect, Any, Outcome | None]:
+        """Input guardrails that run before any request, then a paused step's calls."""
+        trip = yield from self.guards.check_inputs()
+        if trip is not None:
+            return self._blocked(trip)
         if self.setup.paused is not None:
-            ending = yield from self._resume(self.setup.paused)
-            if ending is not None:
-                return ending
+            return (yield from self._resume(self.setup.paused))
+        return None
+
+    def _steps(self) -> Generator[Effect, Any, Outcome]:
         while True:
             if self.step_index >= self.options.max_iters:
                 return (yield from self._interrupted("max_iters"))
@@ -166,7 +209,8 @@ class Turn:
         if done.finished is not None:
             name, finished = done.finished
             return Ending("finished_by_tool", finished, finished_by_tool=name)
-        return None
+        cause = self.watchdog.after(self.recorded[-1])
+        return None if cause is None else (yield from self._interrupted(cause))
 
     def _resume(self, paused: Step) -> Generator[Effect, Any, Outcome | None]:
         """Answer the paused step's calls with the caller's decisions (before any request)."""
@@ -179,6 +223,31 @@ class Turn:
         text = reply.text if reply.said_something else None
         self._record(Step(thought=text, outputs={name: text}, **_reasoning(reply)))
         return Ending("answered", {name: text}, finish_reason=reply.finish_reason)
+
+    # -- guardrails ------------------------------------------------------------------------
+
+    def _checked(self, outcome: Outcome) -> Generator[Effect, Any, Outcome | None]:
+        """The ending, after output guardrails on its outputs; ``None``: the model tries again."""
+        if not isinstance(outcome, Ending):
+            return outcome
+        verdict = yield from self.guards.check_outputs(outcome, self.recorded[-1] if self.steps else None)
+        if verdict is None:
+            return outcome
+        if verdict.changed:
+            self._replace_last(verdict.last)
+        return None if verdict.retry else self._blocked(verdict.trip, outcome.unexecuted)
+
+    def _blocked(self, trip: Tripped, unexecuted: tuple = ()) -> Ending:
+        self.pending = {}  # a blocked input is not part of the conversation
+        return Ending("blocked", None, guardrail=trip.metadata(), unexecuted=unexecuted)
+
+    def _replace_last(self, step: Step | None) -> None:
+        """Change the step recorded last, before any request showed it (a guardrail's verdict)."""
+        self.recorded.pop()
+        self.entries.pop()
+        if step is not None:
+            self.recorded.append(step)
+            self.entries.append(to_entry(step))
 
     # -- interruptions and last requests ---------------------------------------------------
 
@@ -285,12 +354,14 @@ class Turn:
     def _send(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Outcome]:
         """One request, with context-window recovery and deadline-bounded retries."""
         attempt = 0
+        self.models.start()
         while True:
             stop = self._stop()
             if stop is not None:
                 return self._incomplete(stop)
-            outcome = yield self._request(kind)
-            self.meter.add(outcome.usage or (RequestUsage(kind),))
+            outcome = yield from self._perform(kind)
+            if isinstance(outcome, Ending):  # an input guardrail alongside the first request tripped
+                return outcome
             blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
             if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
@@ -299,6 +370,8 @@ class Turn:
             error = outcome.error
             if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
                 return self._incomplete("deadline_exceeded")
+            if self.models.next(kind, error):  # the same request, at once, to the next LM
+                continue
             if is_fatal(error):
                 return Failure(error)
             if is_context_window(error):
@@ -311,6 +384,12 @@ class Turn:
                 return outcome
             attempt += 1
             yield Sleep(delay)
+
+    def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
+        """Yield one request (the first with the alongside input guardrails) and count it."""
+        outcome, trip = yield from self.guards.send(self._request(kind))
+        self.meter.add(outcome.usage or (RequestUsage(kind),))
+        return outcome if trip is None else self._blocked(trip)
 
     def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
         guidance = self._guidance(kind)
@@ -325,9 +404,16 @@ class Turn:
         if left is not None:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
-            return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
+            return Extraction(
+                guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index
+            )
         return ModelRequest(
-            guidance, dict(self.pending), config, no_retries=left is not None, fallback=self.meter.allows_fallback()
+            guidance,
+            dict(self.pending),
+            config,
+            no_retries=left is not None,
+            fallback=self.meter.allows_fallback(),
+            model=self.models.index,
         )
 
     def _guidance(self, kind: RequestKind) -> Guidance:

@@ -13,6 +13,8 @@ from dspy_imp._records.kinds import FinishMode, HistoryReplay
 from dspy_imp._records.usage import UsageLimits
 from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.effects import Tool
+from dspy_imp._turn.guardrails import Guardrail
+from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT, ToolLimits
 
 ToolPolicy = Callable[[str, dict[str, Any]], "bool | str"] | frozenset[str] | None
 
@@ -38,6 +40,17 @@ class ProgramOptions:
     usage_limits: UsageLimits | None = None
     needs_approval: tuple[str, ...] = ()
     external_tools: tuple[str, ...] = ()
+    tool_timeouts: Mapping[str, float] = field(default_factory=dict)
+    tool_retries: Mapping[str, int] = field(default_factory=dict)
+    max_result_chars: Mapping[str, int] = field(default_factory=dict)
+    repeat_limit: int | None = DEFAULT_REPEAT_LIMIT
+    input_guardrails: tuple[Guardrail, ...] = ()
+    output_guardrails: tuple[Guardrail, ...] = ()
+    fallback: tuple[Any, ...] = ()  # dspy.BaseLM objects (the turn imports no DSPy)
+
+    def limits(self) -> ToolLimits:
+        """The per-tool limits and the repeat limit, as the turn applies them."""
+        return ToolLimits(self.tool_timeouts, self.tool_retries, self.max_result_chars, self.repeat_limit)
 
 
 @dataclass(frozen=True)

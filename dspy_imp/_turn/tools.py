@@ -32,6 +32,7 @@ from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult, now_iso
 from dspy_imp._records.text import result_text
 from dspy_imp._turn.approval import Decisions, asks_approval
 from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools, Tool
+from dspy_imp._turn.limits import ToolLimits, cut_result, misbehaved
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -77,6 +78,8 @@ class CallContext:
     parallel: bool = False
     needs_approval: frozenset[str] = frozenset()
     external: frozenset[str] = frozenset()
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    renderer: Callable[[Any, Any], Any] | None = None
 
 
 @dataclass
@@ -152,13 +155,13 @@ def _execute(
     runs = [c for c in checked if c.runner is not None]
     outcomes: dict[str, Returned | Raised] = {}
     if ctx.parallel and len(runs) > 1:
-        answers = yield RunTools(tuple(RunTool(c.runner, dict(c.call.args), c.call) for c in runs if c.runner))
+        answers = yield RunTools(tuple(_run(ctx, c.runner, c.call) for c in runs if c.runner))
         outcomes = {c.call.id: answer for c, answer in zip(runs, answers, strict=True)}
     for item in checked:
         result = item.result
         stage: Literal["call", "finish_on", "unexecuted"] | None = "unexecuted" if item.unexecuted else "call"
         if item.runner is not None:
-            outcome = outcomes.get(item.call.id) or (yield RunTool(item.runner, dict(item.call.args), item.call))
+            outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call))
             result, rejected = _judged(ctx, item.call, outcome, done)
             stage = "finish_on" if rejected else None
         elif item.answer is not None:
@@ -170,6 +173,12 @@ def _execute(
         if not item.unexecuted:
             done.calls.append(item.call)
             done.results.append(result)
+
+
+def _run(ctx: CallContext, runner: Tool, call: ToolCall) -> RunTool:
+    """The run of one call, bounded by its tool's timeout and the deadline (``_turn.limits``)."""
+    timeout, by_deadline = ctx.limits.bound(call.name)
+    return RunTool(runner, dict(call.args), timeout, by_deadline, call)
 
 
 def _not_run(ctx: CallContext, call: ToolCall, mode: CallMode) -> Rejection:
@@ -323,20 +332,20 @@ def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done
     return _judged(ctx, call, outcome, done)[0]
 
 
-def _judged(
-    ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls
-) -> tuple[ToolResult, bool]:
+def _judged(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> tuple[ToolResult, bool]:
     """The call's result, and whether its ``finish_on`` hook rejected what the tool returned
     (the tool's own span is OK then, so the rejection is reported on its own)."""
     if isinstance(outcome, Raised):
-        failed = Rejection("tool_error", sentences.tool_failed(call.name or "", _message(outcome.error)))
+        failed = misbehaved(call.name or "", outcome.error) or Rejection(
+            "tool_error", sentences.tool_failed(call.name or "", _message(outcome.error))
+        )
         return _error(call, failed, outcome.at), False
     value = readable_result(outcome.value)
     if isinstance(value, Rejection):
         unreadable = Rejection("tool_error", sentences.unreadable_result(call.name or "", value.sentence))
         return _error(call, unreadable), False
     result = _finish_hook(ctx, call, value, done, outcome.at)
-    return result, result.error
+    return cut_result(ctx.limits, ctx.renderer, call, result), result.error
 
 
 def _finish_hook(ctx: CallContext, call: ToolCall, value: Any, done: StepCalls, at: str | None) -> ToolResult:

@@ -67,7 +67,10 @@ def termination_html(metadata: Any) -> str:
         value = getattr(metadata, name)
         if value is not None:
             rows.append((name, value_html(value)))
-    for name in ("pending_calls", "unexecuted_tool_calls"):
+    guardrail = getattr(metadata, "guardrail", None)
+    if guardrail:
+        rows.append(("guardrail", value_html(dict(guardrail))))
+    for name in ("pending_calls", "unexecuted_tool_calls", "fallbacks"):
         calls = getattr(metadata, name, ())
         if calls:
             rows.append((name, value_html([dict(c) for c in calls])))

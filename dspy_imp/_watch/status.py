@@ -72,6 +72,19 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         why = f" after {type(error).__name__}" if error is not None else ""
         return f"Retrying in {seconds:.3g}s{why}"
 
+    def fallback_status_message(self, model: str, error: BaseException | None) -> str | None:
+        """Before a request sent on to the next LM of the chain (``fallback=``)."""
+        why = f" after {type(error).__name__}" if error is not None else ""
+        return f"Trying {model}{why}"
+
+    def tool_timeout_status_message(self, name: str, seconds: float) -> str | None:
+        """When the loop stopped waiting for a tool (its timeout, or the deadline)."""
+        return f"{name} timed out after {seconds:.3g} s"
+
+    def guardrail_status_message(self, stage: str, name: str, reason: str) -> str | None:
+        """When a guardrail trips (``stage``: ``"input"`` or ``"output"``)."""
+        return f"Blocked by {name} ({stage} guardrail): {reason}"
+
     def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
         """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``)."""
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
@@ -91,8 +104,8 @@ def status_for(provider: Any, event: str, *args: Any) -> str | None:
             return _call(provider, "turn_end_status_message", "error", type(outcome.error).__name__)
         assert isinstance(outcome, Ending)
         return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
-    if event == "retry":
-        return _call(provider, "retry_status_message", *args)
+    if event in ("retry", "fallback", "tool_timeout", "guardrail"):
+        return _call(provider, f"{event}_status_message", *args)
     kind, omitted, recovered = args
     if recovered:
         return _call(provider, "context_window_status_message", omitted)

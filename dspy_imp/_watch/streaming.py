@@ -26,15 +26,15 @@ aimed at one raises ``ConfigurationError`` before any request (instead of stream
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dspy
 from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, StreamResponse, sync_send_to_stream
 
-from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.outcomes import Failed
-from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, Sleep
+from dspy_imp._records.errors import ConfigurationError, ToolTimedOut
+from dspy_imp._records.outcomes import Failed, Raised
+from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, ModelRequest, RunTool, Sleep
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.events import Reporter, current_observer
 from dspy_imp._watch.listener import StreamListener
@@ -83,6 +83,7 @@ class Watch:
     def before(self, effect: Any) -> list[Any]:
         if self.reporter is not None:
             self.reporter.before(effect)
+        hop = self._messages(self._hop(effect))
         message = None
         if isinstance(effect, ModelRequest):
             recovered = effect.guidance.omitted > self.omitted
@@ -97,13 +98,21 @@ class Watch:
             message = status_for(self.provider, "retry", effect.seconds, self.last_error)
         elif self.progress is not None and _calls_a_tool(effect):
             self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
-        return self._messages(message)
+        return [*hop, *self._messages(message)]
 
     def after(self, effect: Any, outcome: Any) -> list[Any]:
         if self.reporter is not None:
             self.reporter.after(effect, outcome)
         self.last_error = outcome.error if isinstance(outcome, Failed) else None
-        return []
+        return self._messages(_after_line(self.provider, effect, outcome))
+
+    def _hop(self, effect: Any) -> str | None:
+        """A request sent on to a fallback LM (``ModelRequest.model``): which one, after what."""
+        index = getattr(effect, "model", 0) if isinstance(effect, ModelRequest | Extraction) else 0
+        if not index:
+            return None
+        lm = self.program.options.fallback[index - 1]
+        return status_for(self.provider, "fallback", getattr(lm, "model", type(lm).__name__), self.last_error)
 
     def ended(self, outcome: Any) -> list[Any]:
         return self._messages(status_for(self.provider, "end", outcome))
@@ -175,6 +184,16 @@ class _Relay:
         if self.follower is not None:
             self.follower.close(reply)
         return [response for reader in self.readers for response in reader.close(reply)]
+
+
+def _after_line(provider: Any, effect: Any, outcome: Any) -> str | None:
+    """The line after an effect: a tool the loop stopped waiting for, a tripped guardrail."""
+    if isinstance(effect, RunTool) and isinstance(outcome, Raised) and isinstance(outcome.error, ToolTimedOut):
+        return status_for(provider, "tool_timeout", effect.tool.name, outcome.error.seconds)
+    tripped = getattr(outcome, "value", None) if isinstance(effect, CheckGuardrails) else None
+    if isinstance(tripped, Mapping):
+        return status_for(provider, "guardrail", effect.stage, str(tripped["name"]), str(tripped["reason"]))
+    return None
 
 
 def _calls_a_tool(effect: Any) -> bool:

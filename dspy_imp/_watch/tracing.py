@@ -53,6 +53,8 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.termination.finished_by_tool": "the `finish_on` tool that ended the turn",
     "dspy_imp.termination.unexecuted_tool_calls": "calls the last request made that did not run",
     "dspy_imp.termination.pending_calls": "a paused turn's calls waiting for approval or an external result",
+    "dspy_imp.termination.guardrail": "a blocked turn's guardrail: its stage, name and reason",
+    "dspy_imp.turn.fallbacks": "each time a request went to the next LM of the chain: kind, model, error, next",
     "dspy_imp.turn.failed_requests": "every request of the turn that failed, by role, recovered or not",
     "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost",
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | json_fallback",
@@ -119,9 +121,11 @@ def trace_turn(program: Any, metadata: Any, failed: Mapping[str, str]) -> None:
     annotate(program, turn_attributes(metadata, failed), _tracer_tokens(metadata.usage))
 
 
-def trace_failure(program: Any, description: str, failed: Mapping[str, str], usage: Any) -> None:
+def trace_failure(
+    program: Any, description: str, failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()
+) -> None:
     """Annotate the turn's span of a turn that raises ``StepError`` (``description``: its redacted reason)."""
-    annotate(program, failure_attributes(description, failed, usage), _tracer_tokens(usage))
+    annotate(program, failure_attributes(description, failed, usage, fallbacks), _tracer_tokens(usage))
 
 
 def _tracer_tokens(usage: Any) -> dict[str, int] | None:
@@ -162,18 +166,22 @@ def turn_attributes(metadata: Any, failed: Mapping[str, str]) -> dict[str, Any]:
         "termination.finished_by_tool": metadata.finished_by_tool,
         "termination.unexecuted_tool_calls": [dict(c) for c in metadata.unexecuted_tool_calls] or None,
         "termination.pending_calls": [dict(c) for c in metadata.pending_calls] or None,
+        "termination.guardrail": dict(metadata.guardrail) if metadata.guardrail else None,
     }
-    return _prefixed({**values, **_common(failed, metadata.usage)})
+    return _prefixed({**values, **_common(failed, metadata.usage, metadata.fallbacks)})
 
 
-def failure_attributes(reason: str, failed: Mapping[str, str], usage: Any) -> dict[str, Any]:
+def failure_attributes(
+    reason: str, failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()
+) -> dict[str, Any]:
     """The turn span's attributes for a turn that raised ``StepError``."""
     values = {"termination.reason": "step_error", "termination.complete": False, "termination.error": reason}
-    return _prefixed({**values, **_common(failed, usage)})
+    return _prefixed({**values, **_common(failed, usage, fallbacks)})
 
 
-def _common(failed: Mapping[str, str], usage: Any) -> dict[str, Any]:
-    return {"turn.failed_requests": dict(failed) or None, "usage": usage_attribute(usage)}
+def _common(failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()) -> dict[str, Any]:
+    hops = [dict(hop) for hop in fallbacks] or None
+    return {"turn.failed_requests": dict(failed) or None, "turn.fallbacks": hops, "usage": usage_attribute(usage)}
 
 
 def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:

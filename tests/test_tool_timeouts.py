@@ -1,0 +1,226 @@
+"""``tool_timeouts``: a tool that runs longer is an observation the model reads; the deadline bounds
+tool time too. A sync tool is left running in its worker; an async one is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import dspy
+import pytest
+from helpers import TA
+
+import dspy_imp
+from dspy_imp.testing import ScriptedLM, call, reply
+
+
+class Stuck:
+    """A sync tool that blocks until released (the test releases it at the end)."""
+
+    def __init__(self, name: str = "search") -> None:
+        self.__name__ = name
+        self.__doc__ = "Search the web."
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.finished = threading.Event()
+
+    def __call__(self, query: str) -> str:
+        self.started.set()
+        self.release.wait(30)
+        self.finished.set()
+        return f"late results for {query}"
+
+
+def quick(query: str) -> str:
+    """Look it up quickly."""
+    return f"found {query}"
+
+
+def tool_messages(request) -> list[tuple[str, str]]:
+    return [(m["tool_call_id"], m["content"]) for m in request.messages if m["role"] == "tool"]
+
+
+def test_a_slow_sync_tool_is_an_observation_and_the_turn_goes_on(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Nothing came back.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts={"search": 0.05})
+    try:
+        with dspy.context(lm=lm):
+            pred = run(agent, intent="cats")
+    finally:
+        stuck.release.set()
+    assert (pred.metadata.termination_reason, pred.answer) == ("answered", "Nothing came back.")
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+    [step, _] = pred.metadata.history.messages
+    [result] = step["tool_call_results"]
+    assert (result["result"], result["error"], result["error_kind"]) == (
+        "search timed out after 0.05 s",
+        True,
+        "tool_timeout",
+    )
+    assert stuck.started.is_set()
+    lm.assert_complete()
+
+
+def test_what_a_timed_out_tool_returns_later_is_dropped(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts=0.05)  # a number: every tool
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="cats")
+    stuck.release.set()
+    assert stuck.finished.wait(5)
+    [step, _] = pred.metadata.history.messages
+    assert step["tool_call_results"][0]["error_kind"] == "tool_timeout"
+
+
+def test_a_table_names_tools_and_star_is_every_other(run):
+    stuck, other = Stuck("search"), Stuck("browse")
+    other.release.set()  # browse returns at once
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("search", {"query": "a"}, id="c1"), call("browse", {"query": "b"}, id="c2")]),
+            reply("Done."),
+        ]
+    )
+    agent = dspy_imp.ReActV2(TA, tools=[stuck, other], tool_timeouts={"*": 0.05, "browse": 30})
+    try:
+        with dspy.context(lm=lm):
+            run(agent, intent="x")
+    finally:
+        stuck.release.set()
+    assert tool_messages(lm.requests[1]) == [
+        ("c1", "Error: search timed out after 0.05 s"),
+        ("c2", "late results for b"),
+    ]
+
+
+def test_parallel_calls_time_out_alone(run):
+    stuck = Stuck()
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("search", {"query": "a"}, id="c1"), call("quick", {"query": "b"}, id="c2")]),
+            reply("Done."),
+        ]
+    )
+    agent = dspy_imp.ReActV2(TA, tools=[stuck, quick], tool_timeouts={"search": 0.05}, parallel_tools=True)
+    try:
+        with dspy.context(lm=lm):
+            run(agent, intent="x")
+    finally:
+        stuck.release.set()
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s"), ("c2", "found b")]
+
+
+def test_the_deadline_bounds_a_tool_without_a_timeout(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")])])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck])
+    try:
+        with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.5):
+            pred = run(agent, intent="cats")
+    finally:
+        stuck.release.set()
+    meta = pred.metadata
+    assert (meta.termination_reason, meta.termination_cause) == ("incomplete", "deadline_exceeded")
+    [step] = meta.history.messages
+    assert step["tool_call_results"][0]["result"] == "search was stopped: the turn's deadline passed"
+    lm.assert_complete()  # nothing was sent after the tool
+
+
+def test_a_slow_tool_under_a_timeout_and_a_deadline_times_out_first(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Gave up on search.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts={"search": 0.05})
+    try:
+        with dspy.context(lm=lm), dspy_imp.deadline(seconds=60):
+            pred = run(agent, intent="cats")
+    finally:
+        stuck.release.set()
+    assert pred.answer == "Gave up on search."
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+
+
+def test_an_async_tool_is_cancelled():
+    cancelled = []
+
+    async def search(query: str) -> str:
+        """Search the web."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(query)
+            raise
+        return "never"
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts={"search": 0.05})
+    with dspy.context(lm=lm):
+        pred = asyncio.run(agent.acall(intent="cats"))
+    assert cancelled == ["cats"]
+    assert pred.answer == "Done."
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+
+
+def test_a_per_call_timeout_replaces_the_programs(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts={"search": 30})
+    try:
+        with dspy.context(lm=lm):
+            run(agent, intent="cats", tool_timeouts={"search": 0.05})
+    finally:
+        stuck.release.set()
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"nope": 1}, "`tool_timeouts` names a tool the program does not hold: 'nope'"),
+        ({"quick": 0}, "`tool_timeouts['quick']` is not a valid value: 0"),
+        (-1, "`tool_timeouts` must be a number or a dict of tool name -> number, got -1"),
+        (True, "`tool_timeouts` must be a number or a dict of tool name -> number, got True"),
+        (float("nan"), "got nan"),
+    ],
+)
+def test_bad_timeouts_are_refused_at_construction(value, message):
+    with pytest.raises(dspy_imp.ConfigurationError) as refused:
+        dspy_imp.ReActV2(TA, tools=[quick], tool_timeouts=value)
+    assert message in str(refused.value)
+
+
+def test_a_bad_per_call_timeout_is_refused_before_any_request(run):
+    lm = ScriptedLM([])
+    agent = dspy_imp.ReActV2(TA, tools=[quick])
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match="tool_timeouts"):
+        run(agent, intent="x", tool_timeouts={"quick": "soon"})
+    assert lm.requests == []
+
+
+def test_a_table_may_name_tools_by_the_tool_itself(run):
+    stuck = Stuck()
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[stuck], tool_timeouts={stuck: 0.05})
+    try:
+        with dspy.context(lm=lm):
+            run(agent, intent="cats")
+    finally:
+        stuck.release.set()
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+
+
+def test_none_leaves_a_tool_unbounded_in_the_drivers_own_thread_even_under_a_deadline(run):
+    threads = []
+
+    def lookup(query: str) -> str:
+        """Look it up in a store tied to its thread."""
+        threads.append(threading.get_ident())
+        return "found"
+
+    lm = ScriptedLM([reply(calls=[call("lookup", {"query": "a"}, id="c1")]), reply("Found.")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], tool_timeouts={"lookup": None, "*": 5})
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=60):
+        pred = run(agent, intent="a")
+    assert pred.answer == "Found."
+    assert threads == [threading.get_ident()]  # not a worker: the caller's thread (or its event loop's)
