@@ -34,6 +34,7 @@ import dspy
 
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
 from dspy_imp._prompt.guidance import tool_listing
@@ -45,7 +46,7 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.failures import ContentFiltered
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.warmup import warm_litellm
-from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import DecidedCall, Extraction, Measure, ModelRequest, RunTool, RunTools, Sleep, Summarize
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import tracing
 from dspy_imp._watch.streaming import Watch
@@ -181,6 +182,8 @@ class Effects:
             return _Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), _nothing, _reraise)
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
+        if isinstance(effect, Measure):
+            return _Job(lambda: measure(self.program, effect), lambda: ameasure(self.program, effect), _same, _reraise)
         if isinstance(effect, ModelRequest):
             return self._step_job(effect)
         predictor, kwargs = self._extraction_call(effect)
@@ -206,6 +209,9 @@ class Effects:
     def _step_job(self, effect: ModelRequest) -> _Job:
         kwargs, exchange = self._step_call(effect)
         react, recorder = self.program.react, Recorder()
+        if isinstance(effect, Summarize):  # the program's system message and demos, its own instruction
+            react = self.program.summary_predictor()
+            exchange.instructions, exchange.demos = self.program.react.signature.instructions, self.program.react.demos
 
         def scope() -> AbstractContextManager[Any]:
             stack = contextlib.ExitStack()
@@ -235,7 +241,7 @@ class Effects:
         kwargs: dict[str, Any] = dict(effect.pending)
         kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
         config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
-        return kwargs, Exchange(effect.guidance, config=config, lm=lm)
+        return kwargs, Exchange(effect.guidance, config=config, lm=lm, drop_block=effect.drop_block)
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
         instructions = self.program.react.signature.instructions
@@ -288,6 +294,10 @@ def _run_sync(tool: dspy.Tool, args: dict[str, Any]) -> Any:
     if _async_only(tool):
         raise RuntimeError(f"{tool.name} is async and this turn runs sync")
     return tool(**args)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _nothing(_: Any) -> None:

@@ -52,7 +52,17 @@ from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
 from dspy_imp._records.step_error import StepError
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    Measure,
+    ModelRequest,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.machine import Turn
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
@@ -86,6 +96,8 @@ class DurableEffects(Effects):
         if batch is not None:  # one call of a parallel batch, inside the batch's step
             with _position(batch, effect):
                 return Effects.perform(self, effect)
+        if isinstance(effect, Measure):  # pure: a replay measures the same, nothing to record
+            return Effects.perform(self, effect)
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
             return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
@@ -96,6 +108,8 @@ class DurableEffects(Effects):
         if batch is not None:
             with _position(batch, effect):
                 return await Effects.aperform(self, effect)
+        if isinstance(effect, Measure):
+            return await Effects.aperform(self, effect)
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)
             at = await DBOS.run_step_async(_CLOCK_STEP, _anow)

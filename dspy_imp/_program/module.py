@@ -11,7 +11,7 @@ from dspy.signatures.signature import ensure_signature
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._program import options as opts
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
-from dspy_imp._program.predictor import StepPredictor
+from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Guidance, Task
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
@@ -21,6 +21,7 @@ from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
+from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
 from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
@@ -60,6 +61,9 @@ class ReActV2(dspy.Module):
             ends ``"paused"``; resume with ``approvals=``.
         external_tools: Tools (names or the objects) the host runs elsewhere: the turn ends
             ``"paused"``; resume with ``results=``. Their runners are never called.
+        context: A ``dspy_imp.Context``: count each request's tokens before it is sent and keep
+            long conversations under the model's window (``docs/context.md``). With its summarize
+            tier, the program holds a summary predictor at ``agent.summarizer``.
 
     Example:
         >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
@@ -86,6 +90,7 @@ class ReActV2(dspy.Module):
         usage_limits: UsageLimits | None = None,
         needs_approval: Iterable[Any] = (),
         external_tools: Iterable[Any] = (),
+        context: Context | None = None,
         **unknown: Any,
     ):
         super().__init__()
@@ -113,10 +118,19 @@ class ReActV2(dspy.Module):
             usage_limits=check_usage_limits(usage_limits),
             needs_approval=opts.check_tool_names(needs_approval, self.own_tools, "needs_approval"),
             external_tools=opts.check_tool_names(external_tools, self.own_tools, "external_tools"),
+            context=check_context(context),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
         self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
+        if options.context is not None and options.context.summarize:  # only then among named_predictors()
+            self.summarizer = SummaryPredictor(self.react.signature)
+
+    def summary_predictor(self) -> SummaryPredictor:
+        """The predictor a summary request goes through: ``agent.summarizer``, or a default one
+        (a per-call policy on a program built without one)."""
+        held = self.__dict__.get("summarizer")
+        return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
 
     @property
     def options(self) -> ProgramOptions:
@@ -166,6 +180,7 @@ class ReActV2(dspy.Module):
             tuple(entries),
             paused=paused,
             decisions=plan.decisions,
+            summary_instruction=self.summary_predictor().signature.instructions,
         )
         return Turn(plan, setup)
 
@@ -223,6 +238,7 @@ class ReActV2(dspy.Module):
             finish_reason=outcome.finish_reason,
             usage=usage,
             pending_calls=pending_metadata(outcome.pending),
+            context=turn.policy.metadata() if turn.policy is not None else (),
         )
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}

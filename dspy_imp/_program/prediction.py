@@ -38,6 +38,10 @@ class Metadata:
         pending_calls: For a ``"paused"`` turn, the calls waiting for a decision, in call
             order: ``{"id", "name", "args", "kind"}`` with kind ``"approval"`` (resume with
             ``approvals=``) or ``"external"`` (resume with ``results=``).
+        context: With a context policy (``dspy_imp.Context``), one record per request of the
+            turn, in order: ``{"request": kind, "tokens_before", "tokens", "applied": [...]}``,
+            each applied tier ``{"tier": "clear" | "summarize" | "leave_out", "tokens_before",
+            "tokens_after", ...counts}``; ``()`` without a policy.
     """
 
     history: dspy.History
@@ -50,6 +54,7 @@ class Metadata:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     pending_calls: tuple[Mapping[str, Any], ...] = ()
+    context: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:

@@ -27,9 +27,18 @@ import pydantic
 from dspy_imp._records import clock
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import PendingKind
+from dspy_imp._records.view import PromptView, read_view
 
 _STEP_KEYS = frozenset(
-    {"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details", "pending_calls"}
+    {
+        "next_thought",
+        "tool_calls",
+        "tool_call_results",
+        "reasoning_content",
+        "reasoning_details",
+        "pending_calls",
+        "prompt_view",
+    }
 )
 
 
@@ -82,6 +91,8 @@ class Step:
             turn); an answer-only bare entry replays as a step that answered in text.
         pending: For a paused step, the calls that wait for a decision (then ``results`` is
             empty: none of the step's calls ran).
+        view: The prompt view (``_records.view``) its request was the first to be rendered
+            under, when a context policy changed the view there; ``None`` otherwise.
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +105,7 @@ class Step:
     extra: Mapping[str, Any] = field(default_factory=dict)
     bare: bool = False
     pending: tuple[PendingCall, ...] = ()
+    view: PromptView | None = None
 
     @property
     def is_answer(self) -> bool:
@@ -133,6 +145,8 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["pending_calls"] = [
             {"id": p.id, "name": p.name, "args": dict(p.args), "kind": p.kind} for p in step.pending
         ]
+    if step.view is not None:
+        entry["prompt_view"] = step.view.to_dict()
     entry.update(step.extra)
     return entry
 
@@ -186,6 +200,7 @@ def from_entry(
         extra={k: v for k, v in entry.items() if k not in known},
         bare=not _STEP_KEYS.intersection(entry),
         pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
+        view=read_view(entry["prompt_view"]) if "prompt_view" in entry else None,
     )
 
 

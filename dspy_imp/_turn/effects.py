@@ -11,6 +11,8 @@ loop logic::
     RunTools     -> tuple[Returned | Raised, ...]
                                           several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
+    Measure      -> Measured              a request's prompt tokens, counted before it is sent (pure)
+    Summarize    -> Reply | Failed        a context policy's summary request (``_turn.context``)
 
 A request's answer carries ``usage``: the model calls it took, as the LM reported them.
 """
@@ -52,6 +54,26 @@ class ModelRequest:
     config: Mapping[str, Any]
     no_retries: bool = False
     fallback: bool = True
+    context: Mapping[str, Any] | None = None  # what a context policy applied before this request
+    drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+
+
+@dataclass(frozen=True)
+class Summarize(ModelRequest):
+    """A summary request: the conversation's own messages, then the summary predictor's
+    instruction as a note entry; sent through the program's summary predictor. Its reply's text
+    is the summary."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Count the prompt tokens of ``request`` as it would be sent; nothing is sent.
+
+    ``counter``: the policy's ``counter(messages, tools, model)``, or ``None`` for LiteLLM's.
+    """
+
+    request: ModelRequest
+    counter: Any = None
 
 
 @dataclass(frozen=True)

@@ -27,18 +27,20 @@ ends the turn); a turn ends exactly once, as an ``Ending`` (data) or a ``Failure
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dspy_imp._prompt.guidance import Guidance, submit_only
 from dspy_imp._prompt.memo import RenderMemo
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._prompt.signature import SUBMIT, OutputSpec, Rejection
 from dspy_imp._records import clock
 from dspy_imp._records.kinds import RequestKind, TerminationCause
 from dspy_imp._records.outcomes import Extracted, Failed, RawCall, Reply
 from dspy_imp._records.steps import Step, make_history, to_entry
 from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.view import PromptView
 from dspy_imp._records.window import Window
 from dspy_imp._routes.failures import (
     ContentFiltered,
@@ -52,19 +54,32 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._turn.approval import Decisions
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.context import Policy
+from dspy_imp._turn.effects import (
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    Measure,
+    ModelRequest,
+    RunTool,
+    RunTools,
+    Sleep,
+    Summarize,
+)
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | Measure
 
 
 Outcome = Ending | Failure
 
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
+_OVER_WINDOW = "ContextWindowExceeded: the request is over the model's window after every context tier (not sent)"
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,7 @@ class Setup:
     retries: int = 3
     paused: Step | None = None
     decisions: Decisions = field(default_factory=Decisions)
+    summary_instruction: str = SUMMARY_INSTRUCTIONS
 
 
 class Turn:
@@ -100,6 +116,8 @@ class Turn:
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
         self.meter = Meter(self.options.usage_limits)
+        context = self.options.context
+        self.policy = None if context is None else Policy(context, setup.prior, self.guidance.task.output_names)
 
     @property
     def steps(self) -> Window[Step]:
@@ -289,6 +307,11 @@ class Turn:
             stop = self._stop()
             if stop is not None:
                 return self._incomplete(stop)
+            if self.policy is not None and kind != "extraction":
+                fits = yield from self.policy.fit(kind, self.recorded, self._build, self.meter, self._stop)
+                if not fits:
+                    self.errors["initial" if kind == "step" else kind] = _OVER_WINDOW
+                    return self._incomplete("context_window_exceeded")
             outcome = yield self._request(kind)
             self.meter.add(outcome.usage or (RequestUsage(kind),))
             blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
@@ -313,7 +336,13 @@ class Turn:
             yield Sleep(delay)
 
     def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
-        guidance = self._guidance(kind)
+        return self._build(kind)
+
+    def _build(
+        self, kind: RequestKind, view: PromptView | None = None, steps: Sequence[Step] | None = None
+    ) -> ModelRequest | Extraction:
+        """A request of ``kind``; a context policy's measures and summary pass their ``view`` and ``steps``."""
+        guidance = self._guidance(kind, view, steps)
         config = dict(self.plan.config)
         if kind == "forced_submit":
             config.update(tool_choice=_NAMED_CHOICE, reasoning_effort=None)
@@ -326,11 +355,24 @@ class Turn:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
             return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
+        fallback = self.meter.allows_fallback()
+        if kind == "summary":
+            return Summarize(guidance, {}, config, no_retries=left is not None, fallback=fallback)
+        if self.policy is None:
+            return ModelRequest(guidance, dict(self.pending), config, no_retries=left is not None, fallback=fallback)
         return ModelRequest(
-            guidance, dict(self.pending), config, no_retries=left is not None, fallback=self.meter.allows_fallback()
+            guidance,
+            dict(self.pending),
+            config,
+            no_retries=left is not None,
+            fallback=fallback,
+            context=self.policy.records[-1] if self.policy.records else None,
+            drop_block=self.policy.drop_block(self.recorded),
         )
 
-    def _guidance(self, kind: RequestKind) -> Guidance:
+    def _guidance(
+        self, kind: RequestKind, view: PromptView | None = None, steps: Sequence[Step] | None = None
+    ) -> Guidance:
         guidance = replace(
             self.guidance,
             kind=kind,
@@ -339,9 +381,19 @@ class Turn:
             omitted=self.projection.omitted,
             boundary=self._turn_start(),
         )
+        if self.policy is not None:
+            guidance = replace(guidance, **self.policy.shown(view, self.projection.omitted))
+        if kind == "summary":  # the episodes it covers, then its instruction as a note (reference I3)
+            note = self._summary_note()
+            guidance = replace(guidance, steps=[*(steps or ()), note], memo=None, boundary=len(steps or ()))
         if kind == "required_retry":
             guidance = replace(guidance, roster=submit_only(guidance.roster))
         return guidance
+
+    def _summary_note(self) -> Step:
+        names = self.guidance.task.input_names
+        instruction = self.setup.summary_instruction
+        return Step(inputs={names[0] if names else "note": instruction})
 
     def _turn_start(self) -> int:
         """Where the current turn starts, for ``history_replay="actions"`` (reference §7.6).
@@ -371,6 +423,9 @@ class Turn:
         if self.pending and resumed is None:
             step = replace(step, inputs={**self.pending, **step.inputs})
             self.pending = {}
+        view = self.policy.take_view() if self.policy is not None else None
+        if view is not None:
+            step = replace(step, view=view)
         self.recorded.append(step)
         self.entries.append(to_entry(step))
 

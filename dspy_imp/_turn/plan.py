@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from dspy_imp._records.kinds import FinishMode, HistoryReplay
 from dspy_imp._records.usage import UsageLimits
 from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.context import Context
 from dspy_imp._turn.effects import Tool
 
 ToolPolicy = Callable[[str, dict[str, Any]], "bool | str"] | frozenset[str] | None
@@ -38,6 +39,7 @@ class ProgramOptions:
     usage_limits: UsageLimits | None = None
     needs_approval: tuple[str, ...] = ()
     external_tools: tuple[str, ...] = ()
+    context: Context | None = None
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,5 @@ class Program(Protocol):
 
     @property
     def options(self) -> ProgramOptions: ...
+
+    def summary_predictor(self) -> Any: ...
