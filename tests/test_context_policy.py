@@ -96,7 +96,7 @@ def test_earlier_episodes_are_summarized_by_one_request_that_shares_the_prefix(r
             pred = run(agent, intent=f"read {i}", history=history)
             history = pred.metadata.history
 
-    r1, r2, r3, summary, r5 = lm.requests
+    r1, _, r3, summary, r5 = lm.requests
     assert summary.messages[:-1] == r3.messages[:-1]  # the prior episode as the last request showed it
     assert summary.messages[-1] == inputs(
         intent=dspy_imp.ReActV2(TA, tools=[fetch]).summary_predictor().signature.instructions
@@ -168,15 +168,22 @@ def test_a_per_call_policy_and_its_refusals():
     assert pred.metadata.context[-1]["applied"][0]["tier"] == "clear"
     with pytest.raises(dspy_imp.ConfigurationError, match="`context`"):
         dspy_imp.ReActV2(TA, tools=[fetch])(intent="read", context={"trigger": 1})
-    for bad, name in [({"trigger": 0}, "trigger"), ({"trigger": 1.5}, "trigger"), ({"keep_results": -1}, "keep_results"),
-                      ({"trigger": 0.5, "target": 100}, "target"), ({"counter": 3}, "counter"), ({"summarize": 1}, "summarize")]:  # fmt: skip
-        with pytest.raises(dspy_imp.ConfigurationError, match=f"`context.{name}`"):
+    refused = [
+        ({"trigger": 0}, "trigger"),
+        ({"trigger": 1.5}, "trigger"),
+        ({"keep_results": -1}, "keep_results"),
+        ({"trigger": 0.5, "target": 100}, "target"),
+        ({"counter": 3}, "counter"),
+        ({"summarize": 1}, "summarize"),
+    ]
+    for bad, name in refused:
+        with pytest.raises(dspy_imp.ConfigurationError, match=rf"`context\.{name}`"):
             dspy_imp.Context(**bad)
 
 
 def test_a_share_of_an_unknown_window_is_refused_before_any_request():
     lm = ScriptedLM([reply("done")])
-    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match="`context.window`"):
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match=r"`context\.window`"):
         dspy_imp.ReActV2(TA, tools=[fetch], context=dspy_imp.Context(trigger=0.5))(intent="read")
     assert lm.requests == []
 
