@@ -26,7 +26,22 @@ import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
 WINDOW = 32_000
-_WORDS = ("the report lists every shipment by date and carrier with its weight and destination").split(" ")
+_WORDS = [
+    "the",
+    "report",
+    "lists",
+    "every",
+    "shipment",
+    "by",
+    "date",
+    "and",
+    "carrier",
+    "with",
+    "its",
+    "weight",
+    "and",
+    "destination",
+]
 _SUMMARY_MARK = "Summarize the conversation"
 
 
@@ -51,7 +66,10 @@ def shared(previous: Any, current: Any) -> int:
     if previous.tools != current.tools:
         return 0
     return sum(
-        1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(previous.messages, current.messages))
+        1
+        for _ in itertools.takewhile(
+            lambda pair: pair[0] == pair[1], zip(previous.messages, current.messages, strict=False)
+        )
     )
 
 

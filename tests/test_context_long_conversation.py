@@ -14,7 +14,22 @@ from dspy_imp._routes.tokens import count_tokens
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 WINDOW = 32_000
-VOCABULARY = ("the report lists every shipment by date and carrier with its weight and destination").split(" ")
+VOCABULARY = [
+    "the",
+    "report",
+    "lists",
+    "every",
+    "shipment",
+    "by",
+    "date",
+    "and",
+    "carrier",
+    "with",
+    "its",
+    "weight",
+    "and",
+    "destination",
+]
 CALLS, STEPS = 100, 3
 
 
