@@ -76,6 +76,7 @@ class Exchange:
     instructions: str | None = None  # a summary request: the program's, not its predictor's
     demos: list[Any] | None = None
     drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+    context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)

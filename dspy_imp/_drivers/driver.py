@@ -106,7 +106,7 @@ class Effects:
             return self._run_tools(effect)
         job = self._job(effect)
         watch = self.watch
-        if watch is None:
+        if watch is None or isinstance(effect, Measure):  # counting tokens is nothing to watch
             return self._outcome(job)
         watch.send(watch.before(effect))
         with watch.relaying(effect, job.exchange) as relay:
@@ -119,7 +119,7 @@ class Effects:
             return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
         job = self._job(effect)
         watch = self.watch
-        if watch is None:
+        if watch is None or isinstance(effect, Measure):
             return await self._aoutcome(job)
         await watch.asend(watch.before(effect))
         with watch.relaying(effect, job.exchange) as relay:
@@ -241,7 +241,8 @@ class Effects:
         kwargs: dict[str, Any] = dict(effect.pending)
         kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
         config, lm = self._pin_lm(dict(effect.config), effect.no_retries)
-        return kwargs, Exchange(effect.guidance, config=config, lm=lm, drop_block=effect.drop_block)
+        exchange = Exchange(effect.guidance, config=config, lm=lm, drop_block=effect.drop_block, context=effect.context)
+        return kwargs, exchange
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
         instructions = self.program.react.signature.instructions

@@ -38,7 +38,7 @@ from dspy_imp._records.outcomes import Measured, Reply
 from dspy_imp._records.steps import Step
 from dspy_imp._records.usage import RequestUsage
 from dspy_imp._records.view import NO_VIEW, PromptView
-from dspy_imp._turn.effects import Measure, ModelRequest
+from dspy_imp._turn.effects import Measure
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.projection import episode_ends
 
@@ -138,7 +138,7 @@ def binds_thinking(model: str) -> bool:
 
 # -- one turn's policy ---------------------------------------------------------------------------
 
-Build = Callable[..., ModelRequest]
+Build = Callable[..., Any]
 """``build(kind, view, steps=None)``: the machine's request under a view (a ``Summarize`` for
 ``kind="summary"``: ``steps`` then the summary instruction as a note)."""
 
