@@ -193,3 +193,28 @@ def test_an_input_named_context_stays_an_input():
     with dspy.context(lm=lm):
         pred = dspy_imp.ReActV2("context, question -> answer")(context="c", question="q")
     assert pred.answer == "ok" and lm.requests[0].messages[1] == inputs(context="c", question="q")
+
+
+def test_streaming_reports_each_tier_and_the_summary_request(how):
+    from streaming_helpers import statuses, stream_items
+
+    prior = [
+        {
+            "intent": f"q{i}",
+            "next_thought": f"a{i} " * 40,
+            "answer": f"a{i} " * 40,
+            "tool_calls": [],
+            "tool_call_results": [],
+        }
+        for i in range(3)
+    ]
+    lm = ScriptedLM([reply(SUMMARY), reply("here")])
+    agent = program(trigger=200, target=150)
+    with dspy.context(lm=lm):
+        items = stream_items(agent, how, [], intent="q3", history=dspy.History(messages=prior))
+    record = items[-1].metadata.context[-1]
+    assert statuses(items) == [
+        "Summarizing the earlier conversation to save context",
+        f"Context: summarized 3 earlier entries ({record['tokens_before']:,} -> {record['tokens']:,} tokens)",
+        "Turn ended: answered",
+    ]
