@@ -20,9 +20,11 @@ request still over the window after every tier is not sent: the turn ends ``"inc
 ``"context_window_exceeded"``. The refusal path (``_turn.projection``) stays as the safety net.
 
 On models that bind thinking blocks to the prefix before them, a view change unbinds every step
-recorded so far (``PromptView.unbound``): their blocks are no longer replayed, except in the
-current call's tool loop (whose last assistant message must start with its block), where the
-request asks the provider to drop blocks whose prefix changed (``drop_block``).
+recorded so far (``PromptView.unbound``): their blocks are no longer replayed. Inside a call whose
+tool loop already holds blocks (its last assistant message must start with its own), any tier
+would edit the prefix those blocks are bound to, so the tiers wait for the next call while the
+request still fits the window (``"deferred": "thinking_bound"``); past the window they apply and
+the request asks the provider to drop the blocks whose prefix changed (``drop_block``).
 
 No I/O, no DSPy: tokens are counted by the driver, the summary is a request the driver sends.
 """
@@ -172,6 +174,10 @@ class Policy:
             "unbound": min(view.unbound, self.prior),
         }
 
+    def _bound_in_call(self, recorded: Sequence[Step]) -> bool:
+        """This call's tool loop holds thinking blocks bound to the prefix (the model binds them)."""
+        return self.binds and any(_has_thinking(step) for step in recorded[self.prior :])
+
     def drop_block(self, recorded: Sequence[Step]) -> bool:
         """A step of this call recorded before the view changed replays a block bound to the old prefix."""
         if not self.binds or self.view.unbound <= self.prior:
@@ -188,7 +194,9 @@ class Policy:
         window = self.context.window if self.context.window is not None else measured.window
         tokens = measured.tokens
         record: dict[str, Any] = {"request": kind, "tokens_before": tokens}
-        if tokens > trigger:
+        if tokens > trigger and self._bound_in_call(recorded) and (window is None or tokens <= window):
+            record["deferred"] = "thinking_bound"  # any tier would rebind this call's blocks: wait for the next call
+        elif tokens > trigger:
             fit = _Fit(kind, recorded, build, meter, stop, target)
             tokens = yield from self._tiers(fit, tokens)
             record["applied"] = fit.applied
