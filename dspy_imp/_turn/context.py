@@ -35,12 +35,13 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dspy_imp._prompt.guidance import Guidance
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.outcomes import Measured, Reply
 from dspy_imp._records.steps import Step
 from dspy_imp._records.usage import RequestUsage
 from dspy_imp._records.view import NO_VIEW, PromptView
-from dspy_imp._turn.effects import Measure
+from dspy_imp._turn.effects import Measure, ModelRequest, Summarize
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.projection import episode_ends
 
@@ -162,6 +163,26 @@ class Policy:
         """The changed view, for the step being recorded (once)."""
         fresh, self.fresh = self.fresh, None
         return fresh
+
+    def guidance(
+        self, guidance: Guidance, view: PromptView | None, recovered: int, steps: Sequence[Step] | None, note: str
+    ) -> Guidance:
+        """``guidance`` as the view shows the record; a summary request (``steps`` given) shows
+        those episodes, then ``note`` (the summary instruction) as a note entry under the first input."""
+        guidance = replace(guidance, **self.shown(view, recovered))
+        if steps is None:
+            return guidance
+        names = guidance.task.input_names
+        entry = Step(inputs={names[0] if names else "note": note})
+        return replace(guidance, steps=[*steps, entry], memo=None, boundary=len(steps))
+
+    def annotate(self, request: ModelRequest, recorded: Sequence[Step]) -> ModelRequest:
+        """The request with what the policy did before it (for its span) and, on a binding model,
+        whether it asks the provider to drop blocks bound to a changed prefix."""
+        if isinstance(request, Summarize):
+            return request
+        context = self.records[-1] if self.records else None
+        return replace(request, context=context, drop_block=self.drop_block(recorded))
 
     def shown(self, view: PromptView | None = None, recovered: int = 0) -> dict[str, Any]:
         """The guidance fields of a request under ``view`` (this call's steps keep their blocks);

@@ -355,20 +355,10 @@ class Turn:
             config["timeout"] = max(left, 0.001)
         if kind == "extraction":
             return Extraction(guidance, dict(self.plan.inputs), config, no_retries=left is not None)
-        fallback = self.meter.allows_fallback()
-        if kind == "summary":
-            return Summarize(guidance, {}, config, no_retries=left is not None, fallback=fallback)
-        if self.policy is None:
-            return ModelRequest(guidance, dict(self.pending), config, no_retries=left is not None, fallback=fallback)
-        return ModelRequest(
-            guidance,
-            dict(self.pending),
-            config,
-            no_retries=left is not None,
-            fallback=fallback,
-            context=self.policy.records[-1] if self.policy.records else None,
-            drop_block=self.policy.drop_block(self.recorded),
-        )
+        made = Summarize if kind == "summary" else ModelRequest
+        pending = {} if kind == "summary" else dict(self.pending)
+        request = made(guidance, pending, config, no_retries=left is not None, fallback=self.meter.allows_fallback())
+        return request if self.policy is None else self.policy.annotate(request, self.recorded)
 
     def _guidance(
         self, kind: RequestKind, view: PromptView | None = None, steps: Sequence[Step] | None = None
@@ -381,19 +371,13 @@ class Turn:
             omitted=self.projection.omitted,
             boundary=self._turn_start(),
         )
-        if self.policy is not None:
-            guidance = replace(guidance, **self.policy.shown(view, self.projection.omitted))
-        if kind == "summary":  # the episodes it covers, then its instruction as a note (reference I3)
-            note = self._summary_note()
-            guidance = replace(guidance, steps=[*(steps or ()), note], memo=None, boundary=len(steps or ()))
+        if self.policy is not None:  # what its view shows; a summary request: its episodes, then the instruction
+            guidance = self.policy.guidance(
+                guidance, view, self.projection.omitted, steps, self.setup.summary_instruction
+            )
         if kind == "required_retry":
             guidance = replace(guidance, roster=submit_only(guidance.roster))
         return guidance
-
-    def _summary_note(self) -> Step:
-        names = self.guidance.task.input_names
-        instruction = self.setup.summary_instruction
-        return Step(inputs={names[0] if names else "note": instruction})
 
     def _turn_start(self) -> int:
         """Where the current turn starts, for ``history_replay="actions"`` (reference §7.6).
