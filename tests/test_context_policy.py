@@ -3,12 +3,14 @@ the record kept whole and the shortened prompt recorded so the next call renders
 
 from __future__ import annotations
 
+import json
+
 import dspy
 import pytest
 from helpers import TA, inputs
 
 import dspy_imp
-from dspy_imp.testing import ScriptedLM, call, reply
+from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 
 def words(messages, tools, model):
@@ -218,3 +220,48 @@ def test_streaming_reports_each_tier_and_the_summary_request(how):
         f"Context: summarized 3 earlier entries ({record['tokens_before']:,} -> {record['tokens']:,} tokens)",
         "Turn ended: answered",
     ]
+
+
+def test_a_per_call_none_turns_the_programs_policy_off(run):
+    lm = ScriptedLM([reply("", calls=[call("fetch", {"key": k})]) for k in "abc"] + [reply("done")])
+    with dspy.context(lm=lm):
+        pred = run(program(), intent="read", context=None)
+    assert pred.metadata.context == ()
+    assert not any("cleared" in str(m.get("content")) for m in lm.requests[-1].messages)
+
+
+def test_a_malformed_recorded_view_is_refused_before_any_request(run):
+    entry = {"intent": "q", "next_thought": "a", "answer": "a", "tool_calls": [], "tool_call_results": []}
+    lm = ScriptedLM([reply("done")])
+    for bad in ({"omitted": -1}, {"summary": 3}, {"cleared": "2"}, {"api_base": "x"}, "all"):
+        with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match="prompt_view"):
+            run(program(), intent="q2", history=[{**entry, "prompt_view": bad}])
+    assert lm.requests == []
+
+
+def test_a_refusal_under_a_policy_still_leaves_out_episodes(run):
+    prior = [
+        {"intent": f"q{i}", "next_thought": f"a{i}", "answer": f"a{i}", "tool_calls": [], "tool_call_results": []}
+        for i in range(4)
+    ]
+    lm = ScriptedLM([fail.context_window(), reply("fits now")])
+    with dspy.context(lm=lm):
+        pred = run(program(), intent="q4", history=prior)
+    assert pred.answer == "fits now"
+    assert pred.metadata.context_projection["omitted_prior_entries"] == 2
+    assert [r["request"] for r in pred.metadata.context] == ["step", "step"]
+
+
+def test_a_summarized_history_reloaded_sends_the_same_bytes(run):
+    lm = ScriptedLM(agent_answer)
+    agent = program(target=320)
+    history = None
+    with dspy.context(lm=lm):
+        for i in range(2):
+            history = run(agent, intent=f"read {i}", history=history).metadata.history
+        shortened = lm.requests[-1]
+        reloaded = dspy_imp.load_history(json.loads(json.dumps(dspy_imp.dump_history(history))))
+        run(program(target=320, trigger=5000), intent="read 2", history=reloaded)
+    first_of_next = lm.requests[len(lm.requests) - 2]
+    assert first_of_next.messages[: len(shortened.messages)] == shortened.messages
+    assert first_of_next.messages[1]["content"].startswith("Summary of the earlier conversation:")
