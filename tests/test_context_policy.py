@@ -265,3 +265,27 @@ def test_a_summarized_history_reloaded_sends_the_same_bytes(run):
     first_of_next = lm.requests[len(lm.requests) - 2]
     assert first_of_next.messages[: len(shortened.messages)] == shortened.messages
     assert first_of_next.messages[1]["content"].startswith("Summary of the earlier conversation:")
+
+
+def test_drop_block_is_asked_inside_the_thinking_option_only_when_thinking_is_on():
+    from dspy_imp._drivers.adapter import ask_drop_block
+
+    lm = dspy.LM("anthropic/claude-opus-5-5", thinking={"type": "adaptive"})
+    kwargs: dict = {}
+    ask_drop_block(lm, kwargs)
+    assert kwargs == {"thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}}
+    off: dict = {"thinking": {"type": "disabled"}}
+    ask_drop_block(dspy.LM("anthropic/claude-opus-5-5"), off)
+    assert off == {"thinking": {"type": "disabled"}}
+
+
+def test_binds_thinking_names_the_binding_claude_models():
+    from dspy_imp._turn.context import binds_thinking
+
+    assert [
+        binds_thinking(m) for m in ("anthropic/claude-fable-5-1", "claude-opus-5-5-20261001", "claude-sonnet-4-5")
+    ] == [
+        True,
+        True,
+        False,
+    ]
