@@ -29,7 +29,7 @@ SUMMARY = "They asked for documents; I read them."
 def agent_answer(request):
     """Summaries for summary requests; a call on a user message, then an answer."""
     last = request.messages[-1]
-    if "Summarize the conversation" in str(last.get("content")):
+    if str(last.get("content")).startswith("[[ ## intent ## ]]\nSummarize"):
         return reply(SUMMARY)
     if last["role"] == "user":
         return reply("", calls=[call("fetch", {"key": "k"})])
@@ -289,3 +289,21 @@ def test_binds_thinking_names_the_binding_claude_models():
         True,
         False,
     ]
+
+
+def test_the_summary_instruction_is_the_summarizers_and_survives_save_and_load(run, tmp_path):
+    agent = program(target=320)
+    agent.summarizer.signature = agent.summarizer.signature.with_instructions("Summarize in one line.")
+    path = tmp_path / "agent.json"
+    agent.save(str(path))
+    loaded = program(target=320)
+    loaded.load(str(path))
+    lm = ScriptedLM(agent_answer)
+    history = None
+    with dspy.context(lm=lm):
+        for i in range(2):
+            history = run(loaded, intent=f"read {i}", history=history).metadata.history
+    summaries = [r for r in lm.requests if r.messages[-1] == inputs(intent="Summarize in one line.")]
+    assert len(summaries) == 1
+    assert summaries[0].messages[0] == lm.requests[0].messages[0]  # the program's own system message
+    assert history.messages[-1]["prompt_view"]["summary"] == SUMMARY
