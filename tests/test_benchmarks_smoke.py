@@ -14,31 +14,11 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results = {
         "machine": {"python": "3", "platform": "test", "cpus": 2},
         "curve": curve,
-        "loops": [
-            {
-                "loop": "dspy_imp",
-                "steps": 1,
-                "answered": True,
-                "turn_ms": 1.0,
-                "request_ms": 0.5,
-                "peak_mb": 0.1,
-                "requests": 2,
-                "bytes": 10,
-                "tokens": 3,
-                "prefix_share": 0.5,
-                "min_prefix_share": 0.5,
-            }
-        ],
-        "scenarios": [
-            {
-                "loop": "dspy_imp",
-                "scenario": "step_limit",
-                "applies": True,
-                "requests": 4,
-                "failed_requests": 0,
-                "answered": True,
-            }
-        ],
+        "loops": [{"loop": "dspy_imp", "steps": 1, "answered": True, "turn_ms": 1.0, "request_ms": 0.5,
+                   "peak_mb": 0.1, "requests": 2, "bytes": 10, "tokens": 3, "prefix_share": 0.5,
+                   "min_prefix_share": 0.5}],
+        "scenarios": [{"loop": "dspy_imp", "scenario": "step_limit", "applies": True, "requests": 4,
+                       "failed_requests": 0, "answered": True}],
         "profile": {"dspy_imp": {"steps": 2, "shares": [["dspy", 0.5], ["other", 0.5]]}},
         "parallel": [{"calls": 2, "mode": "call", "tool_ms": 50.0, "sequential_ms": 100.0, "parallel_ms": 50.0}],
         "elapsed_s": 1.0,
@@ -66,6 +46,7 @@ def test_the_scripted_server_model_takes_steps_then_answers_as_the_loop_asks():
     assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "submit"
     stats = request_stats([json.dumps(first), json.dumps(second)])
     assert stats["requests"] == 2 and 0 < stats["prefix_share"] < 1
+
 
 
 def test_the_context_benchmark_counts_prefix_breaks_per_tier_change():
