@@ -8,7 +8,9 @@ storage vocabulary below whatever the live step fields are called::
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
      "pending_calls": [{"id", "name", "args", "kind"}]}
 
-``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
+``prompt_view`` (a context policy's view of the history from this step on, ``_records.view``)
+is present only on the step a changed view was first rendered for. ``next_thought``, the
+reasoning keys, the outputs and ``pending_calls`` (a paused step:
 its calls have no results yet, see ``_turn.approval``) are present only when the step has
 them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
 loop does not know are kept untouched. The loop and the renderer work on ``Step`` records;
