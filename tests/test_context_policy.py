@@ -174,6 +174,7 @@ def test_a_per_call_policy_and_its_refusals():
         ({"trigger": 0}, "trigger"),
         ({"trigger": 1.5}, "trigger"),
         ({"keep_results": -1}, "keep_results"),
+        ({"keep_results": 0}, "keep_results"),
         ({"trigger": 0.5, "target": 100}, "target"),
         ({"counter": 3}, "counter"),
         ({"summarize": 1}, "summarize"),

@@ -83,10 +83,10 @@ class Context:
             _check_size(getattr(self, name), name, optional=name == "target")
         if self.target is not None and isinstance(self.target, float) != isinstance(self.trigger, float):
             raise ConfigurationError(f"`context.target` must be in the units of `trigger`, got {self.target!r}")
-        for name in ("window", "keep_results"):
+        for name in ("window", "keep_results"):  # a result must stay whole for the request that answers it
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ConfigurationError(f"`context.{name}` must be a non-negative integer or None, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigurationError(f"`context.{name}` must be a positive integer or None, got {value!r}")
         for name in ("summarize", "leave_out"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"`context.{name}` must be True or False, got {getattr(self, name)!r}")
