@@ -308,3 +308,24 @@ def test_the_summary_instruction_is_the_summarizers_and_survives_save_and_load(r
     assert len(summaries) == 1
     assert summaries[0].messages[0] == lm.requests[0].messages[0]  # the program's own system message
     assert history.messages[-1]["prompt_view"]["summary"] == SUMMARY
+
+
+def written(thought, calls):
+    return f"[[ ## answer ## ]]\n{thought}\n\n[[ ## tool_calls ## ]]\n{json.dumps(calls)}\n\n[[ ## completed ## ]]"
+
+
+def test_written_calls_show_cleared_results_in_their_results_message(run):
+    lm = ScriptedLM(
+        [reply(written("reading", [{"name": "fetch", "arguments": {"key": k}}])) for k in "abc"]
+        + [reply(written("done", []))],
+        native=False,
+    )
+    with dspy.context(lm=lm):
+        pred = run(program(summarize=False, leave_out=False), intent="read")
+    results = [m["content"] for m in lm.requests[-1].messages if "[[ ## tool_call_results ## ]]" in str(m["content"])]
+    assert results[0] == (
+        "[[ ## tool_call_results ## ]]\nfetch (call_0_0): [The result of fetch (call_0_0) was cleared to save "
+        "context; call the tool again if you need it.]"
+    )
+    assert results[-1].endswith(fetch("c"))
+    assert pred.metadata.context[-1]["applied"][0]["tier"] == "clear"
