@@ -329,3 +329,20 @@ def test_written_calls_show_cleared_results_in_their_results_message(run):
     )
     assert results[-1].endswith(fetch("c"))
     assert pred.metadata.context[-1]["applied"][0]["tier"] == "clear"
+
+
+def test_the_extractor_reads_the_history_as_the_view_shows_it(run):
+    from helpers import SubmitSig
+
+    fields = {"reasoning": "r", "answer": "x", "confidence": "0.5"}
+    extracted = "\n\n".join(f"[[ ## {k} ## ]]\n{v}" for k, v in fields.items()) + "\n\n[[ ## completed ## ]]"
+    lm = ScriptedLM(
+        [reply("", calls=[call("fetch", {"key": k}, id=f"c{k}")]) for k in "ab"] + [reply("hm"), reply(extracted)]
+    )
+    context = dspy_imp.Context(trigger=400, target=300, window=5000, keep_results=1, counter=words)
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(SubmitSig, tools=[fetch], max_iters=2, context=context), intent="read")
+    assert pred.metadata.termination_reason == "extracted"
+    transcript = lm.requests[-1].messages[-1]["content"]
+    assert 'call fetch({"key": "a"}) -> [The result of fetch (ca) was cleared' in transcript
+    assert fetch("b") in transcript
