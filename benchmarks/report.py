@@ -157,7 +157,15 @@ def tables(results: dict[str, Any]) -> str:
         ("Parallel tools", parallel_table),
         ("Targets", targets_table),
     ]
+    if "context" in results:
+        parts.append(("Long conversations: the prefix under a context policy", context_table))
     return "\n\n".join(f"## {title}\n\n{make(results)}" for title, make in parts)
+
+
+def context_table(results: dict[str, Any]) -> str:
+    from .context_prefix import table
+
+    return table(results["context"])
 
 
 # -- the chart --------------------------------------------------------------------------------
@@ -386,4 +394,17 @@ def page(results: dict[str, Any]) -> str:
         _PROFILE.format(profile=profile_table(results)),
         _PARALLEL.format(parallel=parallel_table(results)),
     ]
+    if "context" in results:
+        parts.append(_CONTEXT.format(context=context_table(results)))
     return "\n".join(parts)
+
+
+_CONTEXT = """## Long conversations: the prefix under a context policy
+
+A scripted model reads three 20 kB pages per call under a 32k-token window with
+`dspy_imp.Context(window=32_000)` (`benchmarks/context_prefix.py`). A request *breaks the prefix*
+when it shares less than all but the last message of the request before it; each tier change
+(`metadata.context`) may break it once, and the rest append (see `docs/context.md`).
+
+{context}
+"""

@@ -20,7 +20,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from . import compare, overhead, parallel, report
+from . import compare, context_prefix, overhead, parallel, report
 from .loops import LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
@@ -28,8 +28,8 @@ from .server import SCENARIOS, BenchServer
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {
     "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
-             "profile": 30},
-    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2},
+             "profile": 30, "conversation": 100},
+    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2, "conversation": 6},
 }
 
 
@@ -46,17 +46,19 @@ def run(quick: bool) -> dict[str, Any]:
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
         "sizes": sizes,
     }
-    print("\n[1/5] per-request cost against recorded steps (in-process, scripted engine)", flush=True)
+    print("\n[1/6] per-request cost against recorded steps (in-process, scripted engine)", flush=True)
     results["curve"] = overhead.curve(sizes["ours"], sizes["theirs"])
     with BenchServer() as server:
-        print("\n[2/5] same model, four loops (local OpenAI-compatible server)", flush=True)
+        print("\n[2/6] same model, four loops (local OpenAI-compatible server)", flush=True)
         results["loops"] = compare.compare(server, sizes["steps"], quick)
-        print("\n[3/5] requests per answered turn", flush=True)
+        print("\n[3/6] requests per answered turn", flush=True)
         results["scenarios"] = compare.scenarios(server, SCENARIOS[1:])
-        print("\n[4/5] where each loop spends a turn (cProfile shares)", flush=True)
+        print("\n[4/6] where each loop spends a turn (cProfile shares)", flush=True)
         results["profile"] = _profiles(server, sizes["profile"])
-    print("\n[5/5] parallel tools", flush=True)
+    print("\n[5/6] parallel tools", flush=True)
     results["parallel"] = parallel.parallel(sizes["calls"])
+    print("\n[6/6] the prefix in a long conversation under a context policy", flush=True)
+    results["context"] = context_prefix.run(sizes["conversation"])
     results["targets"] = report.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
     return results

@@ -15,6 +15,7 @@ from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
 from dspy_imp._records.usage import Usage, UsageLimits
 from dspy_imp._turn.approval import NeedsApproval
+from dspy_imp._turn.context import Context
 from dspy_imp._turn.guardrails import Guardrail
 from dspy_imp._turn.tools import Finish
 from dspy_imp._watch.html import HistoryView
@@ -24,6 +25,7 @@ from dspy_imp._watch.streaming import StreamListener
 
 __all__ = [
     "ConfigurationError",
+    "Context",
     "Finish",
     "Guardrail",
     "HistoryView",

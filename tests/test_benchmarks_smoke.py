@@ -46,3 +46,13 @@ def test_the_scripted_server_model_takes_steps_then_answers_as_the_loop_asks():
     assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "submit"
     stats = request_stats([json.dumps(first), json.dumps(second)])
     assert stats["requests"] == 2 and 0 < stats["prefix_share"] < 1
+
+
+
+def test_the_context_benchmark_counts_prefix_breaks_per_tier_change():
+    from benchmarks import context_prefix
+
+    result = context_prefix.run(2)
+    assert result["requests"] == 8 and result["history_entries"] == 8
+    assert result["prefix_breaks"] == sum(result["tier_changes"].values())
+    assert "| requests that broke the prefix |" in report.context_table({"context": result})

@@ -63,6 +63,11 @@ PROGRAMS = {
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
     "parallel": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", parallel_tools=True),
     "nap": dspy_imp.ReActV2("question -> answer", tools=[nap], finish="submit"),
+    "context": dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[look],
+        context=dspy_imp.Context(trigger=60, target=40, window=1000, counter=lambda m, t, model: len(str(m)) // 10),
+    ),
 }
 AGENTS: dict[str, durable.DurableAgent] = {}
 
@@ -140,6 +145,32 @@ def test_parallel_calls_run_in_one_step_each_with_its_own_key(run: Any) -> None:
     assert sorted(seen["key"] for seen in SEEN) == [f"batch-{run.mode}:3.0", f"batch-{run.mode}:3.1"]
     names = [step["function_name"] for step in DBOS.list_workflow_steps(f"batch-{run.mode}")]
     assert names[:3] == ["dspy_imp.clock", "dspy_imp.request.step", "dspy_imp.tools.look+look"]
+
+
+def test_a_summary_request_is_a_checkpointed_step_and_measures_are_not(run: Any) -> None:
+    prior = [
+        {"question": f"q{i}", "answer": f"answer {i} " * 20, "tool_calls": [], "tool_call_results": []}
+        for i in range(3)
+    ]
+    script = [reply("Three questions, answered."), reply("It is here.")]
+    plain_lm, durable_lm = ScriptedLM(list(script)), ScriptedLM(list(script))
+    with dspy.context(lm=plain_lm):
+        plain = run(PROGRAMS["context"], question="Where?", history=dspy.History(messages=prior))
+    with dspy.context(lm=durable_lm):
+        recorded = run(
+            AGENTS["context"], question="Where?", history=dspy.History(messages=prior), workflow_id=f"ctx-{run.mode}"
+        )
+    assert [r.messages for r in durable_lm.requests] == [r.messages for r in plain_lm.requests]
+    assert recorded.metadata.context == plain.metadata.context
+    assert recorded.metadata.usage.requests == {"summary": 1, "step": 1}
+    names = [step["function_name"] for step in DBOS.list_workflow_steps(f"ctx-{run.mode}")]
+    assert names == ["dspy_imp.clock", "dspy_imp.request.summary", "dspy_imp.request.step"]
+    idle = ScriptedLM([])
+    with dspy.context(lm=idle):  # replayed from the record: no request, the same view
+        again = run(
+            AGENTS["context"], question="Where?", history=dspy.History(messages=prior), workflow_id=f"ctx-{run.mode}"
+        )
+    assert idle.requests == [] and again.metadata.history.messages[-1]["prompt_view"]["summarized"] == 3
 
 
 def test_a_finished_workflow_id_returns_the_recorded_prediction_without_requests(run: Any) -> None:

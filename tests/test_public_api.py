@@ -15,6 +15,7 @@ def test_all_is_sorted_and_exact():
     assert dspy_imp.__all__ == sorted(dspy_imp.__all__)
     assert set(dspy_imp.__all__) == {
         "ConfigurationError",
+        "Context",
         "Finish",
         "Guardrail",
         "HistoryView",

@@ -158,3 +158,17 @@ def test_a_paused_turn_is_not_complete_and_lists_its_pending_calls(run, spans):
     assert attributes["dspy_imp.termination.complete"] is False
     pending = json.loads(str(attributes["dspy_imp.termination.pending_calls"]))
     assert [(c["id"], c["name"], c["kind"]) for c in pending] == [("c1", "render_chart", "external")]
+
+
+def test_a_context_policy_names_its_summary_request_and_says_what_it_applied(run, spans):
+    prior = [
+        {"intent": f"q{i}", "answer": f"answer {i} " * 20, "tool_calls": [], "tool_call_results": []} for i in range(3)
+    ]
+    context = dspy_imp.Context(trigger=60, target=40, window=1000, counter=lambda m, t, model: len(str(m)) // 10)
+    lm = ScriptedLM([reply("Three questions, answered."), reply("Here.")])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[lookup], context=context), intent="where?", history=prior)
+    (summary, summary_attributes), (step, attributes) = requests(spans)
+    assert (summary, step) == ("summary", "step")
+    assert json.loads(attributes["dspy_imp.request.context"]) == pred.metadata.context[-1]
+    assert "dspy_imp.request.context" not in summary_attributes

@@ -73,6 +73,10 @@ class Exchange:
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     fallbacks: int = 0
+    instructions: str | None = None  # a summary request: the program's, not its predictor's
+    demos: list[Any] | None = None
+    drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+    context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
@@ -233,25 +237,27 @@ class ReActAdapter(dspy.ChatAdapter):
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             _json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
+        if exchange.drop_block:
+            ask_drop_block(lm, lm_kwargs)
         return signature
 
     def format(self, signature, demos, inputs):
         exchange = _current()
         if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
             tracing.annotate(self, tracing.request_attributes("json_fallback"))
-        route = exchange.route
-        guidance = replace(
-            exchange.guidance,
-            keep_reasoning=route.keeps_reasoning,
-            replayed_kinds=route.replayed_kinds,
-            dialect=exchange.dialect,
-            tool_media=tool_media_for(exchange.media_family),
-        )
-        pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
-        exchange.messages = render_request(guidance, signature.instructions, demos, pending)
+        exchange.messages = _render(exchange, signature, demos, inputs)
         refuse_unsendable(exchange.messages, exchange.media_family)
         check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
         return exchange.messages
+
+    def preview(self, lm: Any, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> tuple[list[Any], Any]:
+        """The current exchange's request as it would be sent, ``(messages, tools)``: rendered as
+        ``format`` renders it, with no callback, no deadline check and nothing sent."""
+        exchange = _current()
+        lm, lm_kwargs = exchange.lm or lm, dict(exchange.config)
+        exchange.route = settle_options(lm, lm_kwargs)
+        self._call_preprocess(lm, lm_kwargs, signature, inputs)
+        return _render(exchange, signature, demos, inputs), lm_kwargs.get("tools")
 
     def format_finetune_data(self, signature, demos, inputs, outputs):
         """A traced loop step as the request the loop sent and its reply (``_drivers.finetune``);
@@ -295,6 +301,20 @@ class ReActAdapter(dspy.ChatAdapter):
         return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
 
 
+def _render(exchange: Exchange, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    route = exchange.route
+    guidance = replace(
+        exchange.guidance,
+        keep_reasoning=route.keeps_reasoning,
+        replayed_kinds=route.replayed_kinds,
+        dialect=exchange.dialect,
+        tool_media=tool_media_for(exchange.media_family),
+    )
+    pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
+    instructions = exchange.instructions if exchange.instructions is not None else signature.instructions
+    return render_request(guidance, instructions, exchange.demos if exchange.demos is not None else demos, pending)
+
+
 def _json_fallback(base: dspy.Adapter | None) -> bool:
     """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
     the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
@@ -328,13 +348,22 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     ``lm.kwargs``, ``None`` included. DSPy's own exception is kept: GPT-5 models on the Chat
     Completions API return no reasoning content, so nothing is sent to them.
     """
-    if kind not in ("step", "last_text") or "reasoning_effort" in lm_kwargs:
+    if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
         return
     if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not getattr(lm, "supports_reasoning", False):
         return
     if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
         return
     lm_kwargs["reasoning_effort"] = "low"
+
+
+def ask_drop_block(lm: Any, lm_kwargs: dict[str, Any]) -> None:
+    """Ask Claude to drop thinking blocks whose prefix changed instead of refusing the request
+    (``thinking.block_binding.prefix_mismatch_behavior: "drop_block"``; LiteLLM adds the
+    ``thinking-binding-controls-2026-08-01`` beta header when it sees ``block_binding``)."""
+    thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+        lm_kwargs["thinking"] = {**thinking, "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
 
 
 def _current() -> Exchange:

@@ -37,6 +37,7 @@ from dspy_imp._drivers import guarding
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
 from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
 from dspy_imp._prompt.guidance import tool_listing
@@ -53,10 +54,12 @@ from dspy_imp._turn.effects import (
     CheckGuardrails,
     DecidedCall,
     Extraction,
+    Measure,
     ModelRequest,
     RunTool,
     RunTools,
     Sleep,
+    Summarize,
 )
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import tracing
@@ -119,7 +122,7 @@ class Effects:
             return self._alongside(effect)
         job = self._job(effect)
         watch = self.watch
-        if watch is None:
+        if watch is None or isinstance(effect, Measure):  # counting tokens is nothing to watch
             return self._outcome(job)
         watch.send(watch.before(effect))
         with watch.relaying(effect, job.exchange) as relay:
@@ -138,7 +141,7 @@ class Effects:
             return outcome, answer
         job = self._job(effect)
         watch = self.watch
-        if watch is None:
+        if watch is None or isinstance(effect, Measure):
             return await self._aoutcome(job)
         await watch.asend(watch.before(effect))
         with watch.relaying(effect, job.exchange) as relay:
@@ -211,6 +214,8 @@ class Effects:
             return _Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), _nothing, _reraise)
         if isinstance(effect, Sleep):
             return _Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), _nothing, _reraise)
+        if isinstance(effect, Measure):
+            return _Job(lambda: measure(self.program, effect), lambda: ameasure(self.program, effect), _same, _reraise)
         if isinstance(effect, ModelRequest):
             return self._step_job(effect)
         predictor, kwargs = self._extraction_call(effect)
@@ -255,6 +260,9 @@ class Effects:
     def _step_job(self, effect: ModelRequest) -> _Job:
         kwargs, exchange = self._step_call(effect)
         react, recorder = self.program.react, Recorder()
+        if isinstance(effect, Summarize):  # the program's system message and demos, its own instruction
+            react = self.program.summary_predictor()
+            exchange.instructions, exchange.demos = self.program.react.signature.instructions, self.program.react.demos
 
         def scope() -> AbstractContextManager[Any]:
             stack = contextlib.ExitStack()
@@ -284,7 +292,8 @@ class Effects:
         kwargs: dict[str, Any] = dict(effect.pending)
         kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
         config, lm = self._pin_lm(dict(effect.config), effect.no_retries, effect.model)
-        return kwargs, Exchange(effect.guidance, config=config, lm=lm)
+        exchange = Exchange(effect.guidance, config=config, lm=lm, drop_block=effect.drop_block, context=effect.context)
+        return kwargs, exchange
 
     def _extraction_call(self, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
         instructions = self.program.react.signature.instructions
@@ -342,12 +351,12 @@ def _run_sync(tool: dspy.Tool, args: dict[str, Any]) -> Any:
     return tool(**args)
 
 
-def _nothing(_: Any) -> None:
-    return None
-
-
 def _same(value: Any) -> Any:
     return value
+
+
+def _nothing(_: Any) -> None:
+    return None
 
 
 def _reraise(error: Exception) -> Any:

@@ -59,6 +59,7 @@ from dspy_imp._turn.effects import (
     Ending,
     Extraction,
     Failure,
+    Measure,
     RunTool,
     RunTools,
     Sleep,
@@ -96,6 +97,8 @@ class DurableEffects(Effects):
         if batch is not None:  # one call of a parallel batch, inside the batch's step
             with _position(batch, effect):
                 return Effects.perform(self, effect)
+        if isinstance(effect, Measure):  # pure: a replay measures the same, nothing to record
+            return Effects.perform(self, effect)
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
             return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
@@ -106,6 +109,8 @@ class DurableEffects(Effects):
         if batch is not None:
             with _position(batch, effect):
                 return await Effects.aperform(self, effect)
+        if isinstance(effect, Measure):
+            return await Effects.aperform(self, effect)
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)
             at = await DBOS.run_step_async(_CLOCK_STEP, _anow)

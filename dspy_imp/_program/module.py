@@ -12,7 +12,7 @@ from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
-from dspy_imp._program.predictor import StepPredictor
+from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Guidance, Task
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
@@ -22,6 +22,7 @@ from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
+from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
 from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT
 from dspy_imp._turn.machine import Setup, Turn
@@ -76,6 +77,9 @@ class ReActV2(dspy.Module):
             ``"blocked"`` (or, with ``retry=True``, asks the model once to try again).
         fallback: LMs to send a request to, in order, when the program's LM fails it with a
             provider error (``metadata.fallbacks`` records each hop).
+        context: A ``dspy_imp.Context``: count each request's tokens before it is sent and keep
+            long conversations under the model's window (``docs/context.md``). With its summarize
+            tier, the program holds a summary predictor at ``agent.summarizer``.
 
     Example:
         >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
@@ -109,6 +113,7 @@ class ReActV2(dspy.Module):
         input_guardrails: Iterable[Any] = (),
         output_guardrails: Iterable[Any] = (),
         fallback: Iterable[dspy.BaseLM] = (),
+        context: Context | None = None,
         **unknown: Any,
     ):
         super().__init__()
@@ -143,10 +148,19 @@ class ReActV2(dspy.Module):
             input_guardrails=lim.check_guardrails(input_guardrails, "input_guardrails"),
             output_guardrails=lim.check_guardrails(output_guardrails, "output_guardrails"),
             fallback=lim.check_fallback(fallback),
+            context=check_context(context),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
         self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
+        if options.context is not None and options.context.summarize:  # only then among named_predictors()
+            self.summarizer = SummaryPredictor(self.react.signature)
+
+    def summary_predictor(self) -> SummaryPredictor:
+        """The predictor a summary request goes through: ``agent.summarizer``, or a default one
+        (a per-call policy on a program built without one)."""
+        held = self.__dict__.get("summarizer")
+        return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
 
     @property
     def options(self) -> ProgramOptions:
@@ -197,6 +211,7 @@ class ReActV2(dspy.Module):
             paused=paused,
             decisions=plan.decisions,
             models=self._models(plan),
+            summary_instruction=self.summary_predictor().signature.instructions,
         )
         return Turn(plan, setup)
 
@@ -263,6 +278,7 @@ class ReActV2(dspy.Module):
             pending_calls=pending_metadata(outcome.pending),
             guardrail=outcome.guardrail,
             fallbacks=tuple(turn.models.hops),
+            context=turn.policy.metadata() if turn.policy is not None else (),
         )
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}

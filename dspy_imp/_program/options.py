@@ -21,6 +21,7 @@ from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, H
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
 from dspy_imp._turn.approval import Decisions, check_approvals, check_results
+from dspy_imp._turn.context import check_context
 from dspy_imp._turn.plan import CallPlan, FinishHook, ProgramOptions, ToolPolicy
 
 logger = logging.getLogger("dspy_imp")
@@ -38,11 +39,12 @@ CALL_OPTIONS = (
     "approvals",
     "results",
     *LIMIT_OPTIONS,
+    "context",
 )
 
 
-# Like `finish`, `approvals`, `results` and the limits are that input when the signature has an input so named.
-_INPUT_FIRST = ("tools", "finish", "approvals", "results", *LIMIT_OPTIONS)
+# Like `finish`, `approvals`, `results`, the limits and `context` are that input when the signature has one so named.
+_INPUT_FIRST = ("tools", "finish", "approvals", "results", *LIMIT_OPTIONS, "context")
 
 
 RESERVED_INPUTS = ("history", "tools", *(o for o in CALL_OPTIONS if o not in _INPUT_FIRST))
@@ -282,6 +284,8 @@ def plan_call(
     if "usage_limits" in given:
         changes["usage_limits"] = check_usage_limits(given["usage_limits"])
     changes.update(call_limits(given, held))
+    if "context" in given:
+        changes["context"] = check_context(given["context"])
     decisions = Decisions(check_approvals(given.get("approvals")), check_results(given.get("results")))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))

@@ -42,6 +42,10 @@ class Metadata:
             "reason"}`` (stage ``"input"`` or ``"output"``).
         fallbacks: Each time a request went to the next LM of the chain, in order:
             ``{"kind", "model", "error", "next"}`` (``fallback=``).
+        context: With a context policy (``dspy_imp.Context``), one record per request of the
+            turn, in order: ``{"request": kind, "tokens_before", "tokens", "applied": [...]}``,
+            each applied tier ``{"tier": "clear" | "summarize" | "leave_out", "tokens_before",
+            "tokens_after", ...counts}``; ``()`` without a policy.
     """
 
     history: dspy.History
@@ -56,6 +60,7 @@ class Metadata:
     pending_calls: tuple[Mapping[str, Any], ...] = ()
     guardrail: Mapping[str, str] | None = None
     fallbacks: tuple[Mapping[str, str], ...] = ()
+    context: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:

@@ -21,6 +21,7 @@ import dspy
 
 from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._program import options as opts
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.saved_state import check_predict_state
 from dspy_imp._records.usage import check_usage_limits
@@ -73,7 +74,7 @@ class StepPredictor(dspy.Predict):
     def _forward_preprocess(self, **kwargs: Any) -> Any:
         exchange = current_exchange().get()
         if exchange is not None:
-            tracing.annotate(self, tracing.request_attributes(exchange.guidance.kind))
+            tracing.annotate(self, tracing.request_attributes(exchange.guidance.kind, exchange.context))
         return super()._forward_preprocess(**kwargs)
 
     def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
@@ -166,3 +167,16 @@ def _restore_hooks(current: ProgramOptions, names: Any) -> dict[str, Any]:
             "build it with the same finish_on hooks before loading"
         )
     return {name: current.finish_on[name] for name in names}
+
+
+class SummaryPredictor(StepPredictor):
+    """The context policy's summary predictor (``agent.summarizer``), over the step signature.
+
+    Its instructions are the one instruction a summary request ends on (``dspy_imp.Context``'s
+    summarize tier), so optimizers that rewrite a predictor's instructions tune the summary. The
+    request itself keeps the program's system message, tools and history, so it shares the cached
+    prefix of the step request before it.
+    """
+
+    def __init__(self, signature: Any, instructions: str = SUMMARY_INSTRUCTIONS):
+        super().__init__(signature.with_instructions(instructions), ProgramOptions())

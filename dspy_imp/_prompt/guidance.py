@@ -75,6 +75,9 @@ class Guidance:
     history: Any = None
     omitted: int = 0
     boundary: int = 0
+    summary: str | None = None  # a context policy's summary, shown before ``steps[omitted:]``
+    cleared: int = 0  # steps before this index show their tool results as a placeholder
+    unbound: int = 0  # steps before this index replay no thinking block (their prefix changed)
     keep_reasoning: bool = True
     replayed_kinds: frozenset[str] = frozenset()
     dialect: Dialect | None = None

@@ -60,6 +60,8 @@ def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any], m
     """Append the recorded steps' messages; with a memo, render only the steps earlier requests did not."""
     steps = guidance.steps[guidance.omitted :]
     moved = _moved_thought(guidance, steps, pending)
+    if guidance.summary is not None:
+        messages.append(_user(sentences.summary_message(guidance.summary)))
     memo = guidance.memo
     start = 0 if memo is None else memo.reuse(guidance.context(), steps, moved, messages)
     for index in range(start, len(steps)):
@@ -71,7 +73,7 @@ def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any], m
 
 def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: int, moved: int | None) -> list[Message]:
     """One recorded step: its inputs, what the model did, and the unsent line after a thought."""
-    step = steps[index]
+    step = shown(guidance, steps[index], guidance.omitted + index)
     messages = _inputs_message(dialect, step.inputs)
     if index == moved:
         messages.append(_user(sentences.moved_thought(step.thought or "")))
@@ -84,6 +86,30 @@ def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: in
         if line is not None:
             messages.append(_user(line))
     return messages
+
+
+def shown(guidance: Guidance, step: Step, position: int) -> Step:
+    """The step as a context policy's view shows it at ``position``: old results cleared, unbound
+    thinking blocks left out. The record keeps the step as it was."""
+    if position < guidance.cleared and any(not r.error for r in step.results):
+        names = {c.id: c.name for c in step.calls}
+        results = tuple(r if r.error else _cleared(r, names.get(r.id, r.name)) for r in step.results)
+        step = replace(step, results=results)
+    if position < guidance.unbound and isinstance(step.reasoning_details, list):
+        kept = [b for b in step.reasoning_details if not (isinstance(b, Mapping) and b.get("type") in _THINKING)]
+        step = replace(step, reasoning_details=kept or None)
+    return step
+
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+class Cleared(str):
+    """A cleared result's placeholder text: shown as it is, never given to a result renderer."""
+
+
+def _cleared(result: ToolResult, name: str | None) -> ToolResult:
+    return replace(result, value=Cleared(sentences.cleared_result(name, result.id)))
 
 
 def _dialect(guidance: Guidance) -> Dialect:
@@ -178,8 +204,11 @@ def _written_result(guidance: Guidance, call: ToolCall, result: ToolResult, atta
 def _result_text(guidance: Guidance, call: ToolCall, result: ToolResult, attachments: Attachments) -> str:
     """A result as text, its media held by ``attachments`` (the renderer gets the value as returned).
 
-    A result cut when it arrived is shown as it was cut, whatever renders the others.
+    A result cut when it arrived is shown as it was cut, whatever renders the others; a result a
+    context policy cleared shows its placeholder.
     """
+    if isinstance(result.value, Cleared):
+        return str(result.value)
     if result.shown is not None:
         return result.shown
     if guidance.result_renderer is not None:
@@ -292,8 +321,9 @@ def _user(content: Content) -> Message:
 
 def transcript(guidance: Guidance) -> str:
     """The history as the extractor reads it: plain text, one block per recorded step."""
-    blocks = []
+    blocks = [sentences.summary_message(guidance.summary)] if guidance.summary is not None else []
     for number, step in enumerate(guidance.steps[guidance.omitted :], start=1):
+        step = shown(guidance, step, guidance.omitted + number - 1)
         lines = [f"[{number}]"]
         lines += [f"{name}: {_plain(value)}" for name, value in step.inputs.items()]
         if step.thought and step.thought.strip():

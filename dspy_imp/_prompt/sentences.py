@@ -220,3 +220,24 @@ def guardrail_failed(name: str, message: str) -> str:
 
 def guardrail_async_in_sync(name: str) -> str:
     return f"{name} is async and this turn runs sync"
+# -- a context policy's shortened prompt (``_turn.context``) --------------------------------------
+
+
+def cleared_result(name: str | None, call_id: str) -> str:
+    """What an old tool result shows once the context policy cleared it (the record keeps it whole)."""
+    return (
+        f"[The result of {name or 'unreadable_call'} ({call_id}) was cleared to save context; "
+        "call the tool again if you need it.]"
+    )
+
+
+def summary_message(summary: str) -> str:
+    """The user message that stands in for the summarized episodes."""
+    return f"Summary of the earlier conversation:\n{summary}"
+
+
+SUMMARY_INSTRUCTIONS = (
+    "Summarize the conversation above for your own later use: the requests, what you found with the tools "
+    "(names, numbers, identifiers, decisions), what you answered, and anything still open. Write only the summary."
+)
+"""The summary predictor's default instructions: the one instruction after the conversation's own messages."""

@@ -62,13 +62,13 @@ TerminationCause = Literal[
 """Why a turn was interrupted (absent when it was not)."""
 
 
-RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction"]
+RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "summary"]
 
 
-"""Which request of the turn is being sent."""
+"""Which request of the turn is being sent (``"summary"``: a context policy's summary request)."""
 
 
-UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "json_fallback"]
+UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "summary", "json_fallback"]
 
 
 """How ``metadata.usage`` counts a model call: a request kind, or DSPy's JSON fallback for a step."""

@@ -62,3 +62,17 @@ class Returned:
 class Raised:
     error: BaseException
     at: str | None = None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A request's prompt, counted before it is sent.
+
+    ``tokens``: by the context policy's counter; ``window``: the model's input window (the policy's
+    number, else LiteLLM's model map; ``None`` when neither knows it); ``binds``: the model binds
+    thinking blocks to the prefix before them.
+    """
+
+    tokens: int
+    window: int | None
+    binds: bool = False

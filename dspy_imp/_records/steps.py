@@ -10,7 +10,9 @@ storage vocabulary below whatever the live step fields are called::
 
 A result's ``shown`` (present only when the result was cut, ``_turn.limits``) is the text the
 model was shown in place of the full ``result``; every later request shows it.
-``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
+``prompt_view`` (a context policy's view of the history from this step on, ``_records.view``)
+is present only on the step a changed view was first rendered for. ``next_thought``, the
+reasoning keys, the outputs and ``pending_calls`` (a paused step:
 its calls have no results yet, see ``_turn.approval``) are present only when the step has
 them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
 loop does not know are kept untouched. The loop and the renderer work on ``Step`` records;
@@ -29,6 +31,7 @@ import pydantic
 from dspy_imp._records import clock
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import PendingKind
+from dspy_imp._records.view import PromptView, read_view
 
 _STEP_KEYS = frozenset(
     {
@@ -39,6 +42,7 @@ _STEP_KEYS = frozenset(
         "reasoning_details",
         "pending_calls",
         "not_sent",
+        "prompt_view",
     }
 )
 
@@ -99,6 +103,8 @@ class Step:
             empty: none of the step's calls ran).
         not_sent: Why a text answer was not sent (an output guardrail asked the model to try
             again): the step is a thought, and the line after it says why.
+        view: The prompt view (``_records.view``) its request was the first to be rendered
+            under, when a context policy changed the view there; ``None`` otherwise.
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -112,6 +118,7 @@ class Step:
     bare: bool = False
     pending: tuple[PendingCall, ...] = ()
     not_sent: str | None = None
+    view: PromptView | None = None
 
     @property
     def is_answer(self) -> bool:
@@ -153,6 +160,8 @@ def to_entry(step: Step) -> dict[str, Any]:
         ]
     if step.not_sent is not None:
         entry["not_sent"] = step.not_sent
+    if step.view is not None:
+        entry["prompt_view"] = step.view.to_dict()
     entry.update(step.extra)
     return entry
 
@@ -209,6 +218,7 @@ def from_entry(
         bare=not _STEP_KEYS.intersection(entry),
         pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
         not_sent=_text_or_none(entry.get("not_sent"), "not_sent"),
+        view=read_view(entry["prompt_view"]) if "prompt_view" in entry else None,
     )
 
 

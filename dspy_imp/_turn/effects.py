@@ -17,6 +17,8 @@ loop logic::
 
 ``ModelRequest.model``/``Extraction.model`` name the LM of the program's chain the request goes
 to (0: the program's LM; ``_turn.fallback``). ``RunTool.timeout`` bounds the run (``_turn.limits``).
+    Measure      -> Measured              a request's prompt tokens, counted before it is sent (pure)
+    Summarize    -> Reply | Failed        a context policy's summary request (``_turn.context``)
 
 A request's answer carries ``usage``: the model calls it took, as the LM reported them.
 """
@@ -60,6 +62,26 @@ class ModelRequest:
     no_retries: bool = False
     fallback: bool = True
     model: int = 0
+    context: Mapping[str, Any] | None = None  # what a context policy applied before this request
+    drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+
+
+@dataclass(frozen=True)
+class Summarize(ModelRequest):
+    """A summary request: the conversation's own messages, then the summary predictor's
+    instruction as a note entry; sent through the program's summary predictor. Its reply's text
+    is the summary."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Count the prompt tokens of ``request`` as it would be sent; nothing is sent.
+
+    ``counter``: the policy's ``counter(messages, tools, model)``, or ``None`` for LiteLLM's.
+    """
+
+    request: ModelRequest
+    counter: Any = None
 
 
 @dataclass(frozen=True)

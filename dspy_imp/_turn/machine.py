@@ -35,18 +35,20 @@ an ``Ending`` (data) or a ``Failure`` (becomes ``StepError``).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dspy_imp._prompt.guidance import Guidance, submit_only
 from dspy_imp._prompt.memo import RenderMemo
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._prompt.signature import SUBMIT, OutputSpec, Rejection
 from dspy_imp._records import clock
 from dspy_imp._records.kinds import RequestKind, TerminationCause
 from dspy_imp._records.outcomes import Extracted, Failed, RawCall, Reply
 from dspy_imp._records.steps import Step, make_history, to_entry
 from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.view import PromptView
 from dspy_imp._records.window import Window
 from dspy_imp._routes.failures import (
     ContentFiltered,
@@ -60,6 +62,7 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import (
     Alongside,
     CheckGuardrails,
@@ -67,10 +70,12 @@ from dspy_imp._turn.effects import (
     Ending,
     Extraction,
     Failure,
+    Measure,
     ModelRequest,
     RunTool,
     RunTools,
     Sleep,
+    Summarize,
 )
 from dspy_imp._turn.fallback import ModelChain
 from dspy_imp._turn.guardrails import Guards, Tripped
@@ -80,13 +85,14 @@ from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | CheckGuardrails | Alongside
+Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | CheckGuardrails | Alongside | Measure
 
 
 Outcome = Ending | Failure
 
 
 _NAMED_CHOICE = {"type": "function", "function": {"name": SUBMIT}}
+_OVER_WINDOW = "ContextWindowExceeded: the request is over the model's window after every context tier (not sent)"
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class Setup:
     paused: Step | None = None
     decisions: Decisions = field(default_factory=Decisions)
     models: tuple[str, ...] = ()
+    summary_instruction: str = SUMMARY_INSTRUCTIONS
 
 
 class Turn:
@@ -128,6 +135,8 @@ class Turn:
         known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
         earlier = next((step.inputs for step in reversed(known) if step.inputs), {})  # a resumed turn's inputs
         self.guards = Guards(self.options, plan.inputs, setup.paused is not None, earlier)
+        context = self.options.context
+        self.policy = None if context is None else Policy(context, setup.prior, self.guidance.task.output_names)
 
     @property
     def steps(self) -> Window[Step]:
@@ -360,7 +369,7 @@ class Turn:
             if stop is not None:
                 return self._incomplete(stop)
             outcome = yield from self._perform(kind)
-            if isinstance(outcome, Ending):  # an input guardrail alongside the first request tripped
+            if isinstance(outcome, Ending):  # over the window after the policy, or an input guardrail tripped
                 return outcome
             blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
             if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
@@ -386,13 +395,25 @@ class Turn:
             yield Sleep(delay)
 
     def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
-        """Yield one request (the first with the alongside input guardrails) and count it."""
+        """Fit one request to the context policy, yield it (the first with the alongside input
+        guardrails) and count it."""
+        if self.policy is not None and kind != "extraction":
+            fits = yield from self.policy.fit(kind, self.recorded, self._build, self.meter, self._stop)
+            if not fits:
+                self.errors["initial" if kind == "step" else kind] = _OVER_WINDOW
+                return self._incomplete("context_window_exceeded")
         outcome, trip = yield from self.guards.send(self._request(kind))
         self.meter.add(outcome.usage or (RequestUsage(kind),))
         return outcome if trip is None else self._blocked(trip)
 
     def _request(self, kind: RequestKind) -> ModelRequest | Extraction:
-        guidance = self._guidance(kind)
+        return self._build(kind)
+
+    def _build(
+        self, kind: RequestKind, view: PromptView | None = None, steps: Sequence[Step] | None = None
+    ) -> ModelRequest | Extraction:
+        """A request of ``kind``; a context policy's measures and summary pass their ``view`` and ``steps``."""
+        guidance = self._guidance(kind, view, steps)
         config = dict(self.plan.config)
         if kind == "forced_submit":
             config.update(tool_choice=_NAMED_CHOICE, reasoning_effort=None)
@@ -407,16 +428,21 @@ class Turn:
             return Extraction(
                 guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index
             )
-        return ModelRequest(
+        made = Summarize if kind == "summary" else ModelRequest
+        pending = {} if kind == "summary" else dict(self.pending)
+        request = made(
             guidance,
-            dict(self.pending),
+            pending,
             config,
             no_retries=left is not None,
             fallback=self.meter.allows_fallback(),
             model=self.models.index,
         )
+        return request if self.policy is None else self.policy.annotate(request, self.recorded)
 
-    def _guidance(self, kind: RequestKind) -> Guidance:
+    def _guidance(
+        self, kind: RequestKind, view: PromptView | None = None, steps: Sequence[Step] | None = None
+    ) -> Guidance:
         guidance = replace(
             self.guidance,
             kind=kind,
@@ -425,6 +451,10 @@ class Turn:
             omitted=self.projection.omitted,
             boundary=self._turn_start(),
         )
+        if self.policy is not None:  # what its view shows; a summary request: its episodes, then the instruction
+            guidance = self.policy.guidance(
+                guidance, view, self.projection.omitted, steps, self.setup.summary_instruction
+            )
         if kind == "required_retry":
             guidance = replace(guidance, roster=submit_only(guidance.roster))
         return guidance
@@ -457,6 +487,9 @@ class Turn:
         if self.pending and resumed is None:
             step = replace(step, inputs={**self.pending, **step.inputs})
             self.pending = {}
+        view = self.policy.take_view() if self.policy is not None else None
+        if view is not None:
+            step = replace(step, view=view)
         self.recorded.append(step)
         self.entries.append(to_entry(step))
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from dspy_imp._records.kinds import FinishMode, HistoryReplay
 from dspy_imp._records.usage import UsageLimits
 from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.context import Context
 from dspy_imp._turn.effects import Tool
 from dspy_imp._turn.guardrails import Guardrail
 from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT, ToolLimits
@@ -51,6 +52,7 @@ class ProgramOptions:
     def limits(self) -> ToolLimits:
         """The per-tool limits and the repeat limit, as the turn applies them."""
         return ToolLimits(self.tool_timeouts, self.tool_retries, self.max_result_chars, self.repeat_limit)
+    context: Context | None = None
 
 
 @dataclass(frozen=True)
@@ -79,3 +81,5 @@ class Program(Protocol):
 
     @property
     def options(self) -> ProgramOptions: ...
+
+    def summary_predictor(self) -> Any: ...

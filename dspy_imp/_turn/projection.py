@@ -22,7 +22,7 @@ MAX_RECOVERIES = 8
 class Projection:
     def __init__(self, prior: Sequence[Step], output_names: Sequence[str]):
         self.prior = len(prior)
-        self.boundaries = _episode_ends(prior, output_names)
+        self.boundaries = episode_ends(prior, output_names)
         self.omitted = 0
         self.recoveries = 0
 
@@ -49,7 +49,7 @@ class Projection:
         }
 
 
-def _episode_ends(prior: Sequence[Step], output_names: Sequence[str]) -> list[int]:
+def episode_ends(prior: Sequence[Step], output_names: Sequence[str]) -> list[int]:
     """1-based ends of prior episodes: entries carrying every output, and the last prior entry."""
     ends = [
         i

@@ -27,7 +27,7 @@ from dspy.streaming.messages import StreamResponse
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.outcomes import Extracted, Reply
-from dspy_imp._turn.effects import Extraction, ModelRequest
+from dspy_imp._turn.effects import Extraction, ModelRequest, Summarize
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.listener import StreamListener
 
@@ -213,6 +213,8 @@ def readers_for(listeners: Sequence[StreamListener], program: Program, effect: A
     outputs = program.signature.output_fields
     for listener in listeners:
         field = listener.signature_field_name
+        if isinstance(effect, Summarize):  # a context policy's summary is no field of the turn
+            continue
         if isinstance(effect, ModelRequest):
             readers.append(_TextReader(listener, "react", exchange))
             if field in outputs and effect.guidance.has_submit:

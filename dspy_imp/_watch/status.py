@@ -61,7 +61,15 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
             "forced_submit": "Asking the model to submit its answer (forced submit)",
             "required_retry": "Asking again for submit (tool_choice=required)",
             "extraction": "Extracting the outputs from the conversation",
+            "summary": "Summarizing the earlier conversation to save context",
         }.get(kind)
+
+    def context_status_message(self, record: dict[str, Any]) -> str | None:
+        """Before a request a context policy shortened (``record``: its ``metadata.context`` entry)."""
+        done = [_TIER_WORDS[a["tier"]](a) for a in record.get("applied", ()) if not a.get("failed")]
+        if not done:
+            return None
+        return f"Context: {', '.join(done)} ({record['tokens_before']:,} -> {record['tokens']:,} tokens)"
 
     def context_window_status_message(self, omitted: int) -> str | None:
         """Before a request resent after a context-window refusal."""
@@ -90,6 +98,13 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
 
 
+_TIER_WORDS = {
+    "clear": lambda a: f"cleared {a['results_cleared']} old tool results",
+    "summarize": lambda a: f"summarized {a['entries_summarized']} earlier entries",
+    "leave_out": lambda a: f"left out {a['entries_left_out']} earlier entries",
+}
+
+
 _DEFAULT = StatusMessageProvider()
 
 
@@ -106,6 +121,8 @@ def status_for(provider: Any, event: str, *args: Any) -> str | None:
         return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
     if event in ("retry", "fallback", "tool_timeout", "guardrail"):
         return _call(provider, f"{event}_status_message", *args)
+    if event == "context":
+        return _call(provider, "context_status_message", *args)
     kind, omitted, recovered = args
     if recovered:
         return _call(provider, "context_window_status_message", omitted)

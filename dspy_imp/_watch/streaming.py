@@ -86,8 +86,14 @@ class Watch:
         hop = self._messages(self._hop(effect))
         message = None
         if isinstance(effect, ModelRequest):
-            recovered = effect.guidance.omitted > self.omitted
+            shortened = bool(effect.context and effect.context.get("applied"))
+            recovered = effect.guidance.omitted > self.omitted and not shortened
             self.omitted = effect.guidance.omitted
+            if shortened:
+                messages = self._messages(status_for(self.provider, "context", dict(effect.context or {})))
+                return messages + self._messages(
+                    status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, False)
+                )
             message = status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, recovered)
             if message is None and self.progress is not None:
                 self.steps += 1

@@ -57,7 +57,8 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.turn.fallbacks": "each time a request went to the next LM of the chain: kind, model, error, next",
     "dspy_imp.turn.failed_requests": "every request of the turn that failed, by role, recovered or not",
     "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost",
-    "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | json_fallback",
+    "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | summary | json_fallback",
+    "dspy_imp.request.context": "what a context policy measured and applied before this request (`metadata.context`)",
     "dspy_imp.request.json_fallback": "true when DSPy's JSON fallback re-sent this request",
     "dspy_imp.reply.answer": "the reply's text as the task output it answers (text-answer requests)",
 }
@@ -188,8 +189,11 @@ def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:
     return {PREFIX + key: value for key, value in values.items() if value is not None}
 
 
-def request_attributes(kind: str) -> dict[str, Any]:
-    return {PREFIX + "request.kind": kind}
+def request_attributes(kind: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {PREFIX + "request.kind": kind}
+    if context is not None:
+        attributes[PREFIX + "request.context"] = dict(context)
+    return attributes
 
 
 def reply_attributes(guidance: Any, reply: Any, json_fallback: bool) -> dict[str, Any]:

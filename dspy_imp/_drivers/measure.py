@@ -1,0 +1,46 @@
+"""Performing ``Measure``: a request rendered exactly as it would be sent, and its tokens counted.
+
+Nothing is sent and no DSPy callback fires: the step adapter's ``preview`` renders the messages
+and the native tool list through the same code as ``format`` (same dialect, route, roster and
+memo). The counter is the policy's own or LiteLLM's (``_routes.tokens``); the window is LiteLLM's
+model map's. Pure, so the durable driver does not checkpoint it: a replay measures the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+
+from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange
+from dspy_imp._prompt.guidance import tool_listing
+from dspy_imp._records.outcomes import Measured
+from dspy_imp._routes.tokens import count_tokens, window_of
+from dspy_imp._turn.context import binds_thinking
+from dspy_imp._turn.effects import Measure
+from dspy_imp._turn.plan import Program
+
+
+def measure(program: Program, effect: Measure) -> Measured:
+    request = effect.request
+    lm = program.react.lm or dspy.settings.lm
+    exchange = Exchange(request.guidance, config=dict(request.config), drop_block=request.drop_block)
+    inputs: dict[str, Any] = {**request.pending, "tools": tool_listing(request.guidance.roster)}
+    adapter = _adapter()
+    token = current_exchange().set(exchange)
+    try:
+        messages, tools = adapter.preview(lm, program.react.signature, program.react.demos, inputs)
+    finally:
+        current_exchange().reset(token)
+    model = str(getattr(lm, "model", "") or "")
+    counter = effect.counter or count_tokens
+    return Measured(int(counter(messages, tools, model)), window_of(model), binds_thinking(model))
+
+
+async def ameasure(program: Program, effect: Measure) -> Measured:
+    return measure(program, effect)
+
+
+def _adapter() -> ReActAdapter:
+    configured = dspy.settings.adapter
+    return configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
