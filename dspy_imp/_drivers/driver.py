@@ -33,6 +33,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
+from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
@@ -45,7 +46,7 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.failures import ContentFiltered
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.warmup import warm_litellm
-from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool, RunTools, Sleep
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import tracing
 from dspy_imp._watch.streaming import Watch
@@ -166,7 +167,31 @@ class Effects:
             return await self.aperform(run)
         return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
 
+    def child(self, program: Program) -> Effects:
+        """The driver of a sub-agent's turn: the same kind as this one (``_drivers.child``)."""
+        return Effects(program)
+
+    def _agent_job(self, effect: RunAgent) -> _Job:
+        """A sub-agent's turn, run through its tool (so tracers nest it under the tool's span)."""
+        tool, args = effect.tool, effect.args
+
+        def call(asynchronous: bool) -> ChildCall:
+            program = getattr(tool, "program", None)
+            return ChildCall(program, effect.history, effect.decisions, effect.budget, self.child, asynchronous)
+
+        def run() -> Any:
+            with calling(call(False)):
+                return tool(**args)
+
+        async def arun() -> Any:
+            with calling(call(True)):
+                return await tool.acall(**args)
+
+        return _Job(run, arun, lambda value: ended(value, now_iso()), lambda error: raised(error, now_iso()))
+
     def _job(self, effect: Any) -> _Job:
+        if isinstance(effect, RunAgent):
+            return self._agent_job(effect)
         if isinstance(effect, RunTool):
             tool, args = effect.tool, effect.args
             return _Job(

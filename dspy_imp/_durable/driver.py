@@ -23,6 +23,10 @@ workflow. The received decisions are recorded like any step, so a replay resumes
 Records are JSON-safe (``_durable.codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
 
+A sub-agent's call (``RunAgent``) is not a step: the child's turn runs inline in the workflow on a
+``DurableEffects`` of its own (``child``), so each of its requests and tools is a step, and a
+recovered workflow replays the child to where it stopped, as it replays the caller.
+
 Parallel tool calls (``RunTools``) are one step: the calls run at once inside it, as the plain
 driver runs them, and their outcomes are recorded together. Each call inside gets its own
 idempotency key (the step id and its position in the batch).
@@ -52,8 +56,19 @@ from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
 from dspy_imp._records.step_error import StepError
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    ModelRequest,
+    RunAgent,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.machine import Turn
+from dspy_imp._turn.plan import Program
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
 
@@ -81,11 +96,17 @@ class DurableEffects(Effects):
         super().__init__(program)
         self.clock = clock
 
+    def child(self, program: Program) -> Effects:
+        """A sub-agent's turn runs in this workflow, each of its effects a step of its own."""
+        return DurableEffects(program, self.clock)
+
     def perform(self, effect: Any) -> Any:
         batch = _BATCH.get()
         if batch is not None:  # one call of a parallel batch, inside the batch's step
             with _position(batch, effect):
                 return Effects.perform(self, effect)
+        if isinstance(effect, RunAgent):  # not a step: the child's own effects are (see ``child``)
+            return Effects.perform(self, effect)
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
             return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
@@ -96,6 +117,8 @@ class DurableEffects(Effects):
         if batch is not None:
             with _position(batch, effect):
                 return await Effects.aperform(self, effect)
+        if isinstance(effect, RunAgent):
+            return await Effects.aperform(self, effect)
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)
             at = await DBOS.run_step_async(_CLOCK_STEP, _anow)

@@ -6,11 +6,14 @@ storage vocabulary below whatever the live step fields are called::
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
      "tool_call_results": [{"id", "name", "result", "error", "returned_at"}],
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
-     "pending_calls": [{"id", "name", "args", "kind"}]}
+     "pending_calls": [{"id", "name", "args", "kind"}],
+     "agent_runs": {<call id>: {"agent", "termination_reason", "termination_cause",
+                                "pending_calls", "usage", "history": [<entry>, ...]}}}
 
-``next_thought``, the reasoning keys, the outputs and ``pending_calls`` (a paused step:
-its calls have no results yet, see ``_turn.approval``) are present only when the step has
-them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
+``next_thought``, the reasoning keys, the outputs, ``pending_calls`` (a paused step:
+its calls have no results yet, see ``_turn.approval``) and ``agent_runs`` (what each sub-agent
+called by this step did, its own history included, see ``_turn.agents``) are present only when
+the step has them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
 loop does not know are kept untouched. The loop and the renderer work on ``Step`` records;
 ``to_entry``/``from_entry`` are the only places that know the dict shape.
 """
@@ -29,7 +32,15 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import PendingKind
 
 _STEP_KEYS = frozenset(
-    {"next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details", "pending_calls"}
+    {
+        "next_thought",
+        "tool_calls",
+        "tool_call_results",
+        "reasoning_content",
+        "reasoning_details",
+        "pending_calls",
+        "agent_runs",
+    }
 )
 
 
@@ -80,8 +91,10 @@ class Step:
         extra: Keys of the entry the loop does not know, kept as they were.
         bare: The entry had none of the step keys (a host-written ``{question, answer}``
             turn); an answer-only bare entry replays as a step that answered in text.
-        pending: For a paused step, the calls that wait for a decision (then ``results`` is
-            empty: none of the step's calls ran).
+        pending: For a paused step, the calls that wait for a decision (then ``results`` holds
+            only the calls that ran: none, unless a sub-agent paused after them).
+        agent_runs: For each call of a sub-agent (``agent.as_tool()``), by call id, what the
+            sub-agent did: its ending, usage, pending calls and its own history entries.
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +107,7 @@ class Step:
     extra: Mapping[str, Any] = field(default_factory=dict)
     bare: bool = False
     pending: tuple[PendingCall, ...] = ()
+    agent_runs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def is_answer(self) -> bool:
@@ -133,6 +147,8 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["pending_calls"] = [
             {"id": p.id, "name": p.name, "args": dict(p.args), "kind": p.kind} for p in step.pending
         ]
+    if step.agent_runs:
+        entry["agent_runs"] = {call_id: dict(run) for call_id, run in step.agent_runs.items()}
     entry.update(step.extra)
     return entry
 
@@ -186,7 +202,16 @@ def from_entry(
         extra={k: v for k, v in entry.items() if k not in known},
         bare=not _STEP_KEYS.intersection(entry),
         pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
+        agent_runs=_read_agent_runs(entry.get("agent_runs")),
     )
+
+
+def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(run, Mapping) for run in value.values()):
+        raise ConfigurationError(f"history `agent_runs` must map call ids to sub-agent records, got {value!r}")
+    return {str(call_id): dict(run) for call_id, run in value.items()}
 
 
 def _read_pending(data: Any) -> PendingCall:

@@ -38,7 +38,7 @@ from dspy_imp._records import clock
 from dspy_imp._records.kinds import RequestKind, TerminationCause
 from dspy_imp._records.outcomes import Extracted, Failed, RawCall, Reply
 from dspy_imp._records.steps import Step, make_history, to_entry
-from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.usage import RequestUsage, UsageLimits, tighter
 from dspy_imp._records.window import Window
 from dspy_imp._routes.failures import (
     ContentFiltered,
@@ -52,13 +52,23 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._turn.approval import Decisions
-from dspy_imp._turn.effects import DecidedCall, Ending, Extraction, Failure, ModelRequest, RunTool, RunTools, Sleep
+from dspy_imp._turn.effects import (
+    DecidedCall,
+    Ending,
+    Extraction,
+    Failure,
+    ModelRequest,
+    RunAgent,
+    RunTool,
+    RunTools,
+    Sleep,
+)
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
-from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
+from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep
+Effect = ModelRequest | Extraction | RunTool | RunAgent | RunTools | DecidedCall | Sleep
 
 
 Outcome = Ending | Failure
@@ -79,6 +89,7 @@ class Setup:
     retries: int = 3
     paused: Step | None = None
     decisions: Decisions = field(default_factory=Decisions)
+    budget: UsageLimits | None = None  # a sub-agent's: what its caller's limits have left
 
 
 class Turn:
@@ -99,7 +110,7 @@ class Turn:
         self.note_index: int | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
-        self.meter = Meter(self.options.usage_limits)
+        self.meter = Meter(tighter(self.options.usage_limits, setup.budget))
 
     @property
     def steps(self) -> Window[Step]:
@@ -153,9 +164,9 @@ class Turn:
         return self._incomplete("deadline_exceeded") if clock.passed() else None
 
     def _calls_step(self, reply: Reply, resumed: Step | None = None) -> Generator[Effect, Any, Outcome | None]:
-        decisions = self.setup.decisions if resumed is not None else None
+        running = Running(self.setup.decisions, resumed, self.meter) if resumed is not None else Running(meter=self.meter)
         index = self.step_index - 1
-        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, decisions)
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, running)
         outputs = done.submitted
         step = _calls_record(reply, done, outputs)
         self._record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
@@ -197,7 +208,9 @@ class Turn:
         outcome = yield from self._send("last_text")
         if not isinstance(outcome, Reply):
             return self._last_request_failed(outcome, "last_text", cause)
-        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids)
+        done = yield from run_calls(
+            self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids, Running(meter=self.meter)
+        )
         name = self.guidance.task.output_names[0]
         text = outcome.text if outcome.said_something else None
         unexecuted = tuple(done.unexecuted)
@@ -231,7 +244,9 @@ class Turn:
         return (yield from self._forced_reply(outcome, cause))
 
     def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
-        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids)
+        done = yield from run_calls(
+            self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids, Running(meter=self.meter)
+        )
         unexecuted = tuple(done.unexecuted)
         if done.calls or reply.said_something:
             self._record(_calls_record(reply, done, done.submitted))
@@ -394,6 +409,7 @@ def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | No
         results=tuple(done.results),
         outputs=dict(outputs) if outputs is not None and not done.pending else None,
         pending=tuple(done.pending),
+        agent_runs=dict(done.agent_runs),
         **_reasoning(reply),
     )
 
