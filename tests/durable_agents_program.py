@@ -90,7 +90,11 @@ def programs() -> dict[str, dspy_imp.ReActV2]:
 def save(turn: str, pred: dspy.Prediction) -> None:
     folder = Path(ARGS.dir) / "results"
     folder.mkdir(exist_ok=True)
-    result = {"reply": pred.reply, "reason": pred.metadata.termination_reason, "history": dspy_imp.dump_history(pred.metadata.history)}
+    result = {
+        "reply": pred.reply,
+        "reason": pred.metadata.termination_reason,
+        "history": dspy_imp.dump_history(pred.metadata.history),
+    }
     (folder / f"{turn}.json").write_text(__import__("json").dumps(result))
 
 

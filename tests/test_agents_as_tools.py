@@ -83,9 +83,19 @@ def test_the_child_runs_inside_the_call_and_its_usage_sums_exactly(run):
     assert child_lm.requests[0].messages[1:] == [inputs(question="where is order 7?")]
     usage = meta.usage
     assert (usage.input_tokens, usage.output_tokens, dict(usage.requests)) == (370, 37, {"step": 4})
-    assert [(c.agent, c.input_tokens) for c in usage.calls] == [(None, 100), ("researcher", 30), ("researcher", 40), (None, 200)]
+    assert [(c.agent, c.input_tokens) for c in usage.calls] == [
+        (None, 100),
+        ("researcher", 30),
+        ("researcher", 40),
+        (None, 200),
+    ]
     mine = usage.agents["researcher"]
-    assert (mine.input_tokens, mine.output_tokens, dict(mine.requests), set(usage.agents)) == (70, 7, {"step": 2}, {"researcher"})
+    assert (mine.input_tokens, mine.output_tokens, dict(mine.requests), set(usage.agents)) == (
+        70,
+        7,
+        {"step": 2},
+        {"researcher"},
+    )
     first = settled(meta.history.messages)[0]
     assert first["tool_call_results"] == [
         {"id": "p1", "name": "researcher", "result": "Order 7 is in Lyon.", "error": False}
@@ -138,7 +148,10 @@ def test_the_childs_own_limit_still_holds_under_a_looser_caller(run):
     with dspy.context(lm=lm):
         pred = run(triage(child, usage_limits={"requests": 10}), ticket="t")
     assert pred.reply == "Could not find it." and pred.metadata.usage.total_requests == 3
-    assert lm.requests[1].messages[-1] == tool("p1", "Error: researcher ended without an answer (usage_limit_exceeded).")
+    assert lm.requests[1].messages[-1] == tool(
+        "p1", "Error: researcher ended without an answer (usage_limit_exceeded)."
+    )
+    child_lm.assert_complete()
 
 
 def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run):
@@ -185,7 +198,10 @@ def three_deep(needs: str = "refund") -> tuple[dspy_imp.ReActV2, list[ScriptedLM
     research = dspy_imp.ReActV2("question -> findings", tools=[lookup, billing.as_tool(name="billing")])
     research_lm = ScriptedLM(
         [
-            reply(calls=[call("lookup", {"query": "o7"}, id="c0"), call("billing", {"order": "o7"}, id="c1")], usage=(50, 5)),
+            reply(
+                calls=[call("lookup", {"query": "o7"}, id="c0"), call("billing", {"order": "o7"}, id="c1")],
+                usage=(50, 5),
+            ),
             reply("Refund done.", usage=(60, 6)),
         ]
     )

@@ -74,4 +74,7 @@ def test_a_killed_sub_agent_resumes_where_it_stopped_and_a_waiting_one_takes_its
         assert (found["reply"], found["reason"]) == ("Refunded, receipt sent.", "answered")
         assert timeless(found["history"]) == timeless(plain["history"])
     record = results["kill"]["history"]["messages"][0]["agent_runs"]["p1"]
-    assert [r["result"] for e in record["history"] for r in e["tool_call_results"]] == ["charged 5", "sent to ada@example.com"]
+    assert [r["result"] for e in record["history"] for r in e["tool_call_results"]] == [
+        "charged 5",
+        "sent to ada@example.com",
+    ]

@@ -68,7 +68,7 @@ def ended(value: Any, at: str) -> AgentEnded:
     meta = getattr(value, "metadata", None)
     if meta is None:  # not one of our predictions: its fields are the outputs
         return AgentEnded("answered", dict(value.items()) if hasattr(value, "items") else {"result": value}, at=at)
-    outputs = {key: value[key] for key in value.keys()} if meta.complete else None
+    outputs = dict(value.items()) if meta.complete else None
     return AgentEnded(
         meta.termination_reason,
         outputs,

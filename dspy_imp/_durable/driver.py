@@ -92,7 +92,7 @@ class _Clock:
 class DurableEffects(Effects):
     """Performs each effect as a DBOS step and sends the machine the decoded record."""
 
-    def __init__(self, program: ReActV2, clock: _Clock):
+    def __init__(self, program: Program, clock: _Clock):
         super().__init__(program)
         self.clock = clock
 

@@ -46,7 +46,9 @@ def agent_tool(program: Any, name: str | None, description: str | None) -> Agent
             return program.acall(**kwargs)
         return program(**kwargs)
 
-    parameters = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=f.annotation) for k, f in fields.items()]
+    parameters = [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=f.annotation) for k, f in fields.items()
+    ]
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {k: f.annotation for k, f in fields.items()}
     run.program = program  # type: ignore[attr-defined]

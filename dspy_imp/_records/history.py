@@ -76,7 +76,10 @@ def _agent_run(run: Any) -> Any:
     """A sub-agent's record: its history dumped by the same rules as the caller's."""
     if not isinstance(run, Mapping):
         return _json(run)
-    return {_key(k): ([_entry(e) for e in v] if k == "history" and isinstance(v, list) else _json(v)) for k, v in run.items()}
+    return {
+        _key(k): ([_entry(e) for e in v] if k == "history" and isinstance(v, list) else _json(v))
+        for k, v in run.items()
+    }
 
 
 def _results(results: Any) -> Any:

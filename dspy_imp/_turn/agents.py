@@ -74,7 +74,9 @@ def came_to(tool: Tool, call: ToolCall, ended: AgentEnded, can_wait: bool) -> Ca
     """The call's result (or its pending calls), record and tagged usage. ``can_wait``: an ordinary step."""
     name = tool.name
     record = _record(name, ended)
-    usage = tuple(replace(c, agent=name if c.agent is None else f"{name}{SEPARATOR}{c.agent}") for c in ended.usage.calls)
+    usage = tuple(
+        replace(c, agent=name if c.agent is None else f"{name}{SEPARATOR}{c.agent}") for c in ended.usage.calls
+    )
 
     def came(outcome: Returned | Raised | None = None, rejection: Rejection | None = None) -> Came:
         return Came(outcome, rejection, pending, record, usage)

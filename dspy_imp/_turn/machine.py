@@ -164,7 +164,8 @@ class Turn:
         return self._incomplete("deadline_exceeded") if clock.passed() else None
 
     def _calls_step(self, reply: Reply, resumed: Step | None = None) -> Generator[Effect, Any, Outcome | None]:
-        running = Running(self.setup.decisions, resumed, self.meter) if resumed is not None else Running(meter=self.meter)
+        decisions = self.setup.decisions if resumed is not None else Decisions()
+        running = Running(decisions, resumed, self.meter)
         index = self.step_index - 1
         done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, running)
         outputs = done.submitted

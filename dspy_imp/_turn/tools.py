@@ -175,8 +175,9 @@ def _kept(ctx: CallContext, call: ToolCall, resumed: Step | None, done: StepCall
     if resumed is None:
         return None
     run = resumed.agent_runs.get(call.id)
-    if agents.paused_run(run) and call.name in ctx.runners:
-        return _Checked(call, runner=ctx.runners[call.name], resume=run)
+    runner = ctx.runners.get(call.name or "")
+    if agents.paused_run(run) and runner is not None:
+        return _Checked(call, runner=runner, resume=run)
     result = next((r for r in resumed.results if r.id == call.id), None)
     if result is None:
         return None
