@@ -18,10 +18,6 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import ValidationError, validators
-from jsonschema.exceptions import best_match
-from jsonschema.protocols import Validator
-
 from dspy_imp._prompt import sentences
 from dspy_imp._prompt.signature import SUBMIT, OutputSpec, Rejection
 from dspy_imp._records.errors import error_text
@@ -32,6 +28,7 @@ from dspy_imp._records.steps import PendingCall, Step, ToolCall, ToolResult, now
 from dspy_imp._records.text import result_text
 from dspy_imp._turn import agents
 from dspy_imp._turn.approval import Decisions, asks_approval
+from dspy_imp._turn.arguments import check_arguments
 from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools, Tool
 from dspy_imp._turn.meter import Meter
 
@@ -339,53 +336,6 @@ def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdic
     if isinstance(verdict, str) and verdict.strip():
         return Rejection("tool_denied", sentences.tool_not_allowed_because(name, verdict))
     return Rejection("tool_denied", sentences.tool_not_allowed(name))
-
-
-def check_arguments(tool: Tool, args: Any) -> Rejection | None:
-    """The call's arguments against the tool's JSON schema (reference §2.6 step 5)."""
-    if not isinstance(args, Mapping):
-        return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
-    schema = tool.args or {}
-    missing = [k for k, s in schema.items() if k not in args and not (isinstance(s, dict) and "default" in s)]
-    if missing:
-        return Rejection("missing_required", sentences.missing_arguments(missing))
-    problems = []
-    for key, value in args.items():
-        if key not in schema:
-            if not tool.has_kwargs:
-                problems.append(f"{key} is not an argument of {tool.name}")
-            continue
-        spec = schema[key]
-        if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
-            error = best_match(_validator(spec).iter_errors(value))
-            if isinstance(error, ValidationError):
-                problems.append(f"{key} {error.message}")
-    return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
-
-
-_VALIDATORS: dict[int, tuple[dict[str, Any], Validator]] = {}
-
-
-_MAX_VALIDATORS = 4096
-
-
-def _validator(spec: dict[str, Any]) -> Validator:
-    """One argument's validator, built (and its schema checked) once per tool argument.
-
-    ``jsonschema.validate`` re-checks the schema against its meta-schema on every call; this
-    gives the same verdicts and messages. Keyed by the schema object, which the entry keeps
-    alive (so its id is not reused); a long-lived process building tools endlessly clears it.
-    """
-    entry = _VALIDATORS.get(id(spec))
-    if entry is not None and entry[0] is spec:
-        return entry[1]
-    cls = validators.validator_for(spec)
-    cls.check_schema(spec)
-    validator = cls(spec)
-    if len(_VALIDATORS) >= _MAX_VALIDATORS:
-        _VALIDATORS.clear()
-    _VALIDATORS[id(spec)] = (spec, validator)
-    return validator
 
 
 def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:
