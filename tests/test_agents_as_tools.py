@@ -359,3 +359,43 @@ def test_the_childs_turn_is_inside_the_callers_tool_call(run):
         "tool end",
         "turn end",
     ]
+
+
+def test_two_calls_of_one_sub_agent_pause_side_by_side_and_resume_each(run):
+    billing = dspy_imp.ReActV2("order -> outcome", tools=[refund], needs_approval=["refund"])
+    billing_lm = ScriptedLM(
+        [
+            reply(calls=[call("refund", {"amount": 1}, id="g1")]),
+            reply(calls=[call("refund", {"amount": 2}, id="g1")]),
+            reply("Refunded 1."),
+            reply("Not refunded."),
+        ]
+    )
+    billing.set_lm(billing_lm)
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[billing.as_tool(name="billing")])
+    both = [call("billing", {"order": "a"}, id="p1"), call("billing", {"order": "b"}, id="p2")]
+    lm = ScriptedLM([reply(calls=both), reply("One refund made.")])
+    with dspy.context(lm=lm):
+        paused = run(agent, ticket="t")
+        assert [c["id"] for c in paused.metadata.pending_calls] == ["p1/g1", "p2/g1"]
+        done = run(agent, history=paused.metadata.history, approvals={"p1/g1": True, "p2/g1": False})
+    assert done.reply == "One refund made." and RAN == ["refund 1"]
+    assert lm.requests[1].messages[-2:] == [tool("p1", "Refunded 1."), tool("p2", "Not refunded.")]
+    assert billing_lm.requests[3].messages[-1] == tool("g1", "Error: refund is not allowed.")
+
+
+def test_sub_agent_calls_run_after_a_parallel_batch_one_at_a_time(run):
+    child, child_lm = researcher(CHILD_SCRIPT)
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[child.as_tool(name="researcher"), lookup], parallel_tools=True)
+    calls = [
+        call("researcher", {"question": "q"}, id="p1"),
+        call("lookup", {"query": "a"}, id="p2"),
+        call("lookup", {"query": "b"}, id="p3"),
+    ]
+    lm = ScriptedLM([reply(calls=calls), reply("ok")])
+    with dspy.context(lm=lm):
+        pred = run(agent, ticket="t")
+    assert pred.reply == "ok"
+    assert sorted(RAN[:2]) == ["lookup a", "lookup b"] and RAN[2] == "lookup order 7"  # the batch, then the child
+    assert [m.get("tool_call_id") for m in lm.requests[1].messages[-3:]] == ["p1", "p2", "p3"]  # in call order
+    child_lm.assert_complete()
