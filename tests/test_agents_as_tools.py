@@ -8,6 +8,10 @@ through ``dump_history``/``load_history``), and tracers see its turn inside the 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -399,3 +403,29 @@ def test_sub_agent_calls_run_after_a_parallel_batch_one_at_a_time(run):
     assert sorted(RAN[:2]) == ["lookup a", "lookup b"] and RAN[2] == "lookup order 7"  # the batch, then the child
     assert [m.get("tool_call_id") for m in lm.requests[1].messages[-3:]] == ["p1", "p2", "p3"]  # in call order
     child_lm.assert_complete()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_openinference_nests_the_childs_turn_span_under_the_callers_tool_span(mode: str) -> None:
+    scenario = Path(__file__).with_name("agents_tracing_scenario.py")
+    env = {**os.environ, "PYTHONPATH": str(scenario.parent.parent)}
+    done = subprocess.run(
+        [sys.executable, str(scenario), mode], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    turn, predict, tool_call = (
+        ("ReActV2.forward", "StepPredictor.forward", "__call__")
+        if mode == "sync"
+        else ("ReActV2.aforward", "StepPredictor.aforward", "acall")
+    )
+    child = f"{turn} > researcher.{tool_call} > {turn}"
+    assert json.loads(done.stdout) == [
+        turn,
+        f"{turn} > {predict}",
+        f"{turn} > {predict}",
+        f"{turn} > researcher.{tool_call}",
+        child,
+        f"{child} > {predict}",
+        f"{child} > {predict}",
+        f"{child} > lookup.{tool_call}",
+    ]
