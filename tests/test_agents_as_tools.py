@@ -429,3 +429,23 @@ def test_openinference_nests_the_childs_turn_span_under_the_callers_tool_span(mo
         f"{child} > {predict}",
         f"{child} > lookup.{tool_call}",
     ]
+
+
+def test_the_usage_span_attribute_shows_each_sub_agent():
+    from dspy_imp._watch.tracing import usage_attribute
+
+    child, _ = researcher(CHILD_SCRIPT)
+    with dspy.context(lm=ScriptedLM([ASK, reply("ok", usage=(200, 20))])):
+        pred = triage(child)(ticket="t")
+    value = usage_attribute(pred.metadata.usage)
+    assert value["input_tokens"] == 370 and value["requests"] == {"step": 4}
+    assert value["agents"] == {
+        "researcher": {
+            "requests": {"step": 2},
+            "input_tokens": 70,
+            "output_tokens": 7,
+            "total_tokens": 77,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+        }
+    }
