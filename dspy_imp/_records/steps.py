@@ -209,8 +209,11 @@ def from_entry(
 def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(isinstance(run, Mapping) for run in value.values()):
-        raise ConfigurationError(f"history `agent_runs` must map call ids to sub-agent records, got {value!r}")
+    runs = value.values() if isinstance(value, Mapping) else None
+    if runs is None or not all(isinstance(run, Mapping) and isinstance(run.get("history", []), list) for run in runs):
+        raise ConfigurationError(
+            f"history `agent_runs` must map call ids to sub-agent records (with a `history` list), got {value!r}"
+        )
     return {str(call_id): dict(run) for call_id, run in value.items()}
 
 

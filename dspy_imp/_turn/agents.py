@@ -77,22 +77,21 @@ def came_to(tool: Tool, call: ToolCall, ended: AgentEnded, can_wait: bool) -> Ca
     usage = tuple(
         replace(c, agent=name if c.agent is None else f"{name}{SEPARATOR}{c.agent}") for c in ended.usage.calls
     )
-
-    def came(outcome: Returned | Raised | None = None, rejection: Rejection | None = None) -> Came:
-        return Came(outcome, rejection, pending, record, usage)
-
+    outcome: Returned | Raised | None = None
+    rejection: Rejection | None = None
     pending: tuple[PendingCall, ...] = ()
     if ended.error is not None:
-        return came(Raised(ended.error, ended.at))
-    if ended.reason == "paused":
-        if not can_wait:
-            return came(rejection=Rejection("tool_error", sentences.agent_paused_now(name)))
+        outcome = Raised(ended.error, ended.at)
+    elif ended.reason == "paused" and can_wait:
         pending = tuple(_namespaced(call, name, p) for p in ended.pending)
-        return came()
-    if ended.outputs is None:
-        return came(rejection=Rejection("agent_incomplete", sentences.agent_unfinished(name, ended.cause)))
-    outputs = dict(ended.outputs)
-    return came(Returned(next(iter(outputs.values())) if len(outputs) == 1 else outputs, ended.at))
+    elif ended.reason == "paused":
+        rejection = Rejection("tool_error", sentences.agent_paused_now(name))
+    elif ended.outputs is None:
+        rejection = Rejection("agent_incomplete", sentences.agent_unfinished(name, ended.cause))
+    else:
+        outputs = dict(ended.outputs)
+        outcome = Returned(next(iter(outputs.values())) if len(outputs) == 1 else outputs, ended.at)
+    return Came(outcome, rejection, pending, record, usage)
 
 
 def _namespaced(call: ToolCall, name: str, pending: Mapping[str, Any]) -> PendingCall:
