@@ -244,7 +244,13 @@ def test_a_grandchilds_approval_pauses_the_grandparent_and_resumes_all_three(run
     usage = done.metadata.usage  # this call's requests: billing's last, research's last, triage's last
     assert (usage.total_requests, usage.input_tokens) == (3, 366)
     assert usage.agents["researcher"].agents["billing"].input_tokens == 6
-    assert lms[1].requests[1].messages[-2:] == [tool("c0", "found o7"), tool("c1", "Refunded 5.")]
+    research = lms[1].requests  # the researcher continues its own conversation, byte for byte
+    assert research[1].messages[: len(research[0].messages)] == research[0].messages
+    assert research[1].messages[len(research[0].messages) :] == [
+        assistant(calls=[("c0", "lookup", '{"query":"o7"}'), ("c1", "billing", '{"order":"o7"}')]),
+        tool("c0", "found o7"),
+        tool("c1", "Refunded 5."),
+    ]
     assert lm.requests[1].messages[-1] == tool("p1", "Refund done.")
     assert lms[2].requests[1].messages[-1] == tool("g1", "refunded 5")
     for each in lms:
