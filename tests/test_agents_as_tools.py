@@ -456,3 +456,36 @@ def test_the_usage_span_attribute_shows_each_sub_agent():
             "reasoning_tokens": 0,
         }
     }
+
+
+def test_a_submit_beside_a_paused_sub_agent_ends_the_resumed_turn(run):
+    billing = dspy_imp.ReActV2("order -> outcome", tools=[refund], needs_approval=["refund"])
+    billing_lm = ScriptedLM([reply(calls=[call("refund", {"amount": 5}, id="g1")]), reply("Refunded.")])
+    billing.set_lm(billing_lm)
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[billing.as_tool(name="billing")], finish="submit")
+    calls = [call("billing", {"order": "o7"}, id="p1"), call("submit", {"reply": "Refund requested."}, id="s1")]
+    lm = ScriptedLM([reply(calls=calls)])
+    with dspy.context(lm=lm):
+        paused = run(agent, ticket="t")
+        assert [c["id"] for c in paused.metadata.pending_calls] == ["p1/g1"] and paused.reply is None
+        done = run(agent, history=paused.metadata.history, approvals={"p1/g1": True})
+    assert (done.reply, done.metadata.termination_reason) == ("Refund requested.", "submit")
+    assert RAN == ["refund 5"] and len(lm.requests) == 1
+
+
+def test_a_finish_on_tool_that_ran_before_the_pause_still_finishes_the_turn(run):
+    billing = dspy_imp.ReActV2("order -> outcome", tools=[refund], needs_approval=["refund"])
+    billing.set_lm(ScriptedLM([reply(calls=[call("refund", {"amount": 5}, id="g1")]), reply("Refunded.")]))
+    agent = dspy_imp.ReActV2(
+        "ticket -> reply",
+        tools=[lookup, billing.as_tool(name="billing")],
+        finish="tools",
+        finish_on={"lookup": lambda args, result, inputs: dspy_imp.Finish(reply=result)},
+    )
+    calls = [call("lookup", {"query": "o7"}, id="p0"), call("billing", {"order": "o7"}, id="p1")]
+    lm = ScriptedLM([reply(calls=calls)])
+    with dspy.context(lm=lm):
+        paused = run(agent, ticket="t")
+        done = run(agent, history=paused.metadata.history, approvals={"p1/g1": True})
+    assert (done.reply, done.metadata.finished_by_tool) == ("found o7", "lookup")
+    assert RAN == ["lookup o7", "refund 5"]  # lookup ran once, before the pause

@@ -169,7 +169,7 @@ def run_calls(
 def _kept(ctx: CallContext, call: ToolCall, resumed: Step | None, done: StepCalls) -> _Checked | None:
     """A call of the resumed paused step that ran already (its result is kept, it does not run
     again), or a sub-agent that paused (it resumes, without being checked again)."""
-    if resumed is None:
+    if resumed is None or call.name == SUBMIT:  # submit is checked again: it is what ends the turn
         return None
     run = resumed.agent_runs.get(call.id)
     runner = ctx.runners.get(call.name or "")
@@ -194,8 +194,10 @@ def _execute(
     for item in checked:
         result = item.result
         stage: Literal["call", "finish_on", "unexecuted"] | None = "unexecuted" if item.unexecuted else "call"
-        if item.recorded:
+        if item.recorded:  # its finish_on hook decides again, in call order, on the recorded value
             stage = None
+            if result is not None and not result.error and item.call.name in ctx.finish_on:
+                result = _finish_hook(ctx, item.call, result.value, done, result.returned_at)
         elif agents.is_agent(item.runner):
             result, stage = yield from _run_agent(ctx, item, done, mode, running)
             if result is None:  # the sub-agent paused: the call waits, with no result
