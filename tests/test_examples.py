@@ -38,6 +38,15 @@ EXPECTED = {
         "reply: Your order A-42 was refunded (19.90).",
         "ledger: refund-42:3 refund A-42 19.9",
     ],
+    "triage_agents.py": [
+        "termination_reason: paused",
+        "  first call's requests: 5 (triage 2, researcher 2, billing 1)",
+        "  pending: t2/b1 billing/refund {'order_id': 'A-42', 'amount': 19.9}",
+        "reply: You were charged twice for order A-42; we refunded the duplicate 19.90.",
+        "ledger: ['refund A-42 19.9']",
+        "  resumed call's requests: 2 (triage 1, billing 1)",
+        "  t1: researcher ended answered, 2 steps kept",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",

@@ -17,7 +17,7 @@ import pytest
 import dspy_imp
 from dspy_imp._drivers import adapter as _adapter
 from dspy_imp._prompt import render as _render
-from dspy_imp._turn import tools as _tools
+from dspy_imp._turn import arguments as _tools
 from dspy_imp.testing import ScriptedLM, call, reply
 
 

@@ -36,6 +36,7 @@ import dspy
 from dspy_imp._drivers import guarding
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
 from dspy_imp._drivers.bounded import arun_bounded, run_bounded
+from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
@@ -56,6 +57,7 @@ from dspy_imp._turn.effects import (
     Extraction,
     Measure,
     ModelRequest,
+    RunAgent,
     RunTool,
     RunTools,
     Sleep,
@@ -203,7 +205,31 @@ class Effects:
             self.watch.send(self.watch.after(effect.check, box.get("answer")))
         return outcome, box.get("answer")
 
+    def child(self, program: Program) -> Effects:
+        """The driver of a sub-agent's turn: the same kind as this one (``_drivers.child``)."""
+        return Effects(program)
+
+    def _agent_job(self, effect: RunAgent) -> _Job:
+        """A sub-agent's turn, run through its tool (so tracers nest it under the tool's span)."""
+        tool, args = effect.tool, effect.args
+
+        def call(asynchronous: bool) -> ChildCall:
+            program = getattr(tool, "program", None)
+            return ChildCall(program, effect.history, effect.decisions, effect.budget, self.child, asynchronous)
+
+        def run() -> Any:
+            with calling(call(False)):
+                return tool(**args)
+
+        async def arun() -> Any:
+            with calling(call(True)):
+                return await tool.acall(**args)
+
+        return _Job(run, arun, lambda value: ended(value, now_iso()), lambda error: raised(error, now_iso()))
+
     def _job(self, effect: Any) -> _Job:
+        if isinstance(effect, RunAgent):
+            return self._agent_job(effect)
         if isinstance(effect, RunTool):
             return self._tool_job(effect)
         if isinstance(effect, CheckGuardrails):

@@ -23,6 +23,10 @@ workflow. The received decisions are recorded like any step, so a replay resumes
 Records are JSON-safe (``_durable.codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
 
+A sub-agent's call (``RunAgent``) is not a step: the child's turn runs inline in the workflow on a
+``DurableEffects`` of its own (``child``), so each of its requests and tools is a step, and a
+recovered workflow replays the child to where it stopped, as it replays the caller.
+
 Parallel tool calls (``RunTools``) are one step: the calls run at once inside it, as the plain
 driver runs them, and their outcomes are recorded together. Each call inside gets its own
 idempotency key (the step id and its position in the batch).
@@ -60,11 +64,13 @@ from dspy_imp._turn.effects import (
     Extraction,
     Failure,
     Measure,
+    RunAgent,
     RunTool,
     RunTools,
     Sleep,
 )
 from dspy_imp._turn.machine import Turn
+from dspy_imp._turn.plan import Program
 
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
 
@@ -88,16 +94,21 @@ class _Clock:
 class DurableEffects(Effects):
     """Performs each effect as a DBOS step and sends the machine the decoded record."""
 
-    def __init__(self, program: ReActV2, clock: _Clock):
+    def __init__(self, program: Program, clock: _Clock):
         super().__init__(program)
         self.clock = clock
+
+    def child(self, program: Program) -> Effects:
+        """A sub-agent's turn runs in this workflow, each of its effects a step of its own."""
+        return DurableEffects(program, self.clock)
 
     def perform(self, effect: Any) -> Any:
         batch = _BATCH.get()
         if batch is not None:  # one call of a parallel batch, inside the batch's step
             with _position(batch, effect):
                 return Effects.perform(self, effect)
-        if isinstance(effect, Measure):  # pure: a replay measures the same, nothing to record
+        # Not steps: a measure is pure (a replay measures the same); a sub-agent's own effects are (``child``).
+        if isinstance(effect, Measure | RunAgent):
             return Effects.perform(self, effect)
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
@@ -109,7 +120,7 @@ class DurableEffects(Effects):
         if batch is not None:
             with _position(batch, effect):
                 return await Effects.aperform(self, effect)
-        if isinstance(effect, Measure):
+        if isinstance(effect, Measure | RunAgent):
             return await Effects.aperform(self, effect)
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)

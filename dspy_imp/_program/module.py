@@ -8,9 +8,11 @@ from typing import Any
 import dspy
 from dspy.signatures.signature import ensure_signature
 
+from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
+from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
@@ -182,16 +184,40 @@ class ReActV2(dspy.Module):
     # -- calls --------------------------------------------------------------------------------
 
     def forward(self, **kwargs: Any) -> Prediction:
-        turn = self._turn(kwargs)
+        child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
+        turn = self._turn(kwargs, child.budget if child is not None else None)
         mark = len(dspy.settings.trace or ())
-        return self._conclude(turn, drive(turn.run(), Effects(self)), mark)
+        effects = child.effects(self) if child is not None else Effects(self)
+        return self._conclude(turn, drive(turn.run(), effects), mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
-        turn = self._turn(kwargs)
+        child = current_child(self)
+        turn = self._turn(kwargs, child.budget if child is not None else None)
         mark = len(dspy.settings.trace or ())
-        return self._conclude(turn, await adrive(turn.run(), Effects(self)), mark)
+        effects = child.effects(self) if child is not None else Effects(self)
+        return self._conclude(turn, await adrive(turn.run(), effects), mark)
 
-    def _turn(self, kwargs: dict[str, Any]) -> Turn:
+    def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
+        """This agent as a tool another agent calls: a sub-agent (``docs/agents-as-tools.md``).
+
+        The tool's arguments are this agent's inputs; its result, its outputs. Called by a
+        ``dspy_imp.ReActV2``, its turn runs inside the caller's: within the caller's deadline and
+        usage limits, its usage counted in the caller's (and shown in ``usage.agents[name]``), its
+        history kept in the caller's record of the call, its pauses pausing the caller.
+
+        Args:
+            name: The tool's name (letters, digits, ``_``, ``-``); by default the signature class's
+                name in snake case (a string signature needs one).
+            description: What the caller's model reads about the tool; by default the signature's
+                instructions.
+
+        Example:
+            >>> researcher = dspy_imp.ReActV2("question -> findings", tools=[search])
+            >>> triage = dspy_imp.ReActV2("ticket -> reply", tools=[researcher.as_tool(name="researcher")])
+        """
+        return agent_tool(self, name, description)
+
+    def _turn(self, kwargs: dict[str, Any], budget: UsageLimits | None = None) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
         task = Task.of(self.signature, is_text_answer(self.signature))
@@ -212,6 +238,7 @@ class ReActV2(dspy.Module):
             decisions=plan.decisions,
             models=self._models(plan),
             summary_instruction=self.summary_predictor().signature.instructions,
+            budget=budget,
         )
         return Turn(plan, setup)
 

@@ -141,6 +141,16 @@ NO_APPROVAL_NOW = "it needs a person's approval, and this last request cannot wa
 """The reason a call that needs approval is refused in a last request (nobody is asked there)."""
 
 
+def agent_unfinished(name: str, cause: str | None) -> str:
+    """The result of a sub-agent call whose turn ended without an answer (``docs/agents-as-tools.md``)."""
+    return f"{name} ended without an answer ({cause or 'incomplete'})."
+
+
+def agent_paused_now(name: str) -> str:
+    """A sub-agent that paused for a decision during a last request, which cannot wait for one."""
+    return f"{name} paused for a decision, and this last request cannot wait for one."
+
+
 def tool_not_allowed(name: str) -> str:
     return f"{name} is not allowed."
 

@@ -65,9 +65,21 @@ def _entry(entry: Any, key: str = "") -> Any:
         }
     if key == "tool_call_results":
         return _results(entry)
+    if key == "agent_runs" and isinstance(entry, Mapping):
+        return {_key(k): _agent_run(v) for k, v in entry.items()}
     if isinstance(entry, Mapping):
         return {_key(k): (_entry(v, k) if k in _STEP_KEYS else _json(v)) for k, v in entry.items()}
     return _json(entry)
+
+
+def _agent_run(run: Any) -> Any:
+    """A sub-agent's record: its history dumped by the same rules as the caller's."""
+    if not isinstance(run, Mapping):
+        return _json(run)
+    return {
+        _key(k): ([_entry(e) for e in v] if k == "history" and isinstance(v, list) else _json(v))
+        for k, v in run.items()
+    }
 
 
 def _results(results: Any) -> Any:

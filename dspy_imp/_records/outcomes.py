@@ -6,10 +6,10 @@ These are records: the machine reads them, the durable codec stores them, the di
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.usage import RequestUsage, Usage
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,22 @@ class Measured:
     tokens: int
     window: int | None
     binds: bool = False
+
+
+@dataclass(frozen=True)
+class AgentEnded:
+    """How a sub-agent's turn ended (what a ``RunAgent`` came to), read off its prediction or ``StepError``.
+
+    ``outputs`` are the child's outputs when it answered (``None`` otherwise); ``reason`` is its
+    ``termination_reason`` (``"step_error"`` when it raised ``StepError``, whose reason is
+    ``error``); ``pending`` its pending calls when it paused; ``history`` its history entries.
+    """
+
+    reason: str
+    outputs: Mapping[str, Any] | None = None
+    cause: str | None = None
+    pending: tuple[Mapping[str, Any], ...] = ()
+    history: tuple[Mapping[str, Any], ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    error: BaseException | None = None
+    at: str | None = None

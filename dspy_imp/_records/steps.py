@@ -6,15 +6,18 @@ storage vocabulary below whatever the live step fields are called::
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
      "tool_call_results": [{"id", "name", "result", "error", "returned_at", "shown"}],
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
-     "pending_calls": [{"id", "name", "args", "kind"}], "not_sent": str}
+     "pending_calls": [{"id", "name", "args", "kind"}], "not_sent": str,
+     "agent_runs": {<call id>: {"agent", "termination_reason", "termination_cause",
+                                "pending_calls", "usage", "history": [<entry>, ...]}}}
 
 A result's ``shown`` (present only when the result was cut, ``_turn.limits``) is the text the
 model was shown in place of the full ``result``; every later request shows it.
 ``prompt_view`` (a context policy's view of the history from this step on, ``_records.view``)
 is present only on the step a changed view was first rendered for. ``next_thought``, the
-reasoning keys, the outputs and ``pending_calls`` (a paused step:
-its calls have no results yet, see ``_turn.approval``) are present only when the step has
-them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
+reasoning keys, the outputs, ``pending_calls`` (a paused step:
+its calls have no results yet, see ``_turn.approval``) and ``agent_runs`` (what each sub-agent
+called by this step did, its own history included, see ``_turn.agents``) are present only when
+the step has them; ``tool_calls``/``tool_call_results`` are always present (possibly empty). Keys the
 loop does not know are kept untouched. The loop and the renderer work on ``Step`` records;
 ``to_entry``/``from_entry`` are the only places that know the dict shape.
 """
@@ -43,6 +46,7 @@ _STEP_KEYS = frozenset(
         "pending_calls",
         "not_sent",
         "prompt_view",
+        "agent_runs",
     }
 )
 
@@ -99,12 +103,14 @@ class Step:
         extra: Keys of the entry the loop does not know, kept as they were.
         bare: The entry had none of the step keys (a host-written ``{question, answer}``
             turn); an answer-only bare entry replays as a step that answered in text.
-        pending: For a paused step, the calls that wait for a decision (then ``results`` is
-            empty: none of the step's calls ran).
+        pending: For a paused step, the calls that wait for a decision (then ``results`` holds
+            only the calls that ran: none, unless a sub-agent paused after them).
         not_sent: Why a text answer was not sent (an output guardrail asked the model to try
             again): the step is a thought, and the line after it says why.
         view: The prompt view (``_records.view``) its request was the first to be rendered
             under, when a context policy changed the view there; ``None`` otherwise.
+        agent_runs: For each call of a sub-agent (``agent.as_tool()``), by call id, what the
+            sub-agent did: its ending, usage, pending calls and its own history entries.
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -119,6 +125,7 @@ class Step:
     pending: tuple[PendingCall, ...] = ()
     not_sent: str | None = None
     view: PromptView | None = None
+    agent_runs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def is_answer(self) -> bool:
@@ -162,6 +169,8 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["not_sent"] = step.not_sent
     if step.view is not None:
         entry["prompt_view"] = step.view.to_dict()
+    if step.agent_runs:
+        entry["agent_runs"] = {call_id: dict(run) for call_id, run in step.agent_runs.items()}
     entry.update(step.extra)
     return entry
 
@@ -219,7 +228,19 @@ def from_entry(
         pending=tuple(_read_pending(p) for p in _as_list(entry.get("pending_calls"))),
         not_sent=_text_or_none(entry.get("not_sent"), "not_sent"),
         view=read_view(entry["prompt_view"]) if "prompt_view" in entry else None,
+        agent_runs=_read_agent_runs(entry.get("agent_runs")),
     )
+
+
+def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
+    if value is None:
+        return {}
+    runs = value.values() if isinstance(value, Mapping) else None
+    if runs is None or not all(isinstance(run, Mapping) and isinstance(run.get("history", []), list) for run in runs):
+        raise ConfigurationError(
+            f"history `agent_runs` must map call ids to sub-agent records (with a `history` list), got {value!r}"
+        )
+    return {str(call_id): dict(run) for call_id, run in value.items()}
 
 
 def _read_pending(data: Any) -> PendingCall:

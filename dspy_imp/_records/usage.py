@@ -22,8 +22,8 @@ Counting rules (``docs/controls.md#usage-limits``):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dspy_imp._records.errors import ConfigurationError
@@ -86,6 +86,9 @@ class RequestUsage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     cost: float | None = None
+    agent: str | None = None
+    """The sub-agent that sent it (``"researcher"``, ``"researcher/coder"`` for its own sub-agent), or
+    ``None`` for the turn's own requests (``docs/agents-as-tools.md``)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class Usage:
         input_tokens, output_tokens, cached_tokens, reasoning_tokens: Sums over the calls.
         cost: Summed cost in USD, or ``None`` when no call reported one.
         calls: Every model call in order, with its own usage.
+
+    The sums count the requests of sub-agents the turn called (``agent.as_tool()``) too; ``agents``
+    shows them again under each sub-agent's name.
     """
 
     requests: Mapping[str, int] = field(default_factory=dict)
@@ -114,3 +120,45 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def agents(self) -> dict[str, Usage]:
+        """What each sub-agent called by this turn used, by its tool name (its own sub-agents included)."""
+        found: dict[str, list[RequestUsage]] = {}
+        for call in self.calls:
+            if call.agent is not None:
+                name, _, rest = call.agent.partition("/")
+                found.setdefault(name, []).append(replace(call, agent=rest or None))
+        return {name: summed(calls) for name, calls in found.items()}
+
+
+def plus(sums: Usage, call: RequestUsage) -> Usage:
+    """``sums`` with one more call counted (its ``calls`` are left as they are)."""
+    return Usage(
+        requests={**sums.requests, call.kind: sums.requests.get(call.kind, 0) + 1},
+        input_tokens=sums.input_tokens + call.input_tokens,
+        output_tokens=sums.output_tokens + call.output_tokens,
+        cached_tokens=sums.cached_tokens + call.cached_tokens,
+        reasoning_tokens=sums.reasoning_tokens + call.reasoning_tokens,
+        cost=sums.cost if call.cost is None else (sums.cost or 0) + call.cost,
+        calls=sums.calls,
+    )
+
+
+def summed(calls: Sequence[RequestUsage]) -> Usage:
+    """The usage of these calls."""
+    sums = Usage()
+    for call in calls:
+        sums = plus(sums, call)
+    return replace(sums, calls=tuple(calls))
+
+
+def tighter(first: UsageLimits | None, second: UsageLimits | None) -> UsageLimits | None:
+    """Each limit the lower of the two (a sub-agent's own, and what its caller has left)."""
+    if first is None or second is None:
+        return first or second
+    values = {}
+    for name in ("requests", "input_tokens", "output_tokens", "total_tokens", "cost"):
+        a, b = getattr(first, name), getattr(second, name)
+        values[name] = b if a is None else a if b is None else min(a, b)
+    return UsageLimits(**values)

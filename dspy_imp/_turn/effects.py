@@ -7,6 +7,7 @@ loop logic::
     ModelRequest -> Reply | Failed        one request to the step predictor
     Extraction   -> Extracted | Failed    one request to the tool-less extractor
     RunTool      -> Returned | Raised     one tool call
+    RunAgent     -> AgentEnded            one sub-agent call (``agent.as_tool()``): the child's turn
     DecidedCall  -> None                  a call decided without running a tool, reported to tracers
     RunTools     -> tuple[Returned | Raised, ...]
                                           several tool calls at once, results in call order
@@ -32,6 +33,8 @@ from typing import Any, Literal, Protocol
 from dspy_imp._prompt.guidance import Guidance
 from dspy_imp._records.kinds import GuardrailStage, TerminationCause, TerminationReason
 from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult
+from dspy_imp._records.usage import UsageLimits
+from dspy_imp._turn.approval import Decisions
 
 
 class Tool(Protocol):
@@ -104,6 +107,21 @@ class RunTool:
     timeout: float | None = None
     by_deadline: bool = False
     call: ToolCall | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class RunAgent(RunTool):
+    """A call of a sub-agent (``agent.as_tool()``): the driver runs the child's turn through the tool.
+
+    ``history`` and ``decisions`` resume a child that paused (``None``: a new child turn on ``args``);
+    ``budget`` is what the caller's usage limits have left, which bounds the child too. The driver
+    runs the child on its own kind of driver (the durable driver checkpoints each child effect), and
+    never in a parallel batch.
+    """
+
+    history: tuple[Mapping[str, Any], ...] | None = None
+    decisions: Decisions = field(default_factory=Decisions)
+    budget: UsageLimits | None = None
 
 
 @dataclass(frozen=True)

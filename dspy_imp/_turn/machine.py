@@ -47,7 +47,7 @@ from dspy_imp._records import clock
 from dspy_imp._records.kinds import RequestKind, TerminationCause
 from dspy_imp._records.outcomes import Extracted, Failed, RawCall, Reply
 from dspy_imp._records.steps import Step, make_history, to_entry
-from dspy_imp._records.usage import RequestUsage
+from dspy_imp._records.usage import RequestUsage, UsageLimits, tighter
 from dspy_imp._records.view import PromptView
 from dspy_imp._records.window import Window
 from dspy_imp._routes.failures import (
@@ -72,6 +72,7 @@ from dspy_imp._turn.effects import (
     Failure,
     Measure,
     ModelRequest,
+    RunAgent,
     RunTool,
     RunTools,
     Sleep,
@@ -83,9 +84,12 @@ from dspy_imp._turn.limits import Watchdog
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
-from dspy_imp._turn.tools import CallContext, StepCalls, run_calls
+from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
-Effect = ModelRequest | Extraction | RunTool | RunTools | DecidedCall | Sleep | CheckGuardrails | Alongside | Measure
+Effect = (
+    ModelRequest | Extraction | RunTool | RunAgent | RunTools | DecidedCall | Sleep
+    | CheckGuardrails | Alongside | Measure
+)
 
 
 Outcome = Ending | Failure
@@ -109,6 +113,7 @@ class Setup:
     decisions: Decisions = field(default_factory=Decisions)
     models: tuple[str, ...] = ()
     summary_instruction: str = SUMMARY_INSTRUCTIONS
+    budget: UsageLimits | None = None  # a sub-agent's: what its caller's limits have left
 
 
 class Turn:
@@ -129,7 +134,7 @@ class Turn:
         self.note_index: int | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.projection = Projection(setup.prior, self.guidance.task.output_names)
-        self.meter = Meter(self.options.usage_limits)
+        self.meter = Meter(tighter(self.options.usage_limits, setup.budget))
         self.watchdog = Watchdog(setup.calls.limits)
         self.models = ModelChain(setup.models)
         known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
@@ -205,9 +210,10 @@ class Turn:
         return self._incomplete("deadline_exceeded") if clock.passed() else None
 
     def _calls_step(self, reply: Reply, resumed: Step | None = None) -> Generator[Effect, Any, Outcome | None]:
-        decisions = self.setup.decisions if resumed is not None else None
+        decisions = self.setup.decisions if resumed is not None else Decisions()
+        running = Running(decisions, resumed, self.meter)
         index = self.step_index - 1
-        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, decisions)
+        done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, running)
         outputs = done.submitted
         step = _calls_record(reply, done, outputs)
         self._record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
@@ -275,7 +281,9 @@ class Turn:
         outcome = yield from self._send("last_text")
         if not isinstance(outcome, Reply):
             return self._last_request_failed(outcome, "last_text", cause)
-        done = yield from run_calls(self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids)
+        done = yield from run_calls(
+            self.setup.calls, outcome.calls, "last_text", self.step_index, self.call_ids, Running(meter=self.meter)
+        )
         name = self.guidance.task.output_names[0]
         text = outcome.text if outcome.said_something else None
         unexecuted = tuple(done.unexecuted)
@@ -309,7 +317,9 @@ class Turn:
         return (yield from self._forced_reply(outcome, cause))
 
     def _forced_reply(self, reply: Reply, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
-        done = yield from run_calls(self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids)
+        done = yield from run_calls(
+            self.setup.calls, reply.calls, "forced", self.step_index, self.call_ids, Running(meter=self.meter)
+        )
         unexecuted = tuple(done.unexecuted)
         if done.calls or reply.said_something:
             self._record(_calls_record(reply, done, done.submitted))
@@ -513,6 +523,7 @@ def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | No
         results=tuple(done.results),
         outputs=dict(outputs) if outputs is not None and not done.pending else None,
         pending=tuple(done.pending),
+        agent_runs=dict(done.agent_runs),
         **_reasoning(reply),
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
+from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits, plus
 
 
 class Meter:
@@ -20,14 +20,7 @@ class Meter:
         self.calls.extend(calls)
         sums = self._sums
         for call in calls:
-            sums = Usage(
-                requests={**sums.requests, call.kind: sums.requests.get(call.kind, 0) + 1},
-                input_tokens=sums.input_tokens + call.input_tokens,
-                output_tokens=sums.output_tokens + call.output_tokens,
-                cached_tokens=sums.cached_tokens + call.cached_tokens,
-                reasoning_tokens=sums.reasoning_tokens + call.reasoning_tokens,
-                cost=sums.cost if call.cost is None else (sums.cost or 0) + call.cost,
-            )
+            sums = plus(sums, call)
         self._sums = sums
 
     def usage(self) -> Usage:
@@ -51,3 +44,18 @@ class Meter:
         if any(v is not None for v in (limits.input_tokens, limits.output_tokens, limits.total_tokens, limits.cost)):
             return False
         return limits.requests is None or limits.requests - len(self.calls) >= 2
+
+    def remaining(self) -> UsageLimits | None:
+        """What is left under each limit: the budget of a sub-agent this turn calls (``None``: no limits)."""
+        usage, limits = self._sums, self.limits
+        used = {
+            "requests": usage.total_requests,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+            "cost": usage.cost or 0.0,
+        }
+        left = {k: None if getattr(limits, k) is None else max(getattr(limits, k) - v, 0) for k, v in used.items()}
+        if all(v is None for v in left.values()):
+            return None
+        return UsageLimits(**left)

@@ -18,21 +18,20 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import ValidationError, validators
-from jsonschema.exceptions import best_match
-from jsonschema.protocols import Validator
-
 from dspy_imp._prompt import sentences
 from dspy_imp._prompt.signature import SUBMIT, OutputSpec, Rejection
 from dspy_imp._records.errors import error_text
 from dspy_imp._records.kinds import PendingKind
 from dspy_imp._records.media import contains_media
 from dspy_imp._records.outcomes import Raised, RawCall, Returned
-from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult, now_iso
+from dspy_imp._records.steps import PendingCall, Step, ToolCall, ToolResult, now_iso
 from dspy_imp._records.text import result_text
+from dspy_imp._turn import agents
 from dspy_imp._turn.approval import Decisions, asks_approval
+from dspy_imp._turn.arguments import check_arguments
 from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools, Tool
 from dspy_imp._turn.limits import ToolLimits, cut_result, misbehaved
+from dspy_imp._turn.meter import Meter
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -84,7 +83,9 @@ class CallContext:
 
 @dataclass
 class StepCalls:
-    """What came of a step's calls. ``pending``: the step paused, and none of its calls ran."""
+    """What came of a step's calls. ``pending``: the step paused; none of its calls ran, unless a
+    sub-agent paused after them (then their results are here). ``agent_runs``: each sub-agent
+    call's record, by call id (``_turn.agents``)."""
 
     calls: list[ToolCall] = field(default_factory=list)
     results: list[ToolResult] = field(default_factory=list)
@@ -93,12 +94,14 @@ class StepCalls:
     finished: tuple[str, dict[str, Any]] | None = None
     unexecuted: list[dict[str, Any]] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
+    agent_runs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _Checked:
-    """One call after its checks: decided (``result``), to run (``runner``), answered
-    externally (``answer``), or waiting (``pending``)."""
+    """One call after its checks: decided (``result``; ``recorded`` when a paused step had it
+    already), to run (``runner``; ``resume``: a paused sub-agent's record), answered externally
+    (``answer``), or waiting (``pending``)."""
 
     call: ToolCall
     result: ToolResult | None = None
@@ -106,6 +109,19 @@ class _Checked:
     answer: Returned | Raised | None = None
     pending: PendingKind | None = None
     unexecuted: bool = False
+    recorded: bool = False
+    resume: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a step's calls run with beyond the call context: the caller's decisions on resume, the
+    paused step being resumed (its recorded results and sub-agent records), and the turn's meter
+    (a sub-agent's budget, and where its usage is counted)."""
+
+    decisions: Decisions = field(default_factory=Decisions)
+    resumed: Step | None = None
+    meter: Meter | None = None
 
 
 def run_calls(
@@ -114,18 +130,21 @@ def run_calls(
     mode: CallMode,
     step_index: int,
     taken: set[str],
-    decisions: Decisions | None = None,
+    running: Running | None = None,
 ) -> Generator[RunTool | RunTools | DecidedCall, Any, StepCalls]:
     """Check every call of a step, then run them; yields the tool runs to the driver.
 
     Every call is checked (policy included) before any runs. If one waits for a person or an
     external runner, none runs and ``pending`` lists them. Otherwise they run in call order,
-    or all at once under ``parallel``; ``finish_on`` hooks are decided in call order either way.
+    or all at once under ``parallel`` (sub-agent calls excepted: they run one at a time, in call
+    order, after the batch); ``finish_on`` hooks are decided in call order either way. A
+    sub-agent that pauses pauses the step after its calls ran (``_turn.agents``).
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
     suffix, so every call in a request has its own id. ``taken`` is updated.
     """
+    running = running or Running()
     done = StepCalls()
     checked = []
     for index, call in enumerate(raw):
@@ -139,20 +158,38 @@ def run_calls(
             done.unexecuted.append({"id": record.id, "name": record.name, "args": dict(record.args)})
             checked.append(_Checked(record, result=_error(record, _not_run(ctx, record, mode)), unexecuted=True))
             continue
-        checked.append(_check(ctx, record, call.args, mode, done, decisions or Decisions()))
+        kept = _kept(ctx, record, running.resumed, done)
+        checked.append(kept or _check(ctx, record, call.args, mode, done, running.decisions))
     done.pending = [PendingCall(c.call.id, c.call.name, c.call.args, c.pending) for c in checked if c.pending]
     if done.pending:
         done.calls = [c.call for c in checked if not c.unexecuted]
         done.submitted = None
         return done
-    yield from _execute(ctx, checked, done)
+    yield from _execute(ctx, checked, done, mode, running)
     return done
 
 
+def _kept(ctx: CallContext, call: ToolCall, resumed: Step | None, done: StepCalls) -> _Checked | None:
+    """A call of the resumed paused step that ran already (its result is kept, it does not run
+    again), or a sub-agent that paused (it resumes, without being checked again)."""
+    if resumed is None or call.name == SUBMIT:  # submit is checked again: it is what ends the turn
+        return None
+    run = resumed.agent_runs.get(call.id)
+    runner = ctx.runners.get(call.name or "")
+    if agents.paused_run(run) and runner is not None:
+        return _Checked(call, runner=runner, resume=run)
+    result = next((r for r in resumed.results if r.id == call.id), None)
+    if result is None:
+        return None
+    if run is not None:
+        done.agent_runs[call.id] = run
+    return _Checked(call, result=result, recorded=True)
+
+
 def _execute(
-    ctx: CallContext, checked: list[_Checked], done: StepCalls
+    ctx: CallContext, checked: list[_Checked], done: StepCalls, mode: CallMode, running: Running
 ) -> Generator[RunTool | RunTools | DecidedCall, Any, None]:
-    runs = [c for c in checked if c.runner is not None]
+    runs = [c for c in checked if c.runner is not None and not agents.is_agent(c.runner)]
     outcomes: dict[str, Returned | Raised] = {}
     if ctx.parallel and len(runs) > 1:
         answers = yield RunTools(tuple(_run(ctx, c.runner, c.call) for c in runs if c.runner))
@@ -160,7 +197,16 @@ def _execute(
     for item in checked:
         result = item.result
         stage: Literal["call", "finish_on", "unexecuted"] | None = "unexecuted" if item.unexecuted else "call"
-        if item.runner is not None:
+        if item.recorded:  # its finish_on hook decides again, in call order, on the recorded value
+            stage = None
+            if result is not None and not result.error and item.call.name in ctx.finish_on:
+                result = _finish_hook(ctx, item.call, result.value, done, result.returned_at)
+        elif agents.is_agent(item.runner):
+            result, stage = yield from _run_agent(ctx, item, done, mode, running)
+            if result is None:  # the sub-agent paused: the call waits, with no result
+                done.calls.append(item.call)
+                continue
+        elif item.runner is not None:
             outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call))
             result, rejected = _judged(ctx, item.call, outcome, done)
             stage = "finish_on" if rejected else None
@@ -179,6 +225,28 @@ def _run(ctx: CallContext, runner: Tool, call: ToolCall) -> RunTool:
     """The run of one call, bounded by its tool's timeout and the deadline (``_turn.limits``)."""
     timeout, by_deadline = ctx.limits.bound(call.name)
     return RunTool(runner, dict(call.args), timeout, by_deadline, call)
+
+
+def _run_agent(
+    ctx: CallContext, item: _Checked, done: StepCalls, mode: CallMode, running: Running
+) -> Generator[RunTool, Any, tuple[ToolResult | None, Literal["finish_on"] | None]]:
+    """Run (or resume) a sub-agent's turn; its result, or ``None`` when it paused."""
+    assert item.runner is not None
+    meter = running.meter
+    budget = meter.remaining() if meter is not None else None
+    ended = yield agents.effect(item.runner, item.call, item.resume, running.decisions, budget)
+    came = agents.came_to(item.runner, item.call, ended, can_wait=mode == "step")
+    if meter is not None:
+        meter.add(came.usage)
+    done.agent_runs[item.call.id] = came.record
+    if came.pending:
+        done.pending.extend(came.pending)
+        return None, None
+    if came.rejection is not None:
+        return _error(item.call, came.rejection, ended.at), None
+    assert came.outcome is not None
+    result, rejected = _judged(ctx, item.call, came.outcome, done)
+    return result, "finish_on" if rejected else None
 
 
 def _not_run(ctx: CallContext, call: ToolCall, mode: CallMode) -> Rejection:
@@ -279,53 +347,6 @@ def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdic
     if isinstance(verdict, str) and verdict.strip():
         return Rejection("tool_denied", sentences.tool_not_allowed_because(name, verdict))
     return Rejection("tool_denied", sentences.tool_not_allowed(name))
-
-
-def check_arguments(tool: Tool, args: Any) -> Rejection | None:
-    """The call's arguments against the tool's JSON schema (reference §2.6 step 5)."""
-    if not isinstance(args, Mapping):
-        return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
-    schema = tool.args or {}
-    missing = [k for k, s in schema.items() if k not in args and not (isinstance(s, dict) and "default" in s)]
-    if missing:
-        return Rejection("missing_required", sentences.missing_arguments(missing))
-    problems = []
-    for key, value in args.items():
-        if key not in schema:
-            if not tool.has_kwargs:
-                problems.append(f"{key} is not an argument of {tool.name}")
-            continue
-        spec = schema[key]
-        if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
-            error = best_match(_validator(spec).iter_errors(value))
-            if isinstance(error, ValidationError):
-                problems.append(f"{key} {error.message}")
-    return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
-
-
-_VALIDATORS: dict[int, tuple[dict[str, Any], Validator]] = {}
-
-
-_MAX_VALIDATORS = 4096
-
-
-def _validator(spec: dict[str, Any]) -> Validator:
-    """One argument's validator, built (and its schema checked) once per tool argument.
-
-    ``jsonschema.validate`` re-checks the schema against its meta-schema on every call; this
-    gives the same verdicts and messages. Keyed by the schema object, which the entry keeps
-    alive (so its id is not reused); a long-lived process building tools endlessly clears it.
-    """
-    entry = _VALIDATORS.get(id(spec))
-    if entry is not None and entry[0] is spec:
-        return entry[1]
-    cls = validators.validator_for(spec)
-    cls.check_schema(spec)
-    validator = cls(spec)
-    if len(_VALIDATORS) >= _MAX_VALIDATORS:
-        _VALIDATORS.clear()
-    _VALIDATORS[id(spec)] = (spec, validator)
-    return validator
 
 
 def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:

@@ -56,7 +56,7 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.termination.guardrail": "a blocked turn's guardrail: its stage, name and reason",
     "dspy_imp.turn.fallbacks": "each time a request went to the next LM of the chain: kind, model, error, next",
     "dspy_imp.turn.failed_requests": "every request of the turn that failed, by role, recovered or not",
-    "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost",
+    "dspy_imp.usage": "`metadata.usage` without its per-call list: requests by kind, token sums, cost, per sub-agent",
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | summary | json_fallback",
     "dspy_imp.request.context": "what a context policy measured and applied before this request (`metadata.context`)",
     "dspy_imp.request.json_fallback": "true when DSPy's JSON fallback re-sent this request",
@@ -141,9 +141,11 @@ def _tracer_tokens(usage: Any) -> dict[str, int] | None:
 
 
 def usage_attribute(usage: Any) -> dict[str, Any] | None:
-    """``metadata.usage`` without its per-call list: requests by kind, token sums, cost."""
+    """``metadata.usage`` without its per-call list: requests by kind, token sums, cost, and the
+    same for each sub-agent the turn called (``agents``, only when it called one)."""
     if usage is None:
         return None
+    agents = getattr(usage, "agents", None) or {}
     values = {
         "requests": dict(usage.requests),
         "input_tokens": usage.input_tokens,
@@ -152,6 +154,7 @@ def usage_attribute(usage: Any) -> dict[str, Any] | None:
         "cached_tokens": usage.cached_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
         "cost": usage.cost,
+        "agents": {name: usage_attribute(used) for name, used in agents.items()} or None,
     }
     return {k: v for k, v in values.items() if v is not None}
 

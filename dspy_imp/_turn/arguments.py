@@ -1,0 +1,65 @@
+"""Checking a call's arguments against its tool's JSON schema (reference §2.6 step 5).
+
+A refusal is an observation the model reads (``sentences``); validators are built once per
+tool argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import ValidationError, validators
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
+
+from dspy_imp._prompt import sentences
+from dspy_imp._prompt.signature import Rejection
+from dspy_imp._turn.effects import Tool
+
+
+def check_arguments(tool: Tool, args: Any) -> Rejection | None:
+    """The call's arguments against the tool's JSON schema (reference §2.6 step 5)."""
+    if not isinstance(args, Mapping):
+        return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
+    schema = tool.args or {}
+    missing = [k for k, s in schema.items() if k not in args and not (isinstance(s, dict) and "default" in s)]
+    if missing:
+        return Rejection("missing_required", sentences.missing_arguments(missing))
+    problems = []
+    for key, value in args.items():
+        if key not in schema:
+            if not tool.has_kwargs:
+                problems.append(f"{key} is not an argument of {tool.name}")
+            continue
+        spec = schema[key]
+        if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
+            error = best_match(_validator(spec).iter_errors(value))
+            if isinstance(error, ValidationError):
+                problems.append(f"{key} {error.message}")
+    return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Validator]] = {}
+
+
+_MAX_VALIDATORS = 4096
+
+
+def _validator(spec: dict[str, Any]) -> Validator:
+    """One argument's validator, built (and its schema checked) once per tool argument.
+
+    ``jsonschema.validate`` re-checks the schema against its meta-schema on every call; this
+    gives the same verdicts and messages. Keyed by the schema object, which the entry keeps
+    alive (so its id is not reused); a long-lived process building tools endlessly clears it.
+    """
+    entry = _VALIDATORS.get(id(spec))
+    if entry is not None and entry[0] is spec:
+        return entry[1]
+    cls = validators.validator_for(spec)
+    cls.check_schema(spec)
+    validator = cls(spec)
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(spec)] = (spec, validator)
+    return validator
