@@ -62,9 +62,11 @@ class ReActV2(dspy.Module):
             ``"paused"``; resume with ``results=``. Their runners are never called.
 
     Example:
-        >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
-        >>> pred = agent(question="Where is the key?")
-        >>> pred.answer, pred.metadata.termination_reason
+        ```python
+        agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
+        pred = agent(question="Where is the key?")
+        pred.answer, pred.metadata.termination_reason
+        ```
     """
 
     def __init__(

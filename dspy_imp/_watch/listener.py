@@ -38,7 +38,9 @@ class StreamListener(dspy.streaming.StreamListener):
         allow_reuse: Accepted for compatibility; a ``dspy_imp`` listener is always reusable.
 
     Example:
-        >>> stream = dspy.streamify(agent, stream_listeners=[dspy_imp.StreamListener("answer")])
+        ```python
+        stream = dspy.streamify(agent, stream_listeners=[dspy_imp.StreamListener("answer")])
+        ```
     """
 
     def __init__(
