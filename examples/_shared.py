@@ -29,11 +29,42 @@ def choose_model(description: str | None, script: Script) -> tuple[dspy.LM, bool
     if not parser.parse_args().live:
         print("model: scripted (offline; --live for a real model)")
         return ScriptedLM(script), False
+    lm = live_model()
+    print(f"model: {lm.model}")
+    return lm, True
+
+
+def live_model() -> dspy.LM:
+    """``dspy.LM(DSPY_IMP_MODEL)``; without the model's name or its API key, one line and exit 1."""
     model = os.environ.get("DSPY_IMP_MODEL")
     if not model:
-        sys.exit("--live needs DSPY_IMP_MODEL, e.g. DSPY_IMP_MODEL=openai/gpt-4o-mini (plus its API key)")
-    print(f"model: {model}")
-    return dspy.LM(model), True
+        sys.exit(
+            "--live needs DSPY_IMP_MODEL, e.g. DSPY_IMP_MODEL=openai/gpt-4o-mini "
+            "(plus that provider's API key, e.g. OPENAI_API_KEY)"
+        )
+    missing = missing_keys(model)
+    if missing:
+        keys = " or ".join(missing)
+        sys.exit(f"--live: {model} needs {keys} in the environment (offline: drop --live, or run `make demo`)")
+    return dspy.LM(model)
+
+
+def missing_keys(model: str) -> list[str]:
+    """The API key variables ``model``'s provider needs and the environment lacks (LiteLLM's table)."""
+    import litellm
+
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # a model LiteLLM does not know: let the request say what is wrong
+        return []
+    missing = [key for key in found.get("missing_keys", []) if key.endswith("_API_KEY")]
+    return [] if found.get("keys_in_environment") or len(missing) < len(found.get("missing_keys", [])) else missing
+
+
+def one_line(error: BaseException) -> str:
+    """An error's first line: what a failed live run prints instead of a traceback."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def show_turn(pred: dspy.Prediction, since: int = 0) -> None:

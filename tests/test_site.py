@@ -43,6 +43,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONWARNINGS": "ignore",
         "IPYTHONDIR": str(tmp_path_factory.mktemp("ipython")),  # the kernels' history stays out of ~
+        # The notebooks' kernels run in notebooks/: they import this checkout, whatever is installed.
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
     env.pop("DSPY_IMP_MODEL", None)
     built = subprocess.run(
