@@ -26,6 +26,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]  # one build, on one worker
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Written for contributors, about the code itself: the decisions log and the architecture page.
