@@ -86,8 +86,9 @@ class Failure:
 class RecordedRequest:
     """One request as the engine received it, converted back to OpenAI Chat Completions form.
 
-    The conversion is lm15's Chat Completions serializer (the one DSPy uses to hand a Request to
-    LiteLLM), set to keep reasoning as `reasoning_content` and the `max_tokens` spelling.
+    The conversion is the Chat Completions serializer of DSPy's native engine (the one DSPy uses to
+    hand a Request to LiteLLM), set to keep reasoning as `reasoning_content` and the `max_tokens`
+    spelling.
     Tool-call `arguments` are re-serialized compactly (`{"a":1}`): the engine gets parsed
     arguments, not the caller's string.
 
@@ -153,7 +154,7 @@ def reply(
     Args:
         text: The visible text (may be empty).
         calls: Native tool calls (`call(...)`); not allowed with `ScriptedLM(native=False)`.
-        finish_reason: lm15 spelling: "stop", "length", "tool_call", "content_filter" or "error".
+        finish_reason: As DSPy's native engine spells it: "stop", "length", "tool_call", "content_filter" or "error".
             Defaults to "tool_call" when there are calls, else "stop".
         reasoning: Provider reasoning text (a ThinkingPart; DSPy's `reasoning_content`).
         delay: Seconds to wait before answering (`asyncio.sleep` on the async path).

@@ -246,7 +246,8 @@ class Display:
 def test_progress_in_a_notebook_ends_with_one_clean_line(monkeypatch, run, fails):
     display = Display()
     monkeypatch.setattr(_progress, "_notebook", lambda: display)
-    ending = [fail.server_error(503)] * 2 if fails else [reply(calls=[call("submit", {"answer": "a", "confidence": 1})])]
+    submit = reply(calls=[call("submit", {"answer": "a", "confidence": 1})])
+    ending = [fail.server_error(503)] * 2 if fails else [submit]
     lm = ScriptedLM([reply(calls=[call("fetch", {"url": "u"}, id="c1")]), *ending])
     with dspy.context(lm=lm):
         if fails:

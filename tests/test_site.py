@@ -140,7 +140,7 @@ def test_no_example_box_holds_a_blockquote(site: Path) -> None:
 def test_the_api_examples_are_code(site: Path) -> None:
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     boxes = re.findall(r'<details class="example"[^>]*>(.*?)</details>', api, re.DOTALL)
-    assert len(boxes) >= 10 and all('<code>' in box and "highlight" in box for box in boxes)
+    assert len(boxes) >= 10 and all("<code>" in box and "highlight" in box for box in boxes)
 
 
 def test_user_pages_name_no_private_module_and_no_spec_code(site: Path) -> None:
@@ -181,7 +181,8 @@ def test_nothing_loads_from_another_host(site: Path) -> None:
     for path, html in pages(site).items():
         page = parsed(html)
         remote += [f"{path}: <{tag}> {url}" for tag, url in page.links if tag != "a" and urlsplit(url).netloc]
-        remote += [f"{path}: script imports {m}" for s in page.scripts for m in re.findall(r"import\(\s*['\"](https?:[^'\"]+)", s)]
+        imports = [m for script in page.scripts for m in re.findall(r"import\(\s*['\"](https?:[^'\"]+)", script)]
+        remote += [f"{path}: a script imports {url}" for url in imports]
     assert not remote, "fetched from another host at run time:\n" + "\n".join(remote)
 
 

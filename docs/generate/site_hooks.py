@@ -15,7 +15,9 @@ import re
 from typing import Any
 
 _GUIDE_LINK = re.compile(r'href="\.\./docs/([\w-]+)\.md(#[^"]*)?"')
-_CDN_SCRIPT = re.compile(r'<script type="module">(?:(?!</script>).)*?https://cdn(?:(?!</script>).)*?</script>', re.DOTALL)
+_CDN_SCRIPT = re.compile(
+    r'<script type="module">(?:(?!</script>).)*?https://cdn(?:(?!</script>).)*?</script>', re.DOTALL
+)
 
 
 def _is_notebook(page: Any) -> bool:

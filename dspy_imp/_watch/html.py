@@ -98,8 +98,6 @@ def _view(body: str) -> str:
     return f'{_STYLE}<div class="dspy-imp">{body}</div>'
 
 
-
-
 def termination_html(metadata: Any) -> str:
     """The badge (reason, cause), then errors and the other ending facts, then the usage."""
     reason = str(metadata.termination_reason)
@@ -163,8 +161,6 @@ def prediction_html(prediction: Any) -> str:
     names = list(prediction.keys())
     history = history_html(list(metadata.history.messages), names, metadata.termination_reason, dict(prediction))
     return _view(termination_html(metadata) + outputs + history)
-
-
 
 
 def history_html(
@@ -254,8 +250,6 @@ def _calls_html(calls: Sequence[Any], results: Sequence[Any]) -> str:
             shown += f" → <span{mark}>{'error: ' if error else ''}{value_html(result.get('result'))}</span>"
         items.append(f'<li class="dspy-imp-call">{shown}</li>')
     return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
-
-
 
 
 def metadata_repr(metadata: Any) -> str:

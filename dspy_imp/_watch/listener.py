@@ -60,7 +60,7 @@ class StreamListener(dspy.streaming.StreamListener):
         return self.target is None or self.target is program or self.target is program.react
 
     def receive(self, chunk: Any) -> None:
-        """Never fed by ``streamify``: the turn's relay reads the chunks (see the module docstring)."""
+        """Never fed by ``streamify``: the turn reads the model's chunks itself and sends the field's text."""
         return None
 
     def finalize(self) -> None:
