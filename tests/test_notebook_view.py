@@ -278,3 +278,5 @@ def test_a_paused_turn_shows_the_calls_waiting_for_a_decision(run):
     termination = parse(pred._repr_html_()).find("dspy-imp-termination")[0][2]
     assert "paused" in termination and "pending_calls" in termination
     assert '"name": "fetch"' in termination and '"kind": "approval"' in termination
+    calls = [text for _, _, text in parse(pred._repr_html_()).find("dspy-imp-call")]
+    assert calls == ['fetch({"url": "https://pay.test"}) → waits (approval)']

@@ -25,7 +25,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _FOLD = 160
-_STEP_KEYS = ("next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details")
+_STEP_KEYS = (
+    "next_thought",
+    "tool_calls",
+    "tool_call_results",
+    "reasoning_content",
+    "reasoning_details",
+    "pending_calls",
+)
 _LAST_KIND = {"last_text": "last text", "forced_submit": "forced submit", "extracted": "extraction"}
 # The badge's colour: a complete ending, an owed reply (the turn was interrupted), no answer, a pause.
 _TONE = {
@@ -56,7 +63,7 @@ _STYLE = (
     f"{_R} .dspy-imp-reason{{font-weight:700;font-size:15px;padding:1px 10px;border-radius:12px}}"
     f"{_R} .tone-ok{{background:#dafbe1;color:#116329}}{_R} .tone-owed{{background:#fff8c5;color:#7d4e00}}"
     f"{_R} .tone-none{{background:#ffebe9;color:#a40e26}}{_R} .tone-wait{{background:#ddf4ff;color:#0550ae}}"
-    f"{_R} .dspy-imp-cause{{color:#57606a}}{_R} .error,{_R} .error code{{color:#a40e26}}"
+    f"{_R} .dspy-imp-cause,{_R} .dspy-imp-fact{{color:#57606a}}{_R} .error,{_R} .error code{{color:#a40e26}}"
     f"{_R} details.dspy-imp-fold{{margin:2px 0;padding:0;border:none;box-shadow:none;background:none;"
     "font-size:inherit;overflow:visible}"
     f"{_R} details.dspy-imp-fold>summary{{cursor:pointer;padding:0;margin:0;background:none;color:inherit;"
@@ -99,12 +106,16 @@ def _view(body: str) -> str:
 
 
 def termination_html(metadata: Any) -> str:
-    """The badge (reason, cause), then errors and the other ending facts, then the usage."""
+    """The badge (reason, cause, short facts), then errors and the other ending facts, then the usage."""
     reason = str(metadata.termination_reason)
     head = f'<span class="dspy-imp-reason tone-{_TONE.get(reason, "none")}">{html.escape(reason)}</span>'
     cause = metadata.termination_cause
     if cause is not None:
         head += f'<span class="dspy-imp-cause">cause: <code>{html.escape(str(cause))}</code></span>'
+    for name in ("finished_by_tool", "finish_reason"):  # short facts stand beside the reason
+        value = getattr(metadata, name)
+        if value is not None:
+            head += f'<span class="dspy-imp-fact">{name}: <code>{html.escape(str(value))}</code></span>'
     facts = _facts(metadata)
     parts = [f'<div class="dspy-imp-head">{head}</div>']
     if facts:
@@ -118,10 +129,8 @@ def _facts(metadata: Any) -> list[tuple[str, str]]:
         (f"error ({role})", f'<span class="error">{value_html(error)}</span>')
         for role, error in (metadata.termination_error or {}).items()
     ]
-    for name in ("finished_by_tool", "finish_reason", "context_projection"):
-        value = getattr(metadata, name)
-        if value is not None:
-            rows.append((name, value_html(value)))
+    if metadata.context_projection is not None:
+        rows.append(("context_projection", value_html(metadata.context_projection)))
     for name in ("pending_calls", "unexecuted_tool_calls"):
         calls = getattr(metadata, name, ())
         if calls:
@@ -224,7 +233,8 @@ def _entry_html(
     thought = entry.get("next_thought")
     if thought and not (isinstance(thought, str) and thought in outputs.values()):  # a text answer: shown once
         parts.append(f'<div class="dspy-imp-thought">thought: {value_html(thought)}</div>')
-    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [])
+    waiting = {p.get("id"): p.get("kind") for p in entry.get("pending_calls") or [] if isinstance(p, Mapping)}
+    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [], waiting)
     if calls:
         parts.append(calls)
     if outputs and shown is not None and outputs == {k: shown.get(k) for k in outputs}:
@@ -234,7 +244,8 @@ def _entry_html(
     return f'<li class="dspy-imp-entry" data-kind="{html.escape(kind)}">{"".join(parts)}</li>'
 
 
-def _calls_html(calls: Sequence[Any], results: Sequence[Any]) -> str:
+def _calls_html(calls: Sequence[Any], results: Sequence[Any], waiting: Mapping[Any, Any]) -> str:
+    """Each call with its arguments and its result (an error marked), or what it waits for."""
     by_id = {r.get("id"): r for r in results if isinstance(r, Mapping)}
     items = []
     for call in calls:
@@ -248,6 +259,8 @@ def _calls_html(calls: Sequence[Any], results: Sequence[Any]) -> str:
             error = bool(result.get("error"))
             mark = ' class="error"' if error else ""
             shown += f" → <span{mark}>{'error: ' if error else ''}{value_html(result.get('result'))}</span>"
+        elif call.get("id") in waiting:
+            shown += f' → <span class="dspy-imp-cause">waits ({html.escape(str(waiting[call.get("id")]))})</span>'
         items.append(f'<li class="dspy-imp-call">{shown}</li>')
     return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
 
