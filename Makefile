@@ -62,7 +62,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 docs: $(VENV)/.installed-dev
-	NO_MKDOCS_2_WARNING=1 PYTHONPATH=. $(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest --cov --cov-report=term
