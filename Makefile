@@ -52,7 +52,7 @@ demo: $(DEMO_INSTALL)
 test: lint typecheck unit
 
 check: lint typecheck
-	$(BIN)/pytest -n 2 --dist loadgroup -m "not slow"
+	$(BIN)/pytest -n 2 --dist loadfile -m "not slow"
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate contracts

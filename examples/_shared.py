@@ -49,16 +49,24 @@ def live_model() -> dspy.LM:
     return dspy.LM(model)
 
 
-def missing_keys(model: str) -> list[str]:
-    """The API key variables ``model``'s provider needs and the environment lacks (LiteLLM's table)."""
-    import litellm
+# The API key variables of the providers people try first (any one of a tuple will do). A model of
+# another provider is not checked here: its first request says what is missing (see ``one_line``).
+_KEYS = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+}
 
-    try:
-        found = litellm.validate_environment(model=model)
-    except Exception:  # a model LiteLLM does not know: let the request say what is wrong
-        return []
-    missing = [key for key in found.get("missing_keys", []) if key.endswith("_API_KEY")]
-    return [] if found.get("keys_in_environment") or len(missing) < len(found.get("missing_keys", [])) else missing
+
+def missing_keys(model: str) -> list[str]:
+    """The API key variables ``model``'s provider reads, when the environment has none of them."""
+    keys = _KEYS.get(model.split("/", 1)[0], ())
+    return [] if any(os.environ.get(key) for key in keys) else list(keys)
 
 
 def one_line(error: BaseException) -> str:

@@ -27,7 +27,6 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy
-from _shared import live_model, one_line
 
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
@@ -110,6 +109,8 @@ def main() -> None:
 
     context: AbstractContextManager[object] = nullcontext()
     if args.live:
+        from _shared import live_model  # one clear line for a missing model name or API key
+
         lm = live_model()
         print(f"model: {lm.model}")
     elif args.replay:
@@ -125,6 +126,8 @@ def main() -> None:
     except dspy_imp.StepError as error:
         if not args.live:
             raise
+        from _shared import one_line
+
         sys.exit(f"live run failed: {one_line(error.reason)}")  # a refused key, an unknown model, ...
     print(f"\n1. question: {WEATHER_QUESTION}")
     show(weather)

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]  # one build, on one worker
+pytestmark = pytest.mark.slow  # left out of `make check`; under `pytest -n`, `--dist loadfile` builds once
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
