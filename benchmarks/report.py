@@ -260,13 +260,13 @@ with the history, so a 1,000-step turn alone would take many minutes).
 
 Why ours no longer re-renders the history: within a turn every request is the previous one plus the newest
 exchange, so the renderer keeps the messages of settled steps in a per-turn memo
-(`dspy_imp/_prompt/memo.py`) and renders only what is new; the memo is keyed on the step
+and renders only what is new; the memo is keyed on the step
 records themselves (by identity) and on the request's rendering context, and a request
 whose context differs renders from scratch, so no byte of any request changes. Each tool
-argument's JSON-schema validator is built once (`_tools.check_arguments`), instead of
+argument's JSON-schema validator is built once, instead of
 `jsonschema.validate` re-checking the schema against its meta-schema on every call.
-A request's steps are a window on the turn's one append-only step list
-(`dspy_imp/_records/window.py`), never a copy, so the memo's check that a request starts with the
+A request's steps are a window on the turn's one append-only step list,
+never a copy, so the memo's check that a request starts with the
 very steps it rendered takes constant time, as does finding which replayable reasoning
 blocks the history holds; the request pinned on a prediction for fine-tuning is the sent
 list itself, not a copy.

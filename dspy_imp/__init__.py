@@ -11,12 +11,14 @@ from dspy_imp._program.prediction import Metadata, Prediction, is_complete
 from dspy_imp._records.clock import deadline
 from dspy_imp._records.errors import ConfigurationError, RetryTool, ToolCallRejected
 from dspy_imp._records.history import dump_history, load_history, redact_history
+from dspy_imp._records.kinds import RequestKind, TerminationCause, TerminationReason
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
-from dspy_imp._records.usage import Usage, UsageLimits
+from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
 from dspy_imp._turn.approval import NeedsApproval
 from dspy_imp._turn.context import Context
 from dspy_imp._turn.guardrails import Guardrail
+from dspy_imp._turn.plan import ProgramOptions
 from dspy_imp._turn.tools import Finish
 from dspy_imp._watch.html import HistoryView
 from dspy_imp._watch.progress import show_progress
@@ -32,12 +34,17 @@ __all__ = [
     "Metadata",
     "NeedsApproval",
     "Prediction",
+    "ProgramOptions",
     "ReActAdapter",
     "ReActV2",
+    "RequestKind",
+    "RequestUsage",
     "RetryTool",
     "StatusMessageProvider",
     "StepError",
     "StreamListener",
+    "TerminationCause",
+    "TerminationReason",
     "ToolCallRejected",
     "Usage",
     "UsageLimits",

@@ -6,12 +6,14 @@ crash, DBOS recovers the workflow, recorded replies and tool results are replaye
 sent or run again, and the turn ends as an uninterrupted one would have. See ``docs/durable.md``.
 
 Example:
-    >>> from dbos import DBOS
-    >>> from dspy_imp import durable
-    >>> DBOS(config=durable.config("support"))            # SQLite next to the program by default
-    >>> agent = durable.DurableAgent(dspy_imp.ReActV2("ticket -> reply", tools=[refund]), name="support")
-    >>> DBOS.launch()                                      # recovers turns a crash interrupted
-    >>> pred = agent(ticket="I was charged twice.", workflow_id="ticket-4711")
+    ```python
+    from dbos import DBOS
+    from dspy_imp import durable
+    DBOS(config=durable.config("support"))            # SQLite next to the program by default
+    agent = durable.DurableAgent(dspy_imp.ReActV2("ticket -> reply", tools=[refund]), name="support")
+    DBOS.launch()                                      # recovers turns a crash interrupted
+    pred = agent(ticket="I was charged twice.", workflow_id="ticket-4711")
+    ```
 
 A turn that pauses for approval waits in its workflow: ``pending(workflow_id)`` lists the calls,
 ``agent.decide(workflow_id, approvals={...})`` (from any process) resumes it.

@@ -4,7 +4,9 @@ It runs on DSPy's custom-engine API, so every call goes through DSPy's own plumb
 callbacks, history, error projection) to an engine that answers from a script and records requests.
 
 Example:
-    >>> lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")]), fail.server_error()])
+    ```python
+    lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")]), fail.server_error()])
+    ```
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from dspy.utils.exceptions import LMError
 
 __all__ = [
     "Call",
+    "Fail",
     "Failure",
     "RecordedRequest",
     "Reply",
+    "Responder",
     "ScriptError",
     "ScriptItem",
     "ScriptedLM",
@@ -82,8 +86,9 @@ class Failure:
 class RecordedRequest:
     """One request as the engine received it, converted back to OpenAI Chat Completions form.
 
-    The conversion is lm15's Chat Completions serializer (the one DSPy uses to hand a Request to
-    LiteLLM), set to keep reasoning as `reasoning_content` and the `max_tokens` spelling.
+    The conversion is the Chat Completions serializer of DSPy's native engine (the one DSPy uses to
+    hand a Request to LiteLLM), set to keep reasoning as `reasoning_content` and the `max_tokens`
+    spelling.
     Tool-call `arguments` are re-serialized compactly (`{"a":1}`): the engine gets parsed
     arguments, not the caller's string.
 
@@ -122,7 +127,9 @@ class RecordedRequest:
 
 
 ScriptItem: TypeAlias = Reply | Failure | Callable[[RecordedRequest], Reply | Failure]
+"""One item of a script: a reply, a failure, or a callable that makes either from the request."""
 Responder: TypeAlias = Callable[[RecordedRequest], Reply | Failure]
+"""A whole script as one callable: ``ScriptedLM(responder)`` asks it for every request's answer."""
 
 
 def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> Call:
@@ -147,7 +154,7 @@ def reply(
     Args:
         text: The visible text (may be empty).
         calls: Native tool calls (`call(...)`); not allowed with `ScriptedLM(native=False)`.
-        finish_reason: lm15 spelling: "stop", "length", "tool_call", "content_filter" or "error".
+        finish_reason: As DSPy's native engine spells it: "stop", "length", "tool_call", "content_filter" or "error".
             Defaults to "tool_call" when there are calls, else "stop".
         reasoning: Provider reasoning text (a ThinkingPart; DSPy's `reasoning_content`).
         delay: Seconds to wait before answering (`asyncio.sleep` on the async path).
@@ -155,8 +162,9 @@ def reply(
             tokens too); defaults to a rough chars/4 estimate.
 
     Example:
-        >>> reply("cut", finish_reason="length").finish_reason
-        'length'
+        ```python
+        reply("cut", finish_reason="length").finish_reason  # 'length'
+        ```
     """
     reason = finish_reason or ("tool_call" if calls else "stop")
     if reason not in lm15.FINISH_REASONS:
@@ -196,12 +204,16 @@ _CONTEXT = "This model's maximum context length is 128000 tokens. Please reduce 
 _TOOL_CHOICE = "Invalid tool_choice type: 'object'. Supported string values: none, auto, required"
 
 
-class _Fail:
-    """Failures: lm15's reading of an OpenAI error reply, projected by DSPy to its public classes."""
+class Fail:
+    """The failures a script can hold: use the instance ``fail`` (``fail.server_error()``, ...).
 
-    def server_error(self, status: int = 500, message: str = _SERVER, *, delay: float = 0.0) -> Failure:
-        """HTTP 5xx -> `LMServerError` (DSPy retries it when `num_retries` > 0)."""
-        return _http_error(status, message, "server_error", delay=delay)
+    Each is DSPy's native engine's reading of an OpenAI error reply, projected by DSPy to its
+    public error classes, exactly as a real provider's error would arrive.
+    """
+
+    def server_error(self, status: int = 500, message: str | None = None, *, delay: float = 0.0) -> Failure:
+        """HTTP 5xx -> `LMServerError` (DSPy retries it when `num_retries` > 0); `message`: OpenAI's own by default."""
+        return _http_error(status, _SERVER if message is None else message, "server_error", delay=delay)
 
     def rate_limit(
         self, message: str = "Rate limit reached for requests", *, retry_after: float | None = None, delay: float = 0.0
@@ -209,9 +221,10 @@ class _Fail:
         """HTTP 429 -> `LMRateLimitError`; `retry_after` as a Retry-After header would set it."""
         return _http_error(429, message, "requests", "rate_limit_exceeded", retry_after, delay)
 
-    def context_window(self, message: str = _CONTEXT, *, delay: float = 0.0) -> Failure:
-        """HTTP 400 `context_length_exceeded` -> `ContextWindowExceededError`."""
-        return _http_error(400, message, "invalid_request_error", "context_length_exceeded", delay=delay)
+    def context_window(self, message: str | None = None, *, delay: float = 0.0) -> Failure:
+        """HTTP 400 `context_length_exceeded` -> `ContextWindowExceededError`; `message`: OpenAI's own by default."""
+        text = _CONTEXT if message is None else message
+        return _http_error(400, text, "invalid_request_error", "context_length_exceeded", delay=delay)
 
     def invalid_request(self, message: str, *, delay: float = 0.0) -> Failure:
         """HTTP 400 -> `LMInvalidRequestError` with `message`."""
@@ -227,7 +240,7 @@ class _Fail:
         return Failure(lambda: error, delay)
 
 
-fail = _Fail()
+fail = Fail()
 
 
 def _record(request: Request, asynchronous: bool) -> RecordedRequest:
@@ -369,10 +382,11 @@ class ScriptedLM(dspy.LM):
             False and `num_retries` to 0, so a scripted failure is raised once, with no sleep.
 
     Example:
-        >>> lm = ScriptedLM([reply("[[ ## answer ## ]]\\ncat\\n\\n[[ ## completed ## ]]")])
-        >>> with dspy.context(lm=lm):  # doctest: +SKIP
-        ...     dspy.Predict("question -> answer")(question="What is it?").answer
-        'cat'
+        ```python
+        lm = ScriptedLM([reply("[[ ## answer ## ]]\\ncat\\n\\n[[ ## completed ## ]]")])
+        with dspy.context(lm=lm):
+            dspy.Predict("question -> answer")(question="What is it?").answer  # 'cat'
+        ```
     """
 
     def __init__(

@@ -78,16 +78,6 @@ def replaying() -> AbstractContextManager[object]:
     return vcr.VCR(record_mode="none", match_on=["method", "path", "body"]).use_cassette(str(CASSETTE))
 
 
-def live_model() -> dspy.LM:
-    model = os.environ.get("DSPY_IMP_MODEL")
-    if not model:
-        sys.exit(
-            "--live needs DSPY_IMP_MODEL, e.g. DSPY_IMP_MODEL=openai/gpt-4o-mini "
-            "(plus that provider's API key, e.g. OPENAI_API_KEY)"
-        )
-    return dspy.LM(model)
-
-
 def ask(lm: dspy.LM) -> tuple[dspy.Prediction, dspy.Prediction]:
     """The quickstart's two turns: a weather question, then a research question under "submit"."""
     weather = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
@@ -119,6 +109,8 @@ def main() -> None:
 
     context: AbstractContextManager[object] = nullcontext()
     if args.live:
+        from _shared import live_model  # one clear line for a missing model name or API key
+
         lm = live_model()
         print(f"model: {lm.model}")
     elif args.replay:
@@ -128,8 +120,15 @@ def main() -> None:
         lm = scripted_model()
         print("model: scripted model (no network)")
 
-    with context:
-        weather, research = ask(lm)
+    try:
+        with context:
+            weather, research = ask(lm)
+    except dspy_imp.StepError as error:
+        if not args.live:
+            raise
+        from _shared import one_line
+
+        sys.exit(f"live run failed: {one_line(error.reason)}")  # a refused key, an unknown model, ...
     print(f"\n1. question: {WEATHER_QUESTION}")
     show(weather)
     print(f'\n2. question: {RESEARCH_QUESTION}   (finish="submit")')

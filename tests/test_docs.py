@@ -1,7 +1,7 @@
 """The documentation runs: every Python block of the README and of ``docs/``, offline.
 
-See ``docs_runner`` for how a page runs. The API reference is checked to name every public name,
-and the site builds with ``mkdocs build --strict`` in ``make docs`` (part of ``make test``).
+See ``docs_runner`` for how a page runs. The API reference is checked to name every public name;
+``test_site`` builds the site (``mkdocs build --strict``, the notebooks executed) and checks it.
 """
 
 from __future__ import annotations

@@ -79,3 +79,16 @@ def test_live_mode_needs_a_model() -> None:
     )
     assert done.returncode != 0
     assert "--live needs DSPY_IMP_MODEL" in done.stderr
+
+
+@pytest.mark.parametrize("script", ["quickstart.py", "support_agent.py"])
+def test_a_live_run_without_the_key_says_so_in_one_line(script: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
+    env["DSPY_IMP_MODEL"] = "openai/gpt-4o-mini"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "--live"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "--live: openai/gpt-4o-mini needs OPENAI_API_KEY in the environment (offline: drop --live, or run `make demo`)"
+    ]

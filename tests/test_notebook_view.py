@@ -57,6 +57,14 @@ class Tree(HTMLParser):
         return [e for e in self.elements if cls in (e[1].get("class") or "").split()]
 
 
+def usage_cells(markup: str) -> dict[str, str]:
+    """The usage table's header cells and the values under them."""
+    tree = parse(markup[markup.index('<table class="dspy-imp-usage">') :].split("</table>")[0] + "</table>")
+    heads = [text for tag, _, text in tree.elements if tag == "th"]
+    values = [text for tag, _, text in tree.elements if tag == "td"]
+    return dict(zip(heads, values, strict=True))
+
+
 def parse(markup: str) -> Tree:
     tree = Tree()
     tree.feed(markup)
@@ -86,11 +94,18 @@ def test_the_prediction_view_shows_the_termination_first_then_every_call_and_res
     markup = prediction._repr_html_()
     tree = parse(markup)
 
-    # The termination comes first, with its reason, cause and the refused request's error.
+    # The termination comes first: the reason as the view's first text, its cause beside it, then
+    # the usage as a small table (requests by kind, tokens, cost); then the outputs and the history.
     assert markup.index("dspy-imp-termination") < markup.index("dspy-imp-outputs") < markup.index("dspy-imp-history")
-    termination = tree.find("dspy-imp-termination")[0][2]
-    assert "forced_submit" in termination and "max_iters" in termination
-    assert '"requests": {"step": 2, "forced_submit": 1, "required_retry": 1}' in termination
+    assert [text for _, _, text in tree.find("dspy-imp-reason")] == ["forced_submit"]
+    assert tree.find("dspy-imp-reason")[0][1]["class"] == "dspy-imp-reason tone-owed"
+    assert [text for _, _, text in tree.find("dspy-imp-cause")] == ["cause: max_iters"]
+    assert usage_cells(markup) == {
+        "requests": "4 (step 2 · forced_submit 1 · required_retry 1)",
+        "input tokens": str(meta.usage.input_tokens),
+        "output tokens": str(meta.usage.output_tokens),
+        "cost": "—",
+    }
 
     # Every call with its arguments and result; the error result marked.
     calls = [text for _, _, text in tree.find("dspy-imp-call")]
@@ -136,7 +151,7 @@ def test_everything_is_escaped(prediction):
 
 def test_long_values_fold(prediction):
     tree = parse(prediction._repr_html_())
-    folded = [text for tag, attrs, text in tree.elements if tag == "details" and not attrs and "word" in text]
+    folded = [t for tag, a, t in tree.elements if tag == "details" and a == {"class": "dspy-imp-fold"} and "word" in t]
     assert folded and all(len(summary) < 200 for summary in [t.split("…")[0] for t in folded])
     assert LONG.strip() in folded[0]
 
@@ -161,6 +176,19 @@ def test_an_extracted_answer_is_marked_as_the_extraction(run):
     assert pred.metadata.termination_reason == "extracted"
     kinds = [a["data-kind"] for _, a, _ in parse(pred._repr_html_()).find("dspy-imp-entry")]
     assert kinds == ["step", "step", "extraction"]
+
+
+def test_a_text_answer_is_shown_once_and_the_view_brings_its_own_colours(run):
+    lm = ScriptedLM([reply(calls=[call("fetch", {"url": "u"}, id="c1")]), reply("It is 21 degrees.")])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2("question -> answer", tools=[fetch]), question="q")
+    assert pred.metadata.termination_reason == "answered"
+    markup = pred._repr_html_()
+    assert markup.count("It is 21 degrees.") == 1  # in the outputs; not again as a thought or an answer
+    assert "answered with the outputs above" in markup
+    assert pred.metadata._repr_html_().count("It is 21 degrees.") == 1  # the answer, not also the thought
+    style = markup[: markup.index("</style>")]
+    assert ".dspy-imp.dspy-imp{" in style and "color:#1f2328" in style and "background:#fff" in style
 
 
 def test_the_plain_repr_stays_short(prediction):
@@ -199,6 +227,38 @@ def test_progress_shows_one_line_per_step_in_a_terminal_and_clears_it(monkeypatc
     assert terminal.getvalue().endswith("\r\x1b[2K")  # nothing left behind
 
 
+class Display:
+    """IPython's ``display(..., display_id=True)``: every line shown, the handle's updates included."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, data: dict[str, str], raw: bool, display_id: bool) -> Display:
+        assert raw and display_id
+        self.lines.append(data["text/plain"])
+        return self
+
+    def update(self, data: dict[str, str], raw: bool) -> None:
+        self.lines.append(data["text/plain"])
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["ends", "raises"])
+def test_progress_in_a_notebook_ends_with_one_clean_line(monkeypatch, run, fails):
+    display = Display()
+    monkeypatch.setattr(_progress, "_notebook", lambda: display)
+    submit = reply(calls=[call("submit", {"answer": "a", "confidence": 1})])
+    ending = [fail.server_error(503)] * 2 if fails else [submit]
+    lm = ScriptedLM([reply(calls=[call("fetch", {"url": "u"}, id="c1")]), *ending])
+    with dspy.context(lm=lm):
+        if fails:
+            with pytest.raises(dspy_imp.StepError):
+                run(dspy_imp.ReActV2(SubmitSig, tools=[fetch]), intent="q")
+        else:
+            run(dspy_imp.ReActV2(SubmitSig, tools=[fetch]), intent="q")
+    assert display.lines[0][2:] == "Step 1: waiting for the model"
+    assert display.lines[-1] == ("✗ Turn ended: error (LMServerError)" if fails else "✓ Turn ended: submit")
+
+
 def test_progress_can_be_turned_off_and_is_silent_when_nobody_watches(monkeypatch, run):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
@@ -218,3 +278,5 @@ def test_a_paused_turn_shows_the_calls_waiting_for_a_decision(run):
     termination = parse(pred._repr_html_()).find("dspy-imp-termination")[0][2]
     assert "paused" in termination and "pending_calls" in termination
     assert '"name": "fetch"' in termination and '"kind": "approval"' in termination
+    calls = [text for _, _, text in parse(pred._repr_html_()).find("dspy-imp-call")]
+    assert calls == ['fetch({"url": "https://pay.test"}) → waits (approval)']

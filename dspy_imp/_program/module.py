@@ -84,9 +84,11 @@ class ReActV2(dspy.Module):
             tier, the program holds a summary predictor at ``agent.summarizer``.
 
     Example:
-        >>> agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
-        >>> pred = agent(question="Where is the key?")
-        >>> pred.answer, pred.metadata.termination_reason
+        ```python
+        agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
+        pred = agent(question="Where is the key?")
+        pred.answer, pred.metadata.termination_reason
+        ```
     """
 
     def __init__(

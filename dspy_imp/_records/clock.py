@@ -54,8 +54,10 @@ def deadline(*, seconds: float | None = None, at: datetime | float | None = None
             finite number or lies more than ten years away (NaN, infinity, ``1e308``).
 
     Example:
-        >>> with dspy_imp.deadline(seconds=30):
-        ...     pred = agent(ticket="I was charged twice.")
+        ```python
+        with dspy_imp.deadline(seconds=30):
+            pred = agent(ticket="I was charged twice.")
+        ```
     """
     if (seconds is None) == (at is None):
         raise ConfigurationError("deadline() takes exactly one of `seconds` or `at`")

@@ -21,8 +21,10 @@ def to_dspy_history(history: Any) -> dspy.History:
     """A new ``dspy.History`` whose entries are shaped as ``dspy.ReActV2`` records them.
 
     Example:
-        >>> stock = dspy_imp.to_dspy_history(pred.metadata.history)
-        >>> stock.messages[0]["tool_calls"].tool_calls[0].id
+        ```python
+        stock = dspy_imp.to_dspy_history(pred.metadata.history)
+        stock.messages[0]["tool_calls"].tool_calls[0].id
+        ```
     """
     entries = []
     for position, entry in enumerate(coerce_history(history)):

@@ -42,7 +42,9 @@ class UsageLimits:
         cost: Cost in USD, where the LM reports it (requests with no reported cost add 0).
 
     Example:
-        >>> agent = dspy_imp.ReActV2("q -> a", tools=[lookup], usage_limits=dspy_imp.UsageLimits(requests=5))
+        ```python
+        agent = dspy_imp.ReActV2("q -> a", tools=[lookup], usage_limits=dspy_imp.UsageLimits(requests=5))
+        ```
     """
 
     requests: int | None = None
@@ -97,7 +99,10 @@ class Usage:
 
     Attributes:
         requests: Requests sent, by kind (only kinds that were sent).
-        input_tokens, output_tokens, cached_tokens, reasoning_tokens: Sums over the calls.
+        input_tokens: Prompt tokens, summed over the calls.
+        output_tokens: Completion tokens (reasoning included, as providers count them), summed.
+        cached_tokens: Prompt tokens the provider read from its cache, summed.
+        reasoning_tokens: Reasoning tokens, where the provider reports them, summed.
         cost: Summed cost in USD, or ``None`` when no call reported one.
         calls: Every model call in order, with its own usage.
 

@@ -30,8 +30,10 @@ class NeedsApproval:
     The turn pauses before any call of that reply runs (``termination_reason == "paused"``).
 
     Example:
-        >>> def policy(name, args):
-        ...     return dspy_imp.NeedsApproval() if name == "refund" and args["amount"] > 100 else True
+        ```python
+        def policy(name, args):
+            return dspy_imp.NeedsApproval() if name == "refund" and args["amount"] > 100 else True
+        ```
     """
 
     def __repr__(self) -> str:

@@ -46,9 +46,11 @@ class Finish:
     """What a ``finish_on`` hook returns to end the turn with these outputs.
 
     Example:
-        >>> def on_send(args, result, inputs):
-        ...     return dspy_imp.Finish(reply=args["text"])
-        >>> agent = dspy_imp.ReActV2("message -> reply", tools=[send], finish_on={"send": on_send})
+        ```python
+        def on_send(args, result, inputs):
+            return dspy_imp.Finish(reply=args["text"])
+        agent = dspy_imp.ReActV2("message -> reply", tools=[send], finish_on={"send": on_send})
+        ```
     """
 
     def __init__(self, **outputs: Any):

@@ -1,11 +1,16 @@
 """The notebook view of a turn: ``_repr_html_`` for predictions, metadata and histories.
 
-Pure functions from a turn's data to an HTML string. The termination (reason, cause,
-errors) comes first, then the outputs, then the conversation as the model saw it: one
-item per history entry, marked by the request it came from (``step``, ``last text``,
-``forced submit``, ``extraction``, or ``note``), with its inputs, thought, tool calls
-(arguments and results, errors marked) and answer. Every value is HTML-escaped; long ones
-fold into a ``<details>`` element.
+Pure functions from a turn's data to an HTML string. The eye lands first on how the turn
+ended: a coloured badge with the termination reason, the cause beside it, then the errors,
+the other endings facts and the usage as a small table. Then the outputs, then the
+conversation as the model saw it: one item per history entry, marked by the request it
+came from (``step``, ``last text``, ``forced submit``, ``extraction``, or ``note``), with its
+inputs, thought, tool calls (arguments and results, errors marked) and answer. A thought
+that is the answer itself is not shown twice. Every value is HTML-escaped; long ones fold
+into a ``<details>`` element.
+
+The styles are inline and scoped to the view, with their own colours, so the view reads the
+same in Jupyter (light or dark), in VS Code, on a documentation site or in a saved HTML file.
 
 A history entry does not say which request wrote it; the view reads it from the entry's
 shape (an answer with no text and no call is the extractor's; inputs alone are a note)
@@ -20,19 +25,55 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _FOLD = 160
-
-
-_STEP_KEYS = ("next_thought", "tool_calls", "tool_call_results", "reasoning_content", "reasoning_details")
-
-
+_STEP_KEYS = (
+    "next_thought",
+    "tool_calls",
+    "tool_call_results",
+    "reasoning_content",
+    "reasoning_details",
+    "pending_calls",
+)
 _LAST_KIND = {"last_text": "last text", "forced_submit": "forced submit", "extracted": "extraction"}
-
-
+# The badge's colour: a complete ending, an owed reply (the turn was interrupted), no answer, a pause.
+_TONE = {
+    "answered": "ok",
+    "submit": "ok",
+    "finished_by_tool": "ok",
+    "last_text": "owed",
+    "forced_submit": "owed",
+    "extracted": "owed",
+    "incomplete": "none",
+    "paused": "wait",
+}
+# Repeating the class outweighs the host page's own rules (Jupyter's, a documentation theme's).
+_R = ".dspy-imp.dspy-imp"
 _STYLE = (
-    "<style>.dspy-imp{font-family:sans-serif;font-size:13px}.dspy-imp table{border-collapse:collapse}"
-    ".dspy-imp td,.dspy-imp th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
-    ".dspy-imp .kind{font-weight:bold;margin-right:6px}.dspy-imp .error{color:#b00}"
-    ".dspy-imp pre{white-space:pre-wrap;margin:0}</style>"
+    "<style>"
+    f"{_R}{{font:13px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1f2328;"
+    "background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;margin:4px 0;"
+    "max-width:100%;overflow-x:auto;box-sizing:border-box}"
+    f"{_R} table{{border-collapse:collapse;margin:6px 0;font-size:12px;width:auto;display:table}}"
+    f"{_R} th,{_R} td{{border:1px solid #d0d7de;padding:2px 8px;text-align:left;vertical-align:top;"
+    "color:#1f2328;background:#fff}"
+    f"{_R} th{{background:#f6f8fa;font-weight:600}}"
+    f"{_R} code,{_R} pre{{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:#1f2328;"
+    "background:none;padding:0;border:none;box-shadow:none}"
+    f"{_R} pre{{white-space:pre-wrap;margin:0}}"
+    f"{_R} .dspy-imp-head{{display:flex;flex-wrap:wrap;align-items:baseline;gap:8px}}"
+    f"{_R} .dspy-imp-reason{{font-weight:700;font-size:15px;padding:1px 10px;border-radius:12px}}"
+    f"{_R} .tone-ok{{background:#dafbe1;color:#116329}}{_R} .tone-owed{{background:#fff8c5;color:#7d4e00}}"
+    f"{_R} .tone-none{{background:#ffebe9;color:#a40e26}}{_R} .tone-wait{{background:#ddf4ff;color:#0550ae}}"
+    f"{_R} .dspy-imp-cause,{_R} .dspy-imp-fact{{color:#57606a}}{_R} .error,{_R} .error code{{color:#a40e26}}"
+    f"{_R} details.dspy-imp-fold{{margin:2px 0;padding:0;border:none;box-shadow:none;background:none;"
+    "font-size:inherit;overflow:visible}"
+    f"{_R} details.dspy-imp-fold>summary{{cursor:pointer;padding:0;margin:0;background:none;color:inherit;"
+    "font-weight:inherit;min-height:0;display:list-item}"
+    f"{_R} details.dspy-imp-fold>summary::before,{_R} details.dspy-imp-fold>summary::after{{content:none;"
+    "display:none}"
+    f"{_R} ol,{_R} ul{{margin:4px 0;padding-left:22px}}{_R} li{{margin:2px 0}}"
+    f"{_R} .kind{{display:inline-block;font-weight:600;color:#57606a;margin-right:6px}}"
+    f"{_R} .dspy-imp-section{{font-weight:600;margin-top:6px}}"
+    "</style>"
 )
 
 
@@ -41,8 +82,11 @@ def value_html(value: Any) -> str:
     text = value if isinstance(value, str) else _json(value)
     if len(text) <= _FOLD and "\n" not in text:
         return f"<code>{html.escape(text)}</code>"
-    head = " ".join(text.split())[:80]
-    return f"<details><summary><code>{html.escape(head)}…</code></summary><pre>{html.escape(text)}</pre></details>"
+    head = html.escape(" ".join(text.split())[:80])
+    return (
+        f'<details class="dspy-imp-fold"><summary><code>{head}…</code></summary>'
+        f"<pre>{html.escape(text)}</pre></details>"
+    )
 
 
 def _json(value: Any) -> str:
@@ -57,16 +101,36 @@ def _table(rows: Sequence[tuple[str, str]], cls: str) -> str:
     return f'<table class="{cls}">{body}</table>'
 
 
+def _view(body: str) -> str:
+    return f'{_STYLE}<div class="dspy-imp">{body}</div>'
+
+
 def termination_html(metadata: Any) -> str:
-    rows = [("termination_reason", value_html(metadata.termination_reason))]
-    if metadata.termination_cause is not None:
-        rows.append(("termination_cause", value_html(metadata.termination_cause)))
-    for role, error in (metadata.termination_error or {}).items():
-        rows.append((f"error ({role})", f'<span class="error">{value_html(error)}</span>'))
-    for name in ("finished_by_tool", "finish_reason", "context_projection"):
+    """The badge (reason, cause, short facts), then errors and the other ending facts, then the usage."""
+    reason = str(metadata.termination_reason)
+    head = f'<span class="dspy-imp-reason tone-{_TONE.get(reason, "none")}">{html.escape(reason)}</span>'
+    cause = metadata.termination_cause
+    if cause is not None:
+        head += f'<span class="dspy-imp-cause">cause: <code>{html.escape(str(cause))}</code></span>'
+    for name in ("finished_by_tool", "finish_reason"):  # short facts stand beside the reason
         value = getattr(metadata, name)
         if value is not None:
-            rows.append((name, value_html(value)))
+            head += f'<span class="dspy-imp-fact">{name}: <code>{html.escape(str(value))}</code></span>'
+    facts = _facts(metadata)
+    parts = [f'<div class="dspy-imp-head">{head}</div>']
+    if facts:
+        parts.append(_table(facts, "dspy-imp-facts"))
+    parts.append(usage_html(getattr(metadata, "usage", None)))
+    return f'<div class="dspy-imp-termination">{"".join(parts)}</div>'
+
+
+def _facts(metadata: Any) -> list[tuple[str, str]]:
+    rows = [
+        (f"error ({role})", f'<span class="error">{value_html(error)}</span>')
+        for role, error in (metadata.termination_error or {}).items()
+    ]
+    if metadata.context_projection is not None:
+        rows.append(("context_projection", value_html(metadata.context_projection)))
     guardrail = getattr(metadata, "guardrail", None)
     if guardrail:
         rows.append(("guardrail", value_html(dict(guardrail))))
@@ -74,40 +138,65 @@ def termination_html(metadata: Any) -> str:
         calls = getattr(metadata, name, ())
         if calls:
             rows.append((name, value_html([dict(c) for c in calls])))
-    usage = getattr(metadata, "usage", None)
-    if usage is not None and usage.requests:
-        summary = {"requests": dict(usage.requests), "input_tokens": usage.input_tokens}
-        summary.update(output_tokens=usage.output_tokens, cost=usage.cost)
-        rows.append(("usage", value_html(summary)))
-    return _table(rows, "dspy-imp-termination")
+    return rows
+
+
+def usage_html(usage: Any) -> str:
+    """The turn's usage as one small table: requests (by kind), tokens, cost."""
+    if usage is None or not usage.requests:
+        return ""
+    kinds = " · ".join(f"{html.escape(str(kind))} {count}" for kind, count in usage.requests.items())
+    cost = "—" if usage.cost is None else f"${usage.cost:.6g}"
+    cells = [
+        ("requests", f"{sum(usage.requests.values())} <small>({kinds})</small>"),
+        ("input tokens", str(usage.input_tokens)),
+        ("output tokens", str(usage.output_tokens)),
+    ]
+    cells += [(name, str(getattr(usage, key))) for name, key in _EXTRA_TOKENS if getattr(usage, key)]
+    cells.append(("cost", cost))
+    header = "".join(f"<th>{name}</th>" for name, _ in cells)
+    row = "".join(f"<td>{value}</td>" for _, value in cells)
+    return f'<table class="dspy-imp-usage"><tr>{header}</tr><tr>{row}</tr></table>'
+
+
+_EXTRA_TOKENS = (("cached tokens", "cached_tokens"), ("reasoning tokens", "reasoning_tokens"))
 
 
 def metadata_html(metadata: Any, output_names: Sequence[str] = ()) -> str:
     entries = list(metadata.history.messages)
-    return (
-        f'{_STYLE}<div class="dspy-imp">{termination_html(metadata)}'
-        f"{history_html(entries, output_names, metadata.termination_reason)}</div>"
-    )
+    return _view(termination_html(metadata) + history_html(entries, output_names, metadata.termination_reason))
 
 
 def prediction_html(prediction: Any) -> str:
-    outputs = _table([(k, value_html(v)) for k, v in prediction.items()], "dspy-imp-outputs")
     metadata = prediction.metadata
-    return (
-        f'{_STYLE}<div class="dspy-imp">{termination_html(metadata)}{outputs}'
-        f"{history_html(list(metadata.history.messages), list(prediction.keys()), metadata.termination_reason)}</div>"
-    )
+    outputs = _table([(k, value_html(v)) for k, v in prediction.items()], "dspy-imp-outputs")
+    names = list(prediction.keys())
+    history = history_html(list(metadata.history.messages), names, metadata.termination_reason, dict(prediction))
+    return _view(termination_html(metadata) + outputs + history)
 
 
 def history_html(
-    entries: Sequence[Mapping[str, Any]], output_names: Sequence[str] = (), reason: str | None = None
+    entries: Sequence[Mapping[str, Any]],
+    output_names: Sequence[str] = (),
+    reason: str | None = None,
+    shown: Mapping[str, Any] | None = None,
 ) -> str:
+    """The entries, in order; ``shown``: outputs already on the page (the last entry points to them)."""
+    last = len(entries) - 1
     items = "".join(
-        _entry_html(entry, _kind(entry, output_names, reason if i == len(entries) - 1 else None), output_names)
+        _entry_html(
+            entry,
+            _kind(entry, output_names, reason if i == last else None),
+            output_names,
+            shown if i == last else None,
+        )
         for i, entry in enumerate(entries)
     )
     count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
-    return f'<details open class="dspy-imp-history"><summary>History ({count})</summary><ol>{items}</ol></details>'
+    return (
+        f'<details open class="dspy-imp-fold dspy-imp-history"><summary class="dspy-imp-section">'
+        f"History ({count})</summary><ol>{items}</ol></details>"
+    )
 
 
 def _split(entry: Mapping[str, Any], output_names: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,24 +224,31 @@ def _kind(entry: Mapping[str, Any], output_names: Sequence[str], reason: str | N
     return _LAST_KIND.get(reason or "", "step")
 
 
-def _entry_html(entry: Mapping[str, Any], kind: str, output_names: Sequence[str]) -> str:
+def _entry_html(
+    entry: Mapping[str, Any], kind: str, output_names: Sequence[str], shown: Mapping[str, Any] | None
+) -> str:
     inputs, outputs = _split(entry, output_names)
     parts = [f'<span class="kind">{html.escape(kind)}</span>']
     if inputs:
         parts.append(_table([(k, value_html(v)) for k, v in inputs.items()], "dspy-imp-inputs"))
     if entry.get("reasoning_content"):
         parts.append(f"<div>reasoning: {value_html(entry['reasoning_content'])}</div>")
-    if entry.get("next_thought"):
-        parts.append(f'<div class="dspy-imp-thought">thought: {value_html(entry["next_thought"])}</div>')
-    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [])
+    thought = entry.get("next_thought")
+    if thought and not (isinstance(thought, str) and thought in outputs.values()):  # a text answer: shown once
+        parts.append(f'<div class="dspy-imp-thought">thought: {value_html(thought)}</div>')
+    waiting = {p.get("id"): p.get("kind") for p in entry.get("pending_calls") or [] if isinstance(p, Mapping)}
+    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [], waiting)
     if calls:
         parts.append(calls)
-    if outputs:
+    if outputs and shown is not None and outputs == {k: shown.get(k) for k in outputs}:
+        parts.append('<div class="dspy-imp-answer">answered with the outputs above</div>')
+    elif outputs:
         parts.append(_table([(k, value_html(v)) for k, v in outputs.items()], "dspy-imp-answer"))
     return f'<li class="dspy-imp-entry" data-kind="{html.escape(kind)}">{"".join(parts)}</li>'
 
 
-def _calls_html(calls: Sequence[Any], results: Sequence[Any]) -> str:
+def _calls_html(calls: Sequence[Any], results: Sequence[Any], waiting: Mapping[Any, Any]) -> str:
+    """Each call with its arguments and its result (an error marked), or what it waits for."""
     by_id = {r.get("id"): r for r in results if isinstance(r, Mapping)}
     items = []
     for call in calls:
@@ -166,6 +262,8 @@ def _calls_html(calls: Sequence[Any], results: Sequence[Any]) -> str:
             error = bool(result.get("error"))
             mark = ' class="error"' if error else ""
             shown += f" → <span{mark}>{'error: ' if error else ''}{value_html(result.get('result'))}</span>"
+        elif call.get("id") in waiting:
+            shown += f' → <span class="dspy-imp-cause">waits ({html.escape(str(waiting[call.get("id")]))})</span>'
         items.append(f'<li class="dspy-imp-call">{shown}</li>')
     return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
 
@@ -191,7 +289,7 @@ class HistoryView:
         self.output_names = tuple(output_names)
 
     def _repr_html_(self) -> str:
-        return f'{_STYLE}<div class="dspy-imp">{history_html(self.entries, self.output_names)}</div>'
+        return _view(history_html(self.entries, self.output_names))
 
     def __repr__(self) -> str:
         return f"HistoryView({len(self.entries)} entries)"

@@ -38,7 +38,9 @@ class StreamListener(dspy.streaming.StreamListener):
         allow_reuse: Accepted for compatibility; a ``dspy_imp`` listener is always reusable.
 
     Example:
-        >>> stream = dspy.streamify(agent, stream_listeners=[dspy_imp.StreamListener("answer")])
+        ```python
+        stream = dspy.streamify(agent, stream_listeners=[dspy_imp.StreamListener("answer")])
+        ```
     """
 
     def __init__(
@@ -58,7 +60,7 @@ class StreamListener(dspy.streaming.StreamListener):
         return self.target is None or self.target is program or self.target is program.react
 
     def receive(self, chunk: Any) -> None:
-        """Never fed by ``streamify``: the turn's relay reads the chunks (see the module docstring)."""
+        """Never fed by ``streamify``: the turn reads the model's chunks itself and sends the field's text."""
         return None
 
     def finalize(self) -> None:

@@ -2,8 +2,9 @@
 
 On by default; ``dspy_imp.show_progress(False)`` turns it off (for the process, or as a
 context manager for a block). It shows only where someone watches: in a Jupyter kernel
-(an updating display) or when standard error is a terminal (one line rewritten in place
-and cleared at the end). Piped, captured or logged output gets nothing, and so do turns
+(an updating display that ends as one clean line, ``✓ Turn ended: answered``, or ``✗`` for a
+turn that raised) or when standard error is a terminal (one line rewritten in place and
+cleared at the end). Piped, captured or logged output gets nothing, and so do turns
 run off the main thread (``dspy.Parallel`` workers, a sync program under ``streamify``),
 whose lines would interleave.
 """
@@ -54,6 +55,7 @@ class Progress:
         self.display = display
         self.handle: Any = None
         self.count = 0
+        self.last = ""
 
     @classmethod
     def of(cls) -> Progress | None:
@@ -66,6 +68,7 @@ class Progress:
 
     def show(self, message: str) -> None:
         self.count += 1
+        self.last = message
         line = f"{_SPINNER[self.count % len(_SPINNER)]} {message}"
         if self.display is None:
             sys.stderr.write(f"\r\x1b[2K{line}")
@@ -75,7 +78,11 @@ class Progress:
         else:
             self.handle.update({"text/plain": line}, raw=True)
 
-    def close(self) -> None:
-        if self.display is None and self.count:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
+    def close(self, failed: bool = False) -> None:
+        """A terminal's line is cleared; a notebook's display keeps the last line, marked done or failed."""
+        if self.display is None:
+            if self.count:
+                sys.stderr.write("\r\x1b[2K")
+                sys.stderr.flush()
+        elif self.handle is not None:
+            self.handle.update({"text/plain": f"{'✗' if failed else '✓'} {self.last}"}, raw=True)

@@ -39,7 +39,9 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
     """Status lines for every step of a ``dspy_imp`` turn.
 
     Example:
-        >>> stream = dspy.streamify(agent, status_message_provider=dspy_imp.StatusMessageProvider())
+        ```python
+        stream = dspy.streamify(agent, status_message_provider=dspy_imp.StatusMessageProvider())
+        ```
     """
 
     def tool_start_status_message(self, instance: Any, inputs: dict[str, Any]) -> str | None:

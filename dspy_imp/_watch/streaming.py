@@ -34,7 +34,7 @@ from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, Stre
 
 from dspy_imp._records.errors import ConfigurationError, ToolTimedOut
 from dspy_imp._records.outcomes import Failed, Raised
-from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, ModelRequest, RunTool, Sleep
+from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, Failure, ModelRequest, RunTool, Sleep
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.events import Reporter, current_observer
 from dspy_imp._watch.listener import StreamListener
@@ -64,6 +64,7 @@ class Watch:
         self.omitted = 0
         self.steps = 0
         self.last_error: BaseException | None = None
+        self.failed = False  # the turn ended in a StepError
 
     @classmethod
     def of(cls, program: Program) -> Watch | None:
@@ -121,6 +122,7 @@ class Watch:
         return status_for(self.provider, "fallback", getattr(lm, "model", type(lm).__name__), self.last_error)
 
     def ended(self, outcome: Any) -> list[Any]:
+        self.failed = isinstance(outcome, Failure)
         return self._messages(status_for(self.provider, "end", outcome))
 
     def _messages(self, message: str | None) -> list[Any]:
@@ -161,7 +163,7 @@ class Watch:
 
     def close(self) -> None:
         if self.progress is not None:
-            self.progress.close()
+            self.progress.close(failed=self.failed)
 
 
 class _Relay:
