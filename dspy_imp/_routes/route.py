@@ -30,6 +30,7 @@ from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPar
 
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
+from dspy_imp._routes.model_facts import model_facts
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -124,12 +125,18 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
 def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
     """Provider rules on a step's options, then where the request goes (which decides what is replayed).
 
+    A model that refuses a forced ``tool_choice`` (``model_facts``) gets ``"auto"`` instead, with
+    the same tools (a smaller roster would invalidate the thinking blocks such models bind to the
+    prefix); the turn still runs only ``submit`` from that reply, and extracts when there is none.
     A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
     together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
     choice, so it stays.
     """
     choice = lm_kwargs.get("tool_choice")
     forced = choice == "required" or isinstance(choice, Mapping)
+    if forced and model_facts(lm).refuses_forced_tool_choice:
+        lm_kwargs["tool_choice"] = "auto"
+        forced = False
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
     if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
         lm_kwargs["thinking"] = None

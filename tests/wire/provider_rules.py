@@ -23,6 +23,9 @@ DeepSeek thinking-mode guide (with tools, every assistant turn carries ``reasoni
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -215,6 +218,63 @@ def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
         yield "ends on the assistant's turn while thinking is enabled"
 
 
+# Claude 5.x (the Fable 5.1 and Opus 5.5 migration guides, the preserved-thinking guide; LiteLLM's
+# model map agrees: ``supports_forced_tool_use: false``, ``thinking_always_on: true``).
+_REFUSES_FORCED = re.compile(r"claude-(fable-5-1|mythos-5-1|opus-5-5|sonnet-5-5)")
+_BINDS_THINKING = re.compile(r"claude-(fable-5-1|mythos-5-1|opus-5-5|sonnet-5-5|haiku-5-5)")
+BINDING_MARK = "~bound:"
+
+
+def _claude_model(body: Body) -> str:
+    return str(body.get("model") or "").lower().replace(".", "-")
+
+
+def anthropic_forced_choice_refused(body: Body, path: str) -> Iterator[str]:
+    """Fable 5.1 / Mythos 5.1 / Opus 5.5 / Sonnet 5.5: ``tool_choice: type "tool" and "any" are not
+    supported for this model`` (400), with or without thinking."""
+    kind = (body.get("tool_choice") or {}).get("type")
+    if kind in ("any", "tool") and _REFUSES_FORCED.search(_claude_model(body)):
+        yield f'tool_choice: type "{kind}" is not supported for {body.get("model")}'
+
+
+def anthropic_adaptive_only(body: Body, path: str) -> Iterator[str]:
+    """The same models take only adaptive thinking: ``"thinking.type.enabled" is not supported for this
+    model. Use "thinking.type.adaptive" and "output_config.effort" ...`` (and ``disabled`` likewise)."""
+    kind = (body.get("thinking") or {}).get("type")
+    if kind in ("enabled", "disabled") and _REFUSES_FORCED.search(_claude_model(body)):
+        yield f'"thinking.type.{kind}" is not supported for {body.get("model")}'
+
+
+def binding_key(body: Body, upto: int) -> str:
+    """What a thinking block is bound to: the system prompt, the tools and the messages before it."""
+    prefix = {"system": body.get("system"), "tools": body.get("tools"), "messages": (body.get("messages") or [])[:upto]}
+    return hashlib.sha256(json.dumps(prefix, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def bound(value: str, request: Body) -> str:
+    """A signature (or redacted data) as a binding model signs it: bound to the request's whole prefix."""
+    return f"{value}{BINDING_MARK}{binding_key(request, len(request.get('messages') or []))}"
+
+
+def anthropic_thinking_binding(body: Body, path: str) -> Iterator[str]:
+    """Preserved thinking on Claude 5.1+: a replayed block whose prefix changed since it was signed is
+    refused ("Invalid `signature` in `thinking` block. The block is bound to a different
+    conversation."), unless the request asks ``thinking.block_binding.prefix_mismatch_behavior:
+    "drop_block"`` (beta ``thinking-binding-controls-2026-08-01``). Only blocks the emulator signed
+    as bound (``responses.anthropic(..., bound=True)``) carry a binding."""
+    binding = ((body.get("thinking") or {}).get("block_binding") or {}).get("prefix_mismatch_behavior")
+    if binding == "drop_block":
+        return
+    for index, message in enumerate(body.get("messages") or []):
+        for position, block in enumerate(_blocks(message)):
+            value = str(block.get("signature") or block.get("data") or "")
+            if BINDING_MARK in value and value.rsplit(BINDING_MARK, 1)[1] != binding_key(body, index):
+                yield (
+                    f"messages.{index}.content.{position}: Invalid `signature` in `thinking` block. "
+                    "The block is bound to a different conversation."
+                )
+
+
 # -- Gemini generateContent ----------------------------------------------------------------------
 
 
@@ -315,6 +375,9 @@ RULES: dict[str, Sequence[Rule]] = {
         anthropic_thinking_first,
         anthropic_forced_choice,
         anthropic_ends_on_user,
+        anthropic_forced_choice_refused,
+        anthropic_adaptive_only,
+        anthropic_thinking_binding,
     ],
     "gemini": [
         gemini_roles,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from emulator import Scripted
+from provider_rules import bound as bound_to
 
 Call = tuple[str, str, dict[str, Any]]  # (id, name, arguments)
 
@@ -119,7 +120,10 @@ def anthropic(
     *,
     stop: str | None = None,
     model: str = "claude-sonnet-4-5-20250929",
+    bound: bool = False,
 ) -> Scripted:
+    """``bound``: the thinking blocks are signed for the request they answer (Claude 5.1+ binds each
+    block to the prefix before it; ``provider_rules.anthropic_thinking_binding`` checks the replay)."""
     content = list(blocks)
     if text is not None:
         content.append({"type": "text", "text": text})
@@ -140,7 +144,20 @@ def anthropic(
             "service_tier": "standard",
         },
     }
-    return Scripted(200, body)
+    if not bound:
+        return Scripted(200, body)
+    return Scripted(200, body, shaped=lambda request: _bound_body(body, request))
+
+
+def _bound_body(body: dict[str, Any], request: Any) -> dict[str, Any]:
+    def sign(block: dict[str, Any]) -> dict[str, Any]:
+        if block.get("type") == "thinking":
+            return {**block, "signature": bound_to(block["signature"], request)}
+        if block.get("type") == "redacted_thinking":
+            return {**block, "data": bound_to(block["data"], request)}
+        return block
+
+    return {**body, "content": [sign(b) for b in body["content"]]}
 
 
 def anthropic_error(status: int, type: str, message: str) -> Scripted:
