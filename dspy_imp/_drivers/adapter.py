@@ -171,7 +171,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        exchange.route = settle_options(lm, lm_kwargs)
+        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
@@ -188,7 +188,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        exchange.route = settle_options(lm, lm_kwargs)
+        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()

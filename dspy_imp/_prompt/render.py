@@ -119,10 +119,12 @@ def _body(guidance: Guidance, step: Step) -> list[Message]:
 def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
     """``history_replay="actions"``: an earlier turn's calls and results, without narration.
 
-    Answers are shown whole; thought-only steps are left out (so is their line).
+    Answers are shown whole, but without their signed reasoning blocks: those were bound to the
+    narration this mode leaves out (Claude 5.1+ refuses them behind another prefix), and no
+    provider reads an earlier turn's blocks. Thought-only steps are left out (so is their line).
     """
     if step.is_answer:
-        return _body(guidance, step)
+        return _body(guidance, replace(step, reasoning_details=None))
     unreasoned = replace(step, reasoning_content=None, reasoning_details=None)
     return _exchange(guidance, None, step.calls, step.results, unreasoned)
 

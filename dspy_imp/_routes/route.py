@@ -122,7 +122,7 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     return Route("native", selection.resolution.provider)
 
 
-def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
+def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = False) -> Route:
     """Provider rules on a step's options, then where the request goes (which decides what is replayed).
 
     A model that refuses a forced ``tool_choice`` (``model_facts``) gets ``"auto"`` instead, with
@@ -131,6 +131,10 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
     A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
     together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
     choice, so it stays.
+
+    A request that ``edits_prefix`` (``Guidance.edits_prefix``) to a model that binds thinking
+    asks for ``drop_block`` (``binding_safe``): a block behind the edited prefix is dropped by the
+    provider instead of refusing the request.
     """
     choice = lm_kwargs.get("tool_choice")
     forced = choice == "required" or isinstance(choice, Mapping)
@@ -140,7 +144,23 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
     if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
         lm_kwargs["thinking"] = None
+    elif edits_prefix and model_facts(lm).binds_thinking:
+        lm_kwargs["thinking"] = binding_safe(thinking)
     return route_for(lm, lm_kwargs)
+
+
+DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}
+
+
+def binding_safe(thinking: Any) -> dict[str, Any]:
+    """``thinking`` asking Claude to drop, not refuse, a block whose prefix changed.
+
+    No ``thinking`` (reasoning through ``reasoning_effort``) becomes adaptive thinking, the only
+    kind these models take. The option is one lm15 cannot carry, so on ``engine="auto"`` the
+    request goes through LiteLLM, which adds the ``thinking-binding-controls-2026-08-01`` beta.
+    """
+    base = dict(thinking) if isinstance(thinking, Mapping) else {"type": "adaptive"}
+    return {**base, "block_binding": dict(DROP_BLOCK)}
 
 
 class KindsMemo(Protocol):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from turns import BASE_SUFFIX, Outcome, Scenario
 from turns_anthropic import ANTHROPIC
 from turns_chat import DEEPSEEK, OPENAI
+from turns_claude5 import CLAUDE5
 from turns_gemini import GEMINI
 
-SCENARIOS: list[Scenario] = [*ANTHROPIC, *GEMINI, *DEEPSEEK, *OPENAI]
+SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

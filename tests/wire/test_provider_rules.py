@@ -178,5 +178,8 @@ def test_a_bound_block_behind_its_own_prefix_is_accepted() -> None:
     """The binding rule refuses only an edited prefix, or a prefix without drop_block."""
     intact = {**EDITED_PREFIX, "system": None}
     assert "anthropic_thinking_binding" not in check("anthropic", intact)
-    dropping = {**EDITED_PREFIX, "thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}}
+    dropping = {
+        **EDITED_PREFIX,
+        "thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}},
+    }
     assert "anthropic_thinking_binding" not in check("anthropic", dropping)
