@@ -107,3 +107,20 @@ def _blocks(details: Any) -> list[Mapping[str, Any]]:
     if not isinstance(details, list | tuple):
         return []
     return [b for b in details if isinstance(b, Mapping)]
+
+
+def with_call_ids(details: Any, renamed: Mapping[str, str]) -> Any:
+    """``details`` with each block's ``call_id`` renamed as the loop renamed the call.
+
+    Gemini 2.5 and some Gemini 3 previews send calls without ids; DSPy's native engine names them
+    ``tool_call_0``, ``tool_call_1``... within each reply, so the loop makes a repeated id unique
+    (``tool_call_0_2``). The call's thought signature must follow it, or it is never sent back.
+    """
+    if not isinstance(details, list | tuple):
+        return details
+    return [
+        {**b, "call_id": renamed[b["call_id"]]}
+        if isinstance(b, Mapping) and isinstance(b.get("call_id"), str) and b["call_id"] in renamed
+        else b
+        for b in details
+    ]

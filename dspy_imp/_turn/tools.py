@@ -90,6 +90,7 @@ class StepCalls:
     finished: tuple[str, dict[str, Any]] | None = None
     unexecuted: list[dict[str, Any]] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # the reply's call id -> the id recorded
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,13 @@ def run_calls(
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
-    suffix, so every call in a request has its own id. ``taken`` is updated.
+    suffix, so every call in a request has its own id; ``renamed`` says which. ``taken`` is updated.
     """
     done = StepCalls()
     checked = []
     for index, call in enumerate(raw):
         record = ToolCall(
-            id=_unique(call.id or f"call_{step_index}_{index}", taken),
+            id=_unique(call.id or f"call_{step_index}_{index}", taken, done.renamed),
             name=call.name,
             args=dict(call.args) if isinstance(call.args, Mapping) else {},
             received=call.received,
@@ -181,12 +182,14 @@ def _not_run(ctx: CallContext, call: ToolCall, mode: CallMode) -> Rejection:
     return Rejection("unexecuted", f"{name} was not run: the last-text request runs only last_request_tools ({tools}).")
 
 
-def _unique(call_id: str, taken: set[str]) -> str:
+def _unique(call_id: str, taken: set[str], renamed: dict[str, str]) -> str:
     unique, suffix = call_id, 1
     while unique in taken:
         suffix += 1
         unique = f"{call_id}_{suffix}"
     taken.add(unique)
+    if unique != call_id:  # what the reply's reasoning blocks name must follow (Gemini's signatures)
+        renamed[call_id] = unique
     return unique
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from emulator import Scripted
 from provider_rules import bound as bound_to
 
-Call = tuple[str, str, dict[str, Any]]  # (id, name, arguments)
+Call = tuple[str | None, str, dict[str, Any]]  # (id, name, arguments)
 
 
 # -- OpenAI Chat Completions (also DeepSeek) ----------------------------------------------------
@@ -186,8 +186,11 @@ def gemini(
         if text_signature:
             part["thoughtSignature"] = text_signature
         parts.append(part)
-    for index, (call_id, name, args) in enumerate(calls):
-        part = {"functionCall": {"id": call_id, "name": name, "args": args}}
+    for index, (call_id, name, args) in enumerate(calls):  # a None id: sent without one (Gemini 2.5, 3 previews)
+        call: dict[str, Any] = (
+            {"name": name, "args": args} if call_id is None else {"id": call_id, "name": name, "args": args}
+        )
+        part = {"functionCall": call}
         signature = signatures[index] if index < len(signatures) else None
         if signature:
             part["thoughtSignature"] = signature

@@ -14,8 +14,11 @@ what it is about (``turns_*.py``).
 
 from __future__ import annotations
 
+import itertools
 import json
+import uuid
 from contextlib import nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import dspy
@@ -48,8 +51,17 @@ def _native(scenario: Scenario, run: Any) -> tuple[list[Any], list[str]]:
     return outcome, [(r.path, r.body) for r in emulator.requests]
 
 
+def _fixed_call_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM names an id-less Gemini call ``call_<uuid4>``: counted instead, so replays match."""
+    from litellm.llms.vertex_ai.gemini import vertex_and_google_ai_studio_gemini as gemini_module
+
+    count = itertools.count(1)
+    monkeypatch.setattr(gemini_module, "uuid", SimpleNamespace(uuid4=lambda: uuid.UUID(int=next(count))))
+
+
 def _litellm(scenario: Scenario, run: Any, request: pytest.FixtureRequest) -> tuple[Any, list[Any]]:
     cassette = request.getfixturevalue("vcr")
+    _fixed_call_ids(request.getfixturevalue("monkeypatch"))
     recording = request.config.getoption("--record-mode") not in ("none", None)
     base = f"http://127.0.0.1:{RECORD_PORT}" + BASE_SUFFIX[(scenario.protocol, "litellm")]
     with Emulator(scenario.script, port=RECORD_PORT) if recording else nullcontext():
