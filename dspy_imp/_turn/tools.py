@@ -229,7 +229,7 @@ def _check(
 def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisions: Decisions) -> Verdict:
     """An observation refusing the call, ``"approval"`` (a person must decide), or ``None``."""
     if call.name is None:
-        return Rejection("malformed_tool_call", sentences.MALFORMED_CALL)
+        return Rejection("malformed_tool_call", sentences.malformed_call(call.received))
     if call.name not in ctx.roster:
         return Rejection("unknown_tool", sentences.unknown_tool(call.name))
     decided = _decided(call, decisions)

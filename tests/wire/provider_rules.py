@@ -367,6 +367,8 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_named_choice,
         deepseek_reasoning_replayed,
     ],
+    "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
     "anthropic": [
         anthropic_roles,
         anthropic_nonempty_blocks,

@@ -219,3 +219,38 @@ def gemini(
 
 def gemini_error(status: int, state: str, message: str) -> Scripted:
     return Scripted(status, {"error": {"code": status, "message": message, "status": state}})
+
+
+# -- Groq (Chat Completions) ----------------------------------------------------------------------
+
+
+def groq_tool_use_failed(failed_generation: str) -> Scripted:
+    """Groq's 400 when the model wrote a call it cannot parse (groq-typescript issues #28 and #103)."""
+    return Scripted(
+        400,
+        {
+            "error": {
+                "message": "Failed to call a function. Please adjust your prompt. "
+                "See 'failed_generation' for more details.",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+                "failed_generation": failed_generation,
+            }
+        },
+    )
+
+
+def groq(content: str | None = None, calls: Sequence[Call] = (), *, model: str = "openai/gpt-oss-120b") -> Scripted:
+    """A Groq ``chat.completion``: OpenAI's shape plus ``service_tier``, ``x_groq`` and Groq's timing usage."""
+    body = dict(chat(content, calls, model=model).body)
+    body["id"] = "chatcmpl-7f1c0d2e-9b3a-4c8e-a1f5-2d6b8e0c4a19"
+    body["service_tier"] = "on_demand"
+    body["usage"] = {
+        **body["usage"],
+        "queue_time": 0.05,
+        "prompt_time": 0.01,
+        "completion_time": 0.03,
+        "total_time": 0.04,
+    }
+    body["x_groq"] = {"id": "req_01kgpzetg3egxr9y54ttb37bm3"}
+    return Scripted(200, body)

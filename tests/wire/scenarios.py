@@ -6,8 +6,9 @@ from turns import BASE_SUFFIX, Outcome, Scenario
 from turns_anthropic import ANTHROPIC
 from turns_chat import DEEPSEEK, OPENAI
 from turns_claude5 import CLAUDE5
+from turns_compat import COMPAT
 from turns_gemini import GEMINI
 
-SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI]
+SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

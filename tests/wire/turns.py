@@ -46,12 +46,18 @@ BASE_SUFFIX = {
     ("gemini", "litellm"): "/v1beta",
     ("deepseek", "native"): "",
     ("deepseek", "litellm"): "",
+    ("groq", "native"): "/openai/v1",
+    ("groq", "litellm"): "/openai/v1",
+    ("local", "native"): "/v1",
+    ("local", "litellm"): "/v1",
 }
 MODEL = {
     "openai": "openai/gpt-4o",
     "anthropic": "anthropic/claude-sonnet-4-5",
     "gemini": "gemini/gemini-3-pro-preview",
     "deepseek": "deepseek/deepseek-reasoner",
+    "groq": "groq/openai/gpt-oss-120b",
+    "local": "openai/Qwen/Qwen3-8B",
 }
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 
