@@ -30,10 +30,12 @@ def chat(
     reasoning: str | None = None,
     finish: str | None = None,
     model: str = "gpt-4o-2024-08-06",
+    reasoning_field: str = "reasoning_content",
 ) -> Scripted:
+    """``reasoning_field``: DeepSeek and SGLang say ``reasoning_content``; vLLM 0.10+ and Ollama ``reasoning``."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning is not None:
-        message["reasoning_content"] = reasoning
+        message[reasoning_field] = reasoning
     if calls:
         message["tool_calls"] = [
             {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls

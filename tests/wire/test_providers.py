@@ -38,7 +38,7 @@ ENGINES = ["native", pytest.param("litellm", marks=pytest.mark.vcr)]
 def _turn(scenario: Scenario, api_base: str, engine: str, run: Any) -> Outcome:
     options = {"num_retries": 0, **scenario.lm}
     lm = dspy.LM(scenario.model_name, api_base=api_base, api_key="sk-test", cache=False, engine=engine, **options)
-    with dspy.context(lm=lm):
+    with dspy.context(lm=lm, **({"adapter": scenario.adapter} if scenario.adapter is not None else {})):
         try:
             return Outcome(prediction=run(scenario.build(), **scenario.arguments()))
         except (dspy_imp.StepError, Exception) as error:  # the scenario says whether an error is expected

@@ -83,6 +83,7 @@ class Scenario:
     agent: Mapping[str, Any] = field(default_factory=dict)
     inputs: Mapping[str, Any] = field(default_factory=lambda: {"question": "Weather and time in Paris?"})
     history: Sequence[Mapping[str, Any]] | None = None
+    adapter: Any = None  # configured with the LM (``dspy.configure(adapter=...)``) when given
 
     @property
     def model_name(self) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from responses import groq, groq_tool_use_failed
+from responses import chat, groq, groq_tool_use_failed
 from turns import PARIS, Body, Outcome, Scenario, answered
+
+from dspy_imp import ReActAdapter
 
 GROQ = "groq/openai/gpt-oss-120b"  # a Groq model DSPy knows calls tools natively
 BROKEN_CALL = '<function=get_weather>{"city": "Paris"</function>'
@@ -35,3 +37,56 @@ COMPAT: list[Scenario] = [
         model=GROQ,
     ),
 ]
+
+
+LOCAL = "openai/Qwen/Qwen3-8B"  # a name DSPy's capability lookup does not know
+
+
+def _expect_native_local(bodies: list[Body], outcome: Outcome) -> None:
+    """``ReActAdapter(native_calls=True)`` wins over DSPy's lookup: tools go natively, calls come back natively,
+    and the server's ``reasoning`` is recorded (not shown as text)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 4
+    assert all([t["function"]["name"] for t in body["tools"]] == ["get_weather", "get_time"] for body in bodies)
+    turns = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+    assert [[c["function"]["name"] for c in t["tool_calls"]] for t in turns] == [
+        ["get_weather"],
+        ["get_time"],
+        ["get_weather"],
+    ]
+    assert "[[ ## tool_calls ## ]]" not in str(bodies[0]["messages"][0])  # no written-calls format
+    steps = outcome.prediction.metadata.history.messages
+    assert [s.get("reasoning_content") for s in steps[:3]] == ["Weather first.", "Now the time.", "Lyon too."]
+    assert all("Weather first." not in str(t.get("content")) for t in turns)
+
+
+COMPAT.append(
+    Scenario(
+        "local_server_native_tools",
+        "local",
+        [
+            chat(
+                calls=[("chatcmpl-tool-1", "get_weather", PARIS)],
+                reasoning="Weather first.",
+                reasoning_field="reasoning",
+                model="Qwen/Qwen3-8B",
+            ),
+            chat(
+                calls=[("chatcmpl-tool-2", "get_time", PARIS)],
+                reasoning="Now the time.",
+                reasoning_field="reasoning",
+                model="Qwen/Qwen3-8B",
+            ),
+            chat(
+                calls=[("chatcmpl-tool-3", "get_weather", {"city": "Lyon"})],
+                reasoning="Lyon too.",
+                reasoning_field="reasoning",
+                model="Qwen/Qwen3-8B",
+            ),
+            chat("Sunny and 14:05.", reasoning="Done.", reasoning_field="reasoning", model="Qwen/Qwen3-8B"),
+        ],
+        _expect_native_local,
+        model=LOCAL,
+        adapter=ReActAdapter(native_calls=True),
+    )
+)
