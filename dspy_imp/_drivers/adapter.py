@@ -114,8 +114,15 @@ class ReActAdapter(dspy.ChatAdapter):
             not a loop step. Defaults to a plain ``dspy.ChatAdapter``.
         callbacks: Adapter callbacks; defaults to ``base``'s.
         native_calls: ``False`` makes the model write its calls as text even when it supports
-            native calls; ``True`` or ``None`` (default) uses native calls when the LM supports
-            them (``None`` also follows a ``JSONAdapter(use_native_function_calling=False)`` base).
+            native calls; ``True`` sends the tools natively even when DSPy's capability lookup
+            does not know the model (a local vLLM, SGLang, Ollama or LM Studio model's name);
+            ``None`` (default) uses native calls when the LM supports them (and follows a
+            ``JSONAdapter(use_native_function_calling=False)`` base).
+
+    Example, a local OpenAI-compatible server::
+
+        lm = dspy.LM("openai/Qwen/Qwen3-8B", api_base="http://localhost:8000/v1", api_key="local")
+        dspy.configure(lm=lm, adapter=dspy_imp.ReActAdapter(native_calls=True))
     """
 
     native_calls: bool | None = None
@@ -150,17 +157,19 @@ class ReActAdapter(dspy.ChatAdapter):
         return fallback
 
     def uses_native_calls(self, lm: Any) -> bool:
-        """Native calls when the LM supports them, unless this adapter or its base says written.
+        """Native calls when the LM supports them, unless this adapter or its base says otherwise.
 
-        ``native_calls=False`` forces written calls. A base adapter's
+        ``native_calls`` wins over DSPy's lookup both ways: ``True`` for a model DSPy does not
+        know (``lm.supports_function_calling`` is ``False`` for any unknown name), ``False`` to
+        force written calls. A base adapter's
         ``use_native_function_calling=False`` is followed where it is a choice: on
         ``JSONAdapter``, whose default is native. ``ChatAdapter``/``XMLAdapter`` default to
         ``False``, so there the flag cannot tell a choice from the default and the LM decides.
         """
-        if not lm.supports_function_calling:
-            return False
         if self.native_calls is not None:
             return self.native_calls
+        if not lm.supports_function_calling:
+            return False
         base = self.base
         return not (isinstance(base, dspy.JSONAdapter) and base.use_native_function_calling is False)
 
@@ -171,6 +180,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
         exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
@@ -188,6 +198,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
         exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send

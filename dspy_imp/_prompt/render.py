@@ -36,7 +36,7 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
 from dspy_imp._records.text import result_text, to_json
-from dspy_imp._routes.reasoning import call_signatures, thinking_blocks
+from dspy_imp._routes.reasoning import call_signatures, openrouter_details, thinking_blocks
 
 Message = dict[str, Any]
 
@@ -157,6 +157,9 @@ def _exchange(
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
         message["thinking_blocks"] = blocks
+    details = openrouter_details(step.reasoning_details, guidance.replayed_kinds)
+    if details:
+        message["reasoning_details"] = details
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
         message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]

@@ -8,9 +8,11 @@ JSON blocks, one vocabulary for both engines::
     {"type": "thinking", "thinking": str, "signature": str}      # Anthropic, signed
     {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
     {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
+    {"type": "reasoning.text" | "reasoning.encrypted" | "reasoning.summary", ...}  # OpenRouter, verbatim
 
 Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
-(``thinking_blocks`` on the assistant message, ``provider_specific_fields`` on a tool call);
+(``thinking_blocks`` and ``reasoning_details`` on the assistant message, ``provider_specific_fields``
+on a tool call);
 ``_routes.route`` turns them into lm15 continuation state for the native engine.
 """
 
@@ -20,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 Block = dict[str, Any]
+# OpenRouter's ``reasoning_details`` entry types, recorded verbatim (each keeps its ``type``).
+OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasoning.summary"})
 
 
 def blocks_of(response: Any) -> list[Block] | None:
@@ -28,7 +32,7 @@ def blocks_of(response: Any) -> list[Block] | None:
         response = response[0] if response else None
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
-        blocks = _from_parts(message.parts)
+        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None))
     else:
         choices = getattr(response, "choices", None)
         blocks = _from_litellm(getattr(choices[0], "message", None)) if choices else []
@@ -57,10 +61,28 @@ def _from_state(part: Any, state: Any) -> Block | None:
     return None
 
 
+def _from_provider_data(data: Any) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them)."""
+    choices = data.get("choices") if isinstance(data, Mapping) else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    )
+    return _openrouter(message.get("reasoning_details") if isinstance(message, Mapping) else None)
+
+
+def _openrouter(details: Any) -> list[Block]:
+    """The entries kept verbatim (OpenRouter wants them back unchanged), in order."""
+    if not isinstance(details, list | tuple):
+        return []
+    entries = [_plain(d) for d in details]
+    return [e for e in entries if e.get("type") in OPENROUTER_KINDS]
+
+
 def _from_litellm(message: Any) -> list[Block]:
     if message is None:
         return []
-    blocks: list[Block] = []
+    fields = _get(message, "provider_specific_fields")
+    blocks: list[Block] = _openrouter(fields.get("reasoning_details") if isinstance(fields, Mapping) else None)
     for raw in _get(message, "thinking_blocks") or ():
         block = _plain(raw)
         if block.get("type") == "thinking" and block.get("signature"):
@@ -101,6 +123,11 @@ def call_signatures(details: Any, kinds: frozenset[str]) -> dict[str, str]:
         for b in _blocks(details)
         if b.get("type") == "thought_signature" and b.get("call_id")
     }
+
+
+def openrouter_details(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` entries to send back on the assistant message, in order."""
+    return [dict(b) for b in _blocks(details) if b.get("type") in kinds & OPENROUTER_KINDS]
 
 
 def _blocks(details: Any) -> list[Mapping[str, Any]]:

@@ -31,6 +31,7 @@ from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPar
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.model_facts import model_facts
+from dspy_imp._routes.reasoning import OPENROUTER_KINDS
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -50,10 +51,23 @@ THINKING_BLOCKS = "thinking_blocks"
 PROVIDER_FIELDS = "provider_specific_fields"
 
 
-_LITELLM_KINDS = {"anthropic": ANTHROPIC_KINDS, "gemini": GEMINI_KINDS, "vertex_ai": GEMINI_KINDS}
+REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
 
 
-_NATIVE_KINDS = {"anthropic": ANTHROPIC_KINDS, "gemini": GEMINI_KINDS, "vertex": GEMINI_KINDS}
+_LITELLM_KINDS = {
+    "anthropic": ANTHROPIC_KINDS,
+    "gemini": GEMINI_KINDS,
+    "vertex_ai": GEMINI_KINDS,
+    "openrouter": OPENROUTER_KINDS,
+}
+
+
+_NATIVE_KINDS = {
+    "anthropic": ANTHROPIC_KINDS,
+    "gemini": GEMINI_KINDS,
+    "vertex": GEMINI_KINDS,
+    "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.openrouter`` patch
+}
 
 
 _NOT_OPTIONS = frozenset({"n", "rollout_id", "num_generations", "prompt_cache", "cache"})
@@ -188,7 +202,9 @@ def _options(lm: Any, lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a rendered request holds replay state the messages path cannot carry natively."""
     return any(
-        m.get(THINKING_BLOCKS) or any(PROVIDER_FIELDS in c for c in m.get("tool_calls") or ())
+        m.get(THINKING_BLOCKS)
+        or m.get(REASONING_DETAILS)
+        or any(PROVIDER_FIELDS in c for c in m.get("tool_calls") or ())
         for m in messages
         if m.get("role") == "assistant"
     )
@@ -219,7 +235,7 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
 
 
 def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in message.items() if k != THINKING_BLOCKS}
+    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS)}
     if out.get("tool_calls"):
         out["tool_calls"] = [{k: v for k, v in c.items() if k != PROVIDER_FIELDS} for c in out["tool_calls"]]
     return out
@@ -230,7 +246,13 @@ def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
     signatures = {c.get("id"): c[PROVIDER_FIELDS]["thought_signature"] for c in calls}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
     thinking = [_thinking_part(block) for block in row.get(THINKING_BLOCKS) or ()]
-    return replace(message, parts=(*thinking, *parts))
+    continuation = message.continuation
+    if row.get(REASONING_DETAILS):  # written back by the ``_routes.openrouter`` patch
+        details = ContinuationState(
+            provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
+        )
+        continuation = (*continuation, details)
+    return replace(message, parts=(*thinking, *parts), continuation=continuation)
 
 
 def _signed_call(part: ToolCallPart, signatures: Mapping[Any, str]) -> ToolCallPart:

@@ -115,6 +115,26 @@ def deepseek_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
             yield f"messages[{index}]: assistant turn without its reasoning_content"
 
 
+def openrouter_reasoning_details_replayed(body: Body, path: str) -> Iterator[str]:
+    """OpenRouter, Claude or Gemini 3 reasoning with tools: each assistant tool-call turn of the current
+    turn carries its ``reasoning_details`` back unchanged, with a signed entry (``reasoning.text`` with
+    ``signature``, or ``reasoning.encrypted``); Claude needs it to continue the tool loop, Gemini 3
+    refuses unsigned calls ("preserve the complete reasoning_details when passing messages back")."""
+    model = str(body.get("model") or "")
+    reasoning = body.get("reasoning") or body.get("reasoning_effort")
+    if not body.get("tools") or not reasoning or not model.startswith(("anthropic/", "google/gemini-3")):
+        return
+    messages = body.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        details = message.get("reasoning_details") or []
+        if not any(d.get("signature") or d.get("type") == "reasoning.encrypted" for d in details):
+            yield f"messages[{index}]: an assistant tool-call turn without its signed reasoning_details"
+
+
 # -- Anthropic Messages --------------------------------------------------------------------------
 
 
@@ -369,6 +389,13 @@ RULES: dict[str, Sequence[Rule]] = {
     ],
     "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
     "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "openrouter": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        openrouter_reasoning_details_replayed,
+    ],
     "anthropic": [
         anthropic_roles,
         anthropic_nonempty_blocks,

@@ -256,3 +256,45 @@ def groq(content: str | None = None, calls: Sequence[Call] = (), *, model: str =
     }
     body["x_groq"] = {"id": "req_01kgpzetg3egxr9y54ttb37bm3"}
     return Scripted(200, body)
+
+
+# -- OpenRouter (Chat Completions) -----------------------------------------------------------------
+
+
+def reasoning_text(text: str, signature: str, index: int = 0) -> dict[str, Any]:
+    """A ``reasoning.text`` entry as OpenRouter returns Claude's signed thinking."""
+    return {
+        "type": "reasoning.text",
+        "text": text,
+        "signature": signature,
+        "format": "anthropic-claude-v1",
+        "index": index,
+    }
+
+
+def reasoning_encrypted(data: str, call_id: str | None = None, index: int = 0) -> dict[str, Any]:
+    """A ``reasoning.encrypted`` entry (Gemini's thought signature behind OpenRouter carries the call's id)."""
+    entry = {"type": "reasoning.encrypted", "data": data, "format": "google-gemini-v1", "index": index}
+    return {**entry, "id": call_id} if call_id else entry
+
+
+def openrouter(
+    content: str | None = None,
+    calls: Sequence[Call] = (),
+    *,
+    details: Sequence[dict[str, Any]] = (),
+    model: str = "anthropic/claude-fable-5.1",
+    provider: str = "Anthropic",
+) -> Scripted:
+    """OpenRouter's ``chat.completion``: ``reasoning`` (text) and ``reasoning_details`` on the message."""
+    body = dict(chat(content, calls, model=model).body)
+    message = dict(body["choices"][0]["message"])
+    texts = [d.get("text") or d.get("summary") for d in details if d.get("type") != "reasoning.encrypted"]
+    message["reasoning"] = "\n".join(t for t in texts if t) or None
+    message["reasoning_details"] = list(details)
+    body["choices"] = [
+        {**body["choices"][0], "message": message, "native_finish_reason": "tool_use" if calls else "end_turn"}
+    ]
+    body["id"] = "gen-1764460800-QbGmPxZ3kLwTnV8sRcYd"
+    body["provider"] = provider
+    return Scripted(200, body)

@@ -45,6 +45,17 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         {"model": "deepseek-reasoner", "tools": [{}], "messages": [USER, {"role": "assistant", "content": "a"}]},
         "",
     ),
+    (
+        "openrouter",
+        "openrouter_reasoning_details_replayed",
+        {
+            "model": "anthropic/claude-fable-5.1",
+            "reasoning": {"effort": "low"},
+            "tools": [{}],
+            "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}],
+        },
+        "",
+    ),
     ("anthropic", "anthropic_roles", {"messages": [{"role": "assistant", "content": "a"}]}, ""),
     (
         "anthropic",

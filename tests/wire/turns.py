@@ -48,6 +48,8 @@ BASE_SUFFIX = {
     ("deepseek", "litellm"): "",
     ("groq", "native"): "/openai/v1",
     ("groq", "litellm"): "/openai/v1",
+    ("openrouter", "native"): "/api/v1",
+    ("openrouter", "litellm"): "/api/v1",
     ("local", "native"): "/v1",
     ("local", "litellm"): "/v1",
 }
@@ -58,6 +60,7 @@ MODEL = {
     "deepseek": "deepseek/deepseek-reasoner",
     "groq": "groq/openai/gpt-oss-120b",
     "local": "openai/Qwen/Qwen3-8B",
+    "openrouter": "openrouter/anthropic/claude-fable-5.1",
 }
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 

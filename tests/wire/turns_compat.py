@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from responses import chat, groq, groq_tool_use_failed
+from typing import Any
+
+from responses import chat, groq, groq_tool_use_failed, openrouter, reasoning_text
 from turns import PARIS, Body, Outcome, Scenario, answered
 
 from dspy_imp import ReActAdapter
@@ -90,3 +92,68 @@ COMPAT.append(
         adapter=ReActAdapter(native_calls=True),
     )
 )
+
+
+# -- OpenRouter ----------------------------------------------------------------------------------
+
+OR_STEPS = [
+    ("get_weather", PARIS, [reasoning_text("Weather first.", "EqQBCkYIBxgCKkDorw1")]),
+    ("get_time", PARIS, [reasoning_text("Now the time.", "EqQBCkYIBxgCKkDort2")]),
+    ("get_weather", {"city": "Lyon"}, [reasoning_text("Lyon too.", "EqQBCkYIBxgCKkDorl3")]),
+]
+
+
+def _expect_details_replayed(steps: int, answer: str = "Sunny and 14:05.") -> Any:
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        answered(answer)(outcome)
+        turns = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+        assert [t.get("reasoning_details") for t in turns] == [d for _, _, d in OR_STEPS[:steps]]
+        history = outcome.prediction.metadata.history.messages
+        assert history[0]["reasoning_details"] == OR_STEPS[0][2]
+
+    return expect
+
+
+def _expect_or_forced(bodies: list[Body], outcome: Outcome) -> None:
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.answer == "Sunny, 21°C."
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert bodies[1]["tool_choice"] == "auto"  # Fable 5.1 refuses a forced choice, behind OpenRouter too
+    (turn,) = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+    assert turn["reasoning_details"] == OR_STEPS[0][2]
+
+
+COMPAT += [
+    Scenario(
+        "openrouter_claude_three_steps",
+        "openrouter",
+        [
+            *[openrouter(calls=[(f"toolu_or{i}", n, a)], details=d) for i, (n, a, d) in enumerate(OR_STEPS)],
+            openrouter("Sunny and 14:05.", details=[reasoning_text("Done.", "EqQBCkYIBxgCKkDordn")]),
+        ],
+        _expect_details_replayed(3),
+    ),
+    Scenario(  # OpenRouter's own ``reasoning`` option: natively, lm15 sends it (no LiteLLM)
+        "openrouter_claude_reasoning_option",
+        "openrouter",
+        [
+            *[openrouter(calls=[(f"toolu_or{i}", n, a)], details=d) for i, (n, a, d) in enumerate(OR_STEPS)],
+            openrouter("Sunny and 14:05.", details=[reasoning_text("Done.", "EqQBCkYIBxgCKkDordn")]),
+        ],
+        _expect_details_replayed(3),
+        lm={"reasoning": {"effort": "low"}, "reasoning_effort": None},
+    ),
+    Scenario(
+        "openrouter_claude_forced_submit",
+        "openrouter",
+        [
+            openrouter(calls=[("toolu_or0", "get_weather", PARIS)], details=OR_STEPS[0][2]),
+            openrouter(
+                calls=[("toolu_ors", "submit", {"answer": "Sunny, 21°C."})],
+                details=[reasoning_text("Submit.", "EqQBCkYIBxgCKkDors")],
+            ),
+        ],
+        _expect_or_forced,
+        agent={"finish": "submit", "max_iters": 1},
+    ),
+]
