@@ -44,6 +44,7 @@ from dspy_imp._routes.route import (
     Route,
     call_options,
     canonical_request,
+    encrypted_reasoning,
     outputs_of,
     planned,
     replays_state,
@@ -186,7 +187,7 @@ class ReActAdapter(dspy.ChatAdapter):
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
+            if _sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
@@ -204,7 +205,7 @@ class ReActAdapter(dspy.ChatAdapter):
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
+            if _sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
@@ -232,9 +233,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _current()
         native = self.uses_native_calls(lm)
         task = exchange.guidance.task
-        exchange.dialect = dialect_for(
-            self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native
-        )
+        exchange.dialect = dialect_for(self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native)
         exchange.media_family = family_of(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
@@ -306,6 +305,13 @@ class ReActAdapter(dspy.ChatAdapter):
             reasoning_details=output.get("reasoning_details"),
         )
         return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
+
+
+def _sends_request(lm: Any, exchange: Exchange) -> bool:
+    """The step goes out as a native ``Request``: it replays state, or must ask for encrypted reasoning."""
+    if exchange.route.engine == "native" and encrypted_reasoning(lm):
+        return True
+    return replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo)
 
 
 def _json_fallback(base: dspy.Adapter | None) -> bool:

@@ -36,7 +36,7 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
 from dspy_imp._records.text import result_text, to_json
-from dspy_imp._routes.reasoning import call_signatures, openrouter_details, thinking_blocks
+from dspy_imp._routes.reasoning import call_signatures, openrouter_details, reasoning_items, thinking_blocks
 
 Message = dict[str, Any]
 
@@ -160,6 +160,9 @@ def _exchange(
     details = openrouter_details(step.reasoning_details, guidance.replayed_kinds)
     if details:
         message["reasoning_details"] = details
+    items = reasoning_items(step.reasoning_details, guidance.replayed_kinds)
+    if items:  # the native engine's own key: only ``_routes.route.canonical_request`` reads it
+        message["reasoning_items"] = items
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
         message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]

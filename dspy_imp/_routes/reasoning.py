@@ -9,6 +9,7 @@ JSON blocks, one vocabulary for both engines::
     {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
     {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
     {"type": "reasoning.text" | "reasoning.encrypted" | "reasoning.summary", ...}  # OpenRouter, verbatim
+    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str}  # OpenAI Responses
 
 Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
 (``thinking_blocks`` and ``reasoning_details`` on the assistant message, ``provider_specific_fields``
@@ -24,6 +25,8 @@ from typing import Any
 Block = dict[str, Any]
 # OpenRouter's ``reasoning_details`` entry types, recorded verbatim (each keeps its ``type``).
 OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasoning.summary"})
+# OpenAI Responses API reasoning items (lm15's ``openai``/``reasoning_item`` continuation state).
+RESPONSES_KINDS = frozenset({"reasoning_item"})
 
 
 def blocks_of(response: Any) -> list[Block] | None:
@@ -55,6 +58,13 @@ def _from_state(part: Any, state: Any) -> Block | None:
         return {"type": "thinking", "thinking": part.text, "signature": str(data["signature"])}
     if state.provider == "anthropic" and state.kind == "redacted_thinking" and "data" in data:
         return {"type": "redacted_thinking", "data": data["data"]}
+    if (
+        state.provider == "openai"
+        and state.kind == "reasoning_item"
+        and (data.get("id") or data.get("encrypted_content"))
+    ):
+        item = {"type": "reasoning_item", "id": data.get("id"), "encrypted_content": data.get("encrypted_content")}
+        return {**item, "summary": str(getattr(part, "text", "") or "")}
     if state.provider == "gemini" and state.kind == "thought_signature" and data.get("value"):
         call_id = part.id if getattr(part, "type", None) == "tool_call" else None
         return {"type": "thought_signature", "call_id": call_id, "signature": str(data["value"])}
@@ -123,6 +133,11 @@ def call_signatures(details: Any, kinds: frozenset[str]) -> dict[str, str]:
         for b in _blocks(details)
         if b.get("type") == "thought_signature" and b.get("call_id")
     }
+
+
+def reasoning_items(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """The Responses API reasoning items to send back before the assistant's output, in order."""
+    return [dict(b) for b in _blocks(details) if b.get("type") in kinds & RESPONSES_KINDS]
 
 
 def openrouter_details(details: Any, kinds: frozenset[str]) -> list[Block]:

@@ -31,7 +31,7 @@ from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPar
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.model_facts import model_facts
-from dspy_imp._routes.reasoning import OPENROUTER_KINDS
+from dspy_imp._routes.reasoning import OPENROUTER_KINDS, RESPONSES_KINDS
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -54,6 +54,12 @@ PROVIDER_FIELDS = "provider_specific_fields"
 REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
 
 
+REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
+
+
+ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
+
+
 _LITELLM_KINDS = {
     "anthropic": ANTHROPIC_KINDS,
     "gemini": GEMINI_KINDS,
@@ -67,6 +73,7 @@ _NATIVE_KINDS = {
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.openrouter`` patch
+    "openai": RESPONSES_KINDS,  # lm15's Responses API provider (Chat Completions is "openai-chat")
 }
 
 
@@ -128,12 +135,23 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     if not selection.native or selection.resolution is None:
         return Route("litellm", prefix)
     options = _options(lm, lm_kwargs)
-    probe = {"model": lm.model, "messages": [{"role": "user", "content": "."}], **options}
+    probe = {"model": lm.model, "messages": [{"role": "user", "content": "."}], **options, **_probe_tools(options)}
     try:  # an option lm15 cannot carry (``thinking=...``) sends "auto" through LiteLLM
         request_from_openai_chat(probe, compat=selection.resolution.compat)
     except Exception:
         return Route("litellm", prefix) if spec == "auto" else Route("native", selection.resolution.provider)
     return Route("native", selection.resolution.provider)
+
+
+def _probe_tools(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool a named ``tool_choice`` names (the tools join the request later): without it lm15
+    refuses the probe, and a forced request DSPy sends natively would be taken for LiteLLM's."""
+    choice = options.get("tool_choice")
+    name = (choice.get("function") or {}).get("name") if isinstance(choice, Mapping) else None
+    if not name:
+        return {}
+    schema = {"type": "object", "properties": {}}
+    return {"tools": [{"type": "function", "function": {"name": name, "parameters": schema}}]}
 
 
 def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = False) -> Route:
@@ -219,6 +237,9 @@ def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs:
         resolution = dspy_private.select_backend(lm, call.legacy).resolution
         compat = resolution.compat if resolution is not None else None
     request = build(compat)
+    if encrypted_reasoning(lm):
+        extensions = {**(request.config.extensions or {}), "include": list(ENCRYPTED_REASONING)}
+        request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows)) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))
@@ -235,7 +256,7 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
 
 
 def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS)}
+    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS)}
     if out.get("tool_calls"):
         out["tool_calls"] = [{k: v for k, v in c.items() if k != PROVIDER_FIELDS} for c in out["tool_calls"]]
     return out
@@ -246,6 +267,7 @@ def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
     signatures = {c.get("id"): c[PROVIDER_FIELDS]["thought_signature"] for c in calls}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
     thinking = [_thinking_part(block) for block in row.get(THINKING_BLOCKS) or ()]
+    thinking += [_reasoning_item_part(item) for item in row.get(REASONING_ITEMS) or ()]
     continuation = message.continuation
     if row.get(REASONING_DETAILS):  # written back by the ``_routes.openrouter`` patch
         details = ContinuationState(
@@ -269,3 +291,19 @@ def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
         return ThinkingPart(text="", continuation=(state,))
     signed = ContinuationState(provider="anthropic", kind="thinking_signature", data={"signature": block["signature"]})
     return ThinkingPart(text=str(block.get("thinking") or ""), continuation=(signed,))
+
+
+def _reasoning_item_part(item: Mapping[str, Any]) -> ThinkingPart:
+    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded."""
+    data = {k: item[k] for k in ("id", "encrypted_content") if item.get(k)}
+    state = ContinuationState(provider="openai", kind="reasoning_item", data=data)
+    return ThinkingPart(text=str(item.get("summary") or ""), continuation=(state,))
+
+
+def encrypted_reasoning(lm: Any) -> bool:
+    """A Responses API LM with ``store=False``: nothing is kept server-side, so every request asks for
+    ``include: ["reasoning.encrypted_content"]`` (without it the reasoning items come back without their
+    content, and an item replayed by id alone is refused: "Items are not persisted when store is set
+    to false"). Such requests always go out as a native ``Request`` (``canonical_request``)."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    return getattr(lm, "model_type", None) == "responses" and kwargs.get("store") is False

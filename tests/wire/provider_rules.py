@@ -295,6 +295,69 @@ def anthropic_thinking_binding(body: Body, path: str) -> Iterator[str]:
                 )
 
 
+# -- OpenAI Responses API ------------------------------------------------------------------------
+
+
+def _items(body: Body) -> list[Mapping[str, Any]]:
+    value = body.get("input")
+    return [i for i in value if isinstance(i, Mapping)] if isinstance(value, list) else []
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    return str(item.get("type") or ("message" if "role" in item else ""))
+
+
+def responses_call_pairing(body: Body, path: str) -> Iterator[str]:
+    """Each ``function_call`` input item is answered by one ``function_call_output`` with its ``call_id``
+    ("No tool output found for function call call_...")."""
+    items = _items(body)
+    outputs = [i.get("call_id") for i in items if _kind(i) == "function_call_output"]
+    for index, item in enumerate(items):
+        if _kind(item) == "function_call" and outputs.count(item.get("call_id")) != 1:
+            count = outputs.count(item.get("call_id"))
+            yield f"input[{index}]: function_call {item.get('call_id')!r} answered {count} time(s)"
+
+
+def responses_reasoning_followed(body: Body, path: str) -> Iterator[str]:
+    """A replayed ``reasoning`` item comes right before the output it preceded ("Item 'rs_...' of type
+    'reasoning' was provided without its required following item."), with its ``summary`` (even [])."""
+    items = _items(body)
+    for index, item in enumerate(items):
+        if _kind(item) != "reasoning":
+            continue
+        following = _kind(items[index + 1]) if index + 1 < len(items) else None
+        if following not in ("function_call", "message", "reasoning") or (
+            following == "message" and items[index + 1].get("role") != "assistant"
+        ):
+            yield f"input[{index}]: a reasoning item followed by {following!r}"
+        if "summary" not in item:
+            yield f"input[{index}]: Missing required parameter: input[{index}].summary"
+
+
+def responses_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
+    """Reasoning models with tools (OpenAI's function-calling guide): each ``function_call`` of the current
+    turn goes back after its reasoning item; under ``store: false`` the item carries its
+    ``encrypted_content`` and the request asks for ``include: ["reasoning.encrypted_content"]``."""
+    if not str(body.get("model") or "").startswith(("gpt-5", "o3", "o4")) or not body.get("tools"):
+        return
+    items = _items(body)
+    start = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=0)
+    for index in range(start, len(items)):
+        if _kind(items[index]) == "function_call" and (
+            index == 0 or _kind(items[index - 1]) not in ("reasoning", "function_call")
+        ):
+            yield f"input[{index}]: function_call {items[index].get('call_id')!r} without its reasoning item"
+    if body.get("store") is False:
+        if "reasoning.encrypted_content" not in (body.get("include") or []):
+            yield 'store is false but include does not ask for "reasoning.encrypted_content"'
+        for index, item in enumerate(items):
+            if _kind(item) == "reasoning" and not item.get("encrypted_content"):
+                yield (
+                    f"input[{index}]: Item with id {item.get('id')!r} not found. "
+                    "Items are not persisted when `store` is set to false."
+                )
+
+
 # -- Gemini generateContent ----------------------------------------------------------------------
 
 
@@ -389,6 +452,7 @@ RULES: dict[str, Sequence[Rule]] = {
     ],
     "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
     "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "responses": [responses_call_pairing, responses_reasoning_followed, responses_reasoning_replayed],
     "openrouter": [
         chat_roles,
         chat_call_pairing,

@@ -298,3 +298,53 @@ def openrouter(
     body["id"] = "gen-1764460800-QbGmPxZ3kLwTnV8sRcYd"
     body["provider"] = provider
     return Scripted(200, body)
+
+
+# -- OpenAI Responses API -----------------------------------------------------------------------
+
+
+def reasoning_item(item_id: str, encrypted: str | None = None, summary: str | None = None) -> dict[str, Any]:
+    """A ``reasoning`` output item: ``encrypted_content`` when the request asked for it (``include``)."""
+    item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": []}
+    if summary:
+        item["summary"] = [{"type": "summary_text", "text": summary}]
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def function_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    item_id = "fc_" + call_id.removeprefix("call_")
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def output_message(text: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    return {"type": "message", "id": "msg_68c1f0a2b4d8", "role": "assistant", "status": "completed", "content": content}
+
+
+def openai_response(*output: dict[str, Any], model: str = "gpt-5-mini-2025-08-07") -> Scripted:
+    """A Responses API ``response`` object (``output`` items in order)."""
+    body = {
+        "id": "resp_68c1f0a2b4d8e3f1",
+        "object": "response",
+        "created_at": 1764460800,
+        "status": "completed",
+        "model": model,
+        "output": list(output),
+        "usage": {
+            "input_tokens": 412,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 64,
+            "output_tokens_details": {"reasoning_tokens": 40},
+            "total_tokens": 476,
+        },
+    }
+    return Scripted(200, body)

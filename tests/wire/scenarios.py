@@ -8,7 +8,8 @@ from turns_chat import DEEPSEEK, OPENAI
 from turns_claude5 import CLAUDE5
 from turns_compat import COMPAT
 from turns_gemini import GEMINI
+from turns_responses import RESPONSES_API
 
-SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT]
+SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT, *RESPONSES_API]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

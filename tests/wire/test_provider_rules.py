@@ -46,6 +46,45 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         "",
     ),
     (
+        "responses",
+        "responses_call_pairing",
+        {
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            ]
+        },
+        "",
+    ),
+    (
+        "responses",
+        "responses_reasoning_followed",
+        {
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "reasoning", "id": "rs_1"},
+                {"role": "user", "content": "x"},
+            ]
+        },
+        "",
+    ),
+    (
+        "responses",
+        "responses_reasoning_replayed",
+        {
+            "model": "gpt-5-mini",
+            "tools": [{}],
+            "store": False,
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+        },
+        "",
+    ),
+    (
         "openrouter",
         "openrouter_reasoning_details_replayed",
         {

@@ -50,6 +50,8 @@ BASE_SUFFIX = {
     ("groq", "litellm"): "/openai/v1",
     ("openrouter", "native"): "/api/v1",
     ("openrouter", "litellm"): "/api/v1",
+    ("responses", "native"): "/v1",
+    ("responses", "litellm"): "/v1",
     ("local", "native"): "/v1",
     ("local", "litellm"): "/v1",
 }
@@ -60,6 +62,7 @@ MODEL = {
     "deepseek": "deepseek/deepseek-reasoner",
     "groq": "groq/openai/gpt-oss-120b",
     "local": "openai/Qwen/Qwen3-8B",
+    "responses": "openai/gpt-5-mini",
     "openrouter": "openrouter/anthropic/claude-fable-5.1",
 }
 THINKING = {"type": "enabled", "budget_tokens": 1024}
@@ -87,6 +90,7 @@ class Scenario:
     inputs: Mapping[str, Any] = field(default_factory=lambda: {"question": "Weather and time in Paris?"})
     history: Sequence[Mapping[str, Any]] | None = None
     adapter: Any = None  # configured with the LM (``dspy.configure(adapter=...)``) when given
+    engines: tuple[str, ...] = ("native", "litellm")
 
     @property
     def model_name(self) -> str:
