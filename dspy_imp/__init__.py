@@ -14,6 +14,7 @@ from dspy_imp._records.history import dump_history, load_history, redact_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
 from dspy_imp._records.usage import Usage, UsageLimits
+from dspy_imp._routes.model_facts import ModelFacts, model_facts, register_model_facts
 from dspy_imp._turn.approval import NeedsApproval
 from dspy_imp._turn.tools import Finish
 from dspy_imp._watch.html import HistoryView
@@ -26,6 +27,7 @@ __all__ = [
     "Finish",
     "HistoryView",
     "Metadata",
+    "ModelFacts",
     "NeedsApproval",
     "Prediction",
     "ReActAdapter",
@@ -40,7 +42,9 @@ __all__ = [
     "dump_history",
     "is_complete",
     "load_history",
+    "model_facts",
     "redact_history",
+    "register_model_facts",
     "show_progress",
     "to_dspy_history",
 ]

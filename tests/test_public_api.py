@@ -18,6 +18,7 @@ def test_all_is_sorted_and_exact():
         "Finish",
         "HistoryView",
         "Metadata",
+        "ModelFacts",
         "NeedsApproval",
         "Prediction",
         "ReActAdapter",
@@ -32,7 +33,9 @@ def test_all_is_sorted_and_exact():
         "dump_history",
         "is_complete",
         "load_history",
+        "model_facts",
         "redact_history",
+        "register_model_facts",
         "show_progress",
         "to_dspy_history",
     }

@@ -21,7 +21,7 @@ from dspy.utils.exceptions import (
 )
 
 from dspy_imp._records import clock
-from dspy_imp._records.errors import error_text
+from dspy_imp._records.errors import ConfigurationError, error_text
 from dspy_imp._records.kinds import TerminationCause
 from dspy_imp._records.outcomes import RawCall
 from dspy_imp._records.redact import redact_text
@@ -31,7 +31,15 @@ class ContentFiltered(Exception):
     """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
 
 
-_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError, ContentFiltered)
+# ConfigurationError: our own refusal of a request's options before it is sent (``route.settle_options``).
+_FATAL = (
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMUnsupportedFeatureError,
+    ContentFiltered,
+    ConfigurationError,
+)
 
 
 def is_blocked_reply(error: BaseException) -> bool:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.model_facts import model_facts
@@ -164,19 +165,27 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
     together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
     choice, so it stays.
 
+    Manual thinking (``enabled``/``disabled``) on a model that takes only adaptive thinking is a
+    ``ConfigurationError`` naming ``thinking``, before the request is sent (fatal to the turn).
     A request that ``edits_prefix`` (``Guidance.edits_prefix``) to a model that binds thinking
     asks for ``drop_block`` (``binding_safe``): a block behind the edited prefix is dropped by the
     provider instead of refusing the request.
     """
+    facts = model_facts(lm)
     choice = lm_kwargs.get("tool_choice")
     forced = choice == "required" or isinstance(choice, Mapping)
-    if forced and model_facts(lm).refuses_forced_tool_choice:
+    if forced and facts.refuses_forced_tool_choice:
         lm_kwargs["tool_choice"] = "auto"
         forced = False
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
+    if facts.adaptive_only_thinking and isinstance(thinking, Mapping) and thinking.get("type") != "adaptive":
+        raise ConfigurationError(
+            f"thinking={dict(thinking)!r}: {lm.model} takes only adaptive thinking "
+            '({"type": "adaptive"}, or reasoning_effort); its provider refuses "enabled" and "disabled"'
+        )
     if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
         lm_kwargs["thinking"] = None
-    elif edits_prefix and model_facts(lm).binds_thinking:
+    elif edits_prefix and facts.binds_thinking:
         lm_kwargs["thinking"] = binding_safe(thinking)
     return route_for(lm, lm_kwargs)
 

@@ -14,6 +14,8 @@ from responses import anthropic, thinking
 from turns import PARIS, Body, Outcome, Scenario, answered, assistant_turns
 from turns_anthropic import ANTHROPIC_CONTEXT, ANTHROPIC_EARLIER
 
+import dspy_imp
+
 FABLE = "anthropic/claude-fable-5-1"
 OPUS = "anthropic/claude-opus-5-5"
 ADAPTIVE = {"thinking": {"type": "adaptive"}, "max_tokens": 4096}  # ``thinking=``: LiteLLM, also on "auto"
@@ -106,7 +108,23 @@ ACTIONS_EARLIER = [
     {**ANTHROPIC_EARLIER[1], "reasoning_details": [thinking("Answer.", bound("EqQBCkYIBxgCKkDoldanswer", _NARRATED))]},
 ]
 
+def _expect_refused_before_sending(bodies: list[Body], outcome: Outcome) -> None:
+    """Manual thinking on Fable 5.1 is refused by the loop, before any request (the provider's answer is a 400)."""
+    assert bodies == []
+    assert isinstance(outcome.error, dspy_imp.StepError), outcome
+    assert "takes only adaptive thinking" in str(outcome.error)
+
+
 CLAUDE5: list[Scenario] = [
+    Scenario(
+        "claude_fable_manual_thinking_refused",
+        "anthropic",
+        [],
+        _expect_refused_before_sending,
+        model=FABLE,
+        lm={"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 4096},
+        engines=("native",),
+    ),
     Scenario(
         "claude_fable_three_steps", "anthropic", _three_steps(FABLE), _expect_three_steps, model=FABLE, lm=ADAPTIVE
     ),
