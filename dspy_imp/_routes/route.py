@@ -101,6 +101,20 @@ class Route:
         return table.get(self.provider or "", frozenset())
 
 
+def refuse_misrouted(lm: Any, route: Route) -> None:
+    """``openai/responses/<model>`` on DSPy's native engine goes to ``/v1/chat/completions`` with the
+    model named ``responses/<model>`` (LiteLLM's spelling of the Responses API means nothing to lm15):
+    a ``ConfigurationError`` naming the model, before the request is sent."""
+    model = str(getattr(lm, "model", ""))
+    if route.engine == "native" and model.startswith("openai/responses/"):
+        name = model.removeprefix("openai/responses/")
+        raise ConfigurationError(
+            f"model={model!r}: DSPy's default engine sends this to /v1/chat/completions as model "
+            f"'responses/{name}'; for the Responses API write dspy.LM('openai/{name}', model_type='responses') "
+            "(or use engine='litellm', which knows this spelling)"
+        )
+
+
 def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
     """Where DSPy will send this request, decided as DSPy decides it, before any I/O.
 
@@ -187,7 +201,9 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
         lm_kwargs["thinking"] = None
     elif edits_prefix and facts.binds_thinking:
         lm_kwargs["thinking"] = binding_safe(thinking)
-    return route_for(lm, lm_kwargs)
+    route = route_for(lm, lm_kwargs)
+    refuse_misrouted(lm, route)
+    return route
 
 
 DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}

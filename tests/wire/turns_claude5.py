@@ -108,6 +108,7 @@ ACTIONS_EARLIER = [
     {**ANTHROPIC_EARLIER[1], "reasoning_details": [thinking("Answer.", bound("EqQBCkYIBxgCKkDoldanswer", _NARRATED))]},
 ]
 
+
 def _expect_refused_before_sending(bodies: list[Body], outcome: Outcome) -> None:
     """Manual thinking on Fable 5.1 is refused by the loop, before any request (the provider's answer is a 400)."""
     assert bodies == []

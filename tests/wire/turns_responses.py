@@ -64,7 +64,21 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
     ]
 
 
+def _expect_misrouted(bodies: list[Body], outcome: Outcome) -> None:
+    """``openai/responses/<model>`` natively: refused before sending, naming the spelling that works."""
+    assert bodies == []
+    assert "model_type='responses'" in str(outcome.error)
+
+
 RESPONSES_API: list[Scenario] = [
+    Scenario(
+        "responses_litellm_spelling_on_the_default_engine",
+        "responses",
+        [],
+        _expect_misrouted,
+        model="openai/responses/gpt-5-mini",
+        engines=("native",),
+    ),
     Scenario(
         "responses_three_steps",
         "responses",
