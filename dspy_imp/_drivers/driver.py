@@ -42,9 +42,9 @@ from dspy_imp._prompt.signature import make_extraction_signature
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Extracted, Failed, Raised, Reply, Returned
 from dspy_imp._records.steps import now_iso
+from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.failures import ContentFiltered, refused_call
 from dspy_imp._routes.nameless import install as install_nameless_reader
-from dspy_imp._routes.openrouter import install as install_openrouter_details
 from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
 from dspy_imp._turn.plan import Program
@@ -99,7 +99,7 @@ class Effects:
     def __init__(self, program: Program):
         self.program = program
         self.watch = Watch.of(program)
-        install_openrouter_details()
+        install_chat_extras()
         install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:

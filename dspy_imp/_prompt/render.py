@@ -165,7 +165,8 @@ def _exchange(
         message["reasoning_items"] = items
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
-        message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]
+        compat = "extra_content" in guidance.replayed_kinds  # Gemini's OpenAI-compatible spelling
+        message["tool_calls"] = [_native_call(c, signatures.get(c.id), compat) for c in calls]
     _add_reasoning(guidance, message, step)
     return [message, *place_results([_tool(guidance, call, result) for call, result in paired], guidance.tool_media)]
 
@@ -250,11 +251,13 @@ def _answer_text(guidance: Guidance, step: Step) -> str | None:
     return to_json(dict(step.outputs))
 
 
-def _native_call(call: ToolCall, signature: str | None = None) -> Message:
+def _native_call(call: ToolCall, signature: str | None = None, compat: bool = False) -> Message:
     name = call.name if call.name is not None else "unreadable_call"
     arguments = to_json(dict(call.args))
     message: Message = {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    if signature is not None:
+    if signature is not None and compat:
+        message["extra_content"] = {"google": {"thought_signature": signature}}
+    elif signature is not None:
         message["provider_specific_fields"] = {"thought_signature": signature}
     return message
 

@@ -25,6 +25,8 @@ from typing import Any
 Block = dict[str, Any]
 # OpenRouter's ``reasoning_details`` entry types, recorded verbatim (each keeps its ``type``).
 OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasoning.summary"})
+# Thought signatures written as Gemini's OpenAI-compatible endpoint takes them (``extra_content``).
+COMPAT_SIGNATURE_KINDS = frozenset({"thought_signature", "extra_content"})
 # OpenAI Responses API reasoning items (lm15's ``openai``/``reasoning_item`` continuation state).
 RESPONSES_KINDS = frozenset({"reasoning_item"})
 
@@ -77,7 +79,24 @@ def _from_provider_data(data: Any) -> list[Block]:
     message = (
         choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
     )
-    return _openrouter(message.get("reasoning_details") if isinstance(message, Mapping) else None)
+    if not isinstance(message, Mapping):
+        return []
+    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"))
+
+
+def _compat_signatures(calls: Any) -> list[Block]:
+    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``."""
+    blocks: list[Block] = []
+    for call in calls if isinstance(calls, list | tuple) else ():
+        google = (
+            (_get(call, "extra_content") or {}).get("google")
+            if isinstance(_get(call, "extra_content"), Mapping)
+            else None
+        )
+        signature = google.get("thought_signature") if isinstance(google, Mapping) else None
+        if signature:
+            blocks.append({"type": "thought_signature", "call_id": _get(call, "id"), "signature": str(signature)})
+    return blocks
 
 
 def _openrouter(details: Any) -> list[Block]:
@@ -100,6 +119,7 @@ def _from_litellm(message: Any) -> list[Block]:
             blocks.append({"type": "thinking", "thinking": thinking, "signature": block["signature"]})
         elif block.get("type") == "redacted_thinking" and "data" in block:
             blocks.append({"type": "redacted_thinking", "data": block["data"]})
+    blocks += _compat_signatures(list(_get(message, "tool_calls") or ()))
     for call in _get(message, "tool_calls") or ():
         fields = _get(call, "provider_specific_fields") or {}
         signature = fields.get("thought_signature") if isinstance(fields, Mapping) else None

@@ -32,7 +32,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.model_facts import model_facts
-from dspy_imp._routes.reasoning import OPENROUTER_KINDS, RESPONSES_KINDS
+from dspy_imp._routes.reasoning import COMPAT_SIGNATURE_KINDS, OPENROUTER_KINDS, RESPONSES_KINDS
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -52,6 +52,9 @@ THINKING_BLOCKS = "thinking_blocks"
 PROVIDER_FIELDS = "provider_specific_fields"
 
 
+EXTRA_CONTENT = "extra_content"  # Gemini's OpenAI-compatible spelling, on a tool call
+
+
 REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
 
 
@@ -66,6 +69,7 @@ _LITELLM_KINDS = {
     "gemini": GEMINI_KINDS,
     "vertex_ai": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,
+    "openai": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint (signatures only exist there)
 }
 
 
@@ -73,8 +77,9 @@ _NATIVE_KINDS = {
     "anthropic": ANTHROPIC_KINDS,
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
-    "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.openrouter`` patch
+    "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
     "openai": RESPONSES_KINDS,  # lm15's Responses API provider (Chat Completions is "openai-chat")
+    "openai-chat": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint, via ``_routes.chat_extras``
 }
 
 
@@ -247,7 +252,7 @@ def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(
         m.get(THINKING_BLOCKS)
         or m.get(REASONING_DETAILS)
-        or any(PROVIDER_FIELDS in c for c in m.get("tool_calls") or ())
+        or any(PROVIDER_FIELDS in c or EXTRA_CONTENT in c for c in m.get("tool_calls") or ())
         for m in messages
         if m.get("role") == "assistant"
     )
@@ -283,23 +288,29 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
 def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS)}
     if out.get("tool_calls"):
-        out["tool_calls"] = [{k: v for k, v in c.items() if k != PROVIDER_FIELDS} for c in out["tool_calls"]]
+        out["tool_calls"] = [
+            {k: v for k, v in c.items() if k not in (PROVIDER_FIELDS, EXTRA_CONTENT)} for c in out["tool_calls"]
+        ]
     return out
 
 
 def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
-    calls = [c for c in row.get("tool_calls") or () if PROVIDER_FIELDS in c]
-    signatures = {c.get("id"): c[PROVIDER_FIELDS]["thought_signature"] for c in calls}
+    signatures = {c.get("id"): _signature(c) for c in row.get("tool_calls") or () if _signature(c)}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
     thinking = [_thinking_part(block) for block in row.get(THINKING_BLOCKS) or ()]
     thinking += [_reasoning_item_part(item) for item in row.get(REASONING_ITEMS) or ()]
     continuation = message.continuation
-    if row.get(REASONING_DETAILS):  # written back by the ``_routes.openrouter`` patch
+    if row.get(REASONING_DETAILS):  # written back by the ``_routes.chat_extras`` patch
         details = ContinuationState(
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
+
+
+def _signature(call: Mapping[str, Any]) -> str | None:
+    fields = call.get(PROVIDER_FIELDS) or ((call.get(EXTRA_CONTENT) or {}).get("google")) or {}
+    return fields.get("thought_signature")
 
 
 def _signed_call(part: ToolCallPart, signatures: Mapping[Any, str]) -> ToolCallPart:

@@ -135,6 +135,22 @@ def openrouter_reasoning_details_replayed(body: Body, path: str) -> Iterator[str
             yield f"messages[{index}]: an assistant tool-call turn without its signed reasoning_details"
 
 
+def gemini_compat_thought_signatures(body: Body, path: str) -> Iterator[str]:
+    """Gemini 3 behind its OpenAI-compatible endpoint: in the current turn, each assistant tool-call turn's
+    first call carries ``extra_content.google.thought_signature`` ("Function call is missing a
+    thought_signature"; Gemini's OpenAI-compatibility guide)."""
+    if not str(body.get("model") or "").startswith("gemini-3"):
+        return
+    messages = body.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    for index in range(start, len(messages)):
+        calls = messages[index].get("tool_calls") or []
+        if messages[index].get("role") == "assistant" and calls:
+            google = (calls[0].get("extra_content") or {}).get("google") or {}
+            if not google.get("thought_signature"):
+                yield f"messages[{index}]: a function call without its thought_signature"
+
+
 # -- Anthropic Messages --------------------------------------------------------------------------
 
 
@@ -452,6 +468,13 @@ RULES: dict[str, Sequence[Rule]] = {
     ],
     "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
     "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "gemini_compat": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        gemini_compat_thought_signatures,
+    ],
     "responses": [responses_call_pairing, responses_reasoning_followed, responses_reasoning_replayed],
     "openrouter": [
         chat_roles,

@@ -348,3 +348,23 @@ def openai_response(*output: dict[str, Any], model: str = "gpt-5-mini-2025-08-07
         },
     }
     return Scripted(200, body)
+
+
+# -- Gemini's OpenAI-compatible endpoint ---------------------------------------------------------
+
+
+def gemini_compat(
+    content: str | None = None, calls: Sequence[Call] = (), *, signatures: Sequence[str | None] = ()
+) -> Scripted:
+    """A ``chat.completion`` from ``generativelanguage.googleapis.com/v1beta/openai``: each call's thought
+    signature in ``extra_content.google.thought_signature`` (Gemini signs the first of parallel calls)."""
+    body = dict(chat(content, calls, model="gemini-3-pro-preview").body)
+    message = dict(body["choices"][0]["message"])
+    for index, call in enumerate(message.get("tool_calls") or []):
+        signature = signatures[index] if index < len(signatures) else None
+        if signature:
+            call["extra_content"] = {"google": {"thought_signature": signature}}
+    message.pop("refusal", None)
+    body["choices"] = [{**body["choices"][0], "message": message}]
+    del body["system_fingerprint"]
+    return Scripted(200, body)

@@ -46,6 +46,15 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         "",
     ),
     (
+        "gemini_compat",
+        "gemini_compat_thought_signatures",
+        {
+            "model": "gemini-3-pro-preview",
+            "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}],
+        },
+        "",
+    ),
+    (
         "responses",
         "responses_call_pairing",
         {

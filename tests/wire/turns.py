@@ -50,6 +50,8 @@ BASE_SUFFIX = {
     ("groq", "litellm"): "/openai/v1",
     ("openrouter", "native"): "/api/v1",
     ("openrouter", "litellm"): "/api/v1",
+    ("gemini_compat", "native"): "/v1beta/openai",
+    ("gemini_compat", "litellm"): "/v1beta/openai",
     ("responses", "native"): "/v1",
     ("responses", "litellm"): "/v1",
     ("local", "native"): "/v1",
@@ -63,6 +65,7 @@ MODEL = {
     "groq": "groq/openai/gpt-oss-120b",
     "local": "openai/Qwen/Qwen3-8B",
     "responses": "openai/gpt-5-mini",
+    "gemini_compat": "openai/gemini-3-pro-preview",
     "openrouter": "openrouter/anthropic/claude-fable-5.1",
 }
 THINKING = {"type": "enabled", "budget_tokens": 1024}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from responses import chat, groq, groq_tool_use_failed, openrouter, reasoning_text
+from responses import chat, gemini_compat, groq, groq_tool_use_failed, openrouter, reasoning_text
 from turns import PARIS, Body, Outcome, Scenario, answered
 
 from dspy_imp import ReActAdapter
@@ -157,3 +157,34 @@ COMPAT += [
         agent={"finish": "submit", "max_iters": 1},
     ),
 ]
+
+
+# -- Gemini's OpenAI-compatible endpoint -----------------------------------------------------------
+
+COMPAT_SIGS = ["CiQBVKhc7sIg_oai1", "CiQBVKhc7sIg_oai2", "CiQBVKhc7sIg_oai3"]
+
+
+def _expect_compat_signed(bodies: list[Body], outcome: Outcome) -> None:
+    """Each call goes back with its ``extra_content.google.thought_signature`` (both engines)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 4
+    turns = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+    assert [t["tool_calls"][0]["extra_content"]["google"]["thought_signature"] for t in turns] == COMPAT_SIGS
+    assert all("provider_specific_fields" not in str(t) for t in turns)
+
+
+COMPAT.append(
+    Scenario(
+        "gemini_openai_compat_three_steps",
+        "gemini_compat",
+        [
+            *[
+                gemini_compat(calls=[(f"function-call-{i}", n, a)], signatures=[sig])
+                for i, ((n, a, _), sig) in enumerate(zip(OR_STEPS, COMPAT_SIGS, strict=True))
+            ],
+            gemini_compat("Sunny and 14:05."),
+        ],
+        _expect_compat_signed,
+        adapter=ReActAdapter(native_calls=True),  # DSPy does not know the name behind the openai/ prefix
+    )
+)
