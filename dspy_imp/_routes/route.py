@@ -295,7 +295,8 @@ def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
-    signatures = {c.get("id"): _signature(c) for c in row.get("tool_calls") or () if _signature(c)}
+    found = ((c.get("id"), _signature(c)) for c in row.get("tool_calls") or ())
+    signatures = {call_id: signature for call_id, signature in found if signature}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
     thinking = [_thinking_part(block) for block in row.get(THINKING_BLOCKS) or ()]
     thinking += [_reasoning_item_part(item) for item in row.get(REASONING_ITEMS) or ()]
