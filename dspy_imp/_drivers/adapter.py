@@ -233,7 +233,9 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _current()
         native = self.uses_native_calls(lm)
         task = exchange.guidance.task
-        exchange.dialect = dialect_for(self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native)
+        exchange.dialect = dialect_for(
+            self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native
+        )
         exchange.media_family = family_of(lm)
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)

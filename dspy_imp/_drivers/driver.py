@@ -45,6 +45,7 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.failures import ContentFiltered, refused_call
 from dspy_imp._routes.nameless import install as install_nameless_reader
+from dspy_imp._routes.responses_bridge import install as install_responses_bridge
 from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool, RunTools, Sleep
 from dspy_imp._turn.plan import Program
@@ -100,6 +101,7 @@ class Effects:
         self.program = program
         self.watch = Watch.of(program)
         install_chat_extras()
+        install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:

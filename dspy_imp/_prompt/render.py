@@ -161,7 +161,7 @@ def _exchange(
     if details:
         message["reasoning_details"] = details
     items = reasoning_items(step.reasoning_details, guidance.replayed_kinds)
-    if items:  # the native engine's own key: only ``_routes.route.canonical_request`` reads it
+    if items:  # our own key: read by ``_routes.route.canonical_request`` and ``_routes.responses_bridge``
         message["reasoning_items"] = items
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)

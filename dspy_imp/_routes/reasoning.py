@@ -38,10 +38,30 @@ def blocks_of(response: Any) -> list[Block] | None:
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
         blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None))
+    elif isinstance(getattr(response, "output", None), list):  # LiteLLM's Responses API response
+        blocks = _from_responses_output(response.output)
     else:
         choices = getattr(response, "choices", None)
         blocks = _from_litellm(getattr(choices[0], "message", None)) if choices else []
     return blocks or None
+
+
+def _from_responses_output(output: list[Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for raw in output:
+        item = _plain(raw)
+        if item.get("type") != "reasoning" or not (item.get("id") or item.get("encrypted_content")):
+            continue
+        summary = "\n".join(str(_plain(s).get("text") or "") for s in item.get("summary") or ())
+        blocks.append(
+            {
+                "type": "reasoning_item",
+                "id": item.get("id"),
+                "encrypted_content": item.get("encrypted_content"),
+                "summary": summary,
+            }
+        )
+    return blocks
 
 
 def _from_parts(parts: Sequence[Any]) -> list[Block]:

@@ -70,6 +70,7 @@ _LITELLM_KINDS = {
     "vertex_ai": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,
     "openai": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint (signatures only exist there)
+    "openai-responses": RESPONSES_KINDS,  # model_type="responses", through ``_routes.responses_bridge``
 }
 
 
@@ -144,6 +145,8 @@ _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDicti
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     prefix = str(getattr(lm, "model", "")).split("/", 1)[0]
+    if prefix == "openai" and getattr(lm, "model_type", None) == "responses":
+        prefix = "openai-responses"  # LiteLLM's Responses API, not its Chat Completions
     if spec == "litellm":
         return Route("litellm", prefix)
     from dspy.lm15 import request_from_openai_chat
@@ -208,6 +211,8 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
         lm_kwargs["thinking"] = binding_safe(thinking)
     route = route_for(lm, lm_kwargs)
     refuse_misrouted(lm, route)
+    if route.engine == "litellm" and encrypted_reasoning(lm):  # natively, ``canonical_request`` asks
+        lm_kwargs["include"] = list(ENCRYPTED_REASONING)
     return route
 
 
