@@ -62,6 +62,16 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert turn["content"][0]["type"] == "thinking"  # replayed: thinking stays on for that request
 
 
+def _expect_forced_after_thought(bodies: list[Body], outcome: Outcome) -> None:
+    """No block goes back behind an edited prefix: the moved thought's own block is not replayed."""
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert len(bodies) == 2
+    _same_tools(bodies)
+    assert "I will look it up." in str(bodies[1]["messages"][-1])
+    assert "EqQBCkYIBxgCKkDplan" not in str(bodies[1])
+
+
 def _expect_forced_then_extracted(bodies: list[Body], outcome: Outcome) -> None:
     """The model answers the forced request in words, so the extractor reads the answer."""
     assert outcome.error is None, outcome.error
@@ -146,6 +156,18 @@ CLAUDE5: list[Scenario] = [
         _expect_forced,
         model=OPUS,
         lm=EFFORT,
+        agent={"finish": "submit", "max_iters": 1},
+    ),
+    Scenario(  # the last step was a thought: the forced request moves it to a user message (thought_as_request)
+        "claude_fable_forced_submit_after_a_thought",
+        "anthropic",
+        [
+            anthropic([thinking("Plan.", "EqQBCkYIBxgCKkDplan")], text="I will look it up.", model=FABLE, bound=True),
+            _submit(FABLE),
+        ],
+        _expect_forced_after_thought,
+        model=FABLE,
+        lm=ADAPTIVE,
         agent={"finish": "submit", "max_iters": 1},
     ),
     Scenario(
