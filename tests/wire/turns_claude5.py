@@ -62,6 +62,11 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert turn["content"][0]["type"] == "thinking"  # replayed: thinking stays on for that request
 
 
+def _expect_forced_with_note(bodies: list[Body], outcome: Outcome) -> None:
+    _expect_forced(bodies, outcome)
+    assert "Time is up" in str(bodies[1]["messages"][-1])  # after the last tool result: nothing before it moved
+
+
 def _expect_forced_after_thought(bodies: list[Body], outcome: Outcome) -> None:
     """No block goes back behind an edited prefix: the moved thought's own block is not replayed."""
     assert outcome.error is None, outcome.error
@@ -169,6 +174,15 @@ CLAUDE5: list[Scenario] = [
         model=FABLE,
         lm=ADAPTIVE,
         agent={"finish": "submit", "max_iters": 1},
+    ),
+    Scenario(  # the note is appended (a new user message): every bound block keeps its prefix
+        "claude_fable_forced_submit_with_a_note",
+        "anthropic",
+        [_step("forced", ("toolu_01F", "get_weather", PARIS), FABLE), _submit(FABLE)],
+        _expect_forced_with_note,
+        model=FABLE,
+        lm=ADAPTIVE,
+        agent={"finish": "submit", "max_iters": 1, "last_request_note": "Time is up: submit your answer now."},
     ),
     Scenario(
         "claude_fable_forced_submit_then_extractor",
