@@ -15,6 +15,7 @@ from dspy_imp._records.kinds import RequestKind, TerminationCause, TerminationRe
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
 from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
+from dspy_imp._routes.model_facts import ModelFacts, model_facts, register_model_facts
 from dspy_imp._turn.approval import NeedsApproval
 from dspy_imp._turn.context import Context
 from dspy_imp._turn.guardrails import Guardrail
@@ -32,6 +33,7 @@ __all__ = [
     "Guardrail",
     "HistoryView",
     "Metadata",
+    "ModelFacts",
     "NeedsApproval",
     "Prediction",
     "ProgramOptions",
@@ -52,7 +54,9 @@ __all__ = [
     "dump_history",
     "is_complete",
     "load_history",
+    "model_facts",
     "redact_history",
+    "register_model_facts",
     "show_progress",
     "to_dspy_history",
 ]

@@ -268,28 +268,28 @@ def test_a_summarized_history_reloaded_sends_the_same_bytes(run):
     assert first_of_next.messages[1]["content"].startswith("Summary of the earlier conversation:")
 
 
-def test_drop_block_is_asked_inside_the_thinking_option_only_when_thinking_is_on():
-    from dspy_imp._drivers.adapter import ask_drop_block
+def test_a_policy_that_changed_the_prefix_asks_for_drop_block_as_the_route_does():
+    """One rule for every edited prefix (``settle_options``): the policy's requests ask for
+    ``drop_block`` on a model that binds thinking, and only there."""
+    from dspy_imp._routes.route import settle_options
 
-    lm = dspy.LM("anthropic/claude-opus-5-5", thinking={"type": "adaptive"})
     kwargs: dict = {}
-    ask_drop_block(lm, kwargs)
-    assert kwargs == {"thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}}
-    off: dict = {"thinking": {"type": "disabled"}}
-    ask_drop_block(dspy.LM("anthropic/claude-opus-5-5"), off)
-    assert off == {"thinking": {"type": "disabled"}}
+    settle_options(dspy.LM("anthropic/claude-opus-5-5", thinking={"type": "adaptive"}), kwargs, True)
+    assert kwargs["thinking"] == {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+    unbound: dict = {}
+    sonnet_4_5 = dspy.LM("anthropic/claude-sonnet-4-5", thinking={"type": "enabled", "budget_tokens": 1024})
+    settle_options(sonnet_4_5, unbound, True)
+    assert "block_binding" not in str(unbound)
 
 
-def test_binds_thinking_names_the_binding_claude_models():
-    from dspy_imp._turn.context import binds_thinking
+def test_the_policy_reads_binding_from_the_model_facts_table():
+    """Which models bind thinking to the prefix is the per-model facts table's (``docs/providers.md``)."""
+    from dspy_imp._drivers.measure import model_facts
 
     assert [
-        binds_thinking(m) for m in ("anthropic/claude-fable-5-1", "claude-opus-5-5-20261001", "claude-sonnet-4-5")
-    ] == [
-        True,
-        True,
-        False,
-    ]
+        model_facts(m).binds_thinking
+        for m in ("anthropic/claude-fable-5-1", "claude-opus-5-5-20261001", "claude-sonnet-4-5")
+    ] == [True, True, False]
 
 
 def test_the_summary_instruction_is_the_summarizers_and_survives_save_and_load(run, tmp_path):

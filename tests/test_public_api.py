@@ -20,6 +20,7 @@ def test_all_is_sorted_and_exact():
         "Guardrail",
         "HistoryView",
         "Metadata",
+        "ModelFacts",
         "NeedsApproval",
         "Prediction",
         "ProgramOptions",
@@ -40,7 +41,9 @@ def test_all_is_sorted_and_exact():
         "dump_history",
         "is_complete",
         "load_history",
+        "model_facts",
         "redact_history",
+        "register_model_facts",
         "show_progress",
         "to_dspy_history",
     }

@@ -44,6 +44,7 @@ from dspy_imp._routes.route import (
     Route,
     call_options,
     canonical_request,
+    encrypted_reasoning,
     outputs_of,
     planned,
     replays_state,
@@ -75,7 +76,7 @@ class Exchange:
     fallbacks: int = 0
     instructions: str | None = None  # a summary request: the program's, not its predictor's
     demos: list[Any] | None = None
-    drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+    drop_block: bool = False  # a context policy changed the prefix: ask for drop_block (``settle_options``)
     context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
 
 
@@ -118,8 +119,15 @@ class ReActAdapter(dspy.ChatAdapter):
             not a loop step. Defaults to a plain ``dspy.ChatAdapter``.
         callbacks: Adapter callbacks; defaults to ``base``'s.
         native_calls: ``False`` makes the model write its calls as text even when it supports
-            native calls; ``True`` or ``None`` (default) uses native calls when the LM supports
-            them (``None`` also follows a ``JSONAdapter(use_native_function_calling=False)`` base).
+            native calls; ``True`` sends the tools natively even when DSPy's capability lookup
+            does not know the model (a local vLLM, SGLang, Ollama or LM Studio model's name);
+            ``None`` (default) uses native calls when the LM supports them (and follows a
+            ``JSONAdapter(use_native_function_calling=False)`` base).
+
+    Example, a local OpenAI-compatible server::
+
+        lm = dspy.LM("openai/Qwen/Qwen3-8B", api_base="http://localhost:8000/v1", api_key="local")
+        dspy.configure(lm=lm, adapter=dspy_imp.ReActAdapter(native_calls=True))
     """
 
     native_calls: bool | None = None
@@ -154,17 +162,19 @@ class ReActAdapter(dspy.ChatAdapter):
         return fallback
 
     def uses_native_calls(self, lm: Any) -> bool:
-        """Native calls when the LM supports them, unless this adapter or its base says written.
+        """Native calls when the LM supports them, unless this adapter or its base says otherwise.
 
-        ``native_calls=False`` forces written calls. A base adapter's
+        ``native_calls`` wins over DSPy's lookup both ways: ``True`` for a model DSPy does not
+        know (``lm.supports_function_calling`` is ``False`` for any unknown name), ``False`` to
+        force written calls. A base adapter's
         ``use_native_function_calling=False`` is followed where it is a choice: on
         ``JSONAdapter``, whose default is native. ``ChatAdapter``/``XMLAdapter`` default to
         ``False``, so there the flag cannot tell a choice from the default and the LM decides.
         """
-        if not lm.supports_function_calling:
-            return False
         if self.native_calls is not None:
             return self.native_calls
+        if not lm.supports_function_calling:
+            return False
         base = self.base
         return not (isinstance(base, dspy.JSONAdapter) and base.use_native_function_calling is False)
 
@@ -175,12 +185,13 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        exchange.route = settle_options(lm, lm_kwargs)
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
+        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix or exchange.drop_block)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
+            if _sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
@@ -192,12 +203,13 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        exchange.route = settle_options(lm, lm_kwargs)
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
+        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix or exchange.drop_block)
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
         with _recording(recorder):
-            if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
+            if _sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
@@ -237,8 +249,6 @@ class ReActAdapter(dspy.ChatAdapter):
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             _json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
-        if exchange.drop_block:
-            ask_drop_block(lm, lm_kwargs)
         return signature
 
     def format(self, signature, demos, inputs):
@@ -315,6 +325,13 @@ def _render(exchange: Exchange, signature: Any, demos: Any, inputs: Mapping[str,
     return render_request(guidance, instructions, exchange.demos if exchange.demos is not None else demos, pending)
 
 
+def _sends_request(lm: Any, exchange: Exchange) -> bool:
+    """The step goes out as a native ``Request``: it replays state, or must ask for encrypted reasoning."""
+    if exchange.route.engine == "native" and encrypted_reasoning(lm):
+        return True
+    return replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo)
+
+
 def _json_fallback(base: dspy.Adapter | None) -> bool:
     """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
     the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
@@ -355,15 +372,6 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
         return
     lm_kwargs["reasoning_effort"] = "low"
-
-
-def ask_drop_block(lm: Any, lm_kwargs: dict[str, Any]) -> None:
-    """Ask Claude to drop thinking blocks whose prefix changed instead of refusing the request
-    (``thinking.block_binding.prefix_mismatch_behavior: "drop_block"``; LiteLLM adds the
-    ``thinking-binding-controls-2026-08-01`` beta header when it sees ``block_binding``)."""
-    thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
-    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
-        lm_kwargs["thinking"] = {**thinking, "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
 
 
 def _current() -> Exchange:

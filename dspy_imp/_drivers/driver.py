@@ -47,8 +47,10 @@ from dspy_imp._prompt.signature import make_extraction_signature
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Extracted, Failed, Raised, Reply, Returned
 from dspy_imp._records.steps import now_iso
-from dspy_imp._routes.failures import ContentFiltered
+from dspy_imp._routes.chat_extras import install as install_chat_extras
+from dspy_imp._routes.failures import ContentFiltered, refused_call
 from dspy_imp._routes.nameless import install as install_nameless_reader
+from dspy_imp._routes.responses_bridge import install as install_responses_bridge
 from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._turn.effects import (
     Alongside,
@@ -115,6 +117,8 @@ class Effects:
     def __init__(self, program: Program):
         self.program = program
         self.watch = Watch.of(program)
+        install_chat_extras()
+        install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
 
     def perform(self, effect: Any) -> Any:
@@ -304,7 +308,7 @@ class Effects:
             lambda: react(**kwargs),
             lambda: react.acall(**kwargs),
             lambda prediction: replace(_reply(exchange, prediction), usage=usage()),
-            lambda error: Failed(error, usage()),
+            lambda error: _refused_step(error, usage) or Failed(error, usage()),
             scope,
             exchange,
         )
@@ -418,6 +422,13 @@ def _filtered(recorder: Recorder, usage: Callable[[], Any]) -> Failed | None:
     if not recorder.history or finish_reason_of(recorder.history[-1].get("response")) != "content_filter":
         return None
     return Failed(ContentFiltered("the provider's content filter stopped the extraction reply"), usage())
+
+
+def _refused_step(error: BaseException, usage: Callable[[], Any]) -> Reply | None:
+    """A step whose malformed call the provider refused (``failures.refused_call``): a reply
+    carrying that call, so the model reads why and the turn goes on."""
+    call = refused_call(error)
+    return None if call is None else Reply(calls=(call,), usage=usage())
 
 
 def _extracted(prediction: dspy.Prediction) -> Extracted:

@@ -15,8 +15,8 @@ import dspy
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange
 from dspy_imp._prompt.guidance import tool_listing
 from dspy_imp._records.outcomes import Measured
+from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.tokens import count_tokens, window_of
-from dspy_imp._turn.context import binds_thinking
 from dspy_imp._turn.effects import Measure
 from dspy_imp._turn.plan import Program
 
@@ -34,7 +34,7 @@ def measure(program: Program, effect: Measure) -> Measured:
         current_exchange().reset(token)
     model = str(getattr(lm, "model", "") or "")
     counter = effect.counter or count_tokens
-    return Measured(int(counter(messages, tools, model)), window_of(model), binds_thinking(model))
+    return Measured(int(counter(messages, tools, model)), window_of(model), model_facts(model).binds_thinking)
 
 
 async def ameasure(program: Program, effect: Measure) -> Measured:

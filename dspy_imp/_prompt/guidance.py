@@ -98,6 +98,13 @@ class Guidance:
         return self.kind in ("forced_submit", "required_retry")
 
     @property
+    def edits_prefix(self) -> bool:
+        """This request changes what earlier requests of the turn sent before their replies: earlier
+        entries left out after a context-window refusal, or the ``"required"`` retry's smaller roster.
+        (Claude 5.1+ binds each thinking block to that prefix.)"""
+        return self.omitted > 0 or self.kind == "required_retry"
+
+    @property
     def tool_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.roster)
 

@@ -36,7 +36,7 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
 from dspy_imp._records.text import result_text, to_json
-from dspy_imp._routes.reasoning import call_signatures, thinking_blocks
+from dspy_imp._routes.reasoning import call_signatures, openrouter_details, reasoning_items, thinking_blocks
 
 Message = dict[str, Any]
 
@@ -145,10 +145,12 @@ def _body(guidance: Guidance, step: Step) -> list[Message]:
 def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
     """``history_replay="actions"``: an earlier turn's calls and results, without narration.
 
-    Answers are shown whole; thought-only steps are left out (so is their line).
+    Answers are shown whole, but without their signed reasoning blocks: those were bound to the
+    narration this mode leaves out (Claude 5.1+ refuses them behind another prefix), and no
+    provider reads an earlier turn's blocks. Thought-only steps are left out (so is their line).
     """
     if step.is_answer:
-        return _body(guidance, step)
+        return _body(guidance, replace(step, reasoning_details=None))
     unreasoned = replace(step, reasoning_content=None, reasoning_details=None)
     return _exchange(guidance, None, step.calls, step.results, unreasoned)
 
@@ -181,9 +183,16 @@ def _exchange(
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
         message["thinking_blocks"] = blocks
+    details = openrouter_details(step.reasoning_details, guidance.replayed_kinds)
+    if details:
+        message["reasoning_details"] = details
+    items = reasoning_items(step.reasoning_details, guidance.replayed_kinds)
+    if items:  # our own key: read by ``_routes.route.canonical_request`` and ``_routes.responses_bridge``
+        message["reasoning_items"] = items
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
-        message["tool_calls"] = [_native_call(c, signatures.get(c.id)) for c in calls]
+        compat = "extra_content" in guidance.replayed_kinds  # Gemini's OpenAI-compatible spelling
+        message["tool_calls"] = [_native_call(c, signatures.get(c.id), compat) for c in calls]
     _add_reasoning(guidance, message, step)
     return [message, *place_results([_tool(guidance, call, result) for call, result in paired], guidance.tool_media)]
 
@@ -276,11 +285,13 @@ def _answer_text(guidance: Guidance, step: Step) -> str | None:
     return to_json(dict(step.outputs))
 
 
-def _native_call(call: ToolCall, signature: str | None = None) -> Message:
+def _native_call(call: ToolCall, signature: str | None = None, compat: bool = False) -> Message:
     name = call.name if call.name is not None else "unreadable_call"
     arguments = to_json(dict(call.args))
     message: Message = {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    if signature is not None:
+    if signature is not None and compat:
+        message["extra_content"] = {"google": {"thought_signature": signature}}
+    elif signature is not None:
         message["provider_specific_fields"] = {"thought_signature": signature}
     return message
 

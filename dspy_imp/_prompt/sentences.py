@@ -7,7 +7,8 @@ output.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # -- tools and fields --------------------------------------------------------------------
 SUBMIT_DESCRIPTION = "Submit the final outputs for the task."
@@ -125,6 +126,16 @@ def unknown_tool(name: str) -> str:
 
 
 MALFORMED_CALL = "the tool call could not be read."
+REFUSED_CALL = "the provider refused this tool call as malformed; call the tool again with valid arguments."
+
+
+def malformed_call(received: Any) -> str:
+    """A call that could not be read; one the provider refused (Groq's ``tool_use_failed``) says
+    so, with what the model wrote when the provider returned it."""
+    if not (isinstance(received, Mapping) and received.get("provider_refused")):
+        return MALFORMED_CALL
+    written = received.get("failed_generation")
+    return f"{REFUSED_CALL} You wrote: {written}" if isinstance(written, str) and written.strip() else REFUSED_CALL
 
 
 def missing_arguments(names: Sequence[str]) -> str:

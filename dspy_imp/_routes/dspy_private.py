@@ -89,3 +89,15 @@ def lm15_openai_chat() -> Any:
     import importlib
 
     return importlib.import_module("dspy._vendor.lm15.providers.openai_chat")
+
+
+def dspy_lm_module() -> Any:
+    """DSPy's ``dspy.clients.lm`` module, whose ``_convert_chat_request_to_responses_request`` turns a
+    chat request into a Responses API one on the LiteLLM engine.
+
+    Why: that conversion drops every message key it does not know, so the Responses API's reasoning
+    items cannot reach LiteLLM; ``_routes.responses_bridge`` wraps it to put them back.
+    """
+    import importlib
+
+    return importlib.import_module("dspy.clients.lm")

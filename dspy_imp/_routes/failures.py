@@ -6,6 +6,9 @@ class (and, for operational refusals, the classes anywhere in its cause chain).
 
 from __future__ import annotations
 
+import json
+import re
+
 from dspy.utils.exceptions import (
     AdapterParseError,
     ContextWindowExceededError,
@@ -19,8 +22,9 @@ from dspy.utils.exceptions import (
 )
 
 from dspy_imp._records import clock
-from dspy_imp._records.errors import error_text
+from dspy_imp._records.errors import ConfigurationError, error_text
 from dspy_imp._records.kinds import TerminationCause
+from dspy_imp._records.outcomes import RawCall
 from dspy_imp._records.redact import redact_text
 
 
@@ -28,7 +32,15 @@ class ContentFiltered(Exception):
     """The provider's content filter stopped a reply (it arrived as an empty 200 answer)."""
 
 
-_FATAL = (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedFeatureError, ContentFiltered)
+# ConfigurationError: our own refusal of a request's options before it is sent (``route.settle_options``).
+_FATAL = (
+    LMAuthError,
+    LMBillingError,
+    LMConfigurationError,
+    LMUnsupportedFeatureError,
+    ContentFiltered,
+    ConfigurationError,
+)
 
 
 def is_blocked_reply(error: BaseException) -> bool:
@@ -113,3 +125,36 @@ def describe(error: BaseException) -> str:
     """``"Type: message"``, with credential-shaped text hidden (for ``termination_error``)."""
     text = error_text(error)
     return redact_text(f"{type(error).__name__}: {text}" if text else type(error).__name__)
+
+
+# -- a refusal of the model's own call --------------------------------------------------------
+
+REFUSED_CALL = "provider_refused"  # the key of a refused call's ``received`` payload
+_FAILED_GENERATION = re.compile(r'"failed_generation"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def refused_call(error: BaseException) -> RawCall | None:
+    """The model's own call, when the provider refused the reply for it (Groq's 400 ``tool_use_failed``).
+
+    Groq validates the model's tool call server-side and answers a malformed one with a 400
+    (``code: "tool_use_failed"``, the model's text in ``failed_generation``). That is the model's
+    mistake, not the request's: the step is a malformed call (an observation the model reads,
+    with what it wrote when the error says), and the turn goes on. LiteLLM keeps the whole body
+    in the message; DSPy's native engine keeps only the code (``provider_code`` on the cause).
+    """
+    if not isinstance(error, LMInvalidRequestError) or not _says_tool_use_failed(error):
+        return None
+    found = _FAILED_GENERATION.search(error_text(error))
+    written = json.loads(found.group(1)) if found else None
+    return RawCall(None, None, {}, received={REFUSED_CALL: "tool_use_failed", "failed_generation": written})
+
+
+def _says_tool_use_failed(error: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if getattr(current, "provider_code", None) == "tool_use_failed" or "tool_use_failed" in error_text(current):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -8,9 +8,12 @@ JSON blocks, one vocabulary for both engines::
     {"type": "thinking", "thinking": str, "signature": str}      # Anthropic, signed
     {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
     {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
+    {"type": "reasoning.text" | "reasoning.encrypted" | "reasoning.summary", ...}  # OpenRouter, verbatim
+    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str}  # OpenAI Responses
 
 Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
-(``thinking_blocks`` on the assistant message, ``provider_specific_fields`` on a tool call);
+(``thinking_blocks`` and ``reasoning_details`` on the assistant message, ``provider_specific_fields``
+on a tool call);
 ``_routes.route`` turns them into lm15 continuation state for the native engine.
 """
 
@@ -20,6 +23,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 Block = dict[str, Any]
+# OpenRouter's ``reasoning_details`` entry types, recorded verbatim (each keeps its ``type``).
+OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasoning.summary"})
+# Thought signatures written as Gemini's OpenAI-compatible endpoint takes them (``extra_content``).
+COMPAT_SIGNATURE_KINDS = frozenset({"thought_signature", "extra_content"})
+# OpenAI Responses API reasoning items (lm15's ``openai``/``reasoning_item`` continuation state).
+RESPONSES_KINDS = frozenset({"reasoning_item"})
 
 
 def blocks_of(response: Any) -> list[Block] | None:
@@ -28,11 +37,31 @@ def blocks_of(response: Any) -> list[Block] | None:
         response = response[0] if response else None
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
-        blocks = _from_parts(message.parts)
+        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None))
+    elif isinstance(getattr(response, "output", None), list):  # LiteLLM's Responses API response
+        blocks = _from_responses_output(response.output)
     else:
         choices = getattr(response, "choices", None)
         blocks = _from_litellm(getattr(choices[0], "message", None)) if choices else []
     return blocks or None
+
+
+def _from_responses_output(output: list[Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for raw in output:
+        item = _plain(raw)
+        if item.get("type") != "reasoning" or not (item.get("id") or item.get("encrypted_content")):
+            continue
+        summary = "\n".join(str(_plain(s).get("text") or "") for s in item.get("summary") or ())
+        blocks.append(
+            {
+                "type": "reasoning_item",
+                "id": item.get("id"),
+                "encrypted_content": item.get("encrypted_content"),
+                "summary": summary,
+            }
+        )
+    return blocks
 
 
 def _from_parts(parts: Sequence[Any]) -> list[Block]:
@@ -51,16 +80,58 @@ def _from_state(part: Any, state: Any) -> Block | None:
         return {"type": "thinking", "thinking": part.text, "signature": str(data["signature"])}
     if state.provider == "anthropic" and state.kind == "redacted_thinking" and "data" in data:
         return {"type": "redacted_thinking", "data": data["data"]}
+    if (
+        state.provider == "openai"
+        and state.kind == "reasoning_item"
+        and (data.get("id") or data.get("encrypted_content"))
+    ):
+        item = {"type": "reasoning_item", "id": data.get("id"), "encrypted_content": data.get("encrypted_content")}
+        return {**item, "summary": str(getattr(part, "text", "") or "")}
     if state.provider == "gemini" and state.kind == "thought_signature" and data.get("value"):
         call_id = part.id if getattr(part, "type", None) == "tool_call" else None
         return {"type": "thought_signature", "call_id": call_id, "signature": str(data["value"])}
     return None
 
 
+def _from_provider_data(data: Any) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them)."""
+    choices = data.get("choices") if isinstance(data, Mapping) else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    )
+    if not isinstance(message, Mapping):
+        return []
+    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"))
+
+
+def _compat_signatures(calls: Any) -> list[Block]:
+    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``."""
+    blocks: list[Block] = []
+    for call in calls if isinstance(calls, list | tuple) else ():
+        google = (
+            (_get(call, "extra_content") or {}).get("google")
+            if isinstance(_get(call, "extra_content"), Mapping)
+            else None
+        )
+        signature = google.get("thought_signature") if isinstance(google, Mapping) else None
+        if signature:
+            blocks.append({"type": "thought_signature", "call_id": _get(call, "id"), "signature": str(signature)})
+    return blocks
+
+
+def _openrouter(details: Any) -> list[Block]:
+    """The entries kept verbatim (OpenRouter wants them back unchanged), in order."""
+    if not isinstance(details, list | tuple):
+        return []
+    entries = [_plain(d) for d in details]
+    return [e for e in entries if e.get("type") in OPENROUTER_KINDS]
+
+
 def _from_litellm(message: Any) -> list[Block]:
     if message is None:
         return []
-    blocks: list[Block] = []
+    fields = _get(message, "provider_specific_fields")
+    blocks: list[Block] = _openrouter(fields.get("reasoning_details") if isinstance(fields, Mapping) else None)
     for raw in _get(message, "thinking_blocks") or ():
         block = _plain(raw)
         if block.get("type") == "thinking" and block.get("signature"):
@@ -68,6 +139,7 @@ def _from_litellm(message: Any) -> list[Block]:
             blocks.append({"type": "thinking", "thinking": thinking, "signature": block["signature"]})
         elif block.get("type") == "redacted_thinking" and "data" in block:
             blocks.append({"type": "redacted_thinking", "data": block["data"]})
+    blocks += _compat_signatures(list(_get(message, "tool_calls") or ()))
     for call in _get(message, "tool_calls") or ():
         fields = _get(call, "provider_specific_fields") or {}
         signature = fields.get("thought_signature") if isinstance(fields, Mapping) else None
@@ -103,7 +175,34 @@ def call_signatures(details: Any, kinds: frozenset[str]) -> dict[str, str]:
     }
 
 
+def reasoning_items(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """The Responses API reasoning items to send back before the assistant's output, in order."""
+    return [dict(b) for b in _blocks(details) if b.get("type") in kinds & RESPONSES_KINDS]
+
+
+def openrouter_details(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` entries to send back on the assistant message, in order."""
+    return [dict(b) for b in _blocks(details) if b.get("type") in kinds & OPENROUTER_KINDS]
+
+
 def _blocks(details: Any) -> list[Mapping[str, Any]]:
     if not isinstance(details, list | tuple):
         return []
     return [b for b in details if isinstance(b, Mapping)]
+
+
+def with_call_ids(details: Any, renamed: Mapping[str, str]) -> Any:
+    """``details`` with each block's ``call_id`` renamed as the loop renamed the call.
+
+    Gemini 2.5 and some Gemini 3 previews send calls without ids; DSPy's native engine names them
+    ``tool_call_0``, ``tool_call_1``... within each reply, so the loop makes a repeated id unique
+    (``tool_call_0_2``). The call's thought signature must follow it, or it is never sent back.
+    """
+    if not isinstance(details, list | tuple):
+        return details
+    return [
+        {**b, "call_id": renamed[b["call_id"]]}
+        if isinstance(b, Mapping) and isinstance(b.get("call_id"), str) and b["call_id"] in renamed
+        else b
+        for b in details
+    ]

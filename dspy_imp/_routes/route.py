@@ -28,8 +28,11 @@ from typing import Any, Protocol
 
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
+from dspy_imp._routes.model_facts import model_facts
+from dspy_imp._routes.reasoning import COMPAT_SIGNATURE_KINDS, OPENROUTER_KINDS, RESPONSES_KINDS
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -49,10 +52,36 @@ THINKING_BLOCKS = "thinking_blocks"
 PROVIDER_FIELDS = "provider_specific_fields"
 
 
-_LITELLM_KINDS = {"anthropic": ANTHROPIC_KINDS, "gemini": GEMINI_KINDS, "vertex_ai": GEMINI_KINDS}
+EXTRA_CONTENT = "extra_content"  # Gemini's OpenAI-compatible spelling, on a tool call
 
 
-_NATIVE_KINDS = {"anthropic": ANTHROPIC_KINDS, "gemini": GEMINI_KINDS, "vertex": GEMINI_KINDS}
+REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
+
+
+REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
+
+
+ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
+
+
+_LITELLM_KINDS = {
+    "anthropic": ANTHROPIC_KINDS,
+    "gemini": GEMINI_KINDS,
+    "vertex_ai": GEMINI_KINDS,
+    "openrouter": OPENROUTER_KINDS,
+    "openai": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint (signatures only exist there)
+    "openai-responses": RESPONSES_KINDS,  # model_type="responses", through ``_routes.responses_bridge``
+}
+
+
+_NATIVE_KINDS = {
+    "anthropic": ANTHROPIC_KINDS,
+    "gemini": GEMINI_KINDS,
+    "vertex": GEMINI_KINDS,
+    "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
+    "openai": RESPONSES_KINDS,  # lm15's Responses API provider (Chat Completions is "openai-chat")
+    "openai-chat": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint, via ``_routes.chat_extras``
+}
 
 
 _NOT_OPTIONS = frozenset({"n", "rollout_id", "num_generations", "prompt_cache", "cache"})
@@ -76,6 +105,20 @@ class Route:
         """The reasoning-block kinds this route sends back (others stay in the record only)."""
         table = _NATIVE_KINDS if self.engine == "native" else _LITELLM_KINDS
         return table.get(self.provider or "", frozenset())
+
+
+def refuse_misrouted(lm: Any, route: Route) -> None:
+    """``openai/responses/<model>`` on DSPy's native engine goes to ``/v1/chat/completions`` with the
+    model named ``responses/<model>`` (LiteLLM's spelling of the Responses API means nothing to lm15):
+    a ``ConfigurationError`` naming the model, before the request is sent."""
+    model = str(getattr(lm, "model", ""))
+    if route.engine == "native" and model.startswith("openai/responses/"):
+        name = model.removeprefix("openai/responses/")
+        raise ConfigurationError(
+            f"model={model!r}: DSPy's default engine sends this to /v1/chat/completions as model "
+            f"'responses/{name}'; for the Responses API write dspy.LM('openai/{name}', model_type='responses') "
+            "(or use engine='litellm', which knows this spelling)"
+        )
 
 
 def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
@@ -102,6 +145,8 @@ _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDicti
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     prefix = str(getattr(lm, "model", "")).split("/", 1)[0]
+    if prefix == "openai" and getattr(lm, "model_type", None) == "responses":
+        prefix = "openai-responses"  # LiteLLM's Responses API, not its Chat Completions
     if spec == "litellm":
         return Route("litellm", prefix)
     from dspy.lm15 import request_from_openai_chat
@@ -113,7 +158,7 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     if not selection.native or selection.resolution is None:
         return Route("litellm", prefix)
     options = _options(lm, lm_kwargs)
-    probe = {"model": lm.model, "messages": [{"role": "user", "content": "."}], **options}
+    probe = {"model": lm.model, "messages": [{"role": "user", "content": "."}], **options, **_probe_tools(options)}
     try:  # an option lm15 cannot carry (``thinking=...``) sends "auto" through LiteLLM
         request_from_openai_chat(probe, compat=selection.resolution.compat)
     except Exception:
@@ -121,19 +166,68 @@ def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     return Route("native", selection.resolution.provider)
 
 
-def settle_options(lm: Any, lm_kwargs: dict[str, Any]) -> Route:
+def _probe_tools(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool a named ``tool_choice`` names (the tools join the request later): without it lm15
+    refuses the probe, and a forced request DSPy sends natively would be taken for LiteLLM's."""
+    choice = options.get("tool_choice")
+    name = (choice.get("function") or {}).get("name") if isinstance(choice, Mapping) else None
+    if not name:
+        return {}
+    schema = {"type": "object", "properties": {}}
+    return {"tools": [{"type": "function", "function": {"name": name, "parameters": schema}}]}
+
+
+def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = False) -> Route:
     """Provider rules on a step's options, then where the request goes (which decides what is replayed).
 
+    A model that refuses a forced ``tool_choice`` (``model_facts``) gets ``"auto"`` instead, with
+    the same tools (a smaller roster would invalidate the thinking blocks such models bind to the
+    prefix); the turn still runs only ``submit`` from that reply, and extracts when there is none.
     A forced ``tool_choice`` goes out without manual ``thinking`` (Anthropic refuses the two
     together; ``reasoning_effort`` is already None there). Adaptive thinking takes a forced
     choice, so it stays.
+
+    Manual thinking (``enabled``/``disabled``) on a model that takes only adaptive thinking is a
+    ``ConfigurationError`` naming ``thinking``, before the request is sent (fatal to the turn).
+    A request that ``edits_prefix`` (``Guidance.edits_prefix``) to a model that binds thinking
+    asks for ``drop_block`` (``binding_safe``): a block behind the edited prefix is dropped by the
+    provider instead of refusing the request.
     """
+    facts = model_facts(lm)
     choice = lm_kwargs.get("tool_choice")
     forced = choice == "required" or isinstance(choice, Mapping)
+    if forced and facts.refuses_forced_tool_choice:
+        lm_kwargs["tool_choice"] = "auto"
+        forced = False
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
+    if facts.adaptive_only_thinking and isinstance(thinking, Mapping) and thinking.get("type") != "adaptive":
+        raise ConfigurationError(
+            f"thinking={dict(thinking)!r}: {lm.model} takes only adaptive thinking "
+            '({"type": "adaptive"}, or reasoning_effort); its provider refuses "enabled" and "disabled"'
+        )
     if forced and thinking and not (isinstance(thinking, Mapping) and thinking.get("type") == "adaptive"):
         lm_kwargs["thinking"] = None
-    return route_for(lm, lm_kwargs)
+    elif edits_prefix and facts.binds_thinking:
+        lm_kwargs["thinking"] = binding_safe(thinking)
+    route = route_for(lm, lm_kwargs)
+    refuse_misrouted(lm, route)
+    if route.engine == "litellm" and encrypted_reasoning(lm):  # natively, ``canonical_request`` asks
+        lm_kwargs["include"] = list(ENCRYPTED_REASONING)
+    return route
+
+
+DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}
+
+
+def binding_safe(thinking: Any) -> dict[str, Any]:
+    """``thinking`` asking Claude to drop, not refuse, a block whose prefix changed.
+
+    No ``thinking`` (reasoning through ``reasoning_effort``) becomes adaptive thinking, the only
+    kind these models take. The option is one lm15 cannot carry, so on ``engine="auto"`` the
+    request goes through LiteLLM, which adds the ``thinking-binding-controls-2026-08-01`` beta.
+    """
+    base = dict(thinking) if isinstance(thinking, Mapping) else {"type": "adaptive"}
+    return {**base, "block_binding": dict(DROP_BLOCK)}
 
 
 class KindsMemo(Protocol):
@@ -161,7 +255,9 @@ def _options(lm: Any, lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a rendered request holds replay state the messages path cannot carry natively."""
     return any(
-        m.get(THINKING_BLOCKS) or any(PROVIDER_FIELDS in c for c in m.get("tool_calls") or ())
+        m.get(THINKING_BLOCKS)
+        or m.get(REASONING_DETAILS)
+        or any(PROVIDER_FIELDS in c or EXTRA_CONTENT in c for c in m.get("tool_calls") or ())
         for m in messages
         if m.get("role") == "assistant"
     )
@@ -176,6 +272,9 @@ def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs:
         resolution = dspy_private.select_backend(lm, call.legacy).resolution
         compat = resolution.compat if resolution is not None else None
     request = build(compat)
+    if encrypted_reasoning(lm):
+        extensions = {**(request.config.extensions or {}), "include": list(ENCRYPTED_REASONING)}
+        request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows)) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))
@@ -192,18 +291,32 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
 
 
 def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in message.items() if k != THINKING_BLOCKS}
+    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS)}
     if out.get("tool_calls"):
-        out["tool_calls"] = [{k: v for k, v in c.items() if k != PROVIDER_FIELDS} for c in out["tool_calls"]]
+        out["tool_calls"] = [
+            {k: v for k, v in c.items() if k not in (PROVIDER_FIELDS, EXTRA_CONTENT)} for c in out["tool_calls"]
+        ]
     return out
 
 
 def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
-    calls = [c for c in row.get("tool_calls") or () if PROVIDER_FIELDS in c]
-    signatures = {c.get("id"): c[PROVIDER_FIELDS]["thought_signature"] for c in calls}
+    found = ((c.get("id"), _signature(c)) for c in row.get("tool_calls") or ())
+    signatures = {call_id: signature for call_id, signature in found if signature}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
     thinking = [_thinking_part(block) for block in row.get(THINKING_BLOCKS) or ()]
-    return replace(message, parts=(*thinking, *parts))
+    thinking += [_reasoning_item_part(item) for item in row.get(REASONING_ITEMS) or ()]
+    continuation = message.continuation
+    if row.get(REASONING_DETAILS):  # written back by the ``_routes.chat_extras`` patch
+        details = ContinuationState(
+            provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
+        )
+        continuation = (*continuation, details)
+    return replace(message, parts=(*thinking, *parts), continuation=continuation)
+
+
+def _signature(call: Mapping[str, Any]) -> str | None:
+    fields = call.get(PROVIDER_FIELDS) or ((call.get(EXTRA_CONTENT) or {}).get("google")) or {}
+    return fields.get("thought_signature")
 
 
 def _signed_call(part: ToolCallPart, signatures: Mapping[Any, str]) -> ToolCallPart:
@@ -220,3 +333,19 @@ def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
         return ThinkingPart(text="", continuation=(state,))
     signed = ContinuationState(provider="anthropic", kind="thinking_signature", data={"signature": block["signature"]})
     return ThinkingPart(text=str(block.get("thinking") or ""), continuation=(signed,))
+
+
+def _reasoning_item_part(item: Mapping[str, Any]) -> ThinkingPart:
+    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded."""
+    data = {k: item[k] for k in ("id", "encrypted_content") if item.get(k)}
+    state = ContinuationState(provider="openai", kind="reasoning_item", data=data)
+    return ThinkingPart(text=str(item.get("summary") or ""), continuation=(state,))
+
+
+def encrypted_reasoning(lm: Any) -> bool:
+    """A Responses API LM with ``store=False``: nothing is kept server-side, so every request asks for
+    ``include: ["reasoning.encrypted_content"]`` (without it the reasoning items come back without their
+    content, and an item replayed by id alone is refused: "Items are not persisted when store is set
+    to false"). Such requests always go out as a native ``Request`` (``canonical_request``)."""
+    kwargs = getattr(lm, "kwargs", None) or {}
+    return getattr(lm, "model_type", None) == "responses" and kwargs.get("store") is False

@@ -128,17 +128,6 @@ def check_context(value: Any, where: str = "context") -> Context | None:
 
 
 # The Claude models that bind thinking blocks to their prefix (issue 22's facts table has the sources).
-_BINDING = ("claude-fable-5", "claude-mythos-5", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5")
-
-
-def binds_thinking(model: str) -> bool:
-    """Whether ``model`` binds each thinking block to the prefix before it (Claude Fable 5.1+,
-    Mythos 5.1, Opus/Sonnet/Haiku 5.5): the fallback the drivers use when no per-model facts table
-    answers."""
-    name = model.rsplit("/", 1)[-1].lower()
-    return any(name.startswith(prefix) for prefix in _BINDING)
-
-
 # -- one turn's policy ---------------------------------------------------------------------------
 
 Build = Callable[..., Any]

@@ -61,6 +61,7 @@ from dspy_imp._routes.failures import (
     refuses_named_choice,
     retry_delay,
 )
+from dspy_imp._routes.reasoning import with_call_ids
 from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import (
@@ -524,9 +525,11 @@ def _calls_record(reply: Reply, done: StepCalls, outputs: Mapping[str, Any] | No
         outputs=dict(outputs) if outputs is not None and not done.pending else None,
         pending=tuple(done.pending),
         agent_runs=dict(done.agent_runs),
-        **_reasoning(reply),
+        **_reasoning(reply, done.renamed),
     )
 
 
-def _reasoning(reply: Reply) -> dict[str, Any]:
-    return {"reasoning_content": reply.reasoning_content, "reasoning_details": reply.reasoning_details}
+def _reasoning(reply: Reply, renamed: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The reply's reasoning, its blocks naming the calls by the ids recorded (``StepCalls.renamed``)."""
+    details = with_call_ids(reply.reasoning_details, renamed) if renamed else reply.reasoning_details
+    return {"reasoning_content": reply.reasoning_content, "reasoning_details": details}

@@ -97,6 +97,7 @@ class StepCalls:
     unexecuted: list[dict[str, Any]] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
     agent_runs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # the reply's call id -> the id recorded
 
 
 @dataclass(frozen=True)
@@ -144,14 +145,14 @@ def run_calls(
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
-    suffix, so every call in a request has its own id. ``taken`` is updated.
+    suffix, so every call in a request has its own id; ``renamed`` says which. ``taken`` is updated.
     """
     running = running or Running()
     done = StepCalls()
     checked = []
     for index, call in enumerate(raw):
         record = ToolCall(
-            id=_unique(call.id or f"call_{step_index}_{index}", taken),
+            id=_unique(call.id or f"call_{step_index}_{index}", taken, done.renamed),
             name=call.name,
             args=dict(call.args) if isinstance(call.args, Mapping) else {},
             received=call.received,
@@ -260,12 +261,14 @@ def _not_run(ctx: CallContext, call: ToolCall, mode: CallMode) -> Rejection:
     return Rejection("unexecuted", f"{name} was not run: the last-text request runs only last_request_tools ({tools}).")
 
 
-def _unique(call_id: str, taken: set[str]) -> str:
+def _unique(call_id: str, taken: set[str], renamed: dict[str, str]) -> str:
     unique, suffix = call_id, 1
     while unique in taken:
         suffix += 1
         unique = f"{call_id}_{suffix}"
     taken.add(unique)
+    if unique != call_id:  # what the reply's reasoning blocks name must follow (Gemini's signatures)
+        renamed[call_id] = unique
     return unique
 
 
@@ -305,7 +308,7 @@ def _check(
 def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisions: Decisions) -> Verdict:
     """An observation refusing the call, ``"approval"`` (a person must decide), or ``None``."""
     if call.name is None:
-        return Rejection("malformed_tool_call", sentences.MALFORMED_CALL)
+        return Rejection("malformed_tool_call", sentences.malformed_call(call.received))
     if call.name not in ctx.roster:
         return Rejection("unknown_tool", sentences.unknown_tool(call.name))
     decided = _decided(call, decisions)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,10 +22,18 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Scripted:
-    """One scripted answer: an HTTP status and a JSON body."""
+    """One scripted answer: an HTTP status and a JSON body.
+
+    ``shaped``, when given, makes the body from the request's body at answer time (a provider whose
+    answer depends on what it was sent: Claude's thinking blocks bound to the request's prefix).
+    """
 
     status: int
     body: dict[str, Any]
+    shaped: Callable[[Any], dict[str, Any]] | None = None
+
+    def body_for(self, request: Any) -> dict[str, Any]:
+        return self.shaped(request) if self.shaped is not None else self.body
 
 
 @dataclass(frozen=True)
@@ -79,8 +87,9 @@ def _handler_for(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            scripted = emulator.answer(Received("POST", self.path, json.loads(raw) if raw else None))
-            data = json.dumps(scripted.body, ensure_ascii=False).encode()
+            received = Received("POST", self.path, json.loads(raw) if raw else None)
+            scripted = emulator.answer(received)
+            data = json.dumps(scripted.body_for(received.body), ensure_ascii=False).encode()
             self.send_response(scripted.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

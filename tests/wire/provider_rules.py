@@ -23,6 +23,9 @@ DeepSeek thinking-mode guide (with tools, every assistant turn carries ``reasoni
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -110,6 +113,42 @@ def deepseek_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
     for index, message in enumerate(body.get("messages") or []):
         if message.get("role") == "assistant" and not message.get("reasoning_content"):
             yield f"messages[{index}]: assistant turn without its reasoning_content"
+
+
+def openrouter_reasoning_details_replayed(body: Body, path: str) -> Iterator[str]:
+    """OpenRouter, Claude or Gemini 3 reasoning with tools: each assistant tool-call turn of the current
+    turn carries its ``reasoning_details`` back unchanged, with a signed entry (``reasoning.text`` with
+    ``signature``, or ``reasoning.encrypted``); Claude needs it to continue the tool loop, Gemini 3
+    refuses unsigned calls ("preserve the complete reasoning_details when passing messages back")."""
+    model = str(body.get("model") or "")
+    reasoning = body.get("reasoning") or body.get("reasoning_effort")
+    if not body.get("tools") or not reasoning or not model.startswith(("anthropic/", "google/gemini-3")):
+        return
+    messages = body.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        details = message.get("reasoning_details") or []
+        if not any(d.get("signature") or d.get("type") == "reasoning.encrypted" for d in details):
+            yield f"messages[{index}]: an assistant tool-call turn without its signed reasoning_details"
+
+
+def gemini_compat_thought_signatures(body: Body, path: str) -> Iterator[str]:
+    """Gemini 3 behind its OpenAI-compatible endpoint: in the current turn, each assistant tool-call turn's
+    first call carries ``extra_content.google.thought_signature`` ("Function call is missing a
+    thought_signature"; Gemini's OpenAI-compatibility guide)."""
+    if not str(body.get("model") or "").startswith("gemini-3"):
+        return
+    messages = body.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    for index in range(start, len(messages)):
+        calls = messages[index].get("tool_calls") or []
+        if messages[index].get("role") == "assistant" and calls:
+            google = (calls[0].get("extra_content") or {}).get("google") or {}
+            if not google.get("thought_signature"):
+                yield f"messages[{index}]: a function call without its thought_signature"
 
 
 # -- Anthropic Messages --------------------------------------------------------------------------
@@ -215,6 +254,126 @@ def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
         yield "ends on the assistant's turn while thinking is enabled"
 
 
+# Claude 5.x (the Fable 5.1 and Opus 5.5 migration guides, the preserved-thinking guide; LiteLLM's
+# model map agrees: ``supports_forced_tool_use: false``, ``thinking_always_on: true``).
+_REFUSES_FORCED = re.compile(r"claude-(fable-5-1|mythos-5-1|opus-5-5|sonnet-5-5)")
+_BINDS_THINKING = re.compile(r"claude-(fable-5-1|mythos-5-1|opus-5-5|sonnet-5-5|haiku-5-5)")
+BINDING_MARK = "~bound:"
+
+
+def _claude_model(body: Body) -> str:
+    return str(body.get("model") or "").lower().replace(".", "-")
+
+
+def anthropic_forced_choice_refused(body: Body, path: str) -> Iterator[str]:
+    """Fable 5.1 / Mythos 5.1 / Opus 5.5 / Sonnet 5.5: ``tool_choice: type "tool" and "any" are not
+    supported for this model`` (400), with or without thinking."""
+    kind = (body.get("tool_choice") or {}).get("type")
+    if kind in ("any", "tool") and _REFUSES_FORCED.search(_claude_model(body)):
+        yield f'tool_choice: type "{kind}" is not supported for {body.get("model")}'
+
+
+def anthropic_adaptive_only(body: Body, path: str) -> Iterator[str]:
+    """The same models take only adaptive thinking: ``"thinking.type.enabled" is not supported for this
+    model. Use "thinking.type.adaptive" and "output_config.effort" ...`` (and ``disabled`` likewise)."""
+    kind = (body.get("thinking") or {}).get("type")
+    if kind in ("enabled", "disabled") and _REFUSES_FORCED.search(_claude_model(body)):
+        yield f'"thinking.type.{kind}" is not supported for {body.get("model")}'
+
+
+def binding_key(body: Body, upto: int) -> str:
+    """What a thinking block is bound to: the system prompt, the tools and the messages before it."""
+    prefix = {"system": body.get("system"), "tools": body.get("tools"), "messages": (body.get("messages") or [])[:upto]}
+    return hashlib.sha256(json.dumps(prefix, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def bound(value: str, request: Body) -> str:
+    """A signature (or redacted data) as a binding model signs it: bound to the request's whole prefix."""
+    return f"{value}{BINDING_MARK}{binding_key(request, len(request.get('messages') or []))}"
+
+
+def anthropic_thinking_binding(body: Body, path: str) -> Iterator[str]:
+    """Preserved thinking on Claude 5.1+: a replayed block whose prefix changed since it was signed is
+    refused ("Invalid `signature` in `thinking` block. The block is bound to a different
+    conversation."), unless the request asks ``thinking.block_binding.prefix_mismatch_behavior:
+    "drop_block"`` (beta ``thinking-binding-controls-2026-08-01``). Only blocks the emulator signed
+    as bound (``responses.anthropic(..., bound=True)``) carry a binding."""
+    binding = ((body.get("thinking") or {}).get("block_binding") or {}).get("prefix_mismatch_behavior")
+    if binding == "drop_block":
+        return
+    for index, message in enumerate(body.get("messages") or []):
+        for position, block in enumerate(_blocks(message)):
+            value = str(block.get("signature") or block.get("data") or "")
+            if BINDING_MARK in value and value.rsplit(BINDING_MARK, 1)[1] != binding_key(body, index):
+                yield (
+                    f"messages.{index}.content.{position}: Invalid `signature` in `thinking` block. "
+                    "The block is bound to a different conversation."
+                )
+
+
+# -- OpenAI Responses API ------------------------------------------------------------------------
+
+
+def _items(body: Body) -> list[Mapping[str, Any]]:
+    value = body.get("input")
+    return [i for i in value if isinstance(i, Mapping)] if isinstance(value, list) else []
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    return str(item.get("type") or ("message" if "role" in item else ""))
+
+
+def responses_call_pairing(body: Body, path: str) -> Iterator[str]:
+    """Each ``function_call`` input item is answered by one ``function_call_output`` with its ``call_id``
+    ("No tool output found for function call call_...")."""
+    items = _items(body)
+    outputs = [i.get("call_id") for i in items if _kind(i) == "function_call_output"]
+    for index, item in enumerate(items):
+        if _kind(item) == "function_call" and outputs.count(item.get("call_id")) != 1:
+            count = outputs.count(item.get("call_id"))
+            yield f"input[{index}]: function_call {item.get('call_id')!r} answered {count} time(s)"
+
+
+def responses_reasoning_followed(body: Body, path: str) -> Iterator[str]:
+    """A replayed ``reasoning`` item comes right before the output it preceded ("Item 'rs_...' of type
+    'reasoning' was provided without its required following item."), with its ``summary`` (even [])."""
+    items = _items(body)
+    for index, item in enumerate(items):
+        if _kind(item) != "reasoning":
+            continue
+        following = _kind(items[index + 1]) if index + 1 < len(items) else None
+        if following not in ("function_call", "message", "reasoning") or (
+            following == "message" and items[index + 1].get("role") != "assistant"
+        ):
+            yield f"input[{index}]: a reasoning item followed by {following!r}"
+        if "summary" not in item:
+            yield f"input[{index}]: Missing required parameter: input[{index}].summary"
+
+
+def responses_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
+    """Reasoning models with tools (OpenAI's function-calling guide): each ``function_call`` of the current
+    turn goes back after its reasoning item; under ``store: false`` the item carries its
+    ``encrypted_content`` and the request asks for ``include: ["reasoning.encrypted_content"]``."""
+    if not str(body.get("model") or "").startswith(("gpt-5", "o3", "o4")) or not body.get("tools"):
+        return
+    items = _items(body)
+    start = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=0)
+    for index in range(start, len(items)):
+        if _kind(items[index]) == "function_call" and (
+            index == 0 or _kind(items[index - 1]) not in ("reasoning", "function_call")
+        ):
+            yield f"input[{index}]: function_call {items[index].get('call_id')!r} without its reasoning item"
+    if body.get("store") is False:
+        if "reasoning.encrypted_content" not in (body.get("include") or []):
+            yield 'store is false but include does not ask for "reasoning.encrypted_content"'
+        for index, item in enumerate(items):
+            if _kind(item) == "reasoning" and not item.get("encrypted_content"):
+                yield (
+                    f"input[{index}]: Item with id {item.get('id')!r} not found. "
+                    "Items are not persisted when `store` is set to false."
+                )
+
+
 # -- Gemini generateContent ----------------------------------------------------------------------
 
 
@@ -307,6 +466,23 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_named_choice,
         deepseek_reasoning_replayed,
     ],
+    "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "gemini_compat": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        gemini_compat_thought_signatures,
+    ],
+    "responses": [responses_call_pairing, responses_reasoning_followed, responses_reasoning_replayed],
+    "openrouter": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        openrouter_reasoning_details_replayed,
+    ],
     "anthropic": [
         anthropic_roles,
         anthropic_nonempty_blocks,
@@ -315,6 +491,9 @@ RULES: dict[str, Sequence[Rule]] = {
         anthropic_thinking_first,
         anthropic_forced_choice,
         anthropic_ends_on_user,
+        anthropic_forced_choice_refused,
+        anthropic_adaptive_only,
+        anthropic_thinking_binding,
     ],
     "gemini": [
         gemini_roles,

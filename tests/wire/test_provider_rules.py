@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from provider_rules import RULES, assert_accepted, check
+from provider_rules import RULES, assert_accepted, bound, check
 
 USER = {"role": "user", "content": "hi"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -18,6 +18,16 @@ FR = {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {
 IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 INLINE = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
+FABLE = {"model": "claude-fable-5-1"}
+ADAPTIVE = {"thinking": {"type": "adaptive"}}
+# A block signed for the request [USER] (no system, no tools), replayed behind an edited prefix.
+SIGNED = {"type": "thinking", "thinking": "x", "signature": bound("sig", {"messages": [USER]})}
+EDITED_PREFIX = {
+    **FABLE,
+    **ADAPTIVE,
+    "system": "edited",
+    "messages": [USER, {"role": "assistant", "content": [SIGNED, TOOL_USE]}, RESULT],
+}
 
 BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
     ("openai", "chat_roles", {"messages": [USER, {"role": "tool", "tool_call_id": "c1", "content": "x"}]}, ""),
@@ -33,6 +43,65 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         "deepseek",
         "deepseek_reasoning_replayed",
         {"model": "deepseek-reasoner", "tools": [{}], "messages": [USER, {"role": "assistant", "content": "a"}]},
+        "",
+    ),
+    (
+        "gemini_compat",
+        "gemini_compat_thought_signatures",
+        {
+            "model": "gemini-3-pro-preview",
+            "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}],
+        },
+        "",
+    ),
+    (
+        "responses",
+        "responses_call_pairing",
+        {
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            ]
+        },
+        "",
+    ),
+    (
+        "responses",
+        "responses_reasoning_followed",
+        {
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "reasoning", "id": "rs_1"},
+                {"role": "user", "content": "x"},
+            ]
+        },
+        "",
+    ),
+    (
+        "responses",
+        "responses_reasoning_replayed",
+        {
+            "model": "gpt-5-mini",
+            "tools": [{}],
+            "store": False,
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+        },
+        "",
+    ),
+    (
+        "openrouter",
+        "openrouter_reasoning_details_replayed",
+        {
+            "model": "anthropic/claude-fable-5.1",
+            "reasoning": {"effort": "low"},
+            "tools": [{}],
+            "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [CALL]}],
+        },
         "",
     ),
     ("anthropic", "anthropic_roles", {"messages": [{"role": "assistant", "content": "a"}]}, ""),
@@ -78,6 +147,14 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         {**THINKING_ON, "messages": [USER, {"role": "assistant", "content": "a"}]},
         "",
     ),
+    (
+        "anthropic",
+        "anthropic_forced_choice_refused",
+        {**FABLE, **ADAPTIVE, "messages": [USER], "tool_choice": {"type": "any"}},
+        "",
+    ),
+    ("anthropic", "anthropic_adaptive_only", {**FABLE, **THINKING_ON, "messages": [USER]}, ""),
+    ("anthropic", "anthropic_thinking_binding", EDITED_PREFIX, ""),
     ("gemini", "gemini_roles", {"contents": [{"role": "model", "parts": [{"text": "a"}]}]}, ""),
     ("gemini", "gemini_nonempty_parts", {"contents": [{"role": "user", "parts": [{"text": ""}]}]}, ""),
     (
@@ -154,3 +231,14 @@ def test_a_broken_rule_is_reported_and_can_be_labelled(
         assert_accepted(protocol, body, path)
     others = {name: "" for name in check(protocol, body, path)}
     assert_accepted(protocol, body, path, known_broken=others)  # labelled, it passes
+
+
+def test_a_bound_block_behind_its_own_prefix_is_accepted() -> None:
+    """The binding rule refuses only an edited prefix, or a prefix without drop_block."""
+    intact = {**EDITED_PREFIX, "system": None}
+    assert "anthropic_thinking_binding" not in check("anthropic", intact)
+    dropping = {
+        **EDITED_PREFIX,
+        "thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}},
+    }
+    assert "anthropic_thinking_binding" not in check("anthropic", dropping)

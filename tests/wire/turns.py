@@ -46,12 +46,27 @@ BASE_SUFFIX = {
     ("gemini", "litellm"): "/v1beta",
     ("deepseek", "native"): "",
     ("deepseek", "litellm"): "",
+    ("groq", "native"): "/openai/v1",
+    ("groq", "litellm"): "/openai/v1",
+    ("openrouter", "native"): "/api/v1",
+    ("openrouter", "litellm"): "/api/v1",
+    ("gemini_compat", "native"): "/v1beta/openai",
+    ("gemini_compat", "litellm"): "/v1beta/openai",
+    ("responses", "native"): "/v1",
+    ("responses", "litellm"): "/v1",
+    ("local", "native"): "/v1",
+    ("local", "litellm"): "/v1",
 }
 MODEL = {
     "openai": "openai/gpt-4o",
     "anthropic": "anthropic/claude-sonnet-4-5",
     "gemini": "gemini/gemini-3-pro-preview",
     "deepseek": "deepseek/deepseek-reasoner",
+    "groq": "groq/openai/gpt-oss-120b",
+    "local": "openai/Qwen/Qwen3-8B",
+    "responses": "openai/gpt-5-mini",
+    "gemini_compat": "openai/gemini-3-pro-preview",
+    "openrouter": "openrouter/anthropic/claude-fable-5.1",
 }
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 
@@ -77,6 +92,8 @@ class Scenario:
     agent: Mapping[str, Any] = field(default_factory=dict)
     inputs: Mapping[str, Any] = field(default_factory=lambda: {"question": "Weather and time in Paris?"})
     history: Sequence[Mapping[str, Any]] | None = None
+    adapter: Any = None  # configured with the LM (``dspy.configure(adapter=...)``) when given
+    engines: tuple[str, ...] = ("native", "litellm")
 
     @property
     def model_name(self) -> str:

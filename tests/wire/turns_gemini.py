@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from emulator import Scripted
 from responses import gemini, gemini_error
 from turns import (
     EARLIER,
@@ -53,7 +56,61 @@ def _expect_gemini_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert turn["parts"][0]["thoughtSignature"] == "CiQBVKhc7sIg_forced"
 
 
+def _expect_signed_steps(signatures: list[str], answer: str = "Sunny and 14:05.") -> Any:
+    """Gemini 3: every model turn of the turn sends its call's own thought signature back."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        answered(answer)(outcome)
+        assert len(bodies) == len(signatures) + 1
+        turns = assistant_turns(bodies, "gemini")
+        assert [t["parts"][0].get("thoughtSignature") for t in turns] == signatures
+
+    return expect
+
+
+def _expect_idless_forced(bodies: list[Body], outcome: Outcome) -> None:
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert len(bodies) == 3
+    turns = assistant_turns(bodies, "gemini")
+    assert [t["parts"][0].get("thoughtSignature") for t in turns] == ["CiQBVKhc7sIg_idl1", "CiQBVKhc7sIg_idl2"]
+
+
+def _idless(*steps: tuple[str, dict[str, Any], str]) -> list[Scripted]:
+    """Replies whose calls carry no id (the native engine names each ``tool_call_0`` in its reply)."""
+    return [gemini(calls=[(None, name, args)], signatures=[signature]) for name, args, signature in steps]
+
+
+THREE = [("get_weather", PARIS, "CiQBVKhc7sIg_three1"), ("get_time", PARIS, "CiQBVKhc7sIg_three2")]
+THREE.append(("get_weather", {"city": "Lyon"}, "CiQBVKhc7sIg_three3"))
+ANSWER = gemini(text="Sunny and 14:05.", text_signature="CiQBVKhc7sIg_answer")
+
 GEMINI: list[Scenario] = [
+    Scenario(
+        "gemini_idless_three_steps",
+        "gemini",
+        [*_idless(*THREE), ANSWER],
+        _expect_signed_steps([s for _, _, s in THREE]),
+    ),
+    Scenario(
+        "gemini_three_steps_with_ids",
+        "gemini",
+        [
+            *[gemini(calls=[(f"fc_t{i}", name, args)], signatures=[sig]) for i, (name, args, sig) in enumerate(THREE)],
+            ANSWER,
+        ],
+        _expect_signed_steps([s for _, _, s in THREE]),
+    ),
+    Scenario(
+        "gemini_idless_forced_submit",
+        "gemini",
+        [
+            *_idless(("get_weather", PARIS, "CiQBVKhc7sIg_idl1"), ("get_time", PARIS, "CiQBVKhc7sIg_idl2")),
+            gemini(calls=[(None, "submit", {"answer": "Sunny, 21°C."})], signatures=["CiQBVKhc7sIg_idl3"]),
+        ],
+        _expect_idless_forced,
+        agent={"finish": "submit", "max_iters": 2},
+    ),
     Scenario("gemini_tool_then_answer", "gemini", script_tool_then_answer("gemini"), tool_then_answer("gemini")),
     Scenario(
         "gemini_thinking_across_tool_steps",

@@ -1,0 +1,83 @@
+"""Replay fields lm15's Chat Completions writer has no slot for: a patch of that writer (DSPy private).
+
+Two OpenAI-compatible routes ask for reasoning state back on the wire in their own fields:
+
+- OpenRouter returns a reply's reasoning as ``message.reasoning_details`` (entries typed
+  ``reasoning.text`` with a ``signature``, ``reasoning.encrypted``, ``reasoning.summary``) and wants
+  the array back, unchanged, on that assistant message (behind it, Claude needs its signed
+  thinking to continue a tool loop, Gemini 3 its thought signatures);
+- Gemini's OpenAI-compatible endpoint puts a call's thought signature in
+  ``tool_calls[].extra_content.google.thought_signature`` and refuses the call back without it.
+
+LiteLLM carries both keys on the message dicts as they are. lm15 reads the reply (the raw body
+stays in ``Response.provider_data``, where ``_routes.reasoning`` finds them) but writes neither, so
+the wire messages it builds get the two fields added: *only* from continuation state that
+``route.canonical_request`` attaches (``openrouter``/``reasoning_details`` on an assistant
+``Message``, ``gemini``/``thought_signature`` on a call of a request to an OpenAI-compatible
+server). Every other request lm15 writes is unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from dspy_imp._routes import dspy_private
+
+OPENROUTER, DETAILS = "openrouter", "reasoning_details"
+_installed = False
+
+
+def install() -> None:
+    """Wrap lm15's Chat Completions message writer once per process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    chat_lm: Any = dspy_private.lm15_openai_chat().OpenAIChatLM
+    original = chat_lm._build_messages
+
+    @functools.wraps(original)
+    def build(self: Any, request: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return with_extras(original(self, request, *args, **kwargs), request.messages)
+
+    chat_lm._build_messages = build
+    _installed = True
+
+
+def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """``items`` (the wire messages) with each assistant's extra fields from its ``Message``."""
+    assistants = [m for m in messages if getattr(m, "role", None) == "assistant"]
+    if not any(_details_of(m) or _signatures_of(m) for m in assistants):
+        return items
+    rows = iter(assistants)
+    for item in items:
+        if item.get("role") != "assistant":
+            continue
+        message = next(rows, None)
+        if message is None:
+            break
+        details = _details_of(message)
+        if details:
+            item["reasoning_details"] = details
+        signatures = _signatures_of(message)
+        for call in item.get("tool_calls") or ():
+            if call.get("id") in signatures:
+                call["extra_content"] = {"google": {"thought_signature": signatures[call["id"]]}}
+    return items
+
+
+def _details_of(message: Any) -> list[Any] | None:
+    for state in getattr(message, "continuation", ()) or ():
+        if state.provider == OPENROUTER and state.kind == DETAILS:
+            return list((state.data or {}).get("details") or ()) or None
+    return None
+
+
+def _signatures_of(message: Any) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for part in getattr(message, "parts", ()) or ():
+        for state in getattr(part, "continuation", ()) or ():
+            if state.provider == "gemini" and state.kind == "thought_signature" and (state.data or {}).get("value"):
+                found[str(getattr(part, "id", ""))] = str(state.data["value"])
+    return found

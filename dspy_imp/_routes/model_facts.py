@@ -1,0 +1,95 @@
+"""What a model accepts that neither DSPy nor the request says: one table, matched by model name.
+
+Three facts, each a 400 from the provider when the loop gets it wrong (sources in
+``docs/providers.md``, "Per-model facts"):
+
+- ``refuses_forced_tool_choice``: ``tool_choice`` ``any``/``tool`` (DSPy's ``"required"`` or a
+  named choice) is refused. The loop's forced ``submit`` then goes out as an ordinary ``"auto"``
+  request offering the same tools (``route.settle_options``); only ``submit`` runs, and the
+  extractor follows when the model does not call it.
+- ``adaptive_only_thinking``: ``thinking`` ``enabled``/``disabled`` is refused; only ``adaptive``
+  (or no ``thinking`` at all) is accepted. The loop never turns manual thinking off on these
+  models (there is none to turn off).
+- ``binds_thinking``: each replayed thinking block is bound to the prefix before it (system,
+  tools, earlier messages). Requests that replay such blocks ask for
+  ``thinking.block_binding.prefix_mismatch_behavior: "drop_block"`` where the route can carry it,
+  and the loop keeps the prefix intact where it can (the forced ``submit`` keeps the tool list).
+
+A pattern is a regular expression searched in the *normalized* model name: lower case, the
+last ``/`` segment (``openrouter/anthropic/claude-fable-5.1`` -> ``claude-fable-5.1``), dots as
+hyphens (-> ``claude-fable-5-1``). Entries registered with ``register_model_facts`` are matched
+before the built-in table, the latest first; the first match wins.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model refuses that its provider's API does not say (all ``False``: nothing special).
+
+    Attributes:
+        refuses_forced_tool_choice: A forced ``tool_choice`` (``"required"``, a named tool) gets a 400.
+        adaptive_only_thinking: ``thinking`` ``enabled``/``disabled`` gets a 400; ``adaptive`` only.
+        binds_thinking: Replayed thinking blocks are bound to the prefix before them.
+    """
+
+    refuses_forced_tool_choice: bool = False
+    adaptive_only_thinking: bool = False
+    binds_thinking: bool = False
+
+
+NOTHING_SPECIAL = ModelFacts()
+_CLAUDE_5_1 = ModelFacts(refuses_forced_tool_choice=True, adaptive_only_thinking=True, binds_thinking=True)
+
+# (pattern, facts). "5-[1-9](?!\d)": a minor version, never a snapshot date (claude-fable-5-20260601).
+BUILT_IN: tuple[tuple[str, ModelFacts], ...] = (
+    (r"claude-fable-5-[1-9](?!\d)", _CLAUDE_5_1),
+    (r"claude-mythos-5-[1-9](?!\d)", _CLAUDE_5_1),
+    (r"claude-opus-5-5(?!\d)", _CLAUDE_5_1),
+    (r"claude-sonnet-5-5(?!\d)", _CLAUDE_5_1),
+    (r"claude-haiku-5-5(?!\d)", ModelFacts(binds_thinking=True)),
+)
+
+_registered: list[tuple[re.Pattern[str], ModelFacts]] = []
+_lock = threading.Lock()
+
+
+def register_model_facts(pattern: str, facts: ModelFacts) -> None:
+    """Declare the facts of every model whose normalized name matches ``pattern`` (a regex, searched).
+
+    Matched before the built-in table, the latest registration first. To undo a built-in fact,
+    register the model with ``ModelFacts()``.
+
+    Example::
+
+        dspy_imp.register_model_facts(r"my-claude-proxy", dspy_imp.ModelFacts(refuses_forced_tool_choice=True))
+    """
+    if not isinstance(pattern, str) or not pattern:
+        raise TypeError(f"register_model_facts: `pattern` must be a non-empty string, got {pattern!r}")
+    if not isinstance(facts, ModelFacts):
+        raise TypeError(f"register_model_facts: `facts` must be a dspy_imp.ModelFacts, got {facts!r}")
+    compiled = re.compile(pattern)
+    with _lock:
+        _registered.insert(0, (compiled, facts))
+
+
+def model_facts(model: object) -> ModelFacts:
+    """The facts for ``model``: a model name, or an LM (its ``.model``)."""
+    name = normalized(str(getattr(model, "model", model) or ""))
+    for pattern, facts in [*_registered, *_BUILT_IN]:
+        if pattern.search(name):
+            return facts
+    return NOTHING_SPECIAL
+
+
+def normalized(model: str) -> str:
+    """``openrouter/anthropic/claude-fable-5.1`` -> ``claude-fable-5-1``."""
+    return model.lower().rsplit("/", 1)[-1].replace(".", "-")
+
+
+_BUILT_IN = [(re.compile(pattern), facts) for pattern, facts in BUILT_IN]
