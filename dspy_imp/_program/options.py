@@ -19,7 +19,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
-from dspy_imp._turn.approval import Decisions, check_approvals, check_results
+from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.plan import CallPlan, FinishHook, ProgramOptions, ToolPolicy
 
 logger = logging.getLogger("dspy_imp")
@@ -279,7 +279,7 @@ def plan_call(
         changes["parallel_tools"] = check_flag(given["parallel_tools"], "parallel_tools")
     if "usage_limits" in given:
         changes["usage_limits"] = check_usage_limits(given["usage_limits"])
-    decisions = Decisions(check_approvals(given.get("approvals")), check_results(given.get("results")))
+    decisions = Decisions.of(given.get("approvals"), given.get("results"))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))
     plan_options = _for_call(options, changes, given)

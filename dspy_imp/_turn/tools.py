@@ -230,8 +230,10 @@ def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisio
     if call.name not in ctx.roster:
         return Rejection("unknown_tool", sentences.unknown_tool(call.name))
     decided = _decided(call, decisions)
-    verdict = _policy_verdict(ctx, call.name, dict(call.args)) if decided is None else decided
-    if verdict == "approved":
+    if isinstance(decided, Rejection):
+        return decided
+    verdict = _policy_verdict(ctx, call.name, dict(call.args))  # an approval never overrides the policy
+    if decided == "approved" and verdict == "approval":
         verdict = None
     if isinstance(verdict, Rejection):
         return verdict
@@ -323,9 +325,7 @@ def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done
     return _judged(ctx, call, outcome, done)[0]
 
 
-def _judged(
-    ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls
-) -> tuple[ToolResult, bool]:
+def _judged(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> tuple[ToolResult, bool]:
     """The call's result, and whether its ``finish_on`` hook rejected what the tool returned
     (the tool's own span is OK then, so the rejection is reported on its own)."""
     if isinstance(outcome, Raised):
