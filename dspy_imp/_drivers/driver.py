@@ -34,6 +34,7 @@ import dspy
 
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.predicted import reply_from_prediction
 from dspy_imp._drivers.recorder import Recorder, measured, recording
 from dspy_imp._prompt.guidance import tool_listing
@@ -86,6 +87,8 @@ class _Job:
     failed: Callable[[Exception], Any]
     scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
     exchange: Exchange | None = None
+    catches: Callable[[BaseException], bool] = lambda error: isinstance(error, Exception)
+    """Which errors of ``run`` are its failure; a tool's may be ``BaseException``s (``interrupts``)."""
 
 
 class Effects:
@@ -143,8 +146,10 @@ class Effects:
         with job.scope():
             try:
                 value = job.run()
-            except Exception as exc:
-                return job.failed(exc)
+            except BaseException as exc:
+                if not job.catches(exc):
+                    raise
+                return job.failed(exc)  # type: ignore[arg-type]
         return job.done(value)
 
     @staticmethod
@@ -152,8 +157,10 @@ class Effects:
         with job.scope():
             try:
                 value = await job.arun()
-            except Exception as exc:
-                return job.failed(exc)
+            except BaseException as exc:
+                if not job.catches(exc):
+                    raise
+                return job.failed(exc)  # type: ignore[arg-type]
         return job.done(value)
 
     def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
@@ -174,6 +181,7 @@ class Effects:
                 lambda: tool.acall(**args),
                 lambda value: Returned(value, now_iso()),
                 lambda error: Raised(error, now_iso()),
+                catches=tool_failure,
             )
         if isinstance(effect, DecidedCall):
             renderer = self.program.options.tool_result_renderer

@@ -9,6 +9,7 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._program import options as opts
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor
@@ -140,12 +141,22 @@ class ReActV2(dspy.Module):
     def forward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
         mark = len(dspy.settings.trace or ())
-        return self._conclude(turn, drive(turn.run(), Effects(self)), mark)
+        try:
+            outcome = drive(turn.run(), Effects(self))
+        except BaseException as stop:  # an interrupt or the caller's cancellation: the history goes with it
+            attach_history(stop, make_history(turn.resumable_entries()))
+            raise
+        return self._conclude(turn, outcome, mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         turn = self._turn(kwargs)
         mark = len(dspy.settings.trace or ())
-        return self._conclude(turn, await adrive(turn.run(), Effects(self)), mark)
+        try:
+            outcome = await adrive(turn.run(), Effects(self))
+        except BaseException as stop:
+            attach_history(stop, make_history(turn.resumable_entries()))
+            raise
+        return self._conclude(turn, outcome, mark)
 
     def _turn(self, kwargs: dict[str, Any]) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
