@@ -474,13 +474,14 @@ def test_c14_finish_reason_stop(run):
     assert pred.metadata.finish_reason == "stop"
 
 
-def test_c14_finish_reason_is_none_when_it_cannot_be_known(run):
+def test_c14_finish_reason_is_read_even_with_dspy_history_disabled(run):
     lm = ScriptedLM([reply("Done.")])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    with dspy.context(lm=lm, disable_history=True):
+    with dspy.context(lm=lm, disable_history=True):  # issue 23: the loop's requests still hand it their entry
         pred = run(agent, intent="hello")
     assert pred.metadata.termination_reason == "answered"
-    assert pred.metadata.finish_reason is None
+    assert pred.metadata.finish_reason == "stop"
+    assert lm.history == []
 
 
 # -- C15: a last request refused for length --------------------------------------------------------

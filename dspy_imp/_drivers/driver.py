@@ -36,7 +36,7 @@ from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, 
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.predicted import reply_from_prediction
-from dspy_imp._drivers.recorder import Recorder, measured, recording
+from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording
 from dspy_imp._prompt.guidance import tool_listing
 from dspy_imp._prompt.render import transcript
 from dspy_imp._prompt.signature import make_extraction_signature
@@ -266,9 +266,10 @@ class Effects:
             config.pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
             warm_litellm()
-        if no_retries and getattr(lm, "num_retries", None):
-            return config, lm.copy(num_retries=0)
-        return config, None
+        pinned = lm.copy(num_retries=0) if no_retries and getattr(lm, "num_retries", None) else None
+        if history_disabled():  # usage and the finish reason are still read (``recorder``)
+            return config, quiet(pinned or lm)
+        return config, pinned
 
 
 class Extractor(dspy.ChainOfThought):
