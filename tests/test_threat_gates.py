@@ -112,3 +112,25 @@ def test_a_file_whose_gates_clash_with_the_hosts_is_refused_and_nothing_is_appli
     with pytest.raises(dspy_imp.ConfigurationError, match="needs_approval"):
         agent.load(path)
     assert (agent.options.needs_approval, agent.options.external_tools) == (("refund",), ())
+
+
+# -- point 9: a gate given per call is refused, never dropped -------------------------------------
+
+
+@pytest.mark.parametrize("option", ["needs_approval", "external_tools", "tool_policy"])
+def test_a_gate_given_per_call_is_refused_before_any_request(run, option):
+    agent = dspy_imp.ReActV2("request -> answer", tools=[refund, look])
+    lm = ScriptedLM([reply(calls=[call("refund", {"amount": 250}, id="r1")]), reply("done")])
+    value = ["refund"] if option != "tool_policy" else ["look"]
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match=f"`{option}` cannot be given per call"):
+        run(agent, request="Refund me.", **{option: value})
+    assert lm.requests == [] and REFUNDS == []
+
+
+def test_an_input_named_like_a_program_option_is_still_an_input(run):
+    agent = dspy_imp.ReActV2("request, unsent_note -> answer", tools=[look])
+    lm = ScriptedLM([reply("done")])
+    with dspy.context(lm=lm):
+        pred = run(agent, request="hi", unsent_note="a note")
+    assert pred.answer == "done"
+    assert "a note" in str(lm.requests[0].messages)

@@ -39,6 +39,11 @@ CALL_OPTIONS = (
 )
 
 
+# Options only a program takes: given beside a call's inputs they are refused, never ignored.
+PROGRAM_ONLY = frozenset(
+    {"needs_approval", "external_tools", "tool_policy", "finish_on", "history_replay", "unsent_note",
+     "tool_result_renderer"}
+)  # fmt: skip
 # Like `finish`, `approvals` and `results` are that input when the signature has an input so named.
 _INPUT_FIRST = ("tools", "finish", "approvals", "results")
 
@@ -286,6 +291,13 @@ def plan_call(
     check_rules(plan_options, where="this call")
     inputs = {k: v for k, v in kwargs.items() if k in signature.input_fields and v is not None}
     extra = [k for k in kwargs if k not in signature.input_fields]
+    program_only = sorted(PROGRAM_ONLY.intersection(extra))
+    if program_only:  # a gate given per call would be dropped: the call would run unguarded
+        raise ConfigurationError(
+            f"{', '.join(f'`{k}`' for k in program_only)} cannot be given per call: set it when you build the "
+            "program (ReActV2(..., needs_approval=...)); a call may set only "
+            f"{', '.join(f'`{k}`' for k in CALL_OPTIONS)}"
+        )
     if extra:
         logger.warning("dspy_imp.ReActV2: inputs not in signature, ignored: %s", ", ".join(map(repr, extra)))
     return CallPlan(plan_options, inputs, history, runners, config, decisions)
