@@ -41,14 +41,18 @@ def is_media(value: Any) -> bool:
 
 
 def contains_media(value: Any, depth: int = 0) -> bool:
-    """Whether a media value sits anywhere in ``value`` (dicts, lists and tuples walked)."""
+    """Whether a media value sits anywhere in ``value`` (dicts, lists, tuples and pydantic models walked)."""
     if depth > 50:  # deeper than any real result (and a circular one ends here)
         return False
     if isinstance(value, dict):
         return any(contains_media(v, depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
         return any(contains_media(v, depth + 1) for v in value)
-    return is_media(value)
+    if is_media(value):
+        return True
+    if isinstance(value, pydantic.BaseModel) and not isinstance(value, dspy.Type):
+        return any(contains_media(getattr(value, k), depth + 1) for k in type(value).model_fields)
+    return False
 
 
 def kind_of(part: Part) -> str:
