@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -118,6 +119,8 @@ class ReActV2(dspy.Module):
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
         self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
+        # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
+        self.react.demo_check = functools.partial(check_demos, self.signature, self.own_tools, self.submit_tool)
 
     @property
     def options(self) -> ProgramOptions:
@@ -181,20 +184,7 @@ class ReActV2(dspy.Module):
         return Turn(plan, setup)
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
-        options = plan.options
-        with_submit = opts.has_submit(self.signature, options.finish)
-        own = tuple(self.own_tools.values())
-        roster = (*own, self.submit_tool) if with_submit else own
-        return Guidance(
-            task=task,
-            finish=options.finish,
-            has_submit=with_submit,
-            roster=tuple(roster),
-            ending_tools=tuple(name for name in self.own_tools if name in options.finish_on),
-            unsent_note=options.unsent_note,
-            history_replay=options.history_replay,
-            result_renderer=options.tool_result_renderer,
-        )
+        return program_guidance(self.signature, self.own_tools, self.submit_tool, plan.options, task)
 
     def _call_context(self, plan: CallPlan) -> CallContext:
         options = plan.options
@@ -239,3 +229,37 @@ class ReActV2(dspy.Module):
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)
+
+
+def program_guidance(
+    signature: type[dspy.Signature],
+    own_tools: Mapping[str, dspy.Tool],
+    submit_tool: dspy.Tool,
+    options: ProgramOptions,
+    task: Task,
+) -> Guidance:
+    with_submit = opts.has_submit(signature, options.finish)
+    own = tuple(own_tools.values())
+    roster = (*own, submit_tool) if with_submit else own
+    return Guidance(
+        task=task,
+        finish=options.finish,
+        has_submit=with_submit,
+        roster=tuple(roster),
+        ending_tools=tuple(name for name in own_tools if name in options.finish_on),
+        unsent_note=options.unsent_note,
+        history_replay=options.history_replay,
+        result_renderer=options.tool_result_renderer,
+    )
+
+
+def check_demos(
+    signature: type[dspy.Signature],
+    own_tools: Mapping[str, dspy.Tool],
+    submit_tool: dspy.Tool,
+    options: ProgramOptions,
+    demos: Any,
+) -> None:
+    """Raise ``ConfigurationError`` for a demo a call could not show (as each call would)."""
+    task = Task.of(signature, is_text_answer(signature))
+    demo_examples(program_guidance(signature, own_tools, submit_tool, options, task), demos)

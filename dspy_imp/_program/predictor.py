@@ -110,7 +110,21 @@ class StepPredictor(dspy.Predict):
             self.__dict__.update(before)  # nothing applied
             raise ConfigurationError(f"saved state for the step predictor could not be loaded: {exc!r}") from exc
         self.options = options
+        self._check_loaded_demos(before)
         return self
+
+    def _check_loaded_demos(self, before: dict[str, Any]) -> None:
+        check = getattr(self, "demo_check", None)
+        if check is None:
+            return
+        try:
+            check(self.options, self.demos)
+        except ConfigurationError as refused:
+            self.__dict__.clear()
+            self.__dict__.update(before)  # nothing applied
+            raise ConfigurationError(
+                f"saved `demos` cannot be shown to the model; refusing to load: {refused}"
+            ) from refused
 
 
 def saved_options(options: ProgramOptions) -> dict[str, Any]:
