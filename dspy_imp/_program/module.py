@@ -164,6 +164,12 @@ class ReActV2(dspy.Module):
     def _turn(self, kwargs: dict[str, Any]) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
+        if not plan.inputs and not entries:  # the request would hold nothing to answer
+            names = ", ".join(f"`{n}`" for n in self.signature.input_fields) or "no input fields"
+            raise ConfigurationError(
+                f"this call has no input and no history: give at least one of the signature's inputs ({names}), "
+                "or a history to continue; an input given as None counts as not given"
+            )
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
         paused = paused_step(prior)
