@@ -21,6 +21,7 @@ def test_all_is_sorted_and_exact():
         "NeedsApproval",
         "Prediction",
         "ReActAdapter",
+        "ReAct",
         "ReActV2",
         "StatusMessageProvider",
         "StepError",
