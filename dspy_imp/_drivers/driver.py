@@ -251,7 +251,7 @@ class Effects:
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
         options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
         config, lm = self._pin_lm(options, effect.no_retries)
-        extractor = Extractor(signature, **config)  # built per request: its options are its own
+        extractor = self.program.Extractor(signature, **config)  # built per request: its options are its own
         if lm is not None:
             extractor.set_lm(lm)
         return extractor, kwargs
@@ -273,7 +273,12 @@ class Effects:
 
 
 class Extractor(dspy.ChainOfThought):
-    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``."""
+    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``.
+
+    Built per extraction request, so a test that mocks the steps (``agent.react``) mocks the
+    extraction here: ``mock.patch.object(dspy_imp.ReActV2.Extractor, "forward", return_value=
+    dspy.Prediction(reasoning="...", answer="..."))`` (``"aforward"`` for ``acall``).
+    """
 
     def forward(self, **kwargs: Any) -> dspy.Prediction:
         tracing.annotate(self, tracing.request_attributes("extraction"))

@@ -9,7 +9,7 @@ from typing import Any
 import dspy
 from dspy.signatures.signature import ensure_signature
 
-from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._drivers.driver import Effects, Extractor, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._program import options as opts
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
@@ -68,6 +68,10 @@ class ReActV2(dspy.Module):
         >>> pred = agent(question="Where is the key?")
         >>> pred.answer, pred.metadata.termination_reason
     """
+
+    Extractor = Extractor
+    """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
+    ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
 
     def __init__(
         self,

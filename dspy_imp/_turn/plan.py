@@ -66,3 +66,6 @@ class Program(Protocol):
 
     @property
     def options(self) -> ProgramOptions: ...
+
+    @property
+    def Extractor(self) -> Any: ...  # the extractor's class, built per request
