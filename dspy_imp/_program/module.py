@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import dspy
 from dspy.signatures.signature import ensure_signature
 
-from dspy_imp._drivers.adapter import ReActAdapter
 from dspy_imp._drivers.driver import Effects, Extractor, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._program import options as opts
@@ -30,8 +28,6 @@ from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
 from dspy_imp._watch.tracing import trace_failure, trace_turn
-
-logger = logging.getLogger("dspy_imp")
 
 
 class ReActV2(dspy.Module):
@@ -221,7 +217,6 @@ class ReActV2(dspy.Module):
     def _conclude(self, turn: Turn, outcome: Ending | Failure, trace_mark: int = 0) -> Prediction:
         if dspy.settings.trace is not None:
             complete_trace(dspy.settings.trace[trace_mark:], self.react, turn.steps)
-            _note_finetune_adapter(turn)
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
             trace_failure(self, describe(outcome.error), turn.errors, usage)
@@ -278,26 +273,3 @@ def check_demos(
     """Raise ``ConfigurationError`` for a demo a call could not show (as each call would)."""
     task = Task.of(signature, is_text_answer(signature))
     demo_examples(program_guidance(signature, own_tools, submit_tool, options, task), demos)
-
-
-_FINETUNE_NOTED: list[bool] = []
-
-
-def _note_finetune_adapter(turn: Turn) -> None:
-    """Once per process: a traced turn with tool results, under an adapter that is not ``ReActAdapter``.
-
-    ``BootstrapFinetune`` formats each traced step with the configured adapter; a plain
-    ``ChatAdapter`` re-renders it as written calls without their tool results. The loop cannot
-    tell a fine-tuning trace from another optimizer's, so it says so once, in the log.
-    """
-    if _FINETUNE_NOTED or isinstance(dspy.settings.adapter, ReActAdapter):
-        return
-    if not any(step.results for step in turn.steps):
-        return
-    _FINETUNE_NOTED.append(True)
-    logger.warning(
-        "dspy_imp.ReActV2: a traced turn ran tools under %s. If the trace is for BootstrapFinetune, configure "
-        "dspy.configure(adapter=dspy_imp.ReActAdapter()) (or pass it as BootstrapFinetune's adapter): another "
-        "adapter writes the steps' calls as text, without their tool results",
-        type(dspy.settings.adapter).__name__ if dspy.settings.adapter is not None else "DSPy's default ChatAdapter",
-    )
