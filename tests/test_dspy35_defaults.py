@@ -34,6 +34,7 @@ def test_a_turn_under_xml_adapter_with_native_calls(run):
     with dspy.context(lm=xml_lm, adapter=dspy.XMLAdapter(use_native_function_calling=True)):
         xml = run(dspy_imp.ReAct(SubmitSig, tools=[look]), intent="what is there?")
     assert (xml.answer, xml.confidence, xml.metadata.termination_reason) == ("a cat", 0.9, "submit")
+    assert (default.answer, default.metadata.termination_reason) == (xml.answer, "submit")
     assert [r.tool_names for r in xml_lm.requests] == [["look", "submit"], ["look", "submit"]]
     tool_message = {"role": "tool", "tool_call_id": "c1", "content": "a cat at sofa"}
     assert xml_lm.requests[1].messages[-2:] == [  # the result, then XMLAdapter's own format line
