@@ -132,12 +132,14 @@ class Effects:
     def ended(self, outcome: Any) -> Any:
         if self.watch is not None:
             self.watch.send(self.watch.ended(outcome))
+            self.watch.flush(outcome)
             self.watch.close()
         return outcome
 
     async def aended(self, outcome: Any) -> Any:
         if self.watch is not None:
             await self.watch.asend(self.watch.ended(outcome))
+            await self.watch.aflush(outcome)
             self.watch.close()
         return outcome
 
