@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
 import dspy
 
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, finish_reason_of
@@ -166,14 +167,39 @@ class Effects:
         return job.done(value)
 
     def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
+        if self.watch is not None and self.watch.stream is not None and _in_anyio_worker():
+            return self._run_tools_in_anyio_workers(effect)
         with ThreadPoolExecutor(max_workers=min(len(effect.runs), MAX_TOOL_THREADS)) as pool:
             futures = [pool.submit(contextvars.copy_context().run, self.perform, run) for run in effect.runs]
             return tuple(future.result() for future in futures)
 
+    def _run_tools_in_anyio_workers(self, effect: RunTools) -> tuple[Any, ...]:
+        """Under ``dspy.streamify`` (a sync program runs in an AnyIO worker thread): the tools in
+        AnyIO worker threads too, bounded as the pool is, so DSPy's status lines for them, sent with
+        ``anyio.from_thread.run``, reach the stream (from a plain thread they are dropped)."""
+        contexts = [contextvars.copy_context() for _ in effect.runs]
+        outcomes: list[Any] = [None] * len(effect.runs)
+
+        async def one(index: int, limiter: anyio.CapacityLimiter) -> None:
+            run = effect.runs[index]
+            outcomes[index] = await anyio.to_thread.run_sync(contexts[index].run, self.perform, run, limiter=limiter)
+
+        async def every() -> None:
+            limiter = anyio.CapacityLimiter(MAX_TOOL_THREADS)
+            async with anyio.create_task_group() as group:
+                for index in range(len(effect.runs)):
+                    group.start_soon(one, index, limiter)
+
+        anyio.from_thread.run(every)
+        return tuple(outcomes)
+
     async def _arun_tool(self, run: RunTool) -> Any:
         if _async_tool(run.tool):
             return await self.aperform(run)
-        return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
+        # A sync tool would block the other tasks: an AnyIO worker thread, from which DSPy's status
+        # lines reach a stream (``asyncio.to_thread``'s threads cannot send them).
+        context = contextvars.copy_context()
+        return await anyio.to_thread.run_sync(context.run, self.perform, run, abandon_on_cancel=True)
 
     def _job(self, effect: Any) -> _Job:
         if isinstance(effect, RunTool):
@@ -317,6 +343,14 @@ def _reraise(error: Exception) -> Any:
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
     return _async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _in_anyio_worker() -> bool:
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:  # not an AnyIO worker thread
+        return False
+    return True
 
 
 def _async_tool(tool: dspy.Tool) -> bool:
