@@ -26,6 +26,9 @@ from dspy_imp._watch.progress import show_progress
 from dspy_imp._watch.status import StatusMessageProvider
 from dspy_imp._watch.streaming import StreamListener
 
+ReAct = ReActV2
+"""DSPy 3.5 renames ``dspy.ReActV2`` to ``dspy.ReAct``: the same class under that name, for a drop-in."""
+
 __all__ = [
     "ConfigurationError",
     "Context",
@@ -37,6 +40,7 @@ __all__ = [
     "NeedsApproval",
     "Prediction",
     "ProgramOptions",
+    "ReAct",
     "ReActAdapter",
     "ReActV2",
     "RequestKind",

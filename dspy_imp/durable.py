@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from dbos import DBOS, DBOSConfig, Queue, SetWorkflowID, WorkflowSerializationFormat
+    from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, Queue, SetWorkflowID, WorkflowSerializationFormat
 except ImportError as missing:  # the optional extra
     raise ImportError("dspy_imp.durable runs on DBOS Transact: pip install 'dspy-imp[dbos]'") from missing
 
@@ -71,8 +71,12 @@ def config(name: str, *, system_database_url: str | None = None, **options: Any)
         name: The DBOS application name (lowercase letters, digits, ``-`` and ``_``).
         system_database_url: Where workflows and step results are recorded.
         **options: Any other ``DBOSConfig`` key (``executor_id``, ``application_version``, ...).
+            ``serializer`` defaults to DBOS's portable JSON: every record of a durable turn (step
+            results, messages, events) is then stored as JSON, never as a pickle. Pass
+            ``serializer=`` to choose another for workflows of your own that need it.
     """
     url = system_database_url or os.environ.get("DBOS_SYSTEM_DATABASE_URL") or _sqlite_next_to_program(name)
+    options.setdefault("serializer", DBOSPortableJSONSerializer())
     return DBOSConfig(name=name, system_database_url=url, **options)  # type: ignore[typeddict-item]
 
 

@@ -4,8 +4,11 @@ round-trip, recorded time that replays to the same decisions. Crashes: ``test_du
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import pickle
+import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +17,7 @@ from typing import Any
 
 import dspy
 import pytest
-from dbos import DBOS
+from dbos import DBOS, DBOSPortableJSONSerializer
 from dspy.utils.exceptions import LMAuthError, LMRateLimitError
 
 import dspy_imp
@@ -28,6 +31,8 @@ from dspy_imp._durable.codec import (
     encode_outcome,
     encode_value,
 )
+from dspy_imp._durable.driver import DECISIONS_TOPIC, decision
+from dspy_imp._records.history import _json as to_json
 from dspy_imp._records.outcomes import Extracted, Failed, Raised, RawCall, Reply, Returned
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
@@ -70,11 +75,13 @@ PROGRAMS = {
     ),
 }
 AGENTS: dict[str, durable.DurableAgent] = {}
+DATABASE: list[Path] = []
 
 
 @pytest.fixture(scope="module", autouse=True)
 def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     folder = tmp_path_factory.mktemp("dbos")
+    DATABASE.append(folder / "sys.sqlite")
     DBOS(
         config=durable.config("dspy-imp-tests", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR")
     )
@@ -342,6 +349,90 @@ def test_an_async_paused_turn_waits_and_resumes() -> None:
     assert _timeless(resumed.metadata.history) == _timeless(plain.metadata.history)
 
 
+TWO_PAUSES = [
+    reply(calls=[call("look", {"thing": "safe"}, id="p1")]),
+    reply(calls=[call("look", {"thing": "desk"}, id="p2")]),
+    reply(calls=[call("submit", {"answer": "on the desk"}, id="p3")]),
+]
+
+
+def test_a_duplicate_decision_is_ignored_at_the_next_pause_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    PROGRAMS["approve"].set_lm(ScriptedLM(TWO_PAUSES))
+    agent = AGENTS["approve"]
+    handle = agent.start(question="Where?", workflow_id="double-click")
+    assert [c["id"] for c in _wait_for_pending("double-click")] == ["p1"]
+    for _ in range(2):  # a double-clicked approve: both sent before the turn took the first
+        DBOS.send("double-click", decision({"p1": True}, None), topic=DECISIONS_TOPIC)
+    for _ in range(600):
+        if [c["id"] for c in durable.pending("double-click")] == ["p2"]:
+            break
+        time.sleep(0.05)
+    agent.decide("double-click", approvals={"p2": True})
+    resumed = handle.result(polling_interval_sec=0.1)
+    assert (handle.status(), resumed.answer) == ("SUCCESS", "on the desk")
+    assert "ignored a decision that does not answer this pause" in caplog.text
+
+
+def test_an_async_turn_ignores_a_duplicate_decision_too() -> None:
+    PROGRAMS["approve"].set_lm(ScriptedLM(TWO_PAUSES))
+    agent = AGENTS["approve"]
+
+    async def scenario() -> Any:
+        handle = await agent.astart(question="Where?", workflow_id="adouble-click")
+        while not await durable.apending("adouble-click"):
+            await asyncio.sleep(0.05)
+        for _ in range(2):
+            await DBOS.send_async("adouble-click", decision({"p1": True}, None), topic=DECISIONS_TOPIC)
+        while [c["id"] for c in await durable.apending("adouble-click")] != ["p2"]:
+            await asyncio.sleep(0.05)
+        await agent.adecide("adouble-click", approvals={"p2": True})
+        return await handle.aresult(polling_interval_sec=0.1)
+
+    assert asyncio.run(scenario()).answer == "on the desk"
+
+
+def test_every_row_a_durable_turn_writes_is_json_never_a_pickle() -> None:
+    with dspy.context(lm=ScriptedLM(SCRIPTS["tools then submit"]())):
+        AGENTS["look"](question="Where is the key?", workflow_id="json-rows")
+    with sqlite3.connect(DATABASE[0]) as db:
+        steps = db.execute("SELECT DISTINCT serialization FROM operation_outputs WHERE workflow_uuid = 'json-rows'")
+        status = db.execute("SELECT DISTINCT serialization FROM workflow_status WHERE workflow_uuid = 'json-rows'")
+        assert {row[0] for row in steps} | {row[0] for row in status} == {"portable_json"}
+        outputs = [
+            row[0] for row in db.execute("SELECT output FROM operation_outputs WHERE workflow_uuid = 'json-rows'")
+        ]
+    assert outputs and all(json.loads(output) is not None for output in outputs if output is not None)
+
+
+FIRED: list[str] = []
+
+
+class _Armed:
+    def __reduce__(self) -> Any:
+        return (FIRED.append, ("unpickled",))
+
+
+def test_a_record_holding_a_pickle_is_refused_without_unpickling_it() -> None:
+    armed = {"pickle": base64.b64encode(pickle.dumps(_Armed())).decode()}
+    with pytest.raises(dspy_imp.ConfigurationError, match="tagged 'pickle'"):
+        decode_value(armed)
+    with pytest.raises(dspy_imp.ConfigurationError):
+        decode_outcome({"kind": "returned", "value": armed, "at": None})
+    assert FIRED == []
+    assert "pickle" not in json.dumps(encode_value({"k": Opaque(4), "t": (1, Opaque(5))}))
+
+
+def test_an_error_record_never_imports_a_module_it_names() -> None:
+    sys.modules.pop("this_is_not_imported", None)
+    record = {
+        "chain": [{"type": "antigravity:Boom", "args": {"json": []}, "state": {}, "text": "boom", "explicit": False}]
+    }
+    assert "antigravity" not in sys.modules
+    error = decode_error(record)
+    assert isinstance(error, RecordedError) and type(error).__name__ == "Boom" and str(error) == "boom"
+    assert "antigravity" not in sys.modules
+
+
 def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
     """A turn that beat its deadline, replayed from its records after the deadline passed, still
     beats it: the machine reads the recorded times, not the clock (a fork replays every step)."""
@@ -410,12 +501,14 @@ def test_replies_and_results_come_back_as_they_were() -> None:
         finish_reason="tool_calls",
     )
     assert _through_json(encode_outcome(answer)) == answer
-    for value in ({"a": [1, 2.5, None, True]}, (1, 2), Opaque(3), {"k": Opaque(4)}, b"\x00\xff"):
+    for value in ({"a": [1, 2.5, None, True]}, (1, 2), {"k": (1, [2, (3,)])}, dspy.History(messages=[])):
         assert _through_json(encode_outcome(Returned(value))) == Returned(value)
         assert type(_through_json(encode_outcome(Returned(value))).value) is type(value)
+    for value in (Opaque(3), {"k": Opaque(4)}, b"\x00\xff"):  # no pickle (issue 23): what the model was shown
+        assert _through_json(encode_outcome(Returned(value))).value == to_json(value)
     assert _through_json(encode_outcome(Extracted({"answer": (1, 2)}))) == Extracted({"answer": (1, 2)})
     assert encode_value({"a": 1}) == {"json": {"a": 1}}
-    assert "pickle" in encode_value((1, 2))
+    assert encode_value((1, 2)) == {"tuple": [{"json": 1}, {"json": 2}]}
 
 
 def test_a_value_that_does_not_pickle_comes_back_as_the_model_saw_it() -> None:
@@ -461,7 +554,9 @@ def test_config_defaults_to_sqlite_next_to_the_program_and_reads_the_environment
     monkeypatch.delenv("DBOS_SYSTEM_DATABASE_URL", raising=False)
     assert durable.config("support")["system_database_url"] == f"sqlite:///{tmp_path / 'support.sqlite'}"
     monkeypatch.setenv("DBOS_SYSTEM_DATABASE_URL", "postgresql://u@db:5432/agents")
-    assert durable.config("support", executor_id="w1") == {
+    configured = durable.config("support", executor_id="w1")
+    assert isinstance(configured.pop("serializer"), DBOSPortableJSONSerializer)  # records are JSON, never pickles
+    assert configured == {
         "name": "support",
         "system_database_url": "postgresql://u@db:5432/agents",
         "executor_id": "w1",

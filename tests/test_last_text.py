@@ -280,7 +280,7 @@ def test_c9_after_a_failed_step_the_last_request_wants_a_tool(run):
     assert [r.tool_choice for r in lm.requests] == ["auto", "auto"]
     assert lm.requests[1].tool_names == ["identity_status"]
     meta = pred.metadata
-    assert pred.answer is None
+    assert pred.answer == ""  # calls only: an empty answer (issue 23; the reference said nil)
     assert (meta.termination_reason, meta.termination_cause) == ("last_text", "prediction_error")
     assert meta.unexecuted_tool_calls == ({"id": "wanted", "name": "identity_status", "args": {}},)
     # Said nothing and ran nothing: nothing recorded (the unexecuted call stays out of the history).
@@ -478,13 +478,14 @@ def test_c14_finish_reason_stop(run):
     assert pred.metadata.finish_reason == "stop"
 
 
-def test_c14_finish_reason_is_none_when_it_cannot_be_known(run):
+def test_c14_finish_reason_is_read_even_with_dspy_history_disabled(run):
     lm = ScriptedLM([reply("Done.")])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    with dspy.context(lm=lm, disable_history=True):
+    with dspy.context(lm=lm, disable_history=True):  # issue 23: the loop's requests still hand it their entry
         pred = run(agent, intent="hello")
     assert pred.metadata.termination_reason == "answered"
-    assert pred.metadata.finish_reason is None
+    assert pred.metadata.finish_reason == "stop"
+    assert lm.history == []
 
 
 # -- C15: a last request refused for length --------------------------------------------------------

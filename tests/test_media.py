@@ -455,7 +455,7 @@ def test_media_inside_a_pydantic_value_are_split_as_dspy_splits_them(run: Any) -
         tool("c1", '{"title": "Home", "shot": "[image 1]"}'),
         user([text("Media returned by the tools above:"), text("[image 1]"), image_part(CHART)]),  # type: ignore[arg-type]
     ]
-    # Dumped as DSPy serializes the model (its media as marker text), it replays the same.
+    # Dumped with its media as media (issue 23: never marker text), it replays the same.
     history = dspy_imp.load_history(json.loads(json.dumps(dspy_imp.dump_history(pred.metadata.history))))
     replays = []
     for earlier in (pred.metadata.history, history):

@@ -25,6 +25,7 @@ def test_all_is_sorted_and_exact():
         "Prediction",
         "ProgramOptions",
         "ReActAdapter",
+        "ReAct",
         "ReActV2",
         "RequestKind",
         "RequestUsage",

@@ -132,7 +132,7 @@ def test_production_controls_are_saved_and_loaded(tmp_path):
         "needs_approval": ["send"],
         "external_tools": ["look"],
     }
-    fresh = dspy_imp.ReActV2(TA, tools=[Look(), send])
+    fresh = dspy_imp.ReActV2(TA, tools=[Look(), send], parallel_tools=True)  # a file never turns it on (issue 23)
     fresh.load(path)
     options = fresh.options
     assert (options.parallel_tools, options.usage_limits) == (True, limits)

@@ -109,6 +109,13 @@ def test_the_host_opts_in_to_a_trusted_lm_block(tmp_path):
         ),
         pytest.param(lambda r: r.pop("signature"), "signature", id="no-signature"),
         pytest.param(lambda r: r.update(lm=["openai/x"]), "`lm`", id="lm-a-list"),
+        # issue 23: dicts a call could not show are refused at load, not at every call after it
+        pytest.param(lambda r: r.update(demos=[{"colour": "red"}]), "demos", id="demo-of-no-field"),
+        pytest.param(
+            lambda r: r.update(demos=[{"intent": "i", "next_thought": "t", "tool_calls": "not calls"}]),
+            "demos",
+            id="demo-with-unreadable-calls",
+        ),
     ],
 )
 def test_wrong_typed_demos_or_malformed_blocks_are_refused_and_nothing_changes(tmp_path, run, change, named):

@@ -30,6 +30,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from dspy_imp._drivers.finetune import sent_request, training_example
+from dspy_imp._drivers.recorder import Recorder
 from dspy_imp._prompt.dialect import Dialect, dialect_for, jsonable
 from dspy_imp._prompt.guidance import Guidance, roster_for_provider
 from dspy_imp._prompt.media import family_of, refuse_unsendable, tool_media_for
@@ -89,10 +90,8 @@ _PLAIN_CHAT = dspy.ChatAdapter()
 
 
 @dataclass
-class _ReplyRecorder:
+class _ReplyRecorder(Recorder):
     """Stands on DSPy's ``caller_modules`` stack to receive this request's history entry."""
-
-    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ReActAdapter(dspy.ChatAdapter):

@@ -31,6 +31,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
 import dspy
 
 from dspy_imp._drivers import guarding
@@ -38,9 +39,10 @@ from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, 
 from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
-from dspy_imp._drivers.recorder import Recorder, measured, recording
+from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording
 from dspy_imp._prompt.guidance import tool_listing
 from dspy_imp._prompt.render import transcript
 from dspy_imp._prompt.signature import make_extraction_signature
@@ -105,6 +107,8 @@ class _Job:
     failed: Callable[[Exception], Any]
     scope: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
     exchange: Exchange | None = None
+    catches: Callable[[BaseException], bool] = lambda error: isinstance(error, Exception)
+    """Which errors of ``run`` are its failure; a tool's may be ``BaseException``s (``interrupts``)."""
 
 
 class Effects:
@@ -158,12 +162,14 @@ class Effects:
     def ended(self, outcome: Any) -> Any:
         if self.watch is not None:
             self.watch.send(self.watch.ended(outcome))
+            self.watch.flush(outcome)
             self.watch.close()
         return outcome
 
     async def aended(self, outcome: Any) -> Any:
         if self.watch is not None:
             await self.watch.asend(self.watch.ended(outcome))
+            await self.watch.aflush(outcome)
             self.watch.close()
         return outcome
 
@@ -172,8 +178,10 @@ class Effects:
         with job.scope():
             try:
                 value = job.run()
-            except Exception as exc:
-                return job.failed(exc)
+            except BaseException as exc:
+                if not job.catches(exc):
+                    raise
+                return job.failed(exc)  # type: ignore[arg-type]
         return job.done(value)
 
     @staticmethod
@@ -181,19 +189,46 @@ class Effects:
         with job.scope():
             try:
                 value = await job.arun()
-            except Exception as exc:
-                return job.failed(exc)
+            except BaseException as exc:
+                if not job.catches(exc):
+                    raise
+                return job.failed(exc)  # type: ignore[arg-type]
         return job.done(value)
 
     def _run_tools(self, effect: RunTools) -> tuple[Any, ...]:
+        if self.watch is not None and self.watch.stream is not None and _in_anyio_worker():
+            return self._run_tools_in_anyio_workers(effect)
         with ThreadPoolExecutor(max_workers=min(len(effect.runs), MAX_TOOL_THREADS)) as pool:
             futures = [pool.submit(contextvars.copy_context().run, self.perform, run) for run in effect.runs]
             return tuple(future.result() for future in futures)
 
+    def _run_tools_in_anyio_workers(self, effect: RunTools) -> tuple[Any, ...]:
+        """Under ``dspy.streamify`` (a sync program runs in an AnyIO worker thread): the tools in
+        AnyIO worker threads too, bounded as the pool is, so DSPy's status lines for them, sent with
+        ``anyio.from_thread.run``, reach the stream (from a plain thread they are dropped)."""
+        contexts = [contextvars.copy_context() for _ in effect.runs]
+        outcomes: list[Any] = [None] * len(effect.runs)
+
+        async def one(index: int, limiter: anyio.CapacityLimiter) -> None:
+            run = effect.runs[index]
+            outcomes[index] = await anyio.to_thread.run_sync(contexts[index].run, self.perform, run, limiter=limiter)
+
+        async def every() -> None:
+            limiter = anyio.CapacityLimiter(MAX_TOOL_THREADS)
+            async with anyio.create_task_group() as group:
+                for index in range(len(effect.runs)):
+                    group.start_soon(one, index, limiter)
+
+        anyio.from_thread.run(every)
+        return tuple(outcomes)
+
     async def _arun_tool(self, run: RunTool) -> Any:
         if _async_tool(run.tool):
             return await self.aperform(run)
-        return await asyncio.to_thread(self.perform, run)  # a sync tool would block the other tasks
+        # A sync tool would block the other tasks: an AnyIO worker thread, from which DSPy's status
+        # lines reach a stream (``asyncio.to_thread``'s threads cannot send them).
+        context = contextvars.copy_context()
+        return await anyio.to_thread.run_sync(context.run, self.perform, run, abandon_on_cancel=True)
 
     def _alongside(self, effect: Alongside) -> tuple[Any, Any]:
         """The first request here, the input guardrails in a worker thread with this context (both
@@ -284,8 +319,15 @@ class Effects:
                 lambda: arun_bounded(effect, arun, run, _async_tool(tool)),
                 lambda value: Returned(value, now_iso()),
                 lambda error: Raised(error, now_iso()),
+                catches=tool_failure,
             )
-        return _Job(run, arun, lambda value: Returned(value, now_iso()), lambda error: Raised(error, now_iso()))
+        return _Job(
+            run,
+            arun,
+            lambda value: Returned(value, now_iso()),
+            lambda error: Raised(error, now_iso()),
+            catches=tool_failure,
+        )
 
     def _step_job(self, effect: ModelRequest) -> _Job:
         kwargs, exchange = self._step_call(effect)
@@ -331,7 +373,7 @@ class Effects:
         kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
         options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
         config, lm = self._pin_lm(options, effect.no_retries, effect.model)
-        extractor = Extractor(signature, **config)  # built per request: its options are its own
+        extractor = self.program.Extractor(signature, **config)  # built per request: its options are its own
         if lm is not None:
             extractor.set_lm(lm)
         return extractor, kwargs
@@ -349,13 +391,20 @@ class Effects:
             config.pop("timeout", None)  # a custom engine owns its connection and timeouts
         if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
             warm_litellm()
-        if no_retries and getattr(lm, "num_retries", None):
-            return config, lm.copy(num_retries=0)
-        return config, (lm if model else None)
+        pinned = lm.copy(num_retries=0) if no_retries and getattr(lm, "num_retries", None) else None
+        pinned = pinned or (lm if model else None)
+        if history_disabled():  # usage and the finish reason are still read (``recorder``)
+            return config, quiet(pinned or lm)
+        return config, pinned
 
 
 class Extractor(dspy.ChainOfThought):
-    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``."""
+    """The tool-less extractor (one request); its span says ``dspy_imp.request.kind=extraction``.
+
+    Built per extraction request, so a test that mocks the steps (``agent.react``) mocks the
+    extraction here: ``mock.patch.object(dspy_imp.ReActV2.Extractor, "forward", return_value=
+    dspy.Prediction(reasoning="...", answer="..."))`` (``"aforward"`` for ``acall``).
+    """
 
     def forward(self, **kwargs: Any) -> dspy.Prediction:
         tracing.annotate(self, tracing.request_attributes("extraction"))
@@ -396,6 +445,14 @@ def _reraise(error: Exception) -> Any:
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
     return _async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _in_anyio_worker() -> bool:
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:  # not an AnyIO worker thread
+        return False
+    return True
 
 
 def _async_tool(tool: dspy.Tool) -> bool:

@@ -1,8 +1,17 @@
-"""Reading each request's usage from DSPy's LM history, while a driver performs it."""
+"""Reading each request's usage from DSPy's LM history, while a driver performs it.
+
+Under ``dspy.configure(disable_history=True)`` DSPy writes no history entry at all, so neither
+a request's usage (and with it every token and cost limit) nor its finish reason could be read.
+The loop's own requests then go out through a *quiet* copy of the LM (``quiet``): DSPy writes the
+entry, with history on for that request only, and the copy hands it to the loop's recorders on
+the ``caller_modules`` stack and to nothing else: not DSPy's global history, not the LM's own
+``history``, not the caller's modules. What the host switched off stays off.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +31,28 @@ class Recorder:
 
 @contextlib.contextmanager
 def recording(recorder: Recorder) -> Iterator[None]:
-    with dspy.context(caller_modules=[*(dspy.settings.caller_modules or []), recorder]):
+    overrides: dict[str, Any] = {"caller_modules": [*(dspy.settings.caller_modules or []), recorder]}
+    if dspy.settings.disable_history:  # the request's LM is ``quiet``: its entry reaches only the recorders
+        overrides["disable_history"] = False
+    with dspy.context(**overrides):
         yield
+
+
+def history_disabled() -> bool:
+    return bool(dspy.settings.disable_history)
+
+
+def quiet(lm: Any) -> Any:
+    """A shallow copy of ``lm`` whose history entries go only to the recorders on the stack."""
+    silent = copy.copy(lm)
+    silent.update_history = _to_recorders  # shadows BaseLM.update_history on this copy only
+    return silent
+
+
+def _to_recorders(entry: dict[str, Any]) -> None:
+    for module in dspy.settings.caller_modules or ():
+        if isinstance(module, Recorder):
+            module.history.append(entry)
 
 
 def measured(kind: UsageKind, entries: Sequence[Mapping[str, Any]], fallbacks: int) -> tuple[RequestUsage, ...]:

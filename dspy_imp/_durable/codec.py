@@ -15,34 +15,28 @@ chain, ``_routes.failures``). Records are JSON-safe dicts, readable in the datab
 ``usage`` is the request's model calls (``RequestUsage`` fields), so a replayed turn reports
 what the first run used.
 
-A value is ``{"json": v}`` when JSON holds it exactly (plain dicts, lists, strings, numbers),
-``{"pickle": base64}`` when it pickles and unpickles, else ``{"shown": ...}``: the JSON form the
-model was shown (``_records.history``'s reading), the one lossy case. An error is its cause chain, each
-link revived without calling its ``__init__`` (many exception classes cannot be rebuilt from
-their ``args``, which is how pickle rebuilds them), so no class needs to be picklable.
+Values and errors inside records are encoded as data by ``_durable.values`` (never pickled).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import importlib
-import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._records.history import _json
+from dspy_imp._durable.values import RecordedError, decode_error, decode_value, encode_error, encode_value
 from dspy_imp._records.outcomes import Extracted, Failed, Raised, RawCall, Reply, Returned
 from dspy_imp._records.usage import RequestUsage
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
-_CHAIN_LIMIT = 16
-
-
-class RecordedError(Exception):
-    """Stands for a recorded error whose class cannot be imported in this process."""
+__all__ = [
+    "RecordedError",
+    "decode_error",
+    "decode_outcome",
+    "decode_value",
+    "encode_error",
+    "encode_outcome",
+    "encode_value",
+]
 
 
 def encode_outcome(outcome: Any) -> dict[str, Any]:
@@ -114,109 +108,3 @@ def _encode_call(call: RawCall) -> dict[str, Any]:
 
 def _decode_call(data: Mapping[str, Any]) -> RawCall:
     return RawCall(data["id"], data["name"], decode_value(data["args"]), decode_value(data["received"]))
-
-
-def encode_value(value: Any) -> dict[str, Any]:
-    if _is_plain(value):
-        return {"json": value}
-    try:
-        data = pickle.dumps(value)
-        pickle.loads(data)
-    except Exception:  # not picklable, or not unpicklable: keep what the model was shown
-        return {"shown": _json(value)}
-    return {"pickle": base64.b64encode(data).decode("ascii")}
-
-
-def decode_value(data: Mapping[str, Any]) -> Any:
-    if "pickle" in data:
-        return pickle.loads(base64.b64decode(data["pickle"]))
-    return data["json"] if "json" in data else data["shown"]
-
-
-def _is_plain(value: Any) -> bool:
-    """JSON holds it exactly: no tuples, no subclasses, string keys only."""
-    if type(value) in _PLAIN:
-        return True
-    if type(value) is list:
-        return all(_is_plain(item) for item in value)
-    if type(value) is dict:
-        return all(type(key) is str and _is_plain(item) for key, item in value.items())
-    return False
-
-
-def encode_error(error: BaseException) -> dict[str, Any]:
-    """The error and its cause chain (``__cause__``, else ``__context__``), each link by class and state."""
-    links: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    explicit = False
-    while current is not None and id(current) not in seen and len(links) < _CHAIN_LIMIT:
-        seen.add(id(current))
-        links.append(_encode_link(current, explicit))
-        explicit = current.__cause__ is not None
-        current = current.__cause__ or current.__context__
-    return {"chain": links}
-
-
-def decode_error(data: Mapping[str, Any]) -> BaseException:
-    links = [_revive(link) for link in data["chain"]]
-    for error, cause, link in zip(links, links[1:], data["chain"][1:], strict=False):
-        if link["explicit"]:
-            error.__cause__ = cause
-        else:
-            error.__context__ = cause
-    return links[0]
-
-
-def _encode_link(error: BaseException, explicit: bool) -> dict[str, Any]:
-    cls = type(error)
-    return {
-        "type": f"{cls.__module__}:{cls.__qualname__}",
-        "args": encode_value(list(error.args)),
-        "state": {str(key): encode_value(value) for key, value in vars(error).items()},
-        "text": str(error),
-        "explicit": explicit,
-    }
-
-
-def _revive(link: Mapping[str, Any]) -> BaseException:
-    cls = _import(link["type"])
-    if cls is None:
-        return _stand_in(link)
-    try:
-        error = cls.__new__(cls)
-        error.args = tuple(decode_value(link["args"]))
-        for key, value in link["state"].items():
-            setattr(error, key, decode_value(value))
-        str(error)
-    except Exception:  # the class cannot hold its recorded state here
-        return _stand_in(link)
-    return error
-
-
-def _stand_in(link: Mapping[str, Any]) -> BaseException:
-    """A ``RecordedError`` under the recorded class's name, with its recorded message."""
-    name = link["type"].rpartition(":")[2].rpartition(".")[2]
-    return type(name, (RecordedError,), {})(link["text"])
-
-
-# Errors recorded before the package took its floors (0.1: one flat folder) name their old homes.
-_MOVED = {
-    "dspy_imp._errors:ConfigurationError": "dspy_imp._records.errors:ConfigurationError",
-    "dspy_imp._errors:ToolCallRejected": "dspy_imp._records.errors:ToolCallRejected",
-    "dspy_imp._errors:StepError": "dspy_imp._records.step_error:StepError",
-    "dspy_imp._deadline:DeadlinePassed": "dspy_imp._records.clock:DeadlinePassed",
-    "dspy_imp._failures:ContentFiltered": "dspy_imp._routes.failures:ContentFiltered",
-    "dspy_imp._durable_codec:RecordedError": "dspy_imp._durable.codec:RecordedError",
-}
-
-
-def _import(qualified: str) -> type[BaseException] | None:
-    module, _, name = _MOVED.get(qualified, qualified).partition(":")
-    try:
-        found: Any = importlib.import_module(module)
-        for part in name.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
-        return None
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None

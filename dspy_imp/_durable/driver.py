@@ -35,6 +35,7 @@ idempotency key (the step id and its position in the batch).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -51,10 +52,12 @@ from dspy_imp._durable.codec import (
     encode_outcome,
     encode_value,
 )
+from dspy_imp._durable.values import revive_fields
 from dspy_imp._program.module import ReActV2
 from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.step_error import StepError
 from dspy_imp._turn.effects import (
     Alongside,
@@ -72,6 +75,7 @@ from dspy_imp._turn.effects import (
 from dspy_imp._turn.machine import Turn
 from dspy_imp._turn.plan import Program
 
+logger = logging.getLogger("dspy_imp")
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
 
 
@@ -199,7 +203,7 @@ async def _anow() -> float:
 
 def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(DBOS.run_step(_CLOCK_STEP, time.time))
-    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    kwargs, end = _inputs(program, call), call["deadline"]
     while True:
         with deadline_clock.recorded_clock(clock, end):
             turn = program._turn(kwargs)
@@ -208,17 +212,18 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
             return _concluded(program, turn, outcome)
         paused = program._conclude(turn, outcome)
         DBOS.set_event(PENDING_EVENT, _waiting(paused))
-        decision = None
-        while decision is None:  # each wait is recorded: a replay gets the same decision
-            decision = DBOS.recv(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        resumed = None
+        while resumed is None:  # each wait is recorded: a replay gets the same messages, and ignores the same
+            sent = DBOS.recv(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+            resumed = _accepted(program, kwargs, paused, sent)
         DBOS.set_event(PENDING_EVENT, None)
         clock.at = DBOS.run_step(_CLOCK_STEP, time.time)
-        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
+        kwargs, end = resumed
 
 
 async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(await DBOS.run_step_async(_CLOCK_STEP, _anow))
-    kwargs, end = decode_value(call["kwargs"]), call["deadline"]
+    kwargs, end = _inputs(program, call), call["deadline"]
     while True:
         with deadline_clock.recorded_clock(clock, end):
             turn = program._turn(kwargs)
@@ -227,12 +232,18 @@ async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
             return _concluded(program, turn, outcome)
         paused = program._conclude(turn, outcome)
         await DBOS.set_event_async(PENDING_EVENT, _waiting(paused))
-        decision = None
-        while decision is None:
-            decision = await DBOS.recv_async(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+        resumed = None
+        while resumed is None:
+            sent = await DBOS.recv_async(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+            resumed = _accepted(program, kwargs, paused, sent)
         await DBOS.set_event_async(PENDING_EVENT, None)
         clock.at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
-        kwargs, end = _resumed(kwargs, paused, decision), decision["deadline"]
+        kwargs, end = resumed
+
+
+def _inputs(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
+    """The turn's keyword arguments; typed inputs rebuilt by the program's signature, not the record."""
+    return revive_fields(decode_value(call["kwargs"]), program.signature.input_fields)
 
 
 PENDING_EVENT = "dspy_imp.pending"
@@ -261,6 +272,29 @@ def decision(approvals: Any, results: Any) -> dict[str, Any]:
     """The message ``decide`` sends; the resumed part of the turn is bound by the sender's deadline."""
     end = deadline_clock.wall_end()
     return {"approvals": encode_value(approvals), "results": encode_value(results), "deadline": end}
+
+
+def _accepted(
+    program: ReActV2, kwargs: dict[str, Any], paused: Prediction, sent: Any
+) -> tuple[dict[str, Any], Any] | None:
+    """The resuming call and its deadline for a received decision, or ``None`` to keep waiting.
+
+    A decision that does not answer this pause (a second ``decide`` for calls already answered,
+    consumed at a later pause, or a malformed message) is ignored and logged, never fatal: the
+    turn goes on waiting. ``decide`` checks a decision before sending it; this is the check
+    against the pause the message actually reaches.
+    """
+    if sent is None:
+        return None
+    try:
+        resumed = _resumed(kwargs, paused, sent)
+        program._turn(resumed)  # the decisions against this pause, before anything runs
+    except (ConfigurationError, KeyError, TypeError) as stale:
+        logger.warning(
+            "dspy_imp.durable %s: ignored a decision that does not answer this pause: %s", DBOS.workflow_id, stale
+        )
+        return None
+    return resumed, sent["deadline"]
 
 
 def _resumed(kwargs: dict[str, Any], paused: Prediction, sent: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -9,7 +10,8 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
-from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._drivers.driver import Effects, Extractor, adrive, drive
+from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
 from dspy_imp._program.agent_tool import agent_tool
@@ -91,6 +93,10 @@ class ReActV2(dspy.Module):
         ```
     """
 
+    Extractor = Extractor
+    """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
+    ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
+
     def __init__(
         self,
         signature: str | type[dspy.Signature],
@@ -165,6 +171,8 @@ class ReActV2(dspy.Module):
         (a per-call policy on a program built without one)."""
         held = self.__dict__.get("summarizer")
         return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
+        # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
+        self.react.demo_check = functools.partial(check_demos, self.signature, self.own_tools, self.submit_tool)
 
     @property
     def options(self) -> ProgramOptions:
@@ -190,14 +198,24 @@ class ReActV2(dspy.Module):
         turn = self._turn(kwargs, child.budget if child is not None else None)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
-        return self._conclude(turn, drive(turn.run(), effects), mark)
+        try:
+            outcome = drive(turn.run(), effects)
+        except BaseException as stop:  # an interrupt or the caller's cancellation: the history goes with it
+            attach_history(stop, make_history(turn.resumable_entries()))
+            raise
+        return self._conclude(turn, outcome, mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)
         turn = self._turn(kwargs, child.budget if child is not None else None)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
-        return self._conclude(turn, await adrive(turn.run(), effects), mark)
+        try:
+            outcome = await adrive(turn.run(), effects)
+        except BaseException as stop:
+            attach_history(stop, make_history(turn.resumable_entries()))
+            raise
+        return self._conclude(turn, outcome, mark)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
         """This agent as a tool another agent calls: a sub-agent (``docs/agents-as-tools.md``).
@@ -222,6 +240,12 @@ class ReActV2(dspy.Module):
     def _turn(self, kwargs: dict[str, Any], budget: UsageLimits | None = None) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
+        if not plan.inputs and not entries:  # the request would hold nothing to answer
+            names = ", ".join(f"`{n}`" for n in self.signature.input_fields) or "no input fields"
+            raise ConfigurationError(
+                f"this call has no input and no history: give at least one of the signature's inputs ({names}), "
+                "or a history to continue; an input given as None counts as not given"
+            )
         task = Task.of(self.signature, is_text_answer(self.signature))
         prior = tuple(read_steps(entries, task.input_names, task.output_names))
         paused = paused_step(prior)
@@ -250,20 +274,7 @@ class ReActV2(dspy.Module):
         return tuple(lim.model_name(lm) for lm in (first, *plan.options.fallback))
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
-        options = plan.options
-        with_submit = opts.has_submit(self.signature, options.finish)
-        own = tuple(self.own_tools.values())
-        roster = (*own, self.submit_tool) if with_submit else own
-        return Guidance(
-            task=task,
-            finish=options.finish,
-            has_submit=with_submit,
-            roster=tuple(roster),
-            ending_tools=tuple(name for name in self.own_tools if name in options.finish_on),
-            unsent_note=options.unsent_note,
-            history_replay=options.history_replay,
-            result_renderer=options.tool_result_renderer,
-        )
+        return program_guidance(self.signature, self.own_tools, self.submit_tool, plan.options, task)
 
     def _call_context(self, plan: CallPlan) -> CallContext:
         options = plan.options
@@ -313,3 +324,37 @@ class ReActV2(dspy.Module):
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)
+
+
+def program_guidance(
+    signature: type[dspy.Signature],
+    own_tools: Mapping[str, dspy.Tool],
+    submit_tool: dspy.Tool,
+    options: ProgramOptions,
+    task: Task,
+) -> Guidance:
+    with_submit = opts.has_submit(signature, options.finish)
+    own = tuple(own_tools.values())
+    roster = (*own, submit_tool) if with_submit else own
+    return Guidance(
+        task=task,
+        finish=options.finish,
+        has_submit=with_submit,
+        roster=tuple(roster),
+        ending_tools=tuple(name for name in own_tools if name in options.finish_on),
+        unsent_note=options.unsent_note,
+        history_replay=options.history_replay,
+        result_renderer=options.tool_result_renderer,
+    )
+
+
+def check_demos(
+    signature: type[dspy.Signature],
+    own_tools: Mapping[str, dspy.Tool],
+    submit_tool: dspy.Tool,
+    options: ProgramOptions,
+    demos: Any,
+) -> None:
+    """Raise ``ConfigurationError`` for a demo a call could not show (as each call would)."""
+    task = Task.of(signature, is_text_answer(signature))
+    demo_examples(program_guidance(signature, own_tools, submit_tool, options, task), demos)

@@ -20,7 +20,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
-from dspy_imp._turn.approval import Decisions, check_approvals, check_results
+from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.context import check_context
 from dspy_imp._turn.plan import CallPlan, FinishHook, ProgramOptions, ToolPolicy
 
@@ -43,6 +43,11 @@ CALL_OPTIONS = (
 )
 
 
+# Options only a program takes: given beside a call's inputs they are refused, never ignored.
+PROGRAM_ONLY = frozenset(
+    {"needs_approval", "external_tools", "tool_policy", "finish_on", "history_replay", "unsent_note",
+     "tool_result_renderer", "input_guardrails", "output_guardrails", "fallback"}
+)  # fmt: skip
 # Like `finish`, `approvals`, `results`, the limits and `context` are that input when the signature has one so named.
 _INPUT_FIRST = ("tools", "finish", "approvals", "results", *LIMIT_OPTIONS, "context")
 
@@ -286,13 +291,20 @@ def plan_call(
     changes.update(call_limits(given, held))
     if "context" in given:
         changes["context"] = check_context(given["context"])
-    decisions = Decisions(check_approvals(given.get("approvals")), check_results(given.get("results")))
+    decisions = Decisions.of(given.get("approvals"), given.get("results"))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))
     plan_options = _for_call(options, changes, given)
     check_rules(plan_options, where="this call")
     inputs = {k: v for k, v in kwargs.items() if k in signature.input_fields and v is not None}
     extra = [k for k in kwargs if k not in signature.input_fields]
+    program_only = sorted(PROGRAM_ONLY.intersection(extra))
+    if program_only:  # a gate given per call would be dropped: the call would run unguarded
+        raise ConfigurationError(
+            f"{', '.join(f'`{k}`' for k in program_only)} cannot be given per call: set it when you build the "
+            "program (ReActV2(..., needs_approval=...)); a call may set only "
+            f"{', '.join(f'`{k}`' for k in CALL_OPTIONS)}"
+        )
     if extra:
         logger.warning("dspy_imp.ReActV2: inputs not in signature, ignored: %s", ", ".join(map(repr, extra)))
     return CallPlan(plan_options, inputs, history, runners, config, decisions)

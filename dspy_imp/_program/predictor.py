@@ -24,7 +24,7 @@ from dspy_imp._program import options as opts
 from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.saved_state import check_predict_state
-from dspy_imp._records.usage import check_usage_limits
+from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._turn.plan import ProgramOptions
 from dspy_imp._watch import tracing
 
@@ -69,6 +69,7 @@ class StepPredictor(dspy.Predict):
     def __init__(self, signature: Any, options: ProgramOptions, tool_names: tuple[str, ...] = (), **config: Any):
         super().__init__(signature, **config)
         self.options = options
+        self.host_gates = options  # what the host built: a loaded file may tighten these gates, never loosen them
         self.tool_names = tool_names
 
     def _forward_preprocess(self, **kwargs: Any) -> Any:
@@ -99,6 +100,7 @@ class StepPredictor(dspy.Predict):
                 "refusing to load it"
             )
         options = restore_options(self.options, state.get(STATE_KEY, {}), self.tool_names)
+        options = within_host_gates(options, getattr(self, "host_gates", self.options), state.get(STATE_KEY, {}))
         check_predict_state(state, self.signature, self.lm, trusted=allow_unsafe_lm_state)
         plain = {k: v for k, v in state.items() if k != STATE_KEY}
         before = dict(self.__dict__)
@@ -109,7 +111,21 @@ class StepPredictor(dspy.Predict):
             self.__dict__.update(before)  # nothing applied
             raise ConfigurationError(f"saved state for the step predictor could not be loaded: {exc!r}") from exc
         self.options = options
+        self._check_loaded_demos(before)
         return self
+
+    def _check_loaded_demos(self, before: dict[str, Any]) -> None:
+        check = getattr(self, "demo_check", None)
+        if check is None:
+            return
+        try:
+            check(self.options, self.demos)
+        except ConfigurationError as refused:
+            self.__dict__.clear()
+            self.__dict__.update(before)  # nothing applied
+            raise ConfigurationError(
+                f"saved `demos` cannot be shown to the model; refusing to load: {refused}"
+            ) from refused
 
 
 def saved_options(options: ProgramOptions) -> dict[str, Any]:
@@ -155,6 +171,36 @@ def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, 
     options = replace(current, **changes)
     opts.check_rules(options, where="loading saved state")
     return options
+
+
+def within_host_gates(loaded: ProgramOptions, host: ProgramOptions, saved: dict[str, Any]) -> ProgramOptions:
+    """``loaded`` with the host's gates kept: a saved file may tighten them, never loosen them.
+
+    A file (even an untampered one saved by an older version of the program) is not the host's
+    word on what may run unasked or what may be spent: ``needs_approval`` and ``external_tools``
+    are the union of the host's and the file's, each ``usage_limits`` field the lower of the two
+    (``None`` is no limit), and ``parallel_tools`` is on only when the host turned it on and the
+    file, when it says, agrees. ``tool_policy`` and the tools are the host's code, never saved.
+    """
+    gated = replace(
+        loaded,
+        needs_approval=tuple(dict.fromkeys((*host.needs_approval, *loaded.needs_approval))),
+        external_tools=tuple(dict.fromkeys((*host.external_tools, *loaded.external_tools))),
+        usage_limits=_tighter(host.usage_limits, loaded.usage_limits),
+        parallel_tools=host.parallel_tools and (loaded.parallel_tools if "parallel_tools" in saved else True),
+    )
+    opts.check_rules(gated, where="loading saved state over this program's gates")
+    return gated
+
+
+def _tighter(host: UsageLimits | None, saved: UsageLimits | None) -> UsageLimits | None:
+    if host is None or saved is None:
+        return saved if host is None else host
+    fields = {}
+    for name in ("requests", "input_tokens", "output_tokens", "total_tokens", "cost"):
+        values = [v for v in (getattr(host, name), getattr(saved, name)) if v is not None]
+        fields[name] = min(values) if values else None
+    return UsageLimits(**fields)
 
 
 def _restore_hooks(current: ProgramOptions, names: Any) -> dict[str, Any]:

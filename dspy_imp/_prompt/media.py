@@ -18,8 +18,10 @@ itself, so it does the same here, with two differences:
   replaced by a placeholder such as ``[image 1]``, and one user message right after the
   step's results carries the media, each after its placeholder.
 
-Marker text that still reaches a message (a custom ``tool_result_renderer`` returning DSPy's
-serialized form, media nested in a pydantic model) is split as DSPy splits it.
+Media come only from media values, never from text: a tool result (a fetched web page) or an input
+that holds DSPy's marker text, or text shaped like a token, stays text. Media nested in a pydantic
+model are lifted like those in dicts and lists; a token carries a random nonce of its message
+(``Attachments``), so no text can name one.
 
 Dumps: ``dump_media`` writes a media value as ``{"__imp_type__": "media", "class": ..., "fields":
 {...}}`` with its fields as given (no re-encoding); ``revive`` restores it without running
@@ -30,10 +32,11 @@ saved history never imports code).
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER, split_message_content_for_custom_types
+import pydantic
 
 from dspy_imp._prompt import sentences
 from dspy_imp._records.errors import ConfigurationError
@@ -48,10 +51,7 @@ ToolMedia = Literal["inline", "after"]
 """Where a tool result's media goes: in the tool message, or in a user message after the results."""
 
 
-_TOKEN = "@@dspy-imp-media-{}@@"
-
-
-_TOKEN_PATTERN = re.compile(r"@@dspy-imp-media-(\d+)@@")
+_TOKEN = "@@dspy-imp-media-{}-{}@@"
 
 
 _INLINE_PROVIDERS = frozenset({"anthropic", "gemini"})
@@ -66,10 +66,12 @@ class Attachments:
 
     def __init__(self) -> None:
         self.media: list[tuple[Part, ...]] = []
+        self.nonce = secrets.token_hex(8)  # text cannot name a token it has never seen
+        self.pattern = re.compile(rf"@@dspy-imp-media-{self.nonce}-(\d+)@@")
 
     def _token(self, parts: tuple[Part, ...]) -> str:
         self.media.append(parts)
-        return _TOKEN.format(len(self.media) - 1)
+        return _TOKEN.format(self.nonce, len(self.media) - 1)
 
     def lift(self, value: Any) -> Any:
         """``value`` with each media value (in lists, tuples and dicts too) replaced by a token."""
@@ -81,15 +83,17 @@ class Attachments:
             lifted: Any = [self.lift(v) for v in value]
         elif isinstance(value, Mapping):
             lifted = {k: self.lift(v) for k, v in value.items()}
+        elif isinstance(value, pydantic.BaseModel):  # written as DSPy writes the model: its fields as JSON
+            lifted = {k: self.lift(getattr(value, k)) for k in type(value).model_fields}
         else:
             return value
         return lifted if len(self.media) > before else value  # no media: the value itself, untouched
 
     def keep(self, rendered: Any) -> str:
-        """What a result renderer returned, as text with tokens: a str (DSPy's markers in it split),
-        a media value, or a list of those, concatenated in order."""
+        """What a result renderer returned, as text with tokens: a str (kept as text, whatever it
+        holds), a media value, or a list of those, concatenated in order."""
         if isinstance(rendered, str):
-            return self._markers_to_tokens(rendered)
+            return rendered
         parts = media_parts(rendered)
         if parts is not None:
             return self._token(parts)
@@ -100,23 +104,12 @@ class Attachments:
             f"or a list of those; got {type(rendered).__name__}"
         )
 
-    def _markers_to_tokens(self, text: str) -> str:
-        if CUSTOM_TYPE_START_IDENTIFIER not in text:
-            return text
-        # DSPy's public splitter, as its adapters use it (this path copies the payload, once).
-        (message,) = split_message_content_for_custom_types([{"role": "user", "content": text}])
-        out = []
-        for part in message["content"]:
-            is_text = part.get("type") == "text"
-            out.append(str(part.get("text", "")) if is_text else self._token((part,)))
-        return "".join(out)
-
     def content(self, text: str) -> Content:
         """``text`` as it is when it holds no media, else its parts (empty text between media left out)."""
         if not self.media:
             return text
         parts: list[Part] = []
-        for piece in split_tokens(text, self.media):
+        for piece in split_tokens(text, self.media, self.pattern):
             if isinstance(piece, str):
                 if piece:
                     parts.append({"type": "text", "text": piece})
@@ -125,9 +118,11 @@ class Attachments:
         return parts
 
 
-def split_tokens(text: str, media: Sequence[tuple[Part, ...]]) -> Iterator[str | tuple[Part, ...]]:
+def split_tokens(
+    text: str, media: Sequence[tuple[Part, ...]], pattern: re.Pattern[str]
+) -> Iterator[str | tuple[Part, ...]]:
     last = 0
-    for match in _TOKEN_PATTERN.finditer(text):
+    for match in pattern.finditer(text):
         index = int(match.group(1))
         if index >= len(media):
             continue  # text that merely looks like a token

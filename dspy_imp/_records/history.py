@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import dspy
+import pydantic
 from dspy.adapters.utils import serialize_for_json
 
 from dspy_imp._records.errors import ConfigurationError
@@ -150,6 +151,8 @@ def _json(value: Any) -> Any:
         return [_json(v) for v in value]
     if is_media(value):
         return dump_media(value)
+    if isinstance(value, pydantic.BaseModel) and contains_media(value):  # its media dumped as media, not marker text
+        return {k: _json(getattr(value, k)) for k in type(value).model_fields}
     serialized = serialize_for_json(value)
     if serialized is value:
         return str(value)

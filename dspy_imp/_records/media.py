@@ -5,10 +5,12 @@ How media are *shown* to a model (placed beside tool results, attached after the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import dspy
+import pydantic
 
 from dspy_imp._records.errors import ConfigurationError
 
@@ -39,14 +41,18 @@ def is_media(value: Any) -> bool:
 
 
 def contains_media(value: Any, depth: int = 0) -> bool:
-    """Whether a media value sits anywhere in ``value`` (dicts, lists and tuples walked)."""
+    """Whether a media value sits anywhere in ``value`` (dicts, lists, tuples and pydantic models walked)."""
     if depth > 50:  # deeper than any real result (and a circular one ends here)
         return False
     if isinstance(value, dict):
         return any(contains_media(v, depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
         return any(contains_media(v, depth + 1) for v in value)
-    return is_media(value)
+    if is_media(value):
+        return True
+    if isinstance(value, pydantic.BaseModel) and not isinstance(value, dspy.Type):
+        return any(contains_media(getattr(value, k), depth + 1) for k in type(value).model_fields)
+    return False
 
 
 def kind_of(part: Part) -> str:
@@ -97,15 +103,48 @@ def _restore(data: Mapping[str, Any]) -> Any:
     unknown = sorted(set(fields) - set(cls.model_fields))
     if unknown:
         raise ConfigurationError(f"dumped media of class {name!r} has unknown field(s) {unknown!r}")
-    return cls.model_construct(**fields)  # as given: no validator re-encodes or downloads
+    for field_name, spec in cls.model_fields.items():
+        _check_field(name, field_name, spec, fields)
+    value = cls.model_construct(**fields)  # as given: no validator re-encodes or downloads
+    try:
+        parts = media_parts(value)
+    except Exception as exc:  # a user type's format() refusing what it was given
+        raise ConfigurationError(f"dumped media of class {name!r} cannot be shown: {exc!r}") from exc
+    if parts is None:
+        raise ConfigurationError(f"dumped value of class {name!r} is not media; refusing to load it")
+    return value
+
+
+def _check_field(name: Any, field_name: str, spec: Any, fields: Mapping[str, Any]) -> None:
+    """Each field of the class's own type, strictly (``url=123`` is not a URL); required ones present."""
+    if field_name not in fields:
+        if spec.is_required():
+            raise ConfigurationError(f"dumped media of class {name!r} has no `{field_name}`; refusing to load it")
+        return
+    try:
+        _adapter(spec.annotation).validate_python(fields[field_name], strict=True)
+    except pydantic.ValidationError as exc:
+        raise ConfigurationError(
+            f"dumped media of class {name!r} has `{field_name}` = {fields[field_name]!r}, not a {spec.annotation}"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(annotation)
 
 
 def _media_classes() -> dict[str, type[dspy.Type]]:
+    """Media classes by name: DSPy's (and their subclasses) and user ``dspy.Type``s, never DSPy's other
+    types (``dspy.Tool``, ``dspy.ToolCalls``, ``dspy.History``...), which a history never holds as media."""
     found: dict[str, type[dspy.Type]] = _builtin()
+    builtin = tuple(found.values())
     pending: list[type[dspy.Type]] = [dspy.Type]
     while pending:
         cls = pending.pop()
         for sub in cls.__subclasses__():
-            found[f"{sub.__module__}.{sub.__qualname__}"] = sub
             pending.append(sub)
+            if sub.__module__.partition(".")[0] == "dspy" and not issubclass(sub, builtin):
+                continue
+            found[f"{sub.__module__}.{sub.__qualname__}"] = sub
     return found

@@ -12,6 +12,8 @@ def result_text(value: Any) -> str:
     """The text a successful result is shown as (``render_result`` without a renderer)."""
     if isinstance(value, str):
         return value
+    if value is None or isinstance(value, bool):  # as stock DSPy shows them: JSON's null, true, false
+        return json.dumps(value)
     if isinstance(value, dict | list):
         return to_json(value)
     jsonable = serialize_for_json(value)

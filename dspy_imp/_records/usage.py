@@ -7,8 +7,9 @@ Counting rules (``docs/controls.md#usage-limits``):
   succeeded or not; a JSON fallback DSPy's adapter made for a step counts under
   ``json_fallback``. Retries DSPy's LM makes inside one request are not seen, so not counted.
 - Tokens and cost are what the LM reported for each call (DSPy's history entry: LiteLLM's or
-  lm15's usage and cost), read whether or not ``track_usage`` is on. A call that failed, a
-  cache hit, or ``dspy.configure(disable_history=True)`` reports none.
+  lm15's usage and cost), read whether or not ``track_usage`` is on, and under
+  ``dspy.configure(disable_history=True)`` too (``_drivers.recorder``). A call that failed or a
+  cache hit reports none.
 - A limit is checked before each request, never during one: a request leaves only while every
   total is strictly below its limit. Tokens are known only after a request returns, so the
   request that crosses a token or cost limit is counted after it was sent, and it is the last

@@ -12,6 +12,13 @@ ones become observations, external ones take the given result), and the loop goe
 ``check_resume`` validates the decisions against the history before any request: every
 pending call must be decided, nothing else may be, and no new inputs are given (the resumed call
 continues the paused turn).
+
+The paused history is data the caller hands back, so it is not trusted to say what a person
+approved. An approval may be the pending call as it was shown (an item of
+``pred.metadata.pending_calls``): it then runs only if the history's call has that name and those
+arguments. Whatever the approval, the ``tool_policy`` still applies (an approved call the policy
+refuses is refused), and a paused entry that already holds results is refused: answered calls
+never run again.
 """
 
 from __future__ import annotations
@@ -56,19 +63,39 @@ class Decisions:
 
     approvals: Mapping[str, bool | str] = field(default_factory=dict)
     results: Mapping[str, Any] = field(default_factory=dict)
+    shown: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """For approvals given as the pending call shown: ``id -> (name, args)`` the person saw."""
+
+    @classmethod
+    def of(cls, approvals: Any, results: Any) -> Decisions:
+        verdicts, shown = check_approvals(approvals)
+        return cls(verdicts, check_results(results), shown)
 
 
-def check_approvals(value: Any) -> dict[str, bool | str]:
+def check_approvals(value: Any) -> tuple[dict[str, bool | str], dict[str, tuple[Any, Any]]]:
+    """The verdicts by call id, and the calls as shown for approvals given as a pending call."""
     if value is None:
-        return {}
+        return {}, {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigurationError(f"`approvals` must be a dict of call id -> True, False or a reason; got {value!r}")
+    verdicts: dict[str, bool | str] = {}
+    shown: dict[str, tuple[Any, Any]] = {}
     for key, verdict in value.items():
+        if isinstance(verdict, Mapping):
+            if verdict.get("id") != key or not isinstance(verdict.get("args"), Mapping) or "name" not in verdict:
+                raise ConfigurationError(
+                    f"`approvals[{key!r}]` as a pending call must be the call shown, with its `id`, `name` and "
+                    f"`args` (an item of pred.metadata.pending_calls); got {verdict!r}"
+                )
+            shown[key] = (verdict["name"], dict(verdict["args"]))
+            verdict = True
         if not isinstance(verdict, bool) and not (isinstance(verdict, str) and verdict.strip()):
             raise ConfigurationError(
-                f"`approvals[{key!r}]` must be True, False or a non-blank reason the model reads; got {verdict!r}"
+                f"`approvals[{key!r}]` must be True, False or a non-blank reason the model reads (or the pending "
+                f"call as shown); got {verdict!r}"
             )
-    return dict(value)
+        verdicts[key] = verdict
+    return verdicts, shown
 
 
 def check_results(value: Any) -> dict[str, Any]:
@@ -87,7 +114,13 @@ def paused_step(prior: Sequence[Step]) -> Step | None:
                 f"history entry {index} has pending calls but is not the last entry; "
                 "a paused turn is resumed before anything is added to its history"
             )
-    return prior[-1] if prior and prior[-1].pending else None
+    paused = prior[-1] if prior and prior[-1].pending else None
+    if paused is not None and paused.results:
+        raise ConfigurationError(
+            f"history entry {len(prior) - 1} has pending calls and results: its calls were answered already, "
+            "and an answered call never runs again; resume from the history the paused turn returned"
+        )
+    return paused
 
 
 def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str, Any]) -> None:
@@ -116,6 +149,23 @@ def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str,
     if undecided:
         named = ", ".join(f"{c.id!r} ({c.name}, via `{_option(c)}`)" for c in undecided)
         raise ConfigurationError(f"the paused turn has undecided pending call(s): {named}")
+    check_as_shown(paused, decisions)
+
+
+def check_as_shown(paused: Step, decisions: Decisions) -> None:
+    """An approval given as the call shown binds to it: the history's call must be that call."""
+    held = {call.id: call for call in paused.calls}
+    recorded = {call.id: call for call in paused.pending}
+    for call_id, (name, args) in decisions.shown.items():
+        call = held.get(call_id)
+        pending = recorded[call_id]
+        seen = (name, args)
+        if call is None or (call.name, dict(call.args)) != seen or (pending.name, dict(pending.args)) != seen:
+            found = None if call is None else {"name": call.name, "args": dict(call.args)}
+            raise ConfigurationError(
+                f"`approvals[{call_id!r}]` approved {name}({args!r}), but the history's call {call_id!r} is {found!r}; "
+                "nothing ran. Show the person the calls of the history you resume"
+            )
 
 
 def _option(call: PendingCall) -> str:

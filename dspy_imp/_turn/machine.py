@@ -294,6 +294,8 @@ class Turn:
             return Ending("finished_by_tool", finished, cause, finished_by_tool=tool, unexecuted=unexecuted)
         if text is not None or done.calls:
             self._record(_calls_record(outcome, done, {name: text}))
+        if text is None and outcome.calls:  # a completion with calls only is an empty answer (issue 23)
+            text = ""
         return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
 
     def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:

@@ -83,3 +83,6 @@ class Program(Protocol):
     def options(self) -> ProgramOptions: ...
 
     def summary_predictor(self) -> Any: ...
+
+    @property
+    def Extractor(self) -> Any: ...  # the extractor's class, built per request

@@ -312,8 +312,10 @@ def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisio
     if call.name not in ctx.roster:
         return Rejection("unknown_tool", sentences.unknown_tool(call.name))
     decided = _decided(call, decisions)
-    verdict = _policy_verdict(ctx, call.name, dict(call.args)) if decided is None else decided
-    if verdict == "approved":
+    if isinstance(decided, Rejection):
+        return decided
+    verdict = _policy_verdict(ctx, call.name, dict(call.args))  # an approval never overrides the policy
+    if decided == "approved" and verdict == "approval":
         verdict = None
     if isinstance(verdict, Rejection):
         return verdict

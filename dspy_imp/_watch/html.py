@@ -91,9 +91,23 @@ def value_html(value: Any) -> str:
 
 def _json(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
+        return json.dumps(value, ensure_ascii=False, default=_str)
+    except Exception:  # a host value whose str() raised, or a circular one: the view never raises
+        return _repr(value)
+
+
+def _str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # host code's __str__
+        return _repr(value)
+
+
+def _repr(value: Any) -> str:
+    try:
         return repr(value)
+    except Exception:  # host code's __repr__
+        return f"<{type(value).__name__} that cannot be shown>"
 
 
 def _table(rows: Sequence[tuple[str, str]], cls: str) -> str:

@@ -25,7 +25,9 @@ aimed at one raises ``ConfigurationError`` before any request (instead of stream
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -164,6 +166,41 @@ class Watch:
     def close(self) -> None:
         if self.progress is not None:
             self.progress.close(failed=self.failed)
+
+    # -- a turn that fails: its last lines reach the consumer before the error ---------------
+
+    def flush(self, outcome: Any) -> None:
+        """Before a failed turn raises, wait (bounded) until the consumer took what was sent.
+
+        ``dspy.streamify`` runs the program in a task group beside the loop that hands items to
+        the consumer: the program's exception cancels that loop, and whatever is still in the
+        stream's buffer (the last tool lines, "Turn ended: error") is lost. A run that returns
+        is not delayed.
+        """
+        if not isinstance(outcome, Failure) or self.stream is None:
+            return
+        until = time.monotonic() + _FLUSH_SECONDS
+        while _buffered(self.stream) and time.monotonic() < until:
+            time.sleep(0.002)
+
+    async def aflush(self, outcome: Any) -> None:
+        if not isinstance(outcome, Failure) or self.stream is None:
+            return
+        until = time.monotonic() + _FLUSH_SECONDS
+        while _buffered(self.stream) and time.monotonic() < until:
+            await asyncio.sleep(0.002)
+
+
+_FLUSH_SECONDS = 2.0
+
+
+def _buffered(stream: Any) -> int:
+    """Items sent but not yet taken (an AnyIO memory stream's statistics; 0 for another stream)."""
+    statistics = getattr(stream, "statistics", None)
+    try:
+        return int(statistics().current_buffer_used) if callable(statistics) else 0
+    except Exception:  # a stream of another kind, or one already closed
+        return 0
 
 
 class _Relay:
