@@ -18,6 +18,7 @@ def test_all_is_sorted_and_exact():
         "Context",
         "Finish",
         "Guardrail",
+        "GuardrailStage",
         "HistoryView",
         "Metadata",
         "ModelFacts",

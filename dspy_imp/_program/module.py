@@ -28,7 +28,7 @@ from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
-from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT
+from dspy_imp._turn.limits import ToolLimits
 from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
@@ -119,7 +119,7 @@ class ReActV2(dspy.Module):
         tool_timeouts: float | Mapping[Any, float] | None = None,
         tool_retries: int | Mapping[Any, int] | None = None,
         max_result_chars: int | Mapping[Any, int] | None = None,
-        repeat_limit: int | None = DEFAULT_REPEAT_LIMIT,
+        repeat_limit: int | None = 3,
         input_guardrails: Iterable[Any] = (),
         output_guardrails: Iterable[Any] = (),
         fallback: Iterable[dspy.BaseLM] = (),
@@ -166,7 +166,7 @@ class ReActV2(dspy.Module):
         if options.context is not None and options.context.summarize:  # only then among named_predictors()
             self.summarizer = SummaryPredictor(self.react.signature)
 
-    def summary_predictor(self) -> SummaryPredictor:
+    def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
         (a per-call policy on a program built without one)."""
         held = self.__dict__.get("summarizer")
@@ -232,8 +232,10 @@ class ReActV2(dspy.Module):
                 instructions.
 
         Example:
-            >>> researcher = dspy_imp.ReActV2("question -> findings", tools=[search])
-            >>> triage = dspy_imp.ReActV2("ticket -> reply", tools=[researcher.as_tool(name="researcher")])
+            ```python
+            researcher = dspy_imp.ReActV2("question -> findings", tools=[search])
+            triage = dspy_imp.ReActV2("ticket -> reply", tools=[researcher.as_tool(name="researcher")])
+            ```
         """
         return agent_tool(self, name, description)
 
@@ -292,7 +294,7 @@ class ReActV2(dspy.Module):
             parallel=options.parallel_tools,
             needs_approval=frozenset(options.needs_approval),
             external=frozenset(options.external_tools),
-            limits=options.limits(),
+            limits=ToolLimits.of(options),
             renderer=options.tool_result_renderer,
         )
 

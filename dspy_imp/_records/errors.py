@@ -103,10 +103,12 @@ class RetryTool(Exception):
     default 1); one more interrupts the turn with cause ``"tool_retries_exhausted"``.
 
     Example:
-        >>> def book(date: str) -> str:
-        ...     if "-" not in date:
-        ...         raise dspy_imp.RetryTool("send the date as YYYY-MM-DD")
-        ...     return f"booked {date}"
+        ```python
+        def book(date: str) -> str:
+            if "-" not in date:
+                raise dspy_imp.RetryTool("send the date as YYYY-MM-DD")
+            return f"booked {date}"
+        ```
     """
 
     def __init__(self, message: str):

@@ -67,7 +67,9 @@ class Context:
             (the model's tokenizer where LiteLLM has it, tiktoken's otherwise).
 
     Example:
-        >>> agent = dspy_imp.ReActV2("q -> a", tools=[search], context=dspy_imp.Context(trigger=0.7))
+        ```python
+        agent = dspy_imp.ReActV2("q -> a", tools=[search], context=dspy_imp.Context(trigger=0.7))
+        ```
     """
 
     trigger: int | float = 0.75
@@ -76,7 +78,7 @@ class Context:
     keep_results: int | None = 2
     summarize: bool = True
     leave_out: bool = True
-    counter: Counter | None = None
+    counter: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, str], int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("trigger", "target"):

@@ -54,9 +54,11 @@ class Guardrail:
         retry: For an output guardrail, ask the model once to try again instead of blocking.
 
     Example:
-        >>> no_pii = dspy_imp.Guardrail(lambda outputs, inputs: "has an email" if "@" in outputs["reply"] else None,
-        ...                             name="no_pii", retry=True)
-        >>> agent = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], output_guardrails=[no_pii])
+        ```python
+        no_pii = dspy_imp.Guardrail(lambda outputs, inputs: "has an email" if "@" in outputs["reply"] else None,
+                                    name="no_pii", retry=True)
+        agent = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], output_guardrails=[no_pii])
+        ```
     """
 
     def __init__(self, check: Any, *, name: str | None = None, run: str = "before", retry: bool = False):

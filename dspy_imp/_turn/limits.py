@@ -64,6 +64,11 @@ class ToolLimits:
     max_chars: Mapping[str, int] = field(default_factory=dict)
     repeat_limit: int | None = DEFAULT_REPEAT_LIMIT
 
+    @classmethod
+    def of(cls, options: Any) -> ToolLimits:
+        """The limits of a program's (or a call's) ``ProgramOptions``."""
+        return cls(options.tool_timeouts, options.tool_retries, options.max_result_chars, options.repeat_limit)
+
     def retries_for(self, name: str | None) -> int:
         found = _lookup(self.retries, name)
         return DEFAULT_RETRIES if found is None else int(found)

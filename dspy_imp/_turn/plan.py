@@ -15,7 +15,6 @@ from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.context import Context
 from dspy_imp._turn.effects import Tool
 from dspy_imp._turn.guardrails import Guardrail
-from dspy_imp._turn.limits import DEFAULT_REPEAT_LIMIT, ToolLimits
 
 ToolPolicy = Callable[[str, dict[str, Any]], "bool | str"] | frozenset[str] | None
 
@@ -44,14 +43,11 @@ class ProgramOptions:
     tool_timeouts: Mapping[str, float] = field(default_factory=dict)
     tool_retries: Mapping[str, int] = field(default_factory=dict)
     max_result_chars: Mapping[str, int] = field(default_factory=dict)
-    repeat_limit: int | None = DEFAULT_REPEAT_LIMIT
+    repeat_limit: int | None = 3  # _turn.limits.DEFAULT_REPEAT_LIMIT
     input_guardrails: tuple[Guardrail, ...] = ()
     output_guardrails: tuple[Guardrail, ...] = ()
     fallback: tuple[Any, ...] = ()  # dspy.BaseLM objects (the turn imports no DSPy)
 
-    def limits(self) -> ToolLimits:
-        """The per-tool limits and the repeat limit, as the turn applies them."""
-        return ToolLimits(self.tool_timeouts, self.tool_retries, self.max_result_chars, self.repeat_limit)
     context: Context | None = None
 
 

@@ -7,9 +7,11 @@ stream (``POST /api/chat``); ``python -m dspy_imp.web module:agent`` serves it o
 their messages. See ``docs/web.md``.
 
 Example:
-    >>> from fastapi import FastAPI
-    >>> api = FastAPI()
-    >>> api.mount("/support", dspy_imp.web.app(agent))
+    ```python
+    from fastapi import FastAPI
+    api = FastAPI()
+    api.mount("/support", dspy_imp.web.app(agent))
+    ```
 """
 
 try:

@@ -54,7 +54,9 @@ class FileStore:
     survive a restart, a paused one too (its history holds the pending calls a resume answers).
 
     Example:
-        >>> app = dspy_imp.web.app(agent, store=dspy_imp.web.FileStore("conversations"))
+        ```python
+        app = dspy_imp.web.app(agent, store=dspy_imp.web.FileStore("conversations"))
+        ```
     """
 
     def __init__(self, directory: str | os.PathLike[str]):

@@ -47,8 +47,10 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
             ``DurableAgent``'s turns always run its async workflow (``astart``).
 
     Example:
-        >>> import uvicorn
-        >>> uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
+        ```python
+        import uvicorn
+        uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
+        ```
     """
     program, runner = _runner(agent, store or MemoryStore(), sync)
     server = _Server(program, runner)
