@@ -10,19 +10,10 @@ import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
 SYSTEM_TA = (
-    "Your input fields are:\n"
-    "1. `intent` (str):\n"
-    "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## intent ## ]]\n{intent}\n\n"
-    "In adhering to this structure, your objective is: \n"
-    "        Answer the intent.\n"
-    "        You are an Agent. Produce `answer` from `intent`, using the supplied tools to gather information "
+    "Answer the intent.\n"
+    "You are an Agent. Produce `answer` from `intent`, using the supplied tools to gather information "
     "and take actions.\n"
-    "        The outputs to produce are:\n"
-    "        1. `answer` (string):\n"
-    "        Call tools when more information is needed.\n"
-    "        When the final answer is ready, reply without calling a tool: that message is `answer`.\n"
-    "        The available tools are: `look`."
+    "When the final answer is ready, reply without calling a tool: that message is `answer`."
 )
 
 
