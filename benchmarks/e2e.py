@@ -99,9 +99,10 @@ def _built(loops: dict[str, Callable[..., Turn]], server: BenchServer, steps: in
 
 def measure(
     server: BenchServer, loops: dict[str, Callable[..., Turn]], steps_list: Sequence[int], long: int,
-    counts: dict[int, int],
+    counts: dict[int, int], flat_loops: Sequence[str] = OURS[:1],
 ) -> dict[str, Any]:
-    """Every loop at each N (interleaved rounds), then ours at N=10 against N=``long`` (paired rounds)."""
+    """Every loop at each N (interleaved rounds), then ``flat_loops`` at the first N against N=``long``
+    (paired rounds)."""
     table: list[dict[str, Any]] = []
     ratios: list[dict[str, Any]] = []
     for steps in steps_list:
@@ -117,7 +118,7 @@ def measure(
         print(f"  N={steps:<5} " + ", ".join(
             f"{r['loop']} {r['request_ms']['median']:.2f}" for r in table if r["steps"] == steps and r["request_ms"]
         ) + " ms/request", flush=True)
-    flat = _flatness(server, loops, steps_list[0], long, counts.get(long, 3))
+    flat = _flatness(server, loops, steps_list[0], long, counts.get(long, 3), flat_loops)
     return {"table": table, "ratios": ratios, "flat": flat}
 
 
@@ -138,13 +139,12 @@ def _step_ratios(results: dict[str, list[dict[str, Any]]], steps: int) -> list[d
 
 
 def _flatness(
-    server: BenchServer, loops: dict[str, Callable[..., Turn]], short: int, long: int, count: int
+    server: BenchServer, loops: dict[str, Callable[..., Turn]], short: int, long: int, count: int,
+    names: Sequence[str],
 ) -> list[dict[str, Any]]:
     """Ours per request at ``long`` steps against ``short``, each round running both (paired)."""
     out = []
-    for name in OURS:
-        if name not in loops:
-            continue
+    for name in names:
         small = _built({name: loops[name]}, server, short)[name]
         large = _built({name: loops[name]}, server, long)[name]
         results = rounds(server, {"short": (small, short), "long": (large, long)}, count)

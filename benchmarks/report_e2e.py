@@ -160,3 +160,82 @@ def targets_table(results: dict[str, Any]) -> str:
     rows.append(["requests per answered turn, no higher than any peer's", f"≤ {peers}", _f(req["ours"]),
                  _f(req["met"])])
     return _table(["target", "limit", "measured: median (low–high)", "met"], rows, "lrrr")
+
+
+# -- the page's sections ----------------------------------------------------------------------
+
+_E2E = """## End to end
+
+Every loop runs the way its users run it, against one scripted OpenAI-compatible server on
+127.0.0.1 (`benchmarks/server.py`, its own process, answering at once). How each is fed
+(`benchmarks/loops.py`):
+
+- `dspy_imp` and `dspy.ReActV2`: a real `dspy.LM("openai/gpt-4o-mini", api_base=..., api_key=...,
+  cache=False)`, on the default native lm15 engine and with `engine="litellm"` (LiteLLM, then the
+  OpenAI SDK over httpx); `dspy.ReActV2` with `ChatAdapter(use_native_function_calling=True)`.
+- pydantic-ai: `OpenAIChatModel` over an `OpenAIProvider(base_url=..., api_key=...)`; the Agents
+  SDK: `OpenAIChatCompletionsModel` over an `AsyncOpenAI` client, tracing off.
+- The turn: N calls of the same `look` tool, which every loop runs N times, then the answer in the
+  loop's own form (plain text for `dspy_imp`, pydantic-ai and the Agents SDK with a `str` output;
+  a `submit` call for `dspy.ReActV2`, whose signature has no text answer of its own kind).
+- Each reply is shaped as the loop's real model writes it: a request that asks for ChatAdapter
+  field markers (`dspy.ReActV2`'s "Respond with the corresponding output fields, starting with the
+  field `[[ ## next_thought ## ]]`...") gets its text in those markers, ending on
+  `[[ ## completed ## ]]`, beside the native tool calls; a structured-output request
+  (`response_format` with a JSON schema) gets JSON and never a bare thought.
+
+The server stamps each request when it has read its body and when it has written the reply
+(`time.monotonic`, one clock for both processes). *ms/request* is the loop's time between a
+reply and its next request: reading the reply, running the tool, building and sending the next
+request (everything but the provider), the median over the requests sent with at least 90% of
+the N steps recorded. *ms/turn* is the turn's wall time minus the server's time on its requests.
+Each cell is the median over interleaved rounds (every round runs every loop once, in an order
+rotated from round to round), with the lowest and the highest round in brackets.
+
+{table}
+
+Ratios are taken within each round (the two loops of a ratio ran minutes apart at most, under
+the same load), then the median over rounds, with the lowest and highest round:
+
+{ratios}
+
+## Targets (issue 29)
+
+{targets}
+"""
+
+_LEDGER = """## Token ledger
+
+Where each loop's prompt tokens go over the shared scenarios above ({shared}), per answered
+turn: every scenario's tokens summed, divided by the scenarios that ended with an answer
+(`benchmarks/ledger.py`). *system* is the system messages, *tools* the tool definitions and any
+structured-output schema, *history* the messages the previous request of the turn held at the
+same place (replayed), *new* every other message; *reply tokens* are the scripted model's
+replies as each loop's model writes them. Tokens are `cl100k_base` counts of the serialized
+parts, an estimate for every provider. *Cached* is what each provider's automatic prompt cache
+would reuse: the leading parts identical to the previous request's, from 1,024 tokens in 128-token
+steps on OpenAI, in 64-token units on DeepSeek, and nothing on Anthropic, which caches only behind
+`cache_control` breakpoints that none of these loops sets. Dollars (millionths per answered turn)
+use LiteLLM's bundled price map: {prices}.
+
+{table}
+
+Per scenario (tokens summed over the scenario's requests):
+
+{scenarios}
+
+Per N-step turn of the comparison above:
+
+{steps}
+"""
+
+
+def e2e_page(results: dict[str, Any]) -> str:
+    return _E2E.format(table=e2e_table(results), ratios=e2e_ratios_table(results), targets=targets_table(results))
+
+
+def ledger_page(results: dict[str, Any]) -> str:
+    shared = ", ".join(f"*{s.replace('_', ' ')}*" for s in results["ledger"]["shared"])
+    prices = "; ".join(f"{name} `{cache.model}`" for name, cache in CACHES.items())
+    return _LEDGER.format(shared=shared, prices=prices, table=ledger_table(results),
+                          scenarios=ledger_scenarios_table(results), steps=ledger_steps_table(results))

@@ -20,16 +20,18 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from . import compare, overhead, parallel, report
-from .loops import LOOPS
+from . import compare, e2e, overhead, parallel, report, report_e2e
+from .loops import E2E_LOOPS, LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {
     "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
-             "profile": 30},
-    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2},
+             "profile": 30, "e2e": [10, 50, 100], "e2e_long": 1000,
+             "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3}},
+    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2, "e2e": [2, 3],
+              "e2e_long": 5, "rounds": {"2": 2, "3": 2, "5": 2}},
 }
 
 
@@ -46,18 +48,24 @@ def run(quick: bool) -> dict[str, Any]:
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
         "sizes": sizes,
     }
-    print("\n[1/5] per-request cost against recorded steps (in-process, scripted engine)", flush=True)
+    with BenchServer() as server:
+        print("\n[1/6] end to end: every loop over HTTP, interleaved rounds", flush=True)
+        counts = {int(k): v for k, v in sizes["rounds"].items()}
+        results["e2e"] = e2e.measure(server, E2E_LOOPS, sizes["e2e"], sizes["e2e_long"], counts)
+    print("\n[2/6] where a request's time goes (in-process, scripted engine)", flush=True)
     results["curve"] = overhead.curve(sizes["ours"], sizes["theirs"])
     with BenchServer() as server:
-        print("\n[2/5] same model, four loops (local OpenAI-compatible server)", flush=True)
-        results["loops"] = compare.compare(server, sizes["steps"], quick)
-        print("\n[3/5] requests per answered turn", flush=True)
+        print("\n[3/6] same model, five loops: what each sends (local OpenAI-compatible server)", flush=True)
+        results["loops"] = compare.compare(server, sizes["steps"])
+        print("\n[4/6] requests and tokens per answered turn", flush=True)
         results["scenarios"] = compare.scenarios(server, SCENARIOS[1:])
-        print("\n[4/5] where each loop spends a turn (cProfile shares)", flush=True)
+        print("\n[5/6] where each loop spends a turn (cProfile shares)", flush=True)
         results["profile"] = _profiles(server, sizes["profile"])
-    print("\n[5/5] parallel tools", flush=True)
+    print("\n[6/6] parallel tools", flush=True)
     results["parallel"] = parallel.parallel(sizes["calls"])
+    results["ledger"] = compare.ledger_summary(results["scenarios"], results["loops"], report_e2e.SHARED)
     results["targets"] = report.targets(results)
+    results["targets_e2e"] = report_e2e.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
     return results
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
