@@ -241,19 +241,19 @@ samples, as its section says.
 
 _CURVE = """## Where a request's time goes (in-process)
 
-A breakdown, not the headline figure (that is the end-to-end section above). One turn of N tool steps, then a `submit`, in-process against `dspy_imp.testing.ScriptedLM`'s
-engine (answering at once, and here keeping no copy of the requests). Timers around a few
-functions split each request into *ours* (the state machine, bookkeeping, and
-`ReActAdapter`'s hooks: rendering the request, reading the reply), *DSPy's plumbing*
-(`Predict`, the adapter base and `dspy.LM`, which for the default engine converts the whole
-message list into an lm15 request and checks it, every request) and the scripted engine
-(left out: it stands for the provider). Each of our values is the least disturbed of the
-requests sent with at least 95% of the N steps recorded, taken from repeated turns when the
-turn is short (at least 40 requests: one from each 10-step turn, 51 from the 1,000-step
-turn); each measurement runs in a new Python process, so none inherits the heap another left
-behind. `dspy.ReActV2` is timed whole, minus the engine, as the least disturbed of the last 20
-requests of its N-step turn, and only as far as its column goes (its per-request cost grows
-with the history, so a 1,000-step turn alone would take many minutes).
+A breakdown, not the headline figure (that is the end-to-end section above). One turn of N tool
+steps, then a `submit`, in-process against `dspy_imp.testing.ScriptedLM`'s engine (answering at
+once, and here keeping no copy of the requests). Timers around a few functions split each
+request into *ours* (the state machine, bookkeeping, and `ReActAdapter`'s hooks: rendering the
+request, reading the reply), *DSPy's plumbing* (`Predict`, the adapter base and `dspy.LM`, which
+for the default engine converts the whole message list into an lm15 request and checks it, every
+request) and the scripted engine (left out: it stands for the provider). Each of our values is
+the least disturbed of the requests sent with at least 95% of the N steps recorded, taken from
+repeated turns when the turn is short (at least 40 requests: one from each 10-step turn, 51 from
+the 1,000-step turn); each measurement runs in a new Python process, so none inherits the heap
+another left behind. `dspy.ReActV2` is timed whole, minus the engine, as the least disturbed of
+the last 20 requests of its N-step turn, and only as far as its column goes (its per-request
+cost grows with the history, so a 1,000-step turn alone would take many minutes).
 
 ![ms per request against recorded steps](performance.svg)
 

@@ -213,7 +213,8 @@ def test_a8_the_submit_schema_requires_every_output(run):
     assert second["tool_call_results"][0]["error_kind"] == "invalid_submit_outputs"
     # Pydantic's own message only: not its error type, the value again or a link to its docs (issue 29).
     assert second["tool_call_results"][0]["result"] == (
-        "submit outputs were not accepted: `count`: Input should be a valid integer, unable to parse string as an integer"
+        "submit outputs were not accepted: `count`: "
+        "Input should be a valid integer, unable to parse string as an integer"
     )
     assert (pred.answer, pred.count, pred.maybe) == ("ok", 3, None)
     assert third["count"] == 3
