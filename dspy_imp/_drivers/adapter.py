@@ -46,6 +46,7 @@ from dspy_imp._routes.route import (
     canonical_request,
     outputs_of,
     planned,
+    remembered_capabilities,
     replays_state,
     settle_options,
 )
@@ -175,7 +176,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
-        with _recording(recorder):
+        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
@@ -192,7 +193,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
-        with _recording(recorder):
+        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:

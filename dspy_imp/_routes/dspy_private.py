@@ -8,6 +8,8 @@ When DSPy changes one of these, this module is the list to check.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import dspy
@@ -147,3 +149,27 @@ def _wrapper(annotation: Any) -> Any:
     if model is None:
         model = _WRAPPERS[annotation] = create_model("Wrapper", value=(annotation, ...))
     return model
+
+
+@contextlib.contextmanager
+def capabilities_known(lm: Any, lm_kwargs: dict[str, Any], known: dict[Any, Any], key: Any) -> Iterator[None]:
+    """DSPy's per-call capability scope (``dspy.clients.capabilities._planning``), filled from ``known``.
+
+    Why: DSPy works out an LM's capabilities (its engine choice, then the model catalogue) once
+    per adapter call, about 0.4 ms, the largest fixed cost of a short request, and keeps the
+    answer only for that call. The scope opened here is the one DSPy's adapter then reuses (same
+    LM, same options object); it starts with the answer an earlier request of this LM computed
+    under the same ``key`` (the route's: the answer depends on which options are set, as the
+    route does), and leaves its answer there for the next.
+    """
+    from dspy.clients.capabilities import _planning, planning_scope
+
+    with planning_scope(lm, lm_kwargs):
+        scope = _planning.get()
+        if scope is not None and scope.lm is lm and scope.value is None and key in known:
+            scope.value = known[key]
+        try:
+            yield
+        finally:
+            if scope is not None and scope.lm is lm and scope.value is not None:
+                known[key] = scope.value
