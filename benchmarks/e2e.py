@@ -148,7 +148,7 @@ def _flatness(
         small = _built({name: loops[name]}, server, short)[name]
         large = _built({name: loops[name]}, server, long)[name]
         results = rounds(server, {"short": (small, short), "long": (large, long)}, count)
-        row = {
+        row: dict[str, Any] = {
             "loop": name, "short": short, "long": long,
             "short_ms": spread([r["request_ms"] for r in results["short"]]),
             "long_ms": spread([r["request_ms"] for r in results["long"]]),

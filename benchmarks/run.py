@@ -26,7 +26,7 @@ from .profile import shares
 from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
              "profile": 30, "e2e": [10, 50, 100], "e2e_long": 1000,
              "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3}},

@@ -109,7 +109,7 @@ def checked_tool(func: Any, validator: Any) -> Any:
     return CheckedTool(func)
 
 
-class CheckedTool(dspy.Tool):  # type: ignore[misc]
+class CheckedTool(dspy.Tool):
     """A ``dspy.Tool`` for a function the loop wrapped itself (see ``checked_tool``)."""
 
     validator: ClassVar[Any] = None
