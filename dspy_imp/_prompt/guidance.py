@@ -3,7 +3,9 @@
 ``Guidance`` is everything the renderer needs to know about the loop and one request; the
 loop builds it, the adapter reads it from a context variable. The system message is the
 adapter's layout (input fields, structure, objective) with the loop's guidance lines
-appended to the objective after the program's own instructions, which are never edited.
+appended to the objective after the program's own instructions, which are never edited; in
+native Chat, where the model answers in tool calls or plain text, it is the instructions and
+the guidance lines alone.
 """
 
 from __future__ import annotations
