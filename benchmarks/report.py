@@ -324,7 +324,8 @@ step limit is 3 (pydantic-ai: `request_limit=3`; Agents SDK: `max_turns=3`); *pr
 error* gets one HTTP 500 on the second request; *named choice refused* gets an HTTP 400 for
 any request naming a tool in `tool_choice` (n/a: the loop never names one); *enum output*
 first answers `maybe`; *never submits* only ever writes text. A model under `tool_choice`
-`"required"` writes no bare thought; a named choice is obeyed.
+`"required"` or a JSON-schema structured output writes no bare thought; a named choice is
+obeyed; a ChatAdapter request gets its reply in field markers (as in the end-to-end section).
 
 {scenarios}
 """
