@@ -35,6 +35,7 @@ Turn = Callable[[], bool]
 OURS = ("dspy_imp", "dspy_imp (litellm)")
 STOCK = {"dspy_imp": "dspy.ReActV2", "dspy_imp (litellm)": "dspy.ReActV2 (litellm)"}
 PEERS = ("pydantic-ai", "openai-agents")
+SHORT_REPEATS = 9  # short turns per round in the flatness ratio, their sampled gaps pooled
 
 
 def gaps(times: Sequence[Sequence[float]]) -> list[float]:
@@ -55,12 +56,13 @@ def one_turn(server: BenchServer, turn: Turn, steps: int) -> dict[str, Any]:
     wall = time.perf_counter() - start
     times = server.stats()["times"]
     served = sum(t[1] - t[0] for t in times)
-    between = gaps(times)
+    per_turn = steps + 1  # an N-step turn sends N + 1 requests; repeated turns are split back into turns
+    between = [g for i in range(0, len(times), per_turn) for g in sampled(gaps(times[i : i + per_turn]), steps)]
     return {
         "answered": answered,
         "requests": len(times),
         "turn_ms": (wall - served) * 1e3,
-        "request_ms": statistics.median(sampled(between, steps)) * 1e3 if between else None,
+        "request_ms": statistics.median(between) * 1e3 if between else None,
     }
 
 
@@ -147,7 +149,11 @@ def _flatness(
     for name in names:
         small = _built({name: loops[name]}, server, short)[name]
         large = _built({name: loops[name]}, server, long)[name]
-        results = rounds(server, {"short": (small, short), "long": (large, long)}, count)
+
+        def shorts(turn: Turn = small) -> bool:  # a short turn has one or two sampled gaps: take several turns
+            return all([turn() for _ in range(SHORT_REPEATS)])
+
+        results = rounds(server, {"short": (shorts, short), "long": (large, long)}, count)
         row: dict[str, Any] = {
             "loop": name, "short": short, "long": long,
             "short_ms": spread([r["request_ms"] for r in results["short"]]),
