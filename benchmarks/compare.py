@@ -1,17 +1,16 @@
 """Same model, four loops: one scripted turn (N tool steps, then the answer) through each loop.
 
-For each loop and N: wall time per turn (best of a few turns) and per request, the bytes and
-(estimated) tokens it sent in the turn, the share of each request that is a byte-identical
-prefix of the one before it (what a provider's prompt cache can reuse), and the peak Python
-memory of one turn (``tracemalloc``, a separate untimed turn). Also: requests per answered
-turn over a fixed set of scenarios (``benchmarks.server.SCENARIOS``).
+For each loop and N: the bytes and (estimated) tokens it sent in the turn, split by the token
+ledger (``benchmarks.ledger``), the share of each request that is a byte-identical prefix of the
+one before it (what a provider's prompt cache can reuse), and the peak Python memory of one
+turn (``tracemalloc``, a separate turn). Also: requests and tokens per answered turn over a
+fixed set of scenarios (``benchmarks.server.SCENARIOS``). Time is ``benchmarks.e2e``'s.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 import tracemalloc
 from typing import Any
 
@@ -19,6 +18,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
 
+from . import ledger
 from .loops import LOOPS
 from .server import BenchServer
 
@@ -58,25 +58,21 @@ def request_stats(bodies: list[str]) -> dict[str, Any]:
     }
 
 
-def _repeats(steps: int, quick: bool) -> int:
-    return 1 if quick or steps >= 100 else 3 if steps >= 10 else 5
+def compare(server: BenchServer, steps_list: list[int]) -> list[dict[str, Any]]:
+    """One N-step turn per loop and N: what it sent (bytes, tokens by part, prefix share) and its peak memory.
 
-
-def compare(server: BenchServer, steps_list: list[int], quick: bool = False) -> list[dict[str, Any]]:
+    Time is measured end to end in ``benchmarks.e2e``, not here.
+    """
     rows = []
     for name, make in LOOPS.items():
         turn = make(server.base_url, "text", max(steps_list) + 5)
         server.reset("steps", 1)
         turn()  # warm-up: imports, clients, connection pools
         for steps in steps_list:
-            best = float("inf")
-            answered = True
-            for _ in range(_repeats(steps, quick)):
-                server.reset("steps", steps)
-                start = time.perf_counter()
-                answered = turn() and answered
-                best = min(best, time.perf_counter() - start)
-            stats = request_stats(server.stats()["bodies"])
+            server.reset("steps", steps)
+            answered = turn()
+            sent = server.stats()
+            stats = request_stats(sent["bodies"])
             server.reset("steps", steps)
             tracemalloc.start()
             turn()
@@ -86,12 +82,11 @@ def compare(server: BenchServer, steps_list: list[int], quick: bool = False) -> 
                 "loop": name,
                 "steps": steps,
                 "answered": answered,
-                "turn_ms": best * 1e3,
-                "request_ms": best * 1e3 / stats["requests"],
                 "peak_mb": peak / 1e6,
                 **stats,
+                "ledger": ledger.totals(ledger.split(sent["bodies"], sent["replies"])),
             })
-            print(f"  {name:<20} N={steps:<4} {best * 1e3:9.1f} ms/turn", flush=True)
+            print(f"  {name:<20} N={steps:<4} {stats['tokens']:>9,} tokens", flush=True)
     return rows
 
 
@@ -102,6 +97,7 @@ STEP_LIMIT = 3
 
 
 def scenarios(server: BenchServer, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each loop through each scenario: requests sent, failed ones, whether it answered, its token ledger."""
     rows = []
     for name, make in LOOPS.items():
         turns = {kind: make(server.base_url, kind, 10) for kind in ("typed", "enum")}
@@ -113,6 +109,7 @@ def scenarios(server: BenchServer, names: tuple[str, ...]) -> list[dict[str, Any
             answered = turn()
             stats = server.stats()
             statuses = stats["statuses"]
+            totals = ledger.totals(ledger.split(stats["bodies"], stats["replies"]))
             applies = scenario != "named_choice_refused" or 400 in statuses
             rows.append({
                 "loop": name,
@@ -121,8 +118,30 @@ def scenarios(server: BenchServer, names: tuple[str, ...]) -> list[dict[str, Any
                 "requests": len(statuses),
                 "failed_requests": sum(1 for s in statuses if s != 200),
                 "answered": answered,
+                "ledger": totals,
             })
     return rows
+
+
+def ledger_summary(scenario_rows: list[dict[str, Any]], step_rows: list[dict[str, Any]],
+                   shared: tuple[str, ...]) -> dict[str, Any]:
+    """The token ledger: per loop over the shared scenarios (sums, and per answered turn), per scenario, per N."""
+    loops: dict[str, Any] = {}
+    kept = [r for r in scenario_rows if r["scenario"] in shared]
+    for row in kept:
+        entry = loops.setdefault(row["loop"], {"sum": {}, "answered": 0, "turns": 0})
+        entry["sum"] = ledger.add(entry["sum"], row["ledger"])
+        entry["answered"] += bool(row["answered"])
+        entry["turns"] += 1
+    for entry in loops.values():
+        entry["per_answered"] = ledger.per_answered(entry["sum"], entry["answered"])
+    return {
+        "shared": list(shared),
+        "loops": loops,
+        "scenarios": [{"loop": r["loop"], "scenario": r["scenario"], "answered": r["answered"],
+                       "totals": r["ledger"]} for r in kept],
+        "steps": [{"loop": r["loop"], "steps": r["steps"], "totals": r["ledger"]} for r in step_rows],
+    }
 
 
 def _answer(kind: str) -> dict[str, Any]:

@@ -102,10 +102,15 @@ def ours_litellm(base_url: str, kind: str, max_steps: int) -> Turn:
     return ours(base_url, kind, max_steps, engine="litellm")
 
 
-def dspy_react(base_url: str, kind: str, max_steps: int) -> Turn:
-    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False)
+def dspy_react(base_url: str, kind: str, max_steps: int, engine: str = "auto") -> Turn:
+    options: dict[str, Any] = {} if engine == "auto" else {"engine": engine}
+    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False, **options)
     agent = dspy.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps)
     return _dspy_turn(agent, lm, dspy.ChatAdapter(use_native_function_calling=True))
+
+
+def dspy_react_litellm(base_url: str, kind: str, max_steps: int) -> Turn:
+    return dspy_react(base_url, kind, max_steps, engine="litellm")
 
 
 def pydantic_ai(base_url: str, kind: str, max_steps: int) -> Turn:
@@ -155,3 +160,5 @@ LOOPS: dict[str, Callable[..., Turn]] = {
     "pydantic-ai": pydantic_ai,
     "openai-agents": openai_agents,
 }
+# End to end, stock on both engines too (``benchmarks.e2e``).
+E2E_LOOPS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy.ReActV2 (litellm)": dspy_react_litellm}

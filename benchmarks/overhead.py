@@ -202,7 +202,9 @@ def _first_sample(steps: int) -> int:
     return min(steps, math.ceil(0.95 * steps))
 
 
-def scripted(steps: int, meter: Meter | None = None, churn: int = 0) -> dspy.LM:
+def scripted(steps: int, meter: Meter | None = None, churn: int = 0, marked: bool = False) -> dspy.LM:
+    """The scripted engine; ``marked``: its text in ChatAdapter field markers, as a model writes it for
+    ``dspy.ReActV2`` (without them every stock reply fails to parse first)."""
     made = [0]
 
     def answer(_request: Any) -> Any:
@@ -212,7 +214,8 @@ def scripted(steps: int, meter: Meter | None = None, churn: int = 0) -> dspy.LM:
         done = made[0] - 1
         if done >= steps:
             return reply(calls=[call("submit", {"answer": "found", "confidence": 0.9}, id=f"s{done}")])
-        return reply(f"step {done}", calls=[call("look", {"where": f"place {done}"}, id=f"c{done}")])
+        text = f"[[ ## next_thought ## ]]\nstep {done}\n\n[[ ## completed ## ]]" if marked else f"step {done}"
+        return reply(text, calls=[call("look", {"where": f"place {done}"}, id=f"c{done}")])
 
     engine = _Instant(answer, native=True)
     engine.churn, engine.churn_from = churn, _first_sample(steps) - 1
@@ -252,7 +255,7 @@ def ours(steps: int, history: bool = True, churn: int = 0) -> dict[str, float]:
         rows += meter.intervals()[_first_sample(steps) :]
     own = [r["wall"] - r["request"] - r["tools"] + r["hooks"] for r in rows]
     plumbing = [r["request"] - r["hooks"] - r["engine"] for r in rows]
-    whole = [r["wall"] - r["engine"] - r["tools"] for r in rows]
+    whole = [r["wall"] - r["engine"] for r in rows]  # the tool step included, as in ``theirs``
     return {
         "ours_ms": min(own) * 1e3,
         "plumbing_ms": min(plumbing) * 1e3,
@@ -265,7 +268,7 @@ def ours(steps: int, history: bool = True, churn: int = 0) -> dict[str, float]:
 def theirs(steps: int) -> dict[str, float]:
     """Median ms per request near the end of an N-step ``dspy.ReActV2`` turn (engine left out)."""
     meter = Meter()
-    lm = scripted(steps, meter)
+    lm = scripted(steps, meter, marked=True)
     agent = dspy.ReActV2(Task, tools=[look], max_iters=steps + 1)
     with metered(meter), dspy.context(lm=lm, adapter=dspy.ChatAdapter(use_native_function_calling=True)):
         prediction = agent(question="where is it?")

@@ -20,16 +20,18 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from . import compare, context_prefix, overhead, parallel, report
-from .loops import LOOPS
+from . import compare, context_prefix, e2e, overhead, parallel, report, report_e2e
+from .loops import E2E_LOOPS, LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
-             "profile": 30, "conversation": 100},
-    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2, "conversation": 6},
+             "profile": 30, "conversation": 100, "e2e": [10, 50, 100], "e2e_long": 1000,
+             "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3}},
+    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2, "conversation": 6,
+              "e2e": [2, 3], "e2e_long": 5, "rounds": {"2": 2, "3": 2, "5": 2}},
 }
 
 
@@ -46,20 +48,26 @@ def run(quick: bool) -> dict[str, Any]:
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
         "sizes": sizes,
     }
-    print("\n[1/6] per-request cost against recorded steps (in-process, scripted engine)", flush=True)
+    with BenchServer() as server:
+        print("\n[1/7] end to end: every loop over HTTP, interleaved rounds", flush=True)
+        counts = {int(k): v for k, v in sizes["rounds"].items()}
+        results["e2e"] = e2e.measure(server, E2E_LOOPS, sizes["e2e"], sizes["e2e_long"], counts)
+    print("\n[2/7] where a request's time goes (in-process, scripted engine)", flush=True)
     results["curve"] = overhead.curve(sizes["ours"], sizes["theirs"])
     with BenchServer() as server:
-        print("\n[2/6] same model, four loops (local OpenAI-compatible server)", flush=True)
-        results["loops"] = compare.compare(server, sizes["steps"], quick)
-        print("\n[3/6] requests per answered turn", flush=True)
+        print("\n[3/7] same model, five loops: what each sends (local OpenAI-compatible server)", flush=True)
+        results["loops"] = compare.compare(server, sizes["steps"])
+        print("\n[4/7] requests and tokens per answered turn", flush=True)
         results["scenarios"] = compare.scenarios(server, SCENARIOS[1:])
-        print("\n[4/6] where each loop spends a turn (cProfile shares)", flush=True)
+        print("\n[5/7] where each loop spends a turn (cProfile shares)", flush=True)
         results["profile"] = _profiles(server, sizes["profile"])
-    print("\n[5/6] parallel tools", flush=True)
+    print("\n[6/7] parallel tools", flush=True)
     results["parallel"] = parallel.parallel(sizes["calls"])
-    print("\n[6/6] the prefix in a long conversation under a context policy", flush=True)
+    results["ledger"] = compare.ledger_summary(results["scenarios"], results["loops"], report_e2e.SHARED)
+    print("\n[7/7] the prefix in a long conversation under a context policy", flush=True)
     results["context"] = context_prefix.run(sizes["conversation"])
     results["targets"] = report.targets(results)
+    results["targets_e2e"] = report_e2e.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
     return results
 

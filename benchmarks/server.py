@@ -16,9 +16,11 @@ prefix shares and token counts are computed outside the timed region.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -45,13 +47,18 @@ class Script:
         self.answer = answer or {"answer": ANSWER}
         self.bodies: list[bytes] = []
         self.statuses: list[int] = []
+        self.times: list[list[float]] = []  # per request: [read, replied], time.monotonic()
+        self.replies: list[dict[str, Any] | None] = []  # the reply's message (None for an error)
 
     def respond(self, raw: bytes) -> tuple[int, dict[str, Any]]:
         index = len(self.bodies)
         self.bodies.append(raw)
         body = json.loads(raw)
         status, reply = self._decide(index, body)
+        if self.scenario != "never_submits":  # that model writes plain text, whatever it is asked
+            reply = _shaped(reply, body, self.answer)
         self.statuses.append(status)
+        self.replies.append(reply["choices"][0]["message"] if status == 200 else None)
         return status, reply
 
     def _decide(self, index: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -64,7 +71,8 @@ class Script:
             return 500, _error("The server had an error while processing your request.", "server_error")
         if scenario == "never_submits":
             return 200, _text("It is probably in the kitchen.")
-        required = body.get("tool_choice") == "required"  # some call, whichever: no bare thought
+        # Some call, whichever, or JSON under a structured output: no bare thought.
+        required = body.get("tool_choice") == "required" or _structured(body)
         done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
         if named is None and scenario in ("thought_then_answer", "thought_then_tool", "named_choice_refused"):
             if index == 0 and not required:
@@ -83,9 +91,35 @@ class Script:
         for name in (named, "submit", "final_result"):
             if name and name in tools:
                 return _call(name, answer, f"call_{name}_{len(self.bodies)}")
-        if (body.get("response_format") or {}).get("type") == "json_schema":
+        if _structured(body):
             return _text(json.dumps(answer))
         return _text(str(answer["answer"]))
+
+
+_ASKED = re.compile(r"\[\[ ## (\w+) ## \]\]")
+_THOUGHT = "I will look in the next place."
+
+
+def _asked_fields(body: dict[str, Any]) -> list[str]:
+    """The fields a ChatAdapter request asks the model to write, in order (its last user message)."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user" and isinstance(m.get("content"), str)]
+    if not users or "Respond with the corresponding output fields" not in users[-1]["content"]:
+        return []
+    asked = users[-1]["content"].split("Respond with the corresponding output fields", 1)[1]
+    return [name for name in _ASKED.findall(asked) if name != "completed"]
+
+
+def _shaped(reply: dict[str, Any], body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The reply as a real model writes it for a ChatAdapter request: every asked field in its markers."""
+    fields = _asked_fields(body)
+    message = reply.get("choices", [{}])[0].get("message")
+    if not fields or message is None:
+        return reply
+    text = message.get("content")
+    values = {"next_thought": text or _THOUGHT, "reasoning": _THOUGHT, **{k: str(v) for k, v in answer.items()}}
+    parts = [f"[[ ## {name} ## ]]\n{values.get(name, text or '')}" for name in fields]
+    message["content"] = "\n\n".join([*parts, "[[ ## completed ## ]]"])
+    return reply
 
 
 def _answered_before(body: dict[str, Any]) -> bool:
@@ -97,6 +131,10 @@ def _answered_before(body: dict[str, Any]) -> bool:
         if message.get("role") == "assistant" and "maybe" in str(message.get("content") or ""):
             return True
     return False
+
+
+def _structured(body: dict[str, Any]) -> bool:
+    return (body.get("response_format") or {}).get("type") == "json_schema"
 
 
 def _tool_names(body: dict[str, Any]) -> list[str]:
@@ -145,19 +183,30 @@ def serve() -> None:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+            received = time.monotonic()
             with lock:
                 if self.path == "/_bench/reset":
                     config = json.loads(raw)
                     state["script"] = Script(config["scenario"], config["steps"], config.get("answer"))
                     status, reply = 200, {"ok": True}
                 else:
-                    status, reply = state["script"].respond(raw)
+                    script = state["script"]
+                    status, reply = script.respond(raw)
+                    script.times.append([received, 0.0])
+                    timing = script.times[-1]
             self._send(status, reply)
+            if self.path != "/_bench/reset":
+                timing[1] = time.monotonic()
 
         def do_GET(self) -> None:
             with lock:
                 script = state["script"]
-                reply = {"bodies": [b.decode() for b in script.bodies], "statuses": script.statuses}
+                reply = {
+                    "bodies": [b.decode() for b in script.bodies],
+                    "statuses": script.statuses,
+                    "times": script.times,
+                    "replies": script.replies,
+                }
             self._send(200, reply)
 
         def _send(self, status: int, reply: dict[str, Any]) -> None:

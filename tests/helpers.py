@@ -103,22 +103,11 @@ def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def submit_system(*tools: str) -> str:
-    """The native system message of ``SubmitSig`` with these tools (``submit`` last)."""
-    names = ", ".join(f"`{t}`" for t in (*tools, "submit"))
+    """The native system message of ``SubmitSig`` (the tools are in the request's ``tools``, not in it)."""
     return (
-        "Your input fields are:\n"
-        "1. `intent` (str):\n"
-        "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-        "[[ ## intent ## ]]\n{intent}\n\n"
-        "In adhering to this structure, your objective is: \n"
-        "        Answer the intent with a confidence.\n"
-        "        You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.\n"
-        "        The outputs to produce are:\n"
-        "        1. `answer` (string):\n"
-        "        2. `confidence` (number):\n"
-        "        Call tools when more information is needed.\n"
-        "        When the final answer is ready, call `submit` with `answer`, `confidence`.\n"
-        f"        The available tools are: {names}."
+        "Answer the intent with a confidence.\n"
+        "You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.\n"
+        "When the final answer is ready, call `submit`."
     )
 
 
@@ -126,18 +115,9 @@ def submit_system(*tools: str) -> str:
 MESSAGE_REPLY_TEXT_ANSWER_SYSTEM = {
     "role": "system",
     "content": (
-        "Your input fields are:\n"
-        "1. `message` (str):\n"
-        "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-        "[[ ## message ## ]]\n{message}\n\n"
-        "In adhering to this structure, your objective is: \n"
-        "        Given the fields `message`, produce the fields `reply`.\n"
-        "        You are an Agent. Produce `reply` from `message`, using the supplied tools to gather information "
+        "Given the fields `message`, produce the fields `reply`.\n"
+        "You are an Agent. Produce `reply` from `message`, using the supplied tools to gather information "
         "and take actions.\n"
-        "        The outputs to produce are:\n"
-        "        1. `reply` (string):\n"
-        "        Call tools when more information is needed.\n"
-        "        When the final answer is ready, reply without calling a tool: that message is `reply`.\n"
-        "        The available tools are: `look`, `send`, `decline`."
+        "When the final answer is ready, reply without calling a tool: that message is `reply`."
     ),
 }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from benchmarks import overhead, report
-from benchmarks.compare import request_stats
+from benchmarks import e2e, ledger, overhead, report, report_e2e
+from benchmarks.compare import ledger_summary, request_stats
 from benchmarks.server import Script
 
 
@@ -14,23 +14,97 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results = {
         "machine": {"python": "3", "platform": "test", "cpus": 2},
         "curve": curve,
-        "loops": [{"loop": "dspy_imp", "steps": 1, "answered": True, "turn_ms": 1.0, "request_ms": 0.5,
-                   "peak_mb": 0.1, "requests": 2, "bytes": 10, "tokens": 3, "prefix_share": 0.5,
-                   "min_prefix_share": 0.5}],
-        "scenarios": [{"loop": "dspy_imp", "scenario": "step_limit", "applies": True, "requests": 4,
-                       "failed_requests": 0, "answered": True}],
+        "loops": [{"loop": "dspy_imp", "steps": 1, "answered": True, "peak_mb": 0.1, "requests": 2, "bytes": 10,
+                   "tokens": 3, "prefix_share": 0.5, "min_prefix_share": 0.5, "ledger": _totals(2)}],
+        "scenarios": [
+            {"loop": loop, "scenario": "step_limit", "applies": True, "requests": 4, "failed_requests": 0,
+             "answered": answered, "ledger": _totals(4)}
+            for loop, answered in (("dspy_imp", True), ("pydantic-ai", False))
+        ],
+        "e2e": {
+            "table": [{"loop": "dspy_imp", "steps": 2, "answered": True, "requests": 3,
+                       "request_ms": e2e.spread([1.0, 2.0, 3.0]), "turn_ms": e2e.spread([5.0])}],
+            "ratios": [{"what": "request", "steps": 2, "top": "dspy_imp", "bottom": "dspy.ReActV2",
+                        "ratio": e2e.spread([0.2, 0.3])},
+                       {"what": "turn", "steps": 2, "top": "pydantic-ai", "bottom": "dspy_imp",
+                        "ratio": e2e.spread([4.0])}],
+            "flat": [{"loop": "dspy_imp", "short": 2, "long": 5, "short_ms": e2e.spread([1.0]),
+                      "long_ms": e2e.spread([2.0]), "ratio": e2e.spread([2.0]), "answered": True}],
+        },
         "profile": {"dspy_imp": {"steps": 2, "shares": [["dspy", 0.5], ["other", 0.5]]}},
         "parallel": [{"calls": 2, "mode": "call", "tool_ms": 50.0, "sequential_ms": 100.0, "parallel_ms": 50.0}],
         "elapsed_s": 1.0,
     }
     results["targets"] = report.targets(results)
+    results["ledger"] = ledger_summary(results["scenarios"], results["loops"], ("step_limit",))
+    results["targets_e2e"] = report_e2e.targets(results)
 
     page = report.page(results)
     assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "samples", "dspy_ms"}
     assert curve[0]["samples"] >= overhead.SAMPLES
     assert f"{curve[0]['ours_ms']:,.2f}" in page
-    assert "| step limit | 4, answered |" in page
+    assert "| step limit | 4, answered | 4, no answer |" in page
     assert report.chart(curve).startswith("<svg")
+    assert "| N=2 | `dspy_imp` | 3 | 2.00 (1.00–3.00) | 5.0 (5.0–5.0) | yes |" in page
+    targets = results["targets_e2e"]
+    assert targets["request_vs_stock:dspy_imp"]["ratio"] == 0.25 and targets["request_vs_stock:dspy_imp"]["met"]
+    assert targets["ahead:pydantic-ai:2"]["met"] and targets["flat:dspy_imp"]["met"]
+    # pydantic-ai answered nothing: it has no tokens per answered turn, and ours are compared with the rest.
+    assert targets["tokens"] == {"ours": 10.0, "peers": {"pydantic-ai": None}, "met": True}
+
+
+def _totals(requests: int) -> dict[str, float]:
+    rows = [{"system": 2, "tools": 3, "history": 1, "new": 4, "prompt": 10, "prefix": 0, "output": 1}]
+    return {**ledger.totals(rows * requests), "prompt": 10 * requests // 4}
+
+
+def test_the_ledger_splits_each_request_and_counts_what_a_cache_reuses():
+    system = {"role": "system", "content": "be brief"}
+    user = {"role": "user", "content": "q"}
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "look"}}]}
+    tools = [{"type": "function", "function": {"name": "look"}}]
+    first = {"messages": [system, user], "tools": tools}
+    result = {"role": "tool", "content": " ".join(map(str, range(2000)))}
+    second = {"messages": [system, user, call, result], "tools": tools}
+    third = {**second, "messages": [*second["messages"], call]}
+    rows = ledger.split([json.dumps(first), json.dumps(second), json.dumps(third)], [call, None, {"content": "ok"}])
+
+    count = ledger.tokens
+    dumps = ledger._dumps
+    assert rows[0]["system"] == count(dumps(system)) and rows[0]["new"] == count(dumps(user))
+    assert rows[0]["tools"] == count(dumps(tools)) and rows[0]["prefix"] == 0
+    assert rows[1]["history"] == count(dumps(user)) and rows[1]["prefix"] == rows[0]["prompt"]
+    assert rows[2]["new"] == count(dumps(call)) and rows[2]["prefix"] == rows[1]["prompt"]
+    assert rows[0]["output"] > 0 and rows[1]["output"] == 0
+    assert all(r["prompt"] == sum(r[p] for p in ledger.PARTS) for r in rows)
+    # OpenAI caches from 1,024 tokens in 128-token steps; Anthropic caches nothing without breakpoints.
+    assert ledger.CACHES["openai"].cached(1023) == 0 and ledger.CACHES["openai"].cached(1300) == 1280
+    assert ledger.CACHES["deepseek"].cached(130) == 128 and ledger.CACHES["anthropic"].cached(5000) == 0
+    totals = ledger.totals(rows)
+    assert totals["openai_cached"] == ledger.CACHES["openai"].cached(rows[2]["prefix"]) > 0
+    assert totals["anthropic_cached"] == 0 and totals["openai_usd"] < totals["anthropic_usd"]
+
+
+def test_the_end_to_end_gaps_leave_out_the_server_and_sample_the_long_history():
+    times = [[0.0, 1.0], [1.5, 2.0], [4.0, 4.5], [5.0, 6.0]]
+    assert e2e.gaps(times) == [0.5, 2.0, 0.5]
+    assert e2e.sampled([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 10) == [9.0, 10.0]
+    assert e2e.spread([3.0, None, 1.0, 2.0]) == {"median": 2.0, "low": 1.0, "high": 3.0, "rounds": 3}
+
+
+def test_a_chat_adapter_request_gets_its_reply_in_field_markers_and_a_schema_request_no_thought():
+    script = Script("thought_then_answer", answer={"answer": "found", "confidence": 0.9})
+    asked = ("[[ ## question ## ]]\nq\n\nRespond with the corresponding output fields, starting with the field "
+             "`[[ ## next_thought ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`.")
+    stock = {"messages": [{"role": "user", "content": asked}], "tools": [{"function": {"name": "look"}}]}
+    _, thought = script.respond(json.dumps(stock).encode())
+    assert thought["choices"][0]["message"]["content"] == (
+        "[[ ## next_thought ## ]]\nLet me think about where to look.\n\n[[ ## completed ## ]]"
+    )
+    structured = {"messages": [{"role": "user", "content": "q"}],
+                  "response_format": {"type": "json_schema", "json_schema": {}}}
+    _, reply = Script("thought_then_answer").respond(json.dumps(structured).encode())
+    assert json.loads(reply["choices"][0]["message"]["content"]) == {"answer": "found"}
 
 
 def test_the_scripted_server_model_takes_steps_then_answers_as_the_loop_asks():

@@ -34,18 +34,9 @@ LINE_THREE = (
 NOT_SENT = "was not sent"
 
 SYSTEM_TA_SUBMIT = (
-    "Your input fields are:\n"
-    "1. `intent` (str):\n"
-    "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## intent ## ]]\n{intent}\n\n"
-    "In adhering to this structure, your objective is: \n"
-    "        Answer the intent.\n"
-    "        You are an Agent. Use the supplied tools to produce `answer` from `intent`.\n"
-    "        The outputs to produce are:\n"
-    "        1. `answer` (string):\n"
-    "        Call tools when more information is needed.\n"
-    "        When the final answer is ready, call `submit` with `answer`.\n"
-    "        The available tools are: `look`, `submit`."
+    "Answer the intent.\n"
+    "You are an Agent. Use the supplied tools to produce `answer` from `intent`.\n"
+    "When the final answer is ready, call `submit`."
 )
 SYSTEM = {"role": "system", "content": SYSTEM_TA_SUBMIT}
 EXTRACTED_CAT = "[[ ## reasoning ## ]]\nThe thoughts say so.\n\n[[ ## answer ## ]]\ncat\n\n[[ ## completed ## ]]"
@@ -576,7 +567,7 @@ def test_e17_a_text_answer_signature_is_told_to_call_submit_and_text_never_answe
 
     assert len(lm.requests) == 4  # step, continued step, forced submit, extraction
     assert lm.requests[0].messages[0] == SYSTEM
-    assert "When the final answer is ready, call `submit` with `answer`." in SYSTEM_TA_SUBMIT
+    assert "When the final answer is ready, call `submit`." in SYSTEM_TA_SUBMIT
     for request in lm.requests[:2]:
         assert_ordinary(request)
     assert_forced(lm.requests[2])

@@ -38,16 +38,9 @@ def system(finish_line: str = FINISH_LINE, tools: str = "`look`, `send`, `declin
     return {
         "role": "system",
         "content": (
-            "Your input fields are:\n"
-            "1. `message` (str):\n"
-            "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-            "[[ ## message ## ]]\n{message}\n\n"
-            "In adhering to this structure, your objective is: \n"
-            "        Given the fields `message`, produce the fields `reply`.\n"
-            "        You are an Agent. Use the supplied tools to act on `message`.\n"
-            "        Call tools when more information is needed.\n"
-            f"        {finish_line}\n"
-            f"        The available tools are: {tools}."
+            "Given the fields `message`, produce the fields `reply`.\n"
+            "You are an Agent. Use the supplied tools to act on `message`.\n"
+            f"{finish_line}"
         ),
     }
 

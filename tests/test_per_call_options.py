@@ -330,7 +330,7 @@ def test_per_call_finish_submit_adds_submit_for_that_call_only(run):
 
     r1, r2 = lm.requests
     assert r1.tool_names == ["look", "submit"]
-    assert "When the final answer is ready, call `submit` with `answer`." in r1.messages[0]["content"]
+    assert "When the final answer is ready, call `submit`." in r1.messages[0]["content"]
     assert (first.answer, first.metadata.termination_reason) == ("A cat.", "submit")
     assert r2.tool_names == ["look"]
     assert "When the final answer is ready, reply without calling a tool" in r2.messages[0]["content"]

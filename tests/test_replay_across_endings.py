@@ -29,19 +29,10 @@ class Ticket(dspy.Signature):
 
 
 SYSTEM_TICKET_AUTO = (
-    "Your input fields are:\n"
-    "1. `ticket` (str):\n"
-    "Inputs will be structured in the following way, with the appropriate values filled in.\n\n"
-    "[[ ## ticket ## ]]\n{ticket}\n\n"
-    "In adhering to this structure, your objective is: \n"
-    "        Answer the ticket.\n"
-    "        You are an Agent. Produce `answer` from `ticket`, using the supplied tools to gather information "
+    "Answer the ticket.\n"
+    "You are an Agent. Produce `answer` from `ticket`, using the supplied tools to gather information "
     "and take actions.\n"
-    "        The outputs to produce are:\n"
-    "        1. `answer` (string):\n"
-    "        Call tools when more information is needed.\n"
-    "        When the final answer is ready, reply without calling a tool: that message is `answer`.\n"
-    "        The available tools are: `look`."
+    "When the final answer is ready, reply without calling a tool: that message is `answer`."
 )
 
 

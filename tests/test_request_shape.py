@@ -42,11 +42,10 @@ def system_of(request: Any) -> str:
 
 
 def objective_lines(request: Any) -> list[str]:
-    """The lines of the system message's objective, without their indentation."""
+    """The lines of a native system message: the program's instructions, then the guidance lines."""
     system = system_of(request)
-    _, _, objective = system.partition("In adhering to this structure, your objective is: \n")
-    assert objective, system
-    return [line.strip() for line in objective.splitlines()]
+    assert "In adhering to this structure" not in system and "Inputs will be structured" not in system, system
+    return system.splitlines()
 
 
 def assert_native(request: Any, roster: list[str]) -> None:
@@ -120,9 +119,11 @@ def test_m2_guidance_lines_with_submit_and_the_programs_instructions_unchanged(r
     lines = objective_lines(lm.requests[0])
     start = lines.index("You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.")
     assert lines[start - 1] == "Answer the intent with a confidence."  # the program's own words come first
-    assert "Call tools when more information is needed." in lines
-    assert "When the final answer is ready, call `submit` with `answer`, `confidence`." in lines
-    assert lines[-1] == "The available tools are: `look`, `submit`."
+    # What the request says elsewhere is not repeated (issue 29): the tools are its `tools`, and
+    # submit's schema names the outputs with their types.
+    assert "Call tools when more information is needed." not in lines
+    assert lines[-1] == "When the final answer is ready, call `submit`."
+    assert not any(line.startswith("The available tools are") for line in lines)
     # Rendering added the guidance; the predictor optimizers rewrite was not touched.
     assert agent.react.signature.instructions == "Answer the intent with a confidence."
     assert list(agent.react.signature.output_fields) == ["next_thought", "tool_calls"]
@@ -141,7 +142,7 @@ def test_m2_rewritten_instructions_keep_the_guidance(run):
         "Cite nothing.",
         "You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.",
     ]
-    assert lines[-1] == "The available tools are: `look`, `submit`."
+    assert lines[-1] == "When the final answer is ready, call `submit`."
 
 
 def test_m2_a_per_call_finish_never_rebuilds_the_predictor(run):
@@ -155,7 +156,7 @@ def test_m2_a_per_call_finish_never_rebuilds_the_predictor(run):
     assert agent.react is predictor and agent.react.signature is signature
     assert [name for name, _ in agent.named_predictors()] == ["react"]
     lines = objective_lines(lm.requests[0])
-    assert "When the final answer is ready, call `submit` with `answer`." in lines
+    assert "When the final answer is ready, call `submit`." in lines
     assert lm.requests[0].tool_names == ["look", "submit"]
 
 
@@ -170,13 +171,38 @@ class Triage(dspy.Signature):
     confidence: float = dspy.OutputField(desc="From 0 to 1")
 
 
-def test_m3_the_outputs_list(run):
+def test_m3_native_submit_carries_the_outputs_in_its_schema_not_in_a_list(run):
     lm = ScriptedLM([reply(calls=[call("submit", {"team": "atlas", "confidence": 0.8}, id="s1")])])
     agent = dspy_imp.ReActV2(Triage, tools=[Look()])
     with dspy.context(lm=lm):
         pred = run(agent, ticket="I was charged twice.")
 
-    lines = objective_lines(lm.requests[0])
+    assert objective_lines(lm.requests[0]) == [
+        "Route the ticket.",
+        "You are an Agent. Use the supplied tools to produce `team`, `confidence` from `ticket`.",
+        "When the final answer is ready, call `submit`.",
+    ]
+    submit = lm.requests[0].tools[-1]["function"]["parameters"]["properties"]
+    assert submit == {
+        "team": {"type": "string", "enum": ["atlas", "harbor"], "description": "atlas owns money; harbor owns outages"},
+        "confidence": {"type": "number", "description": "From 0 to 1"},
+    }
+    assert (pred.team, pred.confidence) == ("atlas", 0.8)
+
+
+def test_m3_the_outputs_list_in_written_calls(run):
+    lm = ScriptedLM(
+        [reply('[[ ## next_thought ## ]]\nDone.\n\n[[ ## tool_calls ## ]]\n[{"name": "submit", "arguments": '
+               '{"team": "atlas", "confidence": 0.8}}]\n\n[[ ## completed ## ]]')],
+        native=False,
+    )
+    agent = dspy_imp.ReActV2(Triage, tools=[Look()])
+    with dspy.context(lm=lm):
+        pred = run(agent, ticket="I was charged twice.")
+
+    system = system_of(lm.requests[0])
+    _, _, objective = system.partition("In adhering to this structure, your objective is: \n")
+    lines = [line.strip() for line in objective.splitlines()]
     start = lines.index("The outputs to produce are:")
     assert lines[start : start + 4] == [
         "The outputs to produce are:",
@@ -185,6 +211,30 @@ def test_m3_the_outputs_list(run):
         "Call tools when more information is needed.",
     ]
     assert (pred.team, pred.confidence) == ("atlas", 0.8)
+
+
+def test_m3_a_text_answer_lists_only_an_output_with_a_description(run):
+    class Described(dspy.Signature):
+        """Answer."""
+
+        intent: str = dspy.InputField(desc="what the user wants")
+        answer: str = dspy.OutputField(desc="one sentence")
+
+    lm = ScriptedLM([reply("It is done.")])
+    agent = dspy_imp.ReActV2(Described, tools=[Look()])
+    with dspy.context(lm=lm):
+        run(agent, intent="x")
+
+    assert system_of(lm.requests[0]).splitlines() == [
+        "Your input fields are:",
+        "1. `intent` (str): what the user wants",
+        "Answer.",
+        "You are an Agent. Produce `answer` from `intent`, using the supplied tools to gather information and take "
+        "actions.",
+        "The outputs to produce are:",
+        "1. `answer` (string): one sentence",
+        "When the final answer is ready, reply without calling a tool: that message is `answer`.",
+    ]
 
 
 # -- M4 -----------------------------------------------------------------------------------------

@@ -617,3 +617,49 @@ def test_structured_results_render_as_compact_json_with_spaced_separators(run):
     assert results[1]["result"] == {"city": "Zürich", "sizes": [1, 2], "nested": {"ok": True, "none": None}}
     assert results[2]["result"] == [1, {"x": "é"}, "s"]
     assert results[3]["result"] == 42
+
+
+class Spot(pydantic.BaseModel):
+    shelf: int
+
+
+def find(where: str, spot: Spot, count: int = 1) -> str:
+    """Find a thing."""
+    return f"{where} {spot.shelf} {count}"
+
+
+def test_a_function_tool_is_checked_as_dspy_checks_it_with_each_validator_built_once(run, monkeypatch):
+    """Issue 29: ``dspy.Tool`` re-checks each call's arguments, rebuilding a JSON-schema validator (and the
+    schema's own check) and a pydantic model per argument every call; ours builds them once."""
+    import jsonschema.validators
+
+    built: list[Any] = []
+    original = jsonschema.validators.validator_for
+
+    def counted(schema: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(schema)
+        return original(schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.validators, "validator_for", counted)
+    calls = [call("find", {"where": "hall", "spot": {"shelf": i}, "count": i}, id=f"c{i}") for i in (1, 2, 3)]
+    lm = ScriptedLM([reply(calls=[c]) for c in calls] + [reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[find])
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="find it")
+
+    steps = pred.metadata.history.messages
+    assert [s["tool_call_results"][0]["result"] for s in steps[:3]] == ["hall 1 1", "hall 2 2", "hall 3 3"]
+    tool = agent.tools["find"]
+    mine = [schema for schema in built if any(schema is spec for spec in tool.args.values())]
+    assert len(mine) == 3  # one validator per argument for the whole turn (DSPy's own check: 3 per call)
+    assert isinstance(tool, dspy.Tool) and tool.args == dspy.Tool(find).args
+    # Outside the loop the tool answers as DSPy's does, refusals and their messages included.
+    for kwargs in ({"where": "x", "spot": {"shelf": "2"}}, {"where": 3, "spot": {"shelf": 1}},
+                   {"where": "x", "spot": {"shelf": 1}, "other": 1}, {"where": "x", "spot": {"shelf": "two"}}):
+        outcomes = []
+        for each in (tool, dspy.Tool(find)):
+            try:
+                outcomes.append(each(**kwargs))
+            except Exception as error:
+                outcomes.append((type(error), str(error)))
+        assert outcomes[0] == outcomes[1]

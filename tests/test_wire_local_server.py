@@ -91,3 +91,31 @@ def test_a_tool_call_then_a_text_answer_over_http(server: FakeOpenAIServer, engi
 
     # The history the prediction carries pairs the call and its result by that id.
     assert CALL_ID in json.dumps(pred.metadata.history.messages, default=str)
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_dspy_works_out_the_lms_capabilities_once_not_per_request(
+    server: FakeOpenAIServer, engine: str, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: DSPy computes an LM's capabilities (engine choice, model catalogue) once per adapter
+    call, about 0.4 ms; the loop keeps the answer for the LM's later requests with the same options."""
+    import dspy.clients.capabilities as capabilities
+
+    worked_out: list[Any] = []
+    original = capabilities._capabilities
+
+    def counted(lm: Any, options: Any = None) -> Any:
+        worked_out.append(lm)
+        return original(lm, options)
+
+    monkeypatch.setattr(capabilities, "_capabilities", counted)
+    lm = dspy.LM("openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0,
+                 engine=engine)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
+    with dspy.context(lm=lm):
+        pred = run(agent, question="Weather in Paris?")
+
+    assert pred.answer == ANSWER
+    assert len(server.requests) == 2
+    assert worked_out == [lm]  # the first request's, reused by the second
+    assert [t["function"]["name"] for t in server.requests[1].body["tools"]] == ["get_weather"]

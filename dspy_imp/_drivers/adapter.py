@@ -48,6 +48,7 @@ from dspy_imp._routes.route import (
     encrypted_reasoning,
     outputs_of,
     planned,
+    remembered_capabilities,
     replays_state,
     settle_options,
 )
@@ -189,7 +190,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
-        with _recording(recorder):
+        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if _sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
@@ -207,7 +208,7 @@ class ReActAdapter(dspy.ChatAdapter):
         if exchange.route.engine == "litellm" and time_left() is not None:
             warm_litellm()  # before the last deadline check (in ``format``), not inside the send
         recorder = _ReplyRecorder()
-        with _recording(recorder):
+        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if _sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:

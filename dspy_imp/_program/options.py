@@ -20,7 +20,9 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
+from dspy_imp._routes.dspy_private import checked_tool
 from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.arguments import argument_validator
 from dspy_imp._turn.context import check_context
 from dspy_imp._turn.plan import CallPlan, FinishHook, ProgramOptions, ToolPolicy
 
@@ -250,13 +252,18 @@ def wrap_tools(tools: Any) -> dict[str, dspy.Tool]:
     for item in tools:
         if not isinstance(item, dspy.Tool) and not callable(item):
             raise ConfigurationError(f"`tools` must hold callables or dspy.Tool, got {item!r}")
-        tool = item if isinstance(item, dspy.Tool) else dspy.Tool(item)
+        tool = _held(item)
         if tool.name == SUBMIT:
             raise ConfigurationError("a tool named `submit`: submit is reserved for the final outputs")
         if tool.name in held:
             raise ConfigurationError(f"two tools are named {tool.name!r}; tool names must be unique")
         held[tool.name] = tool
     return held
+
+
+def _held(item: Any) -> dspy.Tool:
+    """A ``dspy.Tool`` as given, or a function as one whose argument check is built once (``checked_tool``)."""
+    return item if isinstance(item, dspy.Tool) else checked_tool(item, argument_validator)
 
 
 def has_submit(signature: type[dspy.Signature], finish: FinishMode) -> bool:
@@ -332,7 +339,7 @@ def _swap_runners(held: Mapping[str, dspy.Tool], swap: Any) -> Mapping[str, dspy
         raise ConfigurationError(f"`tools` (per call) must be a list of tools the program holds, got {swap!r}")
     runners = dict(held)
     for item in swap:
-        tool = item if isinstance(item, dspy.Tool) else dspy.Tool(item) if callable(item) else None
+        tool = _held(item) if isinstance(item, dspy.Tool) or callable(item) else None
         mine = held.get(tool.name) if tool is not None else None
         if tool is None or mine is None:
             raise ConfigurationError(f"`tools` (per call): the program holds no tool {item!r}")

@@ -3,7 +3,9 @@
 ``Guidance`` is everything the renderer needs to know about the loop and one request; the
 loop builds it, the adapter reads it from a context variable. The system message is the
 adapter's layout (input fields, structure, objective) with the loop's guidance lines
-appended to the objective after the program's own instructions, which are never edited.
+appended to the objective after the program's own instructions, which are never edited; in
+native Chat, where the model answers in tool calls or plain text, it is the instructions and
+the guidance lines alone.
 """
 
 from __future__ import annotations
@@ -110,36 +112,57 @@ class Guidance:
 
 
 def system_message(guidance: Guidance, instructions: str, dialect: Dialect) -> str:
-    lines = [*textwrap.dedent(instructions).splitlines(), *guidance_lines(guidance, dialect)]
-    objective = sentences.OBJECTIVE + ("\n" + " " * 8).join(["", *lines])
-    formatted = dialect.system(objective)
-    if formatted is not None:
-        return formatted
-    task = guidance.task  # native Chat: the inputs' layout only, the model answers in plain text
-    description = "Your input fields are:\n" + get_field_description_string(task.inputs)
-    structure = "\n\n".join([sentences.INPUT_STRUCTURE, *(f"[[ ## {name} ## ]]\n{{{name}}}" for name in task.inputs)])
-    return f"{description}\n{structure}\n\n{objective}"
+    loop = guidance_lines(guidance, dialect)
+    if dialect.plain:
+        return _plain_system(guidance.task, instructions, loop)
+    lines = [*textwrap.dedent(instructions).splitlines(), *loop]
+    formatted = dialect.system(sentences.OBJECTIVE + ("\n" + " " * 8).join(["", *lines]))
+    assert formatted is not None  # only the plain dialect has no layout of its own
+    return formatted
+
+
+def _plain_system(task: Task, instructions: str, lines: list[str]) -> str:
+    """Native Chat: the program's instructions, then the guidance lines; nothing the request says elsewhere.
+
+    DSPy's ChatAdapter layout (the input fields, the marker template, "In adhering to this
+    structure...") is left out: the user message shows the inputs under their markers, and the
+    model answers in tool calls or plain text. Inputs with a description of their own are listed.
+    """
+    described = {name: f for name, f in task.inputs.items() if field_description(name, f)}
+    head = [f"{sentences.INPUTS_HEADER}\n{get_field_description_string(described).strip()}"] if described else []
+    own = textwrap.dedent(instructions).strip()
+    return "\n".join([*head, *([own] if own else []), *lines])
 
 
 def guidance_lines(guidance: Guidance, dialect: Dialect) -> list[str]:
-    """The loop's lines, in order: agent, outputs, call tools, finish, tool list (reference §2.5)."""
+    """The loop's lines, in order: agent, outputs, call tools, finish, tool list (reference §2.5).
+
+    In native Chat (``dialect.plain``) a line that repeats what the request already says is left
+    out (issue 29): the outputs list when ``submit``'s schema carries the outputs' names, types
+    and descriptions (and, for a text answer, outputs without a description), "Call tools when
+    more information is needed." (the agent line says so), the outputs named again in the
+    finish line, and the tool list (the request's ``tools``).
+    """
     task = guidance.task
     inputs, outputs = task.input_names, task.output_names
+    plain = dialect.plain
     if guidance.finish == "tools":
         lines = [sentences.agent_line_act(inputs)]
     elif guidance.text_answer and dialect.native:
         lines = [sentences.agent_line_text_answer(outputs, inputs)]
     else:
         lines = [sentences.agent_line_tools_produce(outputs, inputs)]
-    if guidance.finish != "tools":
-        lines.append(sentences.OUTPUTS_HEADER)
-        lines.extend(
+    if guidance.finish != "tools" and not (plain and guidance.has_submit):
+        items = [
             sentences.outputs_item(i, name, type_words(f.annotation), field_description(name, f))
             for i, (name, f) in enumerate(task.outputs.items(), start=1)
-        )
-    lines.append(sentences.CALL_TOOLS_LINE)
+            if not plain or field_description(name, f)
+        ]
+        lines.extend([sentences.OUTPUTS_HEADER, *items] if items else [])
+    if not plain:
+        lines.append(sentences.CALL_TOOLS_LINE)
     lines.append(_finish_line(guidance, dialect))
-    if guidance.roster:
+    if guidance.roster and not plain:
         lines.append(sentences.tools_line(guidance.tool_names))
     return lines
 
@@ -148,6 +171,8 @@ def _finish_line(guidance: Guidance, dialect: Dialect) -> str:
     if guidance.finish == "tools":
         return sentences.finish_line_tools(guidance.ending_tools)
     if guidance.has_submit:
+        if dialect.plain:
+            return sentences.FINISH_LINE_SUBMIT_PLAIN
         return sentences.finish_line_submit(guidance.task.output_names)
     if dialect.calls_field is not None:
         return sentences.finish_line_written_text(dialect.text_field, dialect.calls_field)

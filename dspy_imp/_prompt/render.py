@@ -52,7 +52,7 @@ def render_request(
             messages.extend(_inputs_message(dialect, step.inputs))
             messages.extend(_body(guidance, step))
     _history(guidance, dialect, pending, messages)
-    messages.extend(dialect.trailing(pending, tool_listing(guidance.roster)))
+    messages.extend(dialect.trailing(pending, () if dialect.native else tool_listing(guidance.roster)))
     return messages
 
 

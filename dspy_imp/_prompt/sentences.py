@@ -30,6 +30,7 @@ OUTPUTS_HEADER = "The outputs to produce are:"
 CALL_TOOLS_LINE = "Call tools when more information is needed."
 
 
+INPUTS_HEADER = "Your input fields are:"
 INPUT_STRUCTURE = "Inputs will be structured in the following way, with the appropriate values filled in."
 
 
@@ -75,6 +76,10 @@ def agent_line_act(inputs: Sequence[str]) -> str:
 
 def finish_line_submit(outputs: Sequence[str]) -> str:
     return f"When the final answer is ready, call `submit` with {', '.join(ticks(outputs))}."
+
+
+FINISH_LINE_SUBMIT_PLAIN = "When the final answer is ready, call `submit`."
+"""Native Chat: ``submit``'s schema already names the outputs (``finish_line_submit`` names them)."""
 
 
 def finish_line_native_text(output: str) -> str:
@@ -187,8 +192,28 @@ def missing_outputs(names: Sequence[str]) -> str:
 
 
 def invalid_outputs(name: str, error: Exception) -> str:
-    detail = " ".join(str(error).split())
-    return f"submit outputs were not accepted: `{name}`: {detail}"
+    return f"submit outputs were not accepted: `{name}`: {error_detail(error)}"
+
+
+def error_detail(error: Exception) -> str:
+    """A validation error's own messages, with the place of each in the value when it has one.
+
+    Pydantic's text also names the validator, repeats the value and its type, and links its docs
+    (``[type=literal_error, input_value='maybe', ...] For further information visit ...``): tokens
+    that tell the model nothing it can act on. Any other error is its text on one line.
+    """
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            return "; ".join(_one_error(item) for item in errors(include_url=False, include_input=False))
+        except Exception:  # not pydantic's ``errors()``
+            pass
+    return " ".join(str(error).split())
+
+
+def _one_error(item: Any) -> str:
+    where = ".".join(str(part) for part in item.get("loc") or ())
+    return f"{where}: {item['msg']}" if where else str(item["msg"])
 
 
 # -- the extractor (reference Appendix A) ---------------------------------------------------

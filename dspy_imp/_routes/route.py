@@ -21,6 +21,7 @@ Where a request goes decides what can be replayed (``docs/providers.md``):
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -130,7 +131,7 @@ def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
     spec = getattr(lm, "_engine_spec", None)
     if not isinstance(spec, str):
         return Route("custom")
-    key = (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})))
+    key = _key(lm, lm_kwargs, spec)
     try:
         known = _ROUTES.setdefault(lm, {})
     except TypeError:  # not weak-referenceable: no memory
@@ -141,6 +142,29 @@ def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
 
 
 _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDictionary()
+
+
+def _key(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> tuple[Any, ...]:
+    return (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})))
+
+
+def remembered_capabilities(lm: Any, lm_kwargs: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+    """The request's DSPy capability scope, holding what an earlier request of this LM worked out.
+
+    Kept per LM under the route's key (engine, model, which options are set); a custom engine's
+    declared hints are read afresh, as DSPy reads them.
+    """
+    spec = getattr(lm, "_engine_spec", None)
+    if not isinstance(spec, str):
+        return contextlib.nullcontext()
+    try:
+        known = _CAPABILITIES.setdefault(lm, {})
+    except TypeError:  # not weak-referenceable: no memory
+        return contextlib.nullcontext()
+    return dspy_private.capabilities_known(lm, lm_kwargs, known, _key(lm, lm_kwargs, spec))
+
+
+_CAPABILITIES: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:

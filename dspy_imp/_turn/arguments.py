@@ -34,7 +34,7 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
             continue
         spec = schema[key]
         if isinstance(spec, dict) and spec.get("type") not in (None, "Any"):
-            error = best_match(_validator(spec).iter_errors(value))
+            error = best_match(argument_validator(spec).iter_errors(value))
             if isinstance(error, ValidationError):
                 problems.append(f"{key} {error.message}")
     return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
@@ -46,7 +46,7 @@ _VALIDATORS: dict[int, tuple[dict[str, Any], Validator]] = {}
 _MAX_VALIDATORS = 4096
 
 
-def _validator(spec: dict[str, Any]) -> Validator:
+def argument_validator(spec: dict[str, Any]) -> Validator:
     """One argument's validator, built (and its schema checked) once per tool argument.
 
     ``jsonschema.validate`` re-checks the schema against its meta-schema on every call; this
