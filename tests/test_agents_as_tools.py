@@ -160,7 +160,9 @@ def test_the_childs_own_limit_still_holds_under_a_looser_caller(run):
 
 
 def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run):
-    child = dspy_imp.ReActV2("question -> findings", tools=[wait_out_the_deadline])
+    # Run whole, not stopped at the deadline (issue 25's bound): the child's own turn must see it pass.
+    unbounded = {"wait_out_the_deadline": None}
+    child = dspy_imp.ReActV2("question -> findings", tools=[wait_out_the_deadline], tool_timeouts=unbounded)
     child_lm = ScriptedLM([reply(calls=[call("wait_out_the_deadline", {"query": "q"}, id="k1")])])
     child.set_lm(child_lm)
     lm = ScriptedLM([ASK])

@@ -31,9 +31,18 @@ def test_the_status_lines_of_a_misbehaving_turn(how):
     agent = dspy_imp.ReActV2(
         TA, tools=[search], tool_timeouts={"search": 0.05}, output_guardrails=[no_email], fallback=[backup]
     )
+    class Releasing(dspy_imp.StatusMessageProvider):
+        """Lets the abandoned tool return once its timeout is reported: it then ends while the turn's
+        event loop still runs (a tool ending after ``asyncio.run`` closed its loop cannot send DSPy's
+        end line, and AnyIO leaves an unawaited coroutine behind)."""
+
+        def tool_timeout_status_message(self, *args):
+            gate.set()
+            return super().tool_timeout_status_message(*args)
+
     try:
         with dspy.context(lm=primary):
-            items = stream_items(agent, how, [], intent="who?")
+            items = stream_items(agent, how, [], intent="who?", provider=Releasing())
     finally:
         gate.set()
     lines = statuses(items)

@@ -367,11 +367,18 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     """
     if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
         return
-    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not getattr(lm, "supports_reasoning", False):
+    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):
         return
     if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
         return
     lm_kwargs["reasoning_effort"] = "low"
+
+
+def _supports_reasoning(lm: Any, lm_kwargs: dict[str, Any]) -> bool:
+    """``lm.supports_reasoning`` read in the LM's remembered capability scope (``route``): DSPy works
+    the capabilities out once per LM and option names, not on every request."""
+    with remembered_capabilities(lm, lm_kwargs):
+        return bool(getattr(lm, "supports_reasoning", False))
 
 
 def _current() -> Exchange:

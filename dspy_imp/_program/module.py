@@ -165,14 +165,14 @@ class ReActV2(dspy.Module):
         self.react = StepPredictor(make_step_signature(self.signature), options, tool_names=tuple(self.own_tools))
         if options.context is not None and options.context.summarize:  # only then among named_predictors()
             self.summarizer = SummaryPredictor(self.react.signature)
+        # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
+        self.react.demo_check = functools.partial(check_demos, self.signature, self.own_tools, self.submit_tool)
 
     def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
         (a per-call policy on a program built without one)."""
         held = self.__dict__.get("summarizer")
         return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
-        # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
-        self.react.demo_check = functools.partial(check_demos, self.signature, self.own_tools, self.submit_tool)
 
     @property
     def options(self) -> ProgramOptions:

@@ -115,9 +115,13 @@ def paused_step(prior: Sequence[Step]) -> Step | None:
                 "a paused turn is resumed before anything is added to its history"
             )
     paused = prior[-1] if prior and prior[-1].pending else None
-    if paused is not None and paused.results:
+    # A paused step may hold results of the calls that ran before a sub-agent paused (``_turn.agents``);
+    # a pending call with a result was answered already, and an answered call never runs again.
+    answered = {r.id for r in paused.results} & {c.id for c in paused.pending} if paused is not None else set()
+    if answered:
         raise ConfigurationError(
-            f"history entry {len(prior) - 1} has pending calls and results: its calls were answered already, "
+            f"history entry {len(prior) - 1} has pending calls with results ({sorted(answered)!r}): "
+            "they were answered already, "
             "and an answered call never runs again; resume from the history the paused turn returned"
         )
     return paused
