@@ -18,7 +18,10 @@ from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 WROTE = '<function=look>{"where": "b"</function>'
 ANSWER_NOW = "the provider refused this tool call as malformed; answer in text now, without calling a tool."
-EXTRACTED = "[[ ## reasoning ## ]]\nIt looked.\n\n[[ ## answer ## ]]\nshelf\n\n[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+EXTRACTED = (
+    "[[ ## reasoning ## ]]\nIt looked.\n\n[[ ## answer ## ]]\nshelf\n\n"
+    "[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+)
 
 
 def look(where: str) -> str:

@@ -22,6 +22,7 @@ from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
+
 def refused(reply: Reply) -> bool:
     """The reply stands for the provider's refusal of the model's own call (nothing else in it)."""
     return bool(reply.calls) and not reply.said_something and all(_refused(call) for call in reply.calls)
@@ -37,5 +38,3 @@ def observe(
 
 def _refused(call: RawCall) -> bool:
     return call.name is None and isinstance(call.received, Mapping) and REFUSED_CALL in call.received
-
-
