@@ -186,10 +186,16 @@ def _dialect() -> lm15.OpenAIChatLM:
 
 
 def _http_error(
-    status: int, message: str, kind: str, code: str | None = None, retry_after: float | None = None, delay: float = 0.0
+    status: int,
+    message: str,
+    kind: str,
+    code: str | None = None,
+    retry_after: float | None = None,
+    delay: float = 0.0,
+    **extra: Any,
 ) -> Failure:
     """An error exactly as lm15 builds it from an OpenAI error body; DSPy projects it to its public class."""
-    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code, **extra}})
 
     def make() -> BaseException:
         error = _dialect().normalize_error(status, body)
@@ -201,6 +207,7 @@ def _http_error(
 
 _SERVER = "The server had an error while processing your request. Sorry about that!"
 _CONTEXT = "This model's maximum context length is 128000 tokens. Please reduce the length of the messages."
+_TOOL_USE = "Failed to call a function. Please adjust your prompt. See 'failed_generation' for more details."
 _TOOL_CHOICE = "Invalid tool_choice type: 'object'. Supported string values: none, auto, required"
 
 
@@ -233,6 +240,13 @@ class Fail:
     def tool_choice_refused(self, *, delay: float = 0.0) -> Failure:
         """The 400 of a server that takes no named `tool_choice` -> `LMInvalidRequestError`."""
         return self.invalid_request(_TOOL_CHOICE, delay=delay)
+
+    def tool_use_failed(self, failed_generation: str = "", *, delay: float = 0.0) -> Failure:
+        """Groq's 400 `tool_use_failed`: the provider refused the model's own malformed tool call
+        (`failed_generation`: what the model wrote) -> `LMInvalidRequestError`."""
+        return _http_error(
+            400, _TOOL_USE, "invalid_request_error", "tool_use_failed", delay=delay, failed_generation=failed_generation
+        )
 
     def raises(self, error: BaseException, *, delay: float = 0.0) -> Failure:
         """The engine raises exactly `error`. DSPy passes LMErrors through, maps `dspy.lm15` errors

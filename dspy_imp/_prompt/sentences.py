@@ -132,15 +132,19 @@ def unknown_tool(name: str) -> str:
 
 MALFORMED_CALL = "the tool call could not be read."
 REFUSED_CALL = "the provider refused this tool call as malformed; call the tool again with valid arguments."
+REFUSED_LAST_CALL = "the provider refused this tool call as malformed; answer in text now, without calling a tool."
+ANSWER_NOW = "answer_in_text"  # on a refused call's ``received``: it was the last-text request's (``_turn.refused``)
 
 
 def malformed_call(received: Any) -> str:
     """A call that could not be read; one the provider refused (Groq's ``tool_use_failed``) says
-    so, with what the model wrote when the provider returned it."""
+    so, with what the model wrote when the provider returned it (and, on the last-text request,
+    asks for the text answer)."""
     if not (isinstance(received, Mapping) and received.get("provider_refused")):
         return MALFORMED_CALL
+    refused = REFUSED_LAST_CALL if received.get(ANSWER_NOW) else REFUSED_CALL
     written = received.get("failed_generation")
-    return f"{REFUSED_CALL} You wrote: {written}" if isinstance(written, str) and written.strip() else REFUSED_CALL
+    return f"{refused} You wrote: {written}" if isinstance(written, str) and written.strip() else refused
 
 
 def missing_arguments(names: Sequence[str]) -> str:

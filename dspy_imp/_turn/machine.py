@@ -62,6 +62,7 @@ from dspy_imp._routes.failures import (
     retry_delay,
 )
 from dspy_imp._routes.reasoning import with_call_ids
+from dspy_imp._turn import refused as refusal
 from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import (
@@ -280,6 +281,8 @@ class Turn:
             return self._incomplete(stop)
         self._record_note()
         outcome = yield from self._send("last_text")
+        if isinstance(outcome, Reply) and refusal.refused(outcome):  # the provider refused the model's own call
+            outcome = yield from self._asked_again(outcome)
         if not isinstance(outcome, Reply):
             return self._last_request_failed(outcome, "last_text", cause)
         done = yield from run_calls(
@@ -297,6 +300,13 @@ class Turn:
         if text is None and outcome.calls:  # a completion with calls only is an empty answer (issue 23)
             text = ""
         return Ending("last_text", {name: text}, cause, unexecuted=unexecuted, finish_reason=outcome.finish_reason)
+
+    def _asked_again(self, reply: Reply) -> Generator[Effect, Any, Reply | Extracted | Failed | Outcome]:
+        """The refused call recorded as an observation asking for the text answer, then the
+        last-text request once more (``_turn.refused``); a second refusal ends as any reply with calls."""
+        done = yield from refusal.observe(self.setup.calls, reply, self.step_index, self.call_ids, self.meter)
+        self._record(_calls_record(reply, done, None))
+        return (yield from self._send("last_text"))
 
     def _forced_submit(self, cause: TerminationCause) -> Generator[Effect, Any, Outcome]:
         stop = self._stop()

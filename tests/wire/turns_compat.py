@@ -41,6 +41,41 @@ COMPAT: list[Scenario] = [
 ]
 
 
+def _expect_refused_last_text_asked_again(bodies: list[Body], outcome: Outcome) -> None:
+    """After max_iters, the last-text request is refused: the refused call becomes an observation
+    asking for the text answer, and the same request goes once more with it appended."""
+    assert outcome.error is None, outcome.error
+    meta = outcome.prediction.metadata
+    assert outcome.prediction.answer == "Sunny, 21°C."
+    assert (meta.termination_reason, meta.termination_cause) == ("last_text", "max_iters")
+    assert len(bodies) == 3
+    first, again = bodies[1]["messages"], bodies[2]["messages"]
+    assert again[: len(first)] == first  # the cached prefix holds
+    assert [m["role"] for m in again[len(first) :]] == ["assistant", "tool"]
+    refused = again[-1]["content"]
+    assert "refused this tool call as malformed; answer in text now, without calling a tool." in refused
+    assert refused.endswith((BROKEN_CALL, "without calling a tool."))  # LiteLLM keeps what the model wrote
+    assert bodies[2]["tools"] == bodies[1]["tools"] == bodies[0]["tools"]
+    assert [body.get("tool_choice") for body in bodies[1:]] == [bodies[1].get("tool_choice")] * 2
+    assert dict(meta.usage.requests) == {"step": 1, "last_text": 2}
+
+
+COMPAT.append(
+    Scenario(
+        "groq_last_text_tool_use_failed_then_answer",
+        "groq",
+        [
+            groq(calls=[("call_g1", "get_weather", PARIS)]),
+            groq_tool_use_failed(BROKEN_CALL),
+            groq("Sunny, 21°C."),
+        ],
+        _expect_refused_last_text_asked_again,
+        model=GROQ,
+        agent={"max_iters": 1},
+    )
+)
+
+
 LOCAL = "openai/Qwen/Qwen3-8B"  # a name DSPy's capability lookup does not know
 
 
