@@ -12,7 +12,6 @@ from helpers import TA, inputs
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
-
 SYSTEM = 91
 """What ``words`` counts a system message as, whatever its wording: these tests check the tiers'
 arithmetic, not the prompt's length (the system message's sentences are issue 29's to shorten)."""
