@@ -8,6 +8,7 @@
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
+#   make architecture  redraw docs/architecture.svg from the import graph
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -23,7 +24,7 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo check test lint typecheck docs unit record bench clean
+.PHONY: help demo check test lint typecheck docs unit record bench architecture clean
 
 help:
 	@sed -n '3,10s/^#   //p' Makefile
@@ -78,3 +79,7 @@ record: $(VENV)/.installed-dev
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist site *.egg-info
+
+# The picture of docs/architecture.md, drawn from the import graph (tests/test_architecture.py checks it).
+architecture: $(VENV)/.installed-dev
+	$(BIN)/python docs/generate/architecture.py
