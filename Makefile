@@ -27,7 +27,7 @@ DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VEN
 .PHONY: help demo check test lint typecheck docs unit record bench architecture clean
 
 help:
-	@sed -n '3,10s/^#   //p' Makefile
+	@sed -n '3,11s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
