@@ -9,6 +9,8 @@ cannot be started (``.ci/run`` installs it).
 from __future__ import annotations
 
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from itertools import groupby
 from pathlib import Path
@@ -46,10 +48,23 @@ def test_a_killed_turn_finishes_in_the_next_process_on_postgres(postgres: Server
     check_same_as_plain(tmp_path, [WAITING], reference="plain-approval")
 
 
+def took_a_turn(process: subprocess.Popen[bytes], folder: Path, worker: str, limit: float = 120) -> None:
+    """Wait (bounded) until ``worker`` ran a tool of some turn, or its process ended."""
+    end = time.monotonic() + limit
+    while not any(w == worker for *_, w in lines(folder, "attempts.log")):
+        if process.poll() is not None or time.monotonic() > end:
+            code, output = finish(process)
+            raise AssertionError(f"worker {worker} ran no tool (exit {code}):\n{output}")
+        time.sleep(0.05)
+
+
 def test_a_dead_workers_turn_is_finished_by_another_worker(postgres: Server, tmp_path: Path) -> None:
     db = postgres.database("queue")
     common = ["--enqueue", ",".join(QUEUED), "--retry-after", "0.1"]
     first = program(db, tmp_path, "--worker", "w1", "--kill-nth-tool", "2", *common)
+    # The second worker starts once the first has taken a turn: started together, a second worker
+    # that imports faster could take every turn before the first one polls the queue.
+    took_a_turn(first, tmp_path, "w1")
     second = program(db, tmp_path, "--worker", "w2", "--dead", "w1", *common)
     code, output = finish(first)
     assert code == -signal.SIGKILL, output
