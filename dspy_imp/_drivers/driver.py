@@ -39,6 +39,7 @@ from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, 
 from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.finetune import install as install_finetune_data
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
@@ -124,6 +125,7 @@ class Effects:
         install_chat_extras()
         install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
+        install_finetune_data()
 
     def perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):

@@ -252,3 +252,33 @@ def _closing_sync_stream(stream: Any) -> Iterator[Any]:
 
 
 _closing_sync_stream.dspy_imp_closing = True  # type: ignore[attr-defined]
+
+
+def install_loop_finetune_data(data_for: Any) -> None:
+    """``BootstrapFinetune`` writes a traced loop step as the request the loop sent, whatever adapter it uses.
+
+    Why: ``BootstrapFinetune._prepare_finetune_data`` formats each traced step through
+    ``dspy.teleprompt.bootstrap_finetune.build_call_data_from_trace`` with the optimizer's
+    adapter, else ``dspy.settings.adapter``, else a ``ChatAdapter``: only ``ReActAdapter`` knows a
+    loop step's real request, and any other adapter silently re-renders the step as text-written
+    calls without their tool results. The adapter DSPy picks is not ours to choose, and
+    ``_prepare_finetune_data`` looks the function up in its module at each call, so the module
+    attribute is the one hook. The replacement asks ``data_for(outputs)`` (the step's request
+    pinned on its traced prediction, ``_drivers.finetune``) first and hands every other trace
+    entry to DSPy's function unchanged. Idempotent.
+    """
+    import importlib
+
+    module = importlib.import_module("dspy.teleprompt.bootstrap_finetune")
+    dspy_own = module.build_call_data_from_trace
+    if getattr(dspy_own, "dspy_imp_loop_data", False):
+        return
+
+    def build_call_data_from_trace(
+        trace: list[Any], pred_ind: int, adapter: Any, exclude_demos: bool = False
+    ) -> dict[str, Any]:
+        data = data_for(trace[pred_ind][2])
+        return data if data is not None else dspy_own(trace, pred_ind, adapter, exclude_demos)
+
+    build_call_data_from_trace.dspy_imp_loop_data = True  # type: ignore[attr-defined]
+    module.build_call_data_from_trace = build_call_data_from_trace
