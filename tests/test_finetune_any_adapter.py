@@ -80,7 +80,13 @@ def _compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         message = dict(message)
         if message.get("tool_calls"):
             message["tool_calls"] = [
-                {**c, "function": {**c["function"], "arguments": json.dumps(json.loads(c["function"]["arguments"]), separators=(",", ":"))}}
+                {
+                    **c,
+                    "function": {
+                        **c["function"],
+                        "arguments": json.dumps(json.loads(c["function"]["arguments"]), separators=(",", ":")),
+                    },
+                }
                 for c in message["tool_calls"]
             ]
         elif message["role"] == "assistant" and message.get("content") == "":

@@ -66,9 +66,9 @@ def test_closing_after_the_first_status_line_stops_the_turn():
     agent = Recorded(TA, tools=[look])
     lm = ScriptedLM([LOOK, LOOK, LOOK, reply("On the shelf.")])
     with dspy.context(lm=lm):
-        stream = dspy.streamify(
-            agent, status_message_provider=StatusMessageProvider(), async_streaming=False
-        )(intent="keys?")
+        stream = dspy.streamify(agent, status_message_provider=StatusMessageProvider(), async_streaming=False)(
+            intent="keys?"
+        )
         first = next(item for item in stream if isinstance(item, StatusMessage))  # raw chunks pass first
         stream.close()
     look.closed.set()
@@ -82,7 +82,9 @@ def test_closing_after_the_first_status_line_stops_the_turn():
     (entry,) = stop.dspy_imp_history.messages  # what ran is kept: the call and its result
     assert entry["intent"] == "keys?"
     assert entry["tool_calls"] == [{"id": "c1", "name": "look", "args": {"where": "shelf"}}]
-    assert [(r["name"], r["result"], r["error"]) for r in entry["tool_call_results"]] == [("look", {"seen": True}, False)]
+    assert [(r["name"], r["result"], r["error"]) for r in entry["tool_call_results"]] == [
+        ("look", {"seen": True}, False)
+    ]
 
 
 def test_reading_to_the_end_is_as_before(how):

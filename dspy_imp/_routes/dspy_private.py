@@ -202,7 +202,7 @@ def install_closing_sync_streams() -> None:
     """
     import importlib
 
-    module = importlib.import_module("dspy.streaming.streamify")  # the package's name is the function's
+    module: Any = importlib.import_module("dspy.streaming.streamify")  # the package's name is the function's
     if not getattr(module.apply_sync_streaming, "dspy_imp_closing", False):
         module.apply_sync_streaming = _closing_sync_stream
 
@@ -269,7 +269,7 @@ def install_loop_finetune_data(data_for: Any) -> None:
     """
     import importlib
 
-    module = importlib.import_module("dspy.teleprompt.bootstrap_finetune")
+    module: Any = importlib.import_module("dspy.teleprompt.bootstrap_finetune")
     dspy_own = module.build_call_data_from_trace
     if getattr(dspy_own, "dspy_imp_loop_data", False):
         return
