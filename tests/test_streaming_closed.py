@@ -54,9 +54,12 @@ class Waiting:
         self.__doc__ = "Look at a thing"
         self.runs: list[str] = []
         self.closed = threading.Event()
+        self.two = threading.Event()  # two runs have started
 
     def __call__(self, where: str = "here") -> dict[str, bool]:
         self.runs.append(where)
+        if len(self.runs) == 2:
+            self.two.set()
         assert self.closed.wait(30), "the test closes the stream"
         return {"seen": True}
 
@@ -117,3 +120,24 @@ def test_a_program_error_still_reaches_a_sync_consumer():
     dspy_imp.ReActV2(TA)  # installs the closing sync stream
     with pytest.raises(RuntimeError, match="broken"):
         list(dspy.streamify(Broken(), async_streaming=False)(x=1))
+
+
+def test_closing_during_a_parallel_batch_stops_the_turn_after_it():
+    look = Waiting()
+    agent = Recorded(TA, tools=[look], parallel_tools=True)
+    both = reply(calls=[call("look", {"where": "shelf"}, id="c1"), call("look", {"where": "desk"}, id="c2")])
+    lm = ScriptedLM([both, both, reply("On the shelf.")])
+    with dspy.context(lm=lm):
+        stream = dspy.streamify(agent, async_streaming=False)(intent="keys?")
+        next(item for item in stream if isinstance(item, StatusMessage))
+        assert look.two.wait(30), "both calls of the batch run"
+        stream.close()
+    look.closed.set()
+    assert agent.over.wait(30), "the turn ends"
+
+    assert len(lm.requests) == 1
+    assert sorted(look.runs) == ["desk", "shelf"]  # the batch already running finishes
+    (stop,) = agent.stops
+    assert isinstance(stop, dspy_imp.StreamClosed)
+    (entry,) = stop.dspy_imp_history.messages
+    assert [r["id"] for r in entry["tool_call_results"]] == ["c1", "c2"]

@@ -87,7 +87,6 @@ class Watch:
     # -- status -------------------------------------------------------------------------------
 
     def before(self, effect: Any) -> list[Any]:
-        self.check()
         if self.reporter is not None:
             self.reporter.before(effect)
         hop = self._messages(self._hop(effect))
@@ -158,16 +157,28 @@ class Watch:
     # -- sending ------------------------------------------------------------------------------
 
     def send(self, items: Sequence[Any]) -> None:
+        """Items for the consumer; none once it closed the stream (the next effect stops the turn,
+        so what an effect returned is recorded, not lost in a failed send)."""
         for item in items:
-            if self.stream is not None:
-                self.check()
+            if self.stream is None or _unread(self.stream):
+                return
+            try:
                 sync_send_to_stream(self.stream, item)
+            except Exception:
+                if not _unread(self.stream):
+                    raise
+                return  # closed meanwhile
 
     async def asend(self, items: Sequence[Any]) -> None:
         for item in items:
-            if self.stream is not None:
-                self.check()
+            if self.stream is None or _unread(self.stream):
+                return
+            try:
                 await self.stream.send(item)
+            except Exception:
+                if not _unread(self.stream):
+                    raise
+                return
 
     def check(self) -> None:
         """Stop the turn (``StreamClosed``) once nobody reads the stream any more.
@@ -175,7 +186,8 @@ class Watch:
         ``streamify`` closes its stream's receiving end when its consumer is gone: an async
         consumer that closed its generator, or a sync one (``install_closing_sync_streams``).
         A sync program it runs is then abandoned in its worker thread, still running: this
-        check, before each effect, is what stops it there, with the history kept.
+        check, before each effect (``Effects.perform``), is what stops it there, with the history
+        kept.
         """
         if self.stream is not None and _unread(self.stream):
             raise StreamClosed("the consumer of the dspy.streamify stream closed it; the turn stopped")
