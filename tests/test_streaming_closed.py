@@ -3,6 +3,7 @@ the history kept (issue 23, point 10); a consumer that reads to the end sees wha
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import threading
 from typing import Any
@@ -141,3 +142,27 @@ def test_closing_during_a_parallel_batch_stops_the_turn_after_it():
     assert isinstance(stop, dspy_imp.StreamClosed)
     (entry,) = stop.dspy_imp_history.messages
     assert [r["id"] for r in entry["tool_call_results"]] == ["c1", "c2"]
+
+
+def test_an_async_consumer_that_closes_stops_a_sync_program_too():
+    look = Waiting()
+    agent = Recorded(TA, tools=[look])
+    lm = ScriptedLM([LOOK, LOOK, LOOK, reply("On the shelf.")])
+
+    async def consume() -> None:
+        stream = dspy.streamify(agent)(intent="keys?")
+        async for item in stream:
+            if isinstance(item, StatusMessage):
+                break
+        await stream.aclose()
+
+    with dspy.context(lm=lm):
+        asyncio.run(consume())
+    look.closed.set()
+    assert agent.over.wait(30), "the turn ends"
+
+    assert len(lm.requests) == 1  # before: the turn went on in the thread DSPy abandons
+    assert look.runs == ["shelf"]
+    (stop,) = agent.stops
+    assert isinstance(stop, dspy_imp.StreamClosed)
+    assert [r["id"] for r in stop.dspy_imp_history.messages[0]["tool_call_results"]] == ["c1"]
