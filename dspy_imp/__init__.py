@@ -9,7 +9,7 @@ from dspy_imp._drivers.adapter import ReActAdapter
 from dspy_imp._program.module import ReActV2
 from dspy_imp._program.prediction import Metadata, Prediction, is_complete
 from dspy_imp._records.clock import deadline
-from dspy_imp._records.errors import ConfigurationError, RetryTool, ToolCallRejected
+from dspy_imp._records.errors import ConfigurationError, RetryTool, StreamClosed, ToolCallRejected
 from dspy_imp._records.history import dump_history, load_history, redact_history
 from dspy_imp._records.kinds import GuardrailStage, RequestKind, TerminationCause, TerminationReason
 from dspy_imp._records.step_error import StepError
@@ -49,6 +49,7 @@ __all__ = [
     "RetryTool",
     "StatusMessageProvider",
     "StepError",
+    "StreamClosed",
     "StreamListener",
     "TerminationCause",
     "TerminationReason",

@@ -33,6 +33,7 @@ def test_all_is_sorted_and_exact():
         "RetryTool",
         "StatusMessageProvider",
         "StepError",
+        "StreamClosed",
         "StreamListener",
         "TerminationCause",
         "TerminationReason",

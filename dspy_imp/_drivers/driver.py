@@ -26,7 +26,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,6 +39,7 @@ from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, 
 from dspy_imp._drivers.bounded import arun_bounded, run_bounded
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.finetune import attach
+from dspy_imp._drivers.finetune import install as install_finetune_data
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.predicted import reply_from_prediction
@@ -124,8 +125,11 @@ class Effects:
         install_chat_extras()
         install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
+        install_finetune_data()
 
     def perform(self, effect: Any) -> Any:
+        if self.watch is not None:
+            self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)
         if isinstance(effect, RunTools):
             return self._run_tools(effect)
         if isinstance(effect, Alongside):
@@ -141,6 +145,8 @@ class Effects:
         return outcome
 
     async def aperform(self, effect: Any) -> Any:
+        if self.watch is not None:
+            self.watch.check()
         if isinstance(effect, RunTools):
             return tuple(await asyncio.gather(*(self._arun_tool(run) for run in effect.runs)))
         if isinstance(effect, Alongside):  # both inside this effect (one durable step): not self.aperform
@@ -209,9 +215,17 @@ class Effects:
         contexts = [contextvars.copy_context() for _ in effect.runs]
         outcomes: list[Any] = [None] * len(effect.runs)
 
+        running: dict[int, threading.Event] = {}
+
+        def work(index: int) -> None:  # kept by the thread: a consumer that closes the stream ends the loop
+            running[index] = threading.Event()
+            try:
+                outcomes[index] = contexts[index].run(self.perform, effect.runs[index])
+            finally:
+                running[index].set()
+
         async def one(index: int, limiter: anyio.CapacityLimiter) -> None:
-            run = effect.runs[index]
-            outcomes[index] = await anyio.to_thread.run_sync(contexts[index].run, self.perform, run, limiter=limiter)
+            await anyio.to_thread.run_sync(work, index, limiter=limiter)
 
         async def every() -> None:
             limiter = anyio.CapacityLimiter(MAX_TOOL_THREADS)
@@ -219,8 +233,16 @@ class Effects:
                 for index in range(len(effect.runs)):
                     group.start_soon(one, index, limiter)
 
-        anyio.from_thread.run(every)
-        return tuple(outcomes)
+        try:
+            anyio.from_thread.run(every)
+        except (CancelledError, asyncio.CancelledError):  # the stream's loop ended: its consumer closed it
+            for done in list(running.values()):
+                done.wait()  # the calls already running finish and are recorded
+            if any(outcome is None for outcome in outcomes):
+                if self.watch is not None:
+                    self.watch.check()  # ``StreamClosed``
+                raise
+        return tuple(outcomes)  # when the stream was closed meanwhile, the next effect stops the turn
 
     async def _arun_tool(self, run: RunTool) -> Any:
         if _async_tool(run.tool):

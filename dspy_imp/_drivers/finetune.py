@@ -7,6 +7,8 @@ guidance, later steps without their tool results). The driver pins each step's r
 the prediction it traced (``attach``); ``ReActAdapter.format_finetune_data`` then returns
 that request's messages and tools, followed by the reply in the same tool-call format
 (native ``tool_calls``, or written), so a model fine-tuned on it learns what the loop asks.
+Under another adapter (``BootstrapFinetune(adapter=...)``, ``dspy.settings.adapter`` or DSPy's
+default ``ChatAdapter``) ``install`` makes ``BootstrapFinetune`` write the same data.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import dspy
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._records.outcomes import Reply
 from dspy_imp._records.text import to_json
+from dspy_imp._routes.dspy_private import install_loop_finetune_data
 
 _ATTRIBUTE = "_dspy_imp_request"
 
@@ -45,6 +48,16 @@ def attach(
 
 def sent_request(outputs: Any) -> SentRequest | None:
     return getattr(outputs, _ATTRIBUTE, None)
+
+
+def install() -> None:
+    """``BootstrapFinetune`` under any adapter writes a loop step as ``training_example`` (``dspy_private``)."""
+    install_loop_finetune_data(_data_for)
+
+
+def _data_for(outputs: Any) -> dict[str, Any] | None:
+    request = sent_request(outputs)
+    return training_example(request) if request is not None else None
 
 
 def training_example(request: SentRequest) -> dict[str, Any]:

@@ -30,6 +30,15 @@ class ConfigurationError(ValueError):
     """
 
 
+class StreamClosed(GeneratorExit):
+    """The consumer of the turn's ``dspy.streamify`` stream closed it: the turn stops before its
+    next effect (no further request or tool).
+
+    A stop, like the ``GeneratorExit`` it is, never a failure the model reads. The history
+    recorded so far is on the exception (``dspy_imp_history``), as on any stop of a turn.
+    """
+
+
 class ToolCallRejected(Exception):
     """A tool call that ended in an error without its tool running here, as DSPy's tool
     callbacks and tracers see it: refused (policy), unknown tool, malformed call, invalid

@@ -185,3 +185,100 @@ def capabilities_known(lm: Any, lm_kwargs: dict[str, Any], known: dict[Any, Any]
         finally:
             if scope is not None and scope.lm is lm and scope.value is not None:
                 known[key] = scope.value
+
+
+def install_closing_sync_streams() -> None:
+    """A sync ``dspy.streamify`` stream whose consumer closes it stops the program it streams.
+
+    Why: DSPy 3.4's sync streaming (``dspy.streaming.streamify.apply_sync_streaming``) runs the
+    program's async stream in a daemon thread and never tells it that the consumer stopped:
+    after ``close()`` (or a ``break`` that drops the generator) the turn goes on, every request
+    and tool of it, for nobody. ``streamify`` offers no option for this, and its sync streamer
+    looks the function up in its module at each call, so the module attribute is the one hook.
+    The replacement hands the consumer the same items and errors; on ``close()`` it cancels the
+    producer's task on its own loop (``call_soon_threadsafe``) and waits, bounded, for it to end,
+    so the stream is closed when ``close()`` returns and a ``dspy_imp`` turn, which checks its
+    stream before each effect (``_watch.streaming.Watch``), stops at the next one. Idempotent.
+    """
+    import importlib
+
+    module: Any = importlib.import_module("dspy.streaming.streamify")  # the package's name is the function's
+    if not getattr(module.apply_sync_streaming, "dspy_imp_closing", False):
+        module.apply_sync_streaming = _closing_sync_stream
+
+
+_CLOSE_SECONDS = 5.0
+
+
+def _closing_sync_stream(stream: Any) -> Iterator[Any]:
+    """The items of an async ``stream`` as a sync generator (see ``install_closing_sync_streams``)."""
+    import asyncio
+    import contextvars
+    import queue
+    import threading
+
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+    running: dict[str, Any] = {}
+    started = threading.Event()
+
+    async def produce() -> None:
+        running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        started.set()
+        try:
+            async for item in stream:
+                items.put(("item", item))
+        except BaseException as error:  # the consumer gets the program's error, as DSPy hands it on
+            items.put(("error", error))
+        finally:
+            items.put(("end", None))
+
+    context = contextvars.copy_context()  # the caller's settings and request ids, as DSPy passes them
+    producer = threading.Thread(target=context.run, args=(asyncio.run, produce()), daemon=True)
+    producer.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    except GeneratorExit:
+        if producer.is_alive() and started.wait(_CLOSE_SECONDS):
+            with contextlib.suppress(RuntimeError):  # its loop already closed: nothing left to stop
+                running["loop"].call_soon_threadsafe(running["task"].cancel)
+            producer.join(_CLOSE_SECONDS)
+        raise
+
+
+_closing_sync_stream.dspy_imp_closing = True  # type: ignore[attr-defined]
+
+
+def install_loop_finetune_data(data_for: Any) -> None:
+    """``BootstrapFinetune`` writes a traced loop step as the request the loop sent, whatever adapter it uses.
+
+    Why: ``BootstrapFinetune._prepare_finetune_data`` formats each traced step through
+    ``dspy.teleprompt.bootstrap_finetune.build_call_data_from_trace`` with the optimizer's
+    adapter, else ``dspy.settings.adapter``, else a ``ChatAdapter``: only ``ReActAdapter`` knows a
+    loop step's real request, and any other adapter silently re-renders the step as text-written
+    calls without their tool results. The adapter DSPy picks is not ours to choose, and
+    ``_prepare_finetune_data`` looks the function up in its module at each call, so the module
+    attribute is the one hook. The replacement asks ``data_for(outputs)`` (the step's request
+    pinned on its traced prediction, ``_drivers.finetune``) first and hands every other trace
+    entry to DSPy's function unchanged. Idempotent.
+    """
+    import importlib
+
+    module: Any = importlib.import_module("dspy.teleprompt.bootstrap_finetune")
+    dspy_own = module.build_call_data_from_trace
+    if getattr(dspy_own, "dspy_imp_loop_data", False):
+        return
+
+    def build_call_data_from_trace(
+        trace: list[Any], pred_ind: int, adapter: Any, exclude_demos: bool = False
+    ) -> dict[str, Any]:
+        data = data_for(trace[pred_ind][2])
+        return data if data is not None else dspy_own(trace, pred_ind, adapter, exclude_demos)
+
+    build_call_data_from_trace.dspy_imp_loop_data = True  # type: ignore[attr-defined]
+    module.build_call_data_from_trace = build_call_data_from_trace

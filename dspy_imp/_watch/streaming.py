@@ -34,8 +34,9 @@ from typing import Any
 import dspy
 from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, StreamResponse, sync_send_to_stream
 
-from dspy_imp._records.errors import ConfigurationError, ToolTimedOut
+from dspy_imp._records.errors import ConfigurationError, StreamClosed, ToolTimedOut
 from dspy_imp._records.outcomes import Failed, Raised
+from dspy_imp._routes.dspy_private import install_closing_sync_streams
 from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, Failure, ModelRequest, RunTool, Sleep
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.events import Reporter, current_observer
@@ -77,6 +78,8 @@ class Watch:
         if stream is None and progress is None and observer is None:
             return None
         listeners = (dspy.settings.stream_listeners or []) if stream is not None else []
+        if stream is not None:
+            install_closing_sync_streams()  # for the streams opened from now on (see also ``ReActV2``)
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
         return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None)
@@ -154,14 +157,40 @@ class Watch:
     # -- sending ------------------------------------------------------------------------------
 
     def send(self, items: Sequence[Any]) -> None:
+        """Items for the consumer; none once it closed the stream (the next effect stops the turn,
+        so what an effect returned is recorded, not lost in a failed send)."""
         for item in items:
-            if self.stream is not None:
+            if self.stream is None or _unread(self.stream):
+                return
+            try:
                 sync_send_to_stream(self.stream, item)
+            except Exception:
+                if not _unread(self.stream):
+                    raise
+                return  # closed meanwhile
 
     async def asend(self, items: Sequence[Any]) -> None:
         for item in items:
-            if self.stream is not None:
+            if self.stream is None or _unread(self.stream):
+                return
+            try:
                 await self.stream.send(item)
+            except Exception:
+                if not _unread(self.stream):
+                    raise
+                return
+
+    def check(self) -> None:
+        """Stop the turn (``StreamClosed``) once nobody reads the stream any more.
+
+        ``streamify`` closes its stream's receiving end when its consumer is gone: an async
+        consumer that closed its generator, or a sync one (``install_closing_sync_streams``).
+        A sync program it runs is then abandoned in its worker thread, still running: this
+        check, before each effect (``Effects.perform``), is what stops it there, with the history
+        kept.
+        """
+        if self.stream is not None and _unread(self.stream):
+            raise StreamClosed("the consumer of the dspy.streamify stream closed it; the turn stopped")
 
     def close(self) -> None:
         if self.progress is not None:
@@ -201,6 +230,15 @@ def _buffered(stream: Any) -> int:
         return int(statistics().current_buffer_used) if callable(statistics) else 0
     except Exception:  # a stream of another kind, or one already closed
         return 0
+
+
+def _unread(stream: Any) -> bool:
+    """No receiving end is open (an AnyIO memory stream's statistics; ``False`` for another stream)."""
+    statistics = getattr(stream, "statistics", None)
+    try:
+        return callable(statistics) and int(statistics().open_receive_streams) == 0
+    except Exception:  # a stream of another kind
+        return False
 
 
 class _Relay:
