@@ -77,6 +77,11 @@ COMPAT.append(
 
 
 LOCAL = "openai/Qwen/Qwen3-8B"  # a name DSPy's capability lookup does not know
+LOCAL_STEPS = [
+    ("get_weather", PARIS, "Weather first."),
+    ("get_time", PARIS, "Now the time."),
+    ("get_weather", {"city": "Lyon"}, "Lyon too."),
+]
 
 
 def _expect_native_local(bodies: list[Body], outcome: Outcome) -> None:
@@ -125,6 +130,68 @@ COMPAT.append(
         _expect_native_local,
         model=LOCAL,
         adapter=ReActAdapter(native_calls=True),
+    )
+)
+
+
+def _expect_local_forced(bodies: list[Body], outcome: Outcome) -> None:
+    """After three tool steps (``max_iters``) the forced submit names ``submit`` in ``tool_choice``, the way the
+    OpenAI-compatible protocol takes it; tools go natively throughout and the ``reasoning`` is recorded, not shown."""
+    assert outcome.error is None, outcome.error
+    meta = outcome.prediction.metadata
+    assert outcome.prediction.answer == "Sunny and 14:05."
+    assert (meta.termination_reason, meta.termination_cause) == ("forced_submit", "max_iters")
+    assert len(bodies) == 4
+    names = ["get_weather", "get_time", "submit"]
+    assert all([t["function"]["name"] for t in body["tools"]] == names for body in bodies)
+    assert [body.get("tool_choice") for body in bodies] == [
+        *[bodies[0].get("tool_choice")] * 3,
+        {"type": "function", "function": {"name": "submit"}},
+    ]
+    assert bodies[0].get("tool_choice") in (None, "auto")
+    assert all(bodies[3]["messages"][: len(body["messages"])] == body["messages"] for body in bodies[:3])
+    turns = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+    assert [[c["function"]["name"] for c in t["tool_calls"]] for t in turns] == [
+        ["get_weather"],
+        ["get_time"],
+        ["get_weather"],
+    ]
+    assert [[c["id"] for c in t["tool_calls"]] for t in turns] == [[f"chatcmpl-tool-{i}"] for i in (1, 2, 3)]
+    assert all("[[ ## tool_calls ## ]]" not in str(body["messages"]) for body in bodies)  # no written-calls format
+    # Recorded, never shown as text: LiteLLM sends it back in its own field, the native engine not at all.
+    assert all("Weather first." not in str(m.get("content")) for body in bodies for m in body["messages"])
+    assert [t.get("reasoning_content") for t in turns] in ([None] * 3, [thought for _, _, thought in LOCAL_STEPS])
+    assert all(body["model"] == "Qwen/Qwen3-8B" for body in bodies)
+    steps = meta.history.messages
+    assert [s.get("reasoning_content") for s in steps[:3]] == ["Weather first.", "Now the time.", "Lyon too."]
+    assert dict(meta.usage.requests) == {"step": 3, "forced_submit": 1}
+
+
+COMPAT.append(
+    Scenario(
+        "local_server_forced_submit",
+        "local",
+        [
+            *[
+                chat(
+                    calls=[(f"chatcmpl-tool-{i}", name, args)],
+                    reasoning=thought,
+                    reasoning_field="reasoning",
+                    model="Qwen/Qwen3-8B",
+                )
+                for i, (name, args, thought) in enumerate(LOCAL_STEPS, start=1)
+            ],
+            chat(
+                calls=[("chatcmpl-tool-4", "submit", {"answer": "Sunny and 14:05."})],
+                reasoning="Submit now.",
+                reasoning_field="reasoning",
+                model="Qwen/Qwen3-8B",
+            ),
+        ],
+        _expect_local_forced,
+        model=LOCAL,
+        adapter=ReActAdapter(native_calls=True),
+        agent={"finish": "submit", "max_iters": 3},
     )
 )
 
