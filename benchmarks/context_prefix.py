@@ -51,12 +51,17 @@ def read(page: int) -> str:
     return f"page {page}: " + " ".join(itertools.islice(words, 3_400))
 
 
-def _model(request: Any) -> Any:
+READS_PER_CALL = 3
+
+
+def model(request: Any) -> Any:
+    """Three reads per call, then an answer; a summary for a summary request (also the scripted
+    model of ``tests/test_context_long_conversation.py``, which adds the window's refusal)."""
     last = request.messages[-1]
     if _SUMMARY_MARK in str(last.get("content")):
         return reply("Each call asked about the report; I read three pages and answered.")
     since_user = list(itertools.takewhile(lambda m: m["role"] != "user", reversed(request.messages)))
-    if sum(1 for m in since_user if m["role"] == "tool") < 3:
+    if sum(1 for m in since_user if m["role"] == "tool") < READS_PER_CALL:
         return reply("", calls=[call("read", {"page": len(request.messages)})])
     return reply("The report lists the shipments.")
 
@@ -74,7 +79,7 @@ def shared(previous: Any, current: Any) -> int:
 
 
 def run(calls: int = 40) -> dict[str, Any]:
-    lm = ScriptedLM(_model)
+    lm = ScriptedLM(model)
     agent = dspy_imp.ReActV2("intent -> answer", tools=[read], context=dspy_imp.Context(window=WINDOW))
     history, changes = None, {"clear": 0, "summarize": 0, "leave_out": 0}
     with dspy.context(lm=lm):

@@ -4,55 +4,24 @@ returned history holding every entry."""
 
 from __future__ import annotations
 
-import itertools
-
 import dspy
 from helpers import TA
 
 import dspy_imp
+from benchmarks.context_prefix import READS_PER_CALL, WINDOW, model, read
 from dspy_imp._routes.tokens import count_tokens
-from dspy_imp.testing import ScriptedLM, call, fail, reply
+from dspy_imp.testing import ScriptedLM, fail
 
-WINDOW = 32_000
-VOCABULARY = [
-    "the",
-    "report",
-    "lists",
-    "every",
-    "shipment",
-    "by",
-    "date",
-    "and",
-    "carrier",
-    "with",
-    "its",
-    "weight",
-    "and",
-    "destination",
-]
-CALLS, STEPS = 100, 3
-
-
-def read(page: int) -> str:
-    """Read one page of the shipment report (about 20 kB)."""
-    words = itertools.islice(itertools.cycle(VOCABULARY), page % 7, None)
-    text = " ".join(itertools.islice(words, 3_400))
-    return f"page {page}: {text}"
+CALLS, STEPS = 100, READS_PER_CALL
 
 
 def scripted(request):
-    """Three reads per call, then an answer; a summary for a summary request; refuse what is too long."""
+    """The benchmark's conversation (``benchmarks/context_prefix.py``), and a provider's refusal of
+    any request over the window, as the tokenizer the policy counts with sees it."""
     tokens = count_tokens(request.messages, request.tools, "openai/scripted")
     if tokens > WINDOW:
         return fail.context_window(f"{tokens} tokens is over the window")
-    last = request.messages[-1]
-    if "Summarize the conversation" in str(last.get("content")):
-        return reply("Each call asked about the report; I read three pages and answered.")
-    since_user = itertools.takewhile(lambda m: m["role"] != "user", reversed(request.messages))
-    reads = sum(1 for m in since_user if m["role"] == "tool")
-    if reads < STEPS:
-        return reply("", calls=[call("read", {"page": len(request.messages)})])
-    return reply("The report lists the shipments.")
+    return model(request)
 
 
 def test_a_hundred_calls_with_big_results_never_meet_the_wall():
