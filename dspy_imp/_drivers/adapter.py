@@ -184,11 +184,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
-        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
-        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix or exchange.drop_block)
-        if exchange.route.engine == "litellm" and time_left() is not None:
-            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
+        lm, lm_kwargs = _settled(exchange, lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if _sends_request(lm, exchange):
@@ -202,11 +198,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange = _EXCHANGE.get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
-        lm, lm_kwargs = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)  # before the route: it can change it
-        exchange.route = settle_options(lm, lm_kwargs, exchange.guidance.edits_prefix or exchange.drop_block)
-        if exchange.route.engine == "litellm" and time_left() is not None:
-            warm_litellm()  # before the last deadline check (in ``format``), not inside the send
+        lm, lm_kwargs = _settled(exchange, lm, lm_kwargs)
         recorder = _ReplyRecorder()
         with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
             if _sends_request(lm, exchange):
@@ -355,6 +347,18 @@ def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, 
             lm_kwargs["response_format"] = {"type": "json_object"}
         return
     base._prepare_response_format(lm, lm_kwargs, dialect.display)
+
+
+def _settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The request's LM and options under the provider rules (``settle_options``), its route on
+    the exchange; LiteLLM's cold import paid before the last deadline check (in ``format``), not
+    inside the send."""
+    lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+    default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
+    exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
+    if exchange.route.engine == "litellm" and time_left() is not None:
+        warm_litellm()
+    return lm, settled
 
 
 def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:
