@@ -3,8 +3,8 @@
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo REPLAY=1 the same over the real HTTP stack, replayed from cassettes/quickstart.yaml (offline, no key)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
-#   make check         the contributor loop: ruff + import contracts + mypy + pytest on 2 workers, the site build left out (< 3 min)
-#   make test          ruff + import contracts + mypy + pytest, the site build with its notebooks included (network blocked)
+#   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the site build left out (< 3 min)
+#   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked)
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
@@ -57,6 +57,7 @@ check: lint typecheck
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check dspy_imp tests examples benchmarks docs/generate contracts
+	$(BIN)/ruff format --check dspy_imp tests examples benchmarks docs/generate contracts
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-dev

@@ -78,14 +78,16 @@ def compare(server: BenchServer, steps_list: list[int]) -> list[dict[str, Any]]:
             turn()
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-            rows.append({
-                "loop": name,
-                "steps": steps,
-                "answered": answered,
-                "peak_mb": peak / 1e6,
-                **stats,
-                "ledger": ledger.totals(ledger.split(sent["bodies"], sent["replies"])),
-            })
+            rows.append(
+                {
+                    "loop": name,
+                    "steps": steps,
+                    "answered": answered,
+                    "peak_mb": peak / 1e6,
+                    **stats,
+                    "ledger": ledger.totals(ledger.split(sent["bodies"], sent["replies"])),
+                }
+            )
             print(f"  {name:<20} N={steps:<4} {stats['tokens']:>9,} tokens", flush=True)
     return rows
 
@@ -111,20 +113,23 @@ def scenarios(server: BenchServer, names: tuple[str, ...]) -> list[dict[str, Any
             statuses = stats["statuses"]
             totals = ledger.totals(ledger.split(stats["bodies"], stats["replies"]))
             applies = scenario != "named_choice_refused" or 400 in statuses
-            rows.append({
-                "loop": name,
-                "scenario": scenario,
-                "applies": applies,
-                "requests": len(statuses),
-                "failed_requests": sum(1 for s in statuses if s != 200),
-                "answered": answered,
-                "ledger": totals,
-            })
+            rows.append(
+                {
+                    "loop": name,
+                    "scenario": scenario,
+                    "applies": applies,
+                    "requests": len(statuses),
+                    "failed_requests": sum(1 for s in statuses if s != 200),
+                    "answered": answered,
+                    "ledger": totals,
+                }
+            )
     return rows
 
 
-def ledger_summary(scenario_rows: list[dict[str, Any]], step_rows: list[dict[str, Any]],
-                   shared: tuple[str, ...]) -> dict[str, Any]:
+def ledger_summary(
+    scenario_rows: list[dict[str, Any]], step_rows: list[dict[str, Any]], shared: tuple[str, ...]
+) -> dict[str, Any]:
     """The token ledger: per loop over the shared scenarios (sums, and per answered turn), per scenario, per N."""
     loops: dict[str, Any] = {}
     kept = [r for r in scenario_rows if r["scenario"] in shared]
@@ -138,8 +143,10 @@ def ledger_summary(scenario_rows: list[dict[str, Any]], step_rows: list[dict[str
     return {
         "shared": list(shared),
         "loops": loops,
-        "scenarios": [{"loop": r["loop"], "scenario": r["scenario"], "answered": r["answered"],
-                       "totals": r["ledger"]} for r in kept],
+        "scenarios": [
+            {"loop": r["loop"], "scenario": r["scenario"], "answered": r["answered"], "totals": r["ledger"]}
+            for r in kept
+        ],
         "steps": [{"loop": r["loop"], "steps": r["steps"], "totals": r["ledger"]} for r in step_rows],
     }
 

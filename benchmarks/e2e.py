@@ -100,8 +100,12 @@ def _built(loops: dict[str, Callable[..., Turn]], server: BenchServer, steps: in
 
 
 def measure(
-    server: BenchServer, loops: dict[str, Callable[..., Turn]], steps_list: Sequence[int], long: int,
-    counts: dict[int, int], flat_loops: Sequence[str] = OURS[:1],
+    server: BenchServer,
+    loops: dict[str, Callable[..., Turn]],
+    steps_list: Sequence[int],
+    long: int,
+    counts: dict[int, int],
+    flat_loops: Sequence[str] = OURS[:1],
 ) -> dict[str, Any]:
     """Every loop at each N (interleaved rounds), then ``flat_loops`` at the first N against N=``long``
     (paired rounds)."""
@@ -111,15 +115,25 @@ def measure(
         built = _built(loops, server, steps)
         results = rounds(server, {name: (turn, steps) for name, turn in built.items()}, counts[steps])
         for name, rows in results.items():
-            table.append({
-                "loop": name, "steps": steps, "answered": all(r["answered"] for r in rows),
-                "requests": rows[0]["requests"], "request_ms": spread([r["request_ms"] for r in rows]),
-                "turn_ms": spread([r["turn_ms"] for r in rows]),
-            })
+            table.append(
+                {
+                    "loop": name,
+                    "steps": steps,
+                    "answered": all(r["answered"] for r in rows),
+                    "requests": rows[0]["requests"],
+                    "request_ms": spread([r["request_ms"] for r in rows]),
+                    "turn_ms": spread([r["turn_ms"] for r in rows]),
+                }
+            )
         ratios += _step_ratios(results, steps)
-        print(f"  N={steps:<5} " + ", ".join(
-            f"{r['loop']} {r['request_ms']['median']:.2f}" for r in table if r["steps"] == steps and r["request_ms"]
-        ) + " ms/request", flush=True)
+        print(
+            f"  N={steps:<5} "
+            + ", ".join(
+                f"{r['loop']} {r['request_ms']['median']:.2f}" for r in table if r["steps"] == steps and r["request_ms"]
+            )
+            + " ms/request",
+            flush=True,
+        )
     flat = _flatness(server, loops, steps_list[0], long, counts.get(long, 3), flat_loops)
     return {"table": table, "ratios": ratios, "flat": flat}
 
@@ -131,17 +145,35 @@ def _step_ratios(results: dict[str, list[dict[str, Any]]], steps: int) -> list[d
             continue
         stock = STOCK[ours]
         if stock in results:
-            out.append({"what": "request", "steps": steps, "top": ours, "bottom": stock,
-                        "ratio": _ratio(results[ours], results[stock], "request_ms")})
+            out.append(
+                {
+                    "what": "request",
+                    "steps": steps,
+                    "top": ours,
+                    "bottom": stock,
+                    "ratio": _ratio(results[ours], results[stock], "request_ms"),
+                }
+            )
         for peer in PEERS:
             if peer in results:
-                out.append({"what": "turn", "steps": steps, "top": peer, "bottom": ours,
-                            "ratio": _ratio(results[peer], results[ours], "turn_ms")})
+                out.append(
+                    {
+                        "what": "turn",
+                        "steps": steps,
+                        "top": peer,
+                        "bottom": ours,
+                        "ratio": _ratio(results[peer], results[ours], "turn_ms"),
+                    }
+                )
     return out
 
 
 def _flatness(
-    server: BenchServer, loops: dict[str, Callable[..., Turn]], short: int, long: int, count: int,
+    server: BenchServer,
+    loops: dict[str, Callable[..., Turn]],
+    short: int,
+    long: int,
+    count: int,
     names: Sequence[str],
 ) -> list[dict[str, Any]]:
     """Ours per request at ``long`` steps against ``short``, each round running both (paired)."""
@@ -155,7 +187,9 @@ def _flatness(
 
         results = rounds(server, {"short": (shorts, short), "long": (large, long)}, count)
         row: dict[str, Any] = {
-            "loop": name, "short": short, "long": long,
+            "loop": name,
+            "short": short,
+            "long": long,
             "short_ms": spread([r["request_ms"] for r in results["short"]]),
             "long_ms": spread([r["request_ms"] for r in results["long"]]),
             "ratio": _ratio(results["long"], results["short"], "request_ms"),

@@ -322,8 +322,11 @@ def matched(rows: list[dict[str, Any]], ours_steps: list[int]) -> None:
     churn = churn_matching(by_steps[ours_steps[-1]]["plumbing_ms"])
     small["ours_matched_ms"] = fresh("ours", small["steps"], churn=churn)["ours_ms"]
     small["matched_churn"] = churn
-    print(f"  steps={small['steps']:<5} with {churn:,} objects churned per request: "
-          f"ours_matched_ms={small['ours_matched_ms']:.2f}", flush=True)
+    print(
+        f"  steps={small['steps']:<5} with {churn:,} objects churned per request: "
+        f"ours_matched_ms={small['ours_matched_ms']:.2f}",
+        flush=True,
+    )
 
 
 def _measure(measure: str, steps: int, options: dict[str, Any]) -> dict[str, Any]:

@@ -32,10 +32,12 @@ async def aslow(where: str) -> str:
 
 
 def _script(calls: int) -> ScriptedLM:
-    return ScriptedLM([
-        reply(calls=[call("look", {"where": f"place {i}"}, id=f"c{i}") for i in range(calls)]),
-        reply(calls=[call("submit", {"answer": "found"}, id="s")]),
-    ])
+    return ScriptedLM(
+        [
+            reply(calls=[call("look", {"where": f"place {i}"}, id=f"c{i}") for i in range(calls)]),
+            reply(calls=[call("submit", {"answer": "found"}, id="s")]),
+        ]
+    )
 
 
 def turn_ms(calls: int, parallel: bool, asynchronous: bool) -> float:

@@ -24,8 +24,10 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     steps = sorted(r["steps"] for r in curve if "ours_ms" in r)
     small = 10 if 10 in steps else steps[0]
     large = steps[-1]
-    near = 100 if any(r["steps"] == 100 and "dspy_ms" in r for r in curve) else max(
-        r["steps"] for r in curve if "dspy_ms" in r
+    near = (
+        100
+        if any(r["steps"] == 100 and "dspy_ms" in r for r in curve)
+        else max(r["steps"] for r in curve if "dspy_ms" in r)
     )
     base, top, mid = _row(curve, small), _row(curve, large), _row(curve, near)
     flat = top["ours_ms"] / base["ours_ms"]
@@ -36,12 +38,28 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     plumbing = mid["plumbing_ms"] / mid["dspy_ms"]
     return {
         "flat": {"small": small, "large": large, "ratio": flat, "limit": FLAT_LIMIT, "met": flat <= FLAT_LIMIT},
-        "flat_no_history": {"small": small, "large": large, "ratio": quiet, "limit": FLAT_LIMIT,
-                            "met": quiet is not None and quiet <= FLAT_LIMIT},
-        "flat_matched": {"small": small, "large": large, "ratio": matched, "limit": FLAT_LIMIT,
-                         "met": matched is not None and matched <= FLAT_LIMIT, "churn": base.get("matched_churn")},
-        "render_alone": {"small": small, "large": large, "ratio": alone,
-                         "small_ms": base.get("render_alone_ms"), "large_ms": top.get("render_alone_ms")},
+        "flat_no_history": {
+            "small": small,
+            "large": large,
+            "ratio": quiet,
+            "limit": FLAT_LIMIT,
+            "met": quiet is not None and quiet <= FLAT_LIMIT,
+        },
+        "flat_matched": {
+            "small": small,
+            "large": large,
+            "ratio": matched,
+            "limit": FLAT_LIMIT,
+            "met": matched is not None and matched <= FLAT_LIMIT,
+            "churn": base.get("matched_churn"),
+        },
+        "render_alone": {
+            "small": small,
+            "large": large,
+            "ratio": alone,
+            "small_ms": base.get("render_alone_ms"),
+            "large_ms": top.get("render_alone_ms"),
+        },
         "whole_vs_dspy": {"steps": near, "ratio": whole, "limit": RATIO_LIMIT, "met": whole <= RATIO_LIMIT},
         "plumbing_vs_dspy": {"steps": near, "ratio": plumbing},
         "ours_vs_dspy": {"steps": near, "ratio": mid["ours_ms"] / mid["dspy_ms"]},
@@ -70,12 +88,26 @@ def curve_table(results: dict[str, Any]) -> str:
     rows = []
     for r in results["curve"]:
         ratio = r["whole_ms"] / r["dspy_ms"] if "whole_ms" in r and "dspy_ms" in r else None
-        rows.append([
-            _f(r["steps"]), _f(r.get("ours_ms")), _f(r.get("plumbing_ms")), _f(r.get("whole_ms")),
-            _f(r.get("dspy_ms")), _f(ratio), _f(r.get("ours_no_history_ms")),
-        ])
-    header = ["recorded steps", "ours ms/request", "DSPy's plumbing ms/request", "whole loop ms/request",
-              "`dspy.ReActV2` ms/request", "whole / `dspy.ReActV2`", "ours, DSPy history off"]
+        rows.append(
+            [
+                _f(r["steps"]),
+                _f(r.get("ours_ms")),
+                _f(r.get("plumbing_ms")),
+                _f(r.get("whole_ms")),
+                _f(r.get("dspy_ms")),
+                _f(ratio),
+                _f(r.get("ours_no_history_ms")),
+            ]
+        )
+    header = [
+        "recorded steps",
+        "ours ms/request",
+        "DSPy's plumbing ms/request",
+        "whole loop ms/request",
+        "`dspy.ReActV2` ms/request",
+        "whole / `dspy.ReActV2`",
+        "ours, DSPy history off",
+    ]
     return _table(header, rows)
 
 
@@ -83,14 +115,35 @@ def loops_table(results: dict[str, Any]) -> str:
     rows = []
     for r in results["loops"]:
         t = r["ledger"]
-        rows.append([
-            f"N={r['steps']}", f"`{r['loop']}`", _f(r["requests"]), _f(r["bytes"] / 1000, 1), _f(r["tokens"]),
-            *(_f(t[p]) for p in ("system", "tools", "history", "new")),
-            _f(r["prefix_share"] and 100 * r["prefix_share"], 1),
-            _f(r["min_prefix_share"] and 100 * r["min_prefix_share"], 1), _f(r["peak_mb"]), _f(r["answered"]),
-        ])
-    header = ["turn", "loop", "requests", "kB sent", "tokens sent", "system", "tools", "history", "new",
-              "prefix share %", "lowest prefix share %", "peak MB", "answered"]
+        rows.append(
+            [
+                f"N={r['steps']}",
+                f"`{r['loop']}`",
+                _f(r["requests"]),
+                _f(r["bytes"] / 1000, 1),
+                _f(r["tokens"]),
+                *(_f(t[p]) for p in ("system", "tools", "history", "new")),
+                _f(r["prefix_share"] and 100 * r["prefix_share"], 1),
+                _f(r["min_prefix_share"] and 100 * r["min_prefix_share"], 1),
+                _f(r["peak_mb"]),
+                _f(r["answered"]),
+            ]
+        )
+    header = [
+        "turn",
+        "loop",
+        "requests",
+        "kB sent",
+        "tokens sent",
+        "system",
+        "tools",
+        "history",
+        "new",
+        "prefix share %",
+        "lowest prefix share %",
+        "peak MB",
+        "answered",
+    ]
     return _table(header, rows, "ll" + "r" * 11)
 
 
@@ -121,33 +174,71 @@ def profile_table(results: dict[str, Any]) -> str:
 
 def parallel_table(results: dict[str, Any]) -> str:
     rows = [
-        [_f(r["calls"]), f"`{r['mode']}`", _f(r["tool_ms"], 0), _f(r["sequential_ms"], 1), _f(r["parallel_ms"], 1),
-         _f(r["sequential_ms"] / r["parallel_ms"], 1)]
+        [
+            _f(r["calls"]),
+            f"`{r['mode']}`",
+            _f(r["tool_ms"], 0),
+            _f(r["sequential_ms"], 1),
+            _f(r["parallel_ms"], 1),
+            _f(r["sequential_ms"] / r["parallel_ms"], 1),
+        ]
         for r in results["parallel"]
     ]
-    return _table(["calls in one reply", "call", "tool sleeps ms", "sequential ms/turn", "parallel ms/turn",
-                   "speed-up ×"], rows, "rlrrrr")
+    return _table(
+        ["calls in one reply", "call", "tool sleeps ms", "sequential ms/turn", "parallel ms/turn", "speed-up ×"],
+        rows,
+        "rlrrrr",
+    )
 
 
 def targets_table(results: dict[str, Any]) -> str:
     t = results["targets"]
     flat, whole, quiet = t["flat"], t["whole_vs_dspy"], t["flat_no_history"]
     rows = [
-        [f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps", f"≤ {_f(flat['limit'], 1)}",
-         _f(flat["ratio"]), _f(flat["met"])],
-        ["the same, with DSPy's `lm.history` off (`disable_history=True`)", f"≤ {_f(quiet['limit'], 1)}",
-         _f(quiet["ratio"]), _f(quiet["met"])],
-        [f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps with as much memory traffic between "
-         "our calls (the interference control)", f"≤ {_f(flat['limit'], 1)}",
-         _f(t.get("flat_matched", {}).get("ratio")), _f(t.get("flat_matched", {}).get("met"))],
-        [f"our rendering run alone (the last request's `format`), {_f(flat['large'])} / {_f(flat['small'])} steps",
-         "", _f(t.get("render_alone", {}).get("ratio")), ""],
-        [f"whole loop / `dspy.ReActV2`, per request at {_f(whole['steps'])} steps, in-process (superseded by the "
-         "end-to-end line above)", "", _f(whole["ratio"]), ""],
-        [f"DSPy's plumbing alone / `dspy.ReActV2` at {_f(t['plumbing_vs_dspy']['steps'])} steps", "",
-         _f(t["plumbing_vs_dspy"]["ratio"]), ""],
-        [f"ours alone / `dspy.ReActV2` at {_f(t['ours_vs_dspy']['steps'])} steps", "",
-         _f(t["ours_vs_dspy"]["ratio"], 3), ""],
+        [
+            f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps",
+            f"≤ {_f(flat['limit'], 1)}",
+            _f(flat["ratio"]),
+            _f(flat["met"]),
+        ],
+        [
+            "the same, with DSPy's `lm.history` off (`disable_history=True`)",
+            f"≤ {_f(quiet['limit'], 1)}",
+            _f(quiet["ratio"]),
+            _f(quiet["met"]),
+        ],
+        [
+            f"ours at {_f(flat['large'])} steps / ours at {_f(flat['small'])} steps"
+            " with as much memory traffic between our calls (the interference control)",
+            f"≤ {_f(flat['limit'], 1)}",
+            _f(t.get("flat_matched", {}).get("ratio")),
+            _f(t.get("flat_matched", {}).get("met")),
+        ],
+        [
+            f"our rendering run alone (the last request's `format`), {_f(flat['large'])} / {_f(flat['small'])} steps",
+            "",
+            _f(t.get("render_alone", {}).get("ratio")),
+            "",
+        ],
+        [
+            f"whole loop / `dspy.ReActV2`, per request at {_f(whole['steps'])} steps, in-process (superseded by the "
+            "end-to-end line above)",
+            "",
+            _f(whole["ratio"]),
+            "",
+        ],
+        [
+            f"DSPy's plumbing alone / `dspy.ReActV2` at {_f(t['plumbing_vs_dspy']['steps'])} steps",
+            "",
+            _f(t["plumbing_vs_dspy"]["ratio"]),
+            "",
+        ],
+        [
+            f"ours alone / `dspy.ReActV2` at {_f(t['ours_vs_dspy']['steps'])} steps",
+            "",
+            _f(t["ours_vs_dspy"]["ratio"], 3),
+            "",
+        ],
     ]
     return _table(["target", "limit", "measured", "met"], rows, "lrrr")
 
@@ -201,8 +292,10 @@ def chart(curve: list[dict[str, Any]]) -> str:
     def py(value: float) -> float:
         return top + (y1 - math.log10(value)) / ((y1 - y0) or 1) * (height - top - bottom)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="12"><rect width="100%" height="100%" fill="white"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="12"><rect width="100%" height="100%" fill="white"/>'
+    ]
     for exponent in range(y0, y1 + 1):
         y = py(10**exponent)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
@@ -212,16 +305,20 @@ def chart(curve: list[dict[str, Any]]) -> str:
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{height - bottom}" stroke="#eee"/>')
         out.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{steps:,}</text>')
     out.append(f'<text x="{(left + width - right) / 2}" y="{height - 10}" text-anchor="middle">recorded steps</text>')
-    out.append(f'<text x="16" y="{(top + height - bottom) / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 16 {(top + height - bottom) / 2})">ms per request (log)</text>')
+    out.append(
+        f'<text x="16" y="{(top + height - bottom) / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {(top + height - bottom) / 2})">ms per request (log)</text>'
+    )
     for index, (key, label, colour) in enumerate(_SERIES):
         series = [(r["steps"], r[key]) for r in curve if r.get(key)]
         path = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in series)
         out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         out += [f'<circle cx="{px(s):.1f}" cy="{py(v):.1f}" r="3" fill="{colour}"/>' for s, v in series]
         y = top + 20 + 22 * index
-        out.append(f'<line x1="{width - right + 15}" x2="{width - right + 35}" y1="{y}" y2="{y}" stroke="{colour}" '
-                   'stroke-width="2"/>')
+        out.append(
+            f'<line x1="{width - right + 15}" x2="{width - right + 35}" y1="{y}" y2="{y}" stroke="{colour}" '
+            'stroke-width="2"/>'
+        )
         out.append(f'<text x="{width - right + 40}" y="{y + 4}">{label}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -367,11 +464,16 @@ and the memo's prefix check and the scan for replayable reasoning take constant 
 the history is copying references into the two lists DSPy receives: the request's message
 list and the `dspy.History` snapshot a trace keeps of each request."""
 
-_FLAT_MET = _FLAT_COMMON + """ The third line re-runs the short turn with
+_FLAT_MET = (
+    _FLAT_COMMON
+    + """ The third line re-runs the short turn with
 {churn} small objects built and dropped per request by its engine (see below); the fourth
 re-runs the last request's rendering by itself, at both lengths."""
+)
 
-_FLAT_MISSED = _FLAT_COMMON + """
+_FLAT_MISSED = (
+    _FLAT_COMMON
+    + """
 
 Where the first line is above its limit, the rest is interference, not work. Between two of
 our calls in the long turn, DSPy's plumbing builds, checks and drops lm15 objects for the
@@ -385,6 +487,7 @@ engine's time is left out of ours), against the long turn. The fourth line re-ru
 request's rendering (`ReActAdapter.format`, the largest of our hooks) by itself, same request
 and memo, at both lengths. The first line charges the interference to us, as it is time our
 code takes in that turn; the third compares like with like."""
+)
 
 
 def _flat_text(targets: dict[str, Any]) -> str:

@@ -41,8 +41,16 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
 def e2e_table(results: dict[str, Any]) -> str:
     rows = []
     for r in results["e2e"]["table"]:
-        rows.append([f"N={r['steps']}", f"`{r['loop']}`", _f(r["requests"]), _spread(r["request_ms"]),
-                     _spread(r["turn_ms"], 1), _f(r["answered"])])
+        rows.append(
+            [
+                f"N={r['steps']}",
+                f"`{r['loop']}`",
+                _f(r["requests"]),
+                _spread(r["request_ms"]),
+                _spread(r["turn_ms"], 1),
+                _f(r["answered"]),
+            ]
+        )
     header = ["turn", "loop", "requests", "ms/request (low–high)", "ms/turn (low–high)", "answered"]
     return _table(header, rows, "llrrrr")
 
@@ -75,13 +83,30 @@ def ledger_table(results: dict[str, Any]) -> str:
         parts = [_f(per[p], 0) if per[p] is not None else "–" for p in PARTS]
         cached = [_f(100 * r["sum"][f"{n}_cached"] / r["sum"]["prompt"], 0) for n in CACHES]
         usd = [_f(per[f"{n}_usd"] * 1e6, 0) if per[f"{n}_usd"] is not None else "–" for n in CACHES]
-        rows.append([f"`{r['loop']}`", _f(r["answered"]), _f(r["sum"]["requests"]),
-                     _f(per["requests"], 2) if per["requests"] is not None else "–",
-                     _f(per["prompt"], 0) if per["prompt"] is not None else "–", *parts,
-                     _f(per["output"], 0) if per["output"] is not None else "–", *cached, *usd])
-    header = ["loop", "answered", "requests", "requests/answered", "prompt tokens/answered",
-              *(f"{p}/answered" for p in PARTS), "reply tokens/answered",
-              *(f"{n} cached %" for n in CACHES), *(f"{n} µ$/answered" for n in CACHES)]
+        rows.append(
+            [
+                f"`{r['loop']}`",
+                _f(r["answered"]),
+                _f(r["sum"]["requests"]),
+                _f(per["requests"], 2) if per["requests"] is not None else "–",
+                _f(per["prompt"], 0) if per["prompt"] is not None else "–",
+                *parts,
+                _f(per["output"], 0) if per["output"] is not None else "–",
+                *cached,
+                *usd,
+            ]
+        )
+    header = [
+        "loop",
+        "answered",
+        "requests",
+        "requests/answered",
+        "prompt tokens/answered",
+        *(f"{p}/answered" for p in PARTS),
+        "reply tokens/answered",
+        *(f"{n} cached %" for n in CACHES),
+        *(f"{n} µ$/answered" for n in CACHES),
+    ]
     return _table(header, rows)
 
 
@@ -89,8 +114,17 @@ def ledger_scenarios_table(results: dict[str, Any]) -> str:
     rows = []
     for r in results["ledger"]["scenarios"]:
         t = r["totals"]
-        rows.append([r["scenario"].replace("_", " "), f"`{r['loop']}`", _f(t["requests"]), _f(r["answered"]),
-                     *(_f(t[p]) for p in PARTS), _f(t["prompt"]), _f(t["output"])])
+        rows.append(
+            [
+                r["scenario"].replace("_", " "),
+                f"`{r['loop']}`",
+                _f(t["requests"]),
+                _f(r["answered"]),
+                *(_f(t[p]) for p in PARTS),
+                _f(t["prompt"]),
+                _f(t["output"]),
+            ]
+        )
     header = ["scenario", "loop", "requests", "answered", *PARTS, "prompt", "reply"]
     return _table(header, rows, "ll" + "r" * 8)
 
@@ -99,8 +133,17 @@ def ledger_steps_table(results: dict[str, Any]) -> str:
     rows = []
     for r in results["ledger"]["steps"]:
         t = r["totals"]
-        rows.append([f"N={r['steps']}", f"`{r['loop']}`", _f(t["requests"]), *(_f(t[p]) for p in PARTS),
-                     _f(t["prompt"]), _f(100 * t["openai_cached"] / t["prompt"], 0), _f(t["openai_usd"] * 1e6, 0)])
+        rows.append(
+            [
+                f"N={r['steps']}",
+                f"`{r['loop']}`",
+                _f(t["requests"]),
+                *(_f(t[p]) for p in PARTS),
+                _f(t["prompt"]),
+                _f(100 * t["openai_cached"] / t["prompt"], 0),
+                _f(t["openai_usd"] * 1e6, 0),
+            ]
+        )
     header = ["turn", "loop", "requests", *PARTS, "prompt", "openai cached %", "openai µ$/turn"]
     return _table(header, rows, "ll" + "r" * 8)
 
@@ -114,24 +157,43 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
     for r in e2e["ratios"]:
         if r["what"] == "request" and r["steps"] == max(x["steps"] for x in e2e["ratios"]):
             value = r["ratio"]["median"]
-            out[f"request_vs_stock:{r['top']}"] = {"steps": r["steps"], "ratio": value, "limit": RATIO_LIMIT,
-                                                  "met": value <= RATIO_LIMIT, "spread": r["ratio"]}
+            out[f"request_vs_stock:{r['top']}"] = {
+                "steps": r["steps"],
+                "ratio": value,
+                "limit": RATIO_LIMIT,
+                "met": value <= RATIO_LIMIT,
+                "spread": r["ratio"],
+            }
         if r["what"] == "turn" and r["bottom"] == "dspy_imp":
             value = r["ratio"]["median"]
-            out[f"ahead:{r['top']}:{r['steps']}"] = {"steps": r["steps"], "ratio": value, "limit": AHEAD_LIMIT,
-                                                    "met": value >= AHEAD_LIMIT, "spread": r["ratio"]}
+            out[f"ahead:{r['top']}:{r['steps']}"] = {
+                "steps": r["steps"],
+                "ratio": value,
+                "limit": AHEAD_LIMIT,
+                "met": value >= AHEAD_LIMIT,
+                "spread": r["ratio"],
+            }
     for r in e2e["flat"]:
         value = r["ratio"]["median"]
-        out[f"flat:{r['loop']}"] = {"short": r["short"], "long": r["long"], "ratio": value, "limit": FLAT_LIMIT,
-                                    "met": value <= FLAT_LIMIT, "spread": r["ratio"]}
+        out[f"flat:{r['loop']}"] = {
+            "short": r["short"],
+            "long": r["long"],
+            "ratio": value,
+            "limit": FLAT_LIMIT,
+            "met": value <= FLAT_LIMIT,
+            "spread": r["ratio"],
+        }
     loops = results["ledger"]["loops"]
     ours = loops["dspy_imp"]["per_answered"]
     peers = {k: v["per_answered"] for k, v in loops.items() if not k.startswith("dspy")}
     tokens_met = all(p["prompt"] is None or ours["prompt"] < p["prompt"] for p in peers.values())
     requests_met = all(p["requests"] is None or ours["requests"] <= p["requests"] for p in peers.values())
     out["tokens"] = {"ours": ours["prompt"], "peers": {k: v["prompt"] for k, v in peers.items()}, "met": tokens_met}
-    out["requests"] = {"ours": ours["requests"], "peers": {k: v["requests"] for k, v in peers.items()},
-                       "met": requests_met}
+    out["requests"] = {
+        "ours": ours["requests"],
+        "peers": {k: v["requests"] for k, v in peers.items()},
+        "met": requests_met,
+    }
     return out
 
 
@@ -142,23 +204,48 @@ def targets_table(results: dict[str, Any]) -> str:
         if key.startswith("request_vs_stock:"):
             loop = key.split(":", 1)[1]
             stock = "dspy.ReActV2 (litellm)" if "litellm" in loop else "dspy.ReActV2"
-            rows.append([f"`{loop}` / `{stock}`, per request at {v['steps']} steps", f"≤ {v['limit']}",
-                         _spread(v["spread"]), _f(v["met"])])
+            rows.append(
+                [
+                    f"`{loop}` / `{stock}`, per request at {v['steps']} steps",
+                    f"≤ {v['limit']}",
+                    _spread(v["spread"]),
+                    _f(v["met"]),
+                ]
+            )
         elif key.startswith("ahead:"):
             _, peer, steps = key.split(":")
-            rows.append([f"`{peer}` / `dspy_imp`, per turn at {steps} steps", f"≥ {v['limit']:g}",
-                         _spread(v["spread"]), _f(v["met"])])
+            rows.append(
+                [
+                    f"`{peer}` / `dspy_imp`, per turn at {steps} steps",
+                    f"≥ {v['limit']:g}",
+                    _spread(v["spread"]),
+                    _f(v["met"]),
+                ]
+            )
         elif key.startswith("flat:"):
             loop = key.split(":", 1)[1]
-            rows.append([f"`{loop}` per request, {v['long']:,} / {v['short']} steps", f"≤ {v['limit']:g}",
-                         _spread(v["spread"], 1), _f(v["met"])])
+            rows.append(
+                [
+                    f"`{loop}` per request, {v['long']:,} / {v['short']} steps",
+                    f"≤ {v['limit']:g}",
+                    _spread(v["spread"], 1),
+                    _f(v["met"]),
+                ]
+            )
     tok, req = t["tokens"], t["requests"]
     peers = ", ".join(f"{k} {_f(p, 0)}" for k, p in tok["peers"].items())
-    rows.append(["prompt tokens per answered turn (shared scenarios), below every peer's", f"< {peers}",
-                 _f(tok["ours"], 0), _f(tok["met"])])
+    rows.append(
+        [
+            "prompt tokens per answered turn (shared scenarios), below every peer's",
+            f"< {peers}",
+            _f(tok["ours"], 0),
+            _f(tok["met"]),
+        ]
+    )
     peers = ", ".join(f"{k} {_f(p)}" for k, p in req["peers"].items())
-    rows.append(["requests per answered turn, no higher than any peer's", f"≤ {peers}", _f(req["ours"]),
-                 _f(req["met"])])
+    rows.append(
+        ["requests per answered turn, no higher than any peer's", f"≤ {peers}", _f(req["ours"]), _f(req["met"])]
+    )
     return _table(["target", "limit", "measured: median (low–high)", "met"], rows, "lrrr")
 
 
@@ -237,5 +324,10 @@ def e2e_page(results: dict[str, Any]) -> str:
 def ledger_page(results: dict[str, Any]) -> str:
     shared = ", ".join(f"*{s.replace('_', ' ')}*" for s in results["ledger"]["shared"])
     prices = "; ".join(f"{name} `{cache.model}`" for name, cache in CACHES.items())
-    return _LEDGER.format(shared=shared, prices=prices, table=ledger_table(results),
-                          scenarios=ledger_scenarios_table(results), steps=ledger_steps_table(results))
+    return _LEDGER.format(
+        shared=shared,
+        prices=prices,
+        table=ledger_table(results),
+        scenarios=ledger_scenarios_table(results),
+        steps=ledger_steps_table(results),
+    )

@@ -27,11 +27,28 @@ from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES: dict[str, dict[str, Any]] = {
-    "full": {"steps": [1, 10, 100], "ours": [1, 10, 100, 300, 1000], "theirs": [1, 10, 100], "calls": [1, 4, 8],
-             "profile": 30, "conversation": 100, "e2e": [10, 50, 100], "e2e_long": 1000,
-             "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3}},
-    "quick": {"steps": [1, 2], "ours": [1, 10], "theirs": [1, 10], "calls": [2], "profile": 2, "conversation": 6,
-              "e2e": [2, 3], "e2e_long": 5, "rounds": {"2": 2, "3": 2, "5": 2}},
+    "full": {
+        "steps": [1, 10, 100],
+        "ours": [1, 10, 100, 300, 1000],
+        "theirs": [1, 10, 100],
+        "calls": [1, 4, 8],
+        "profile": 30,
+        "conversation": 100,
+        "e2e": [10, 50, 100],
+        "e2e_long": 1000,
+        "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3},
+    },
+    "quick": {
+        "steps": [1, 2],
+        "ours": [1, 10],
+        "theirs": [1, 10],
+        "calls": [2],
+        "profile": 2,
+        "conversation": 6,
+        "e2e": [2, 3],
+        "e2e_long": 5,
+        "rounds": {"2": 2, "3": 2, "5": 2},
+    },
 }
 
 

@@ -65,8 +65,11 @@ class Script:
         scenario, tools = self.scenario, _tool_names(body)
         named = _named_choice(body)
         if scenario == "named_choice_refused" and named:
-            return 400, _error("Invalid value for 'tool_choice': unsupported; supported string values are 'none', "
-                               "'auto' and 'required'", "invalid_request_error")
+            return 400, _error(
+                "Invalid value for 'tool_choice': unsupported; supported string values are 'none', "
+                "'auto' and 'required'",
+                "invalid_request_error",
+            )
         if scenario == "provider_error" and index == 1:
             return 500, _error("The server had an error while processing your request.", "server_error")
         if scenario == "never_submits":
@@ -231,9 +234,7 @@ class BenchServer:
     """The server in a child process: ``base_url``, ``reset(...)`` before a turn, ``stats()`` after."""
 
     def __enter__(self) -> BenchServer:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.server"], stdout=subprocess.PIPE, text=True
-        )
+        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.server"], stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         port = int(self.process.stdout.readline())
         self.root = f"http://127.0.0.1:{port}"

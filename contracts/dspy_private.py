@@ -15,8 +15,13 @@ import grimp
 from importlinter import Contract, ContractCheck, fields, output
 
 # DSPy modules that are not its public API (dspy_notes.md): the engine plumbing behind dspy.LM.
-_INTERNAL = ("clients.execution", "clients.backend_selection", "clients.call_result", "clients.capabilities",
-             "clients.engines")
+_INTERNAL = (
+    "clients.execution",
+    "clients.backend_selection",
+    "clients.call_result",
+    "clients.capabilities",
+    "clients.engines",
+)
 _PRIVATE_MODULE = re.compile(r"\bdspy((?:\.\w+)*)")
 _PRIVATE_NAME = re.compile(r"^\s*from\s+dspy[\w.]*\s+import\s+\(?\s*(?:[\w\s,]*,\s*)?_\w+")
 

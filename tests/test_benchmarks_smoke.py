@@ -14,22 +14,64 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results = {
         "machine": {"python": "3", "platform": "test", "cpus": 2},
         "curve": curve,
-        "loops": [{"loop": "dspy_imp", "steps": 1, "answered": True, "peak_mb": 0.1, "requests": 2, "bytes": 10,
-                   "tokens": 3, "prefix_share": 0.5, "min_prefix_share": 0.5, "ledger": _totals(2)}],
+        "loops": [
+            {
+                "loop": "dspy_imp",
+                "steps": 1,
+                "answered": True,
+                "peak_mb": 0.1,
+                "requests": 2,
+                "bytes": 10,
+                "tokens": 3,
+                "prefix_share": 0.5,
+                "min_prefix_share": 0.5,
+                "ledger": _totals(2),
+            }
+        ],
         "scenarios": [
-            {"loop": loop, "scenario": "step_limit", "applies": True, "requests": 4, "failed_requests": 0,
-             "answered": answered, "ledger": _totals(4)}
+            {
+                "loop": loop,
+                "scenario": "step_limit",
+                "applies": True,
+                "requests": 4,
+                "failed_requests": 0,
+                "answered": answered,
+                "ledger": _totals(4),
+            }
             for loop, answered in (("dspy_imp", True), ("pydantic-ai", False))
         ],
         "e2e": {
-            "table": [{"loop": "dspy_imp", "steps": 2, "answered": True, "requests": 3,
-                       "request_ms": e2e.spread([1.0, 2.0, 3.0]), "turn_ms": e2e.spread([5.0])}],
-            "ratios": [{"what": "request", "steps": 2, "top": "dspy_imp", "bottom": "dspy.ReActV2",
-                        "ratio": e2e.spread([0.2, 0.3])},
-                       {"what": "turn", "steps": 2, "top": "pydantic-ai", "bottom": "dspy_imp",
-                        "ratio": e2e.spread([4.0])}],
-            "flat": [{"loop": "dspy_imp", "short": 2, "long": 5, "short_ms": e2e.spread([1.0]),
-                      "long_ms": e2e.spread([2.0]), "ratio": e2e.spread([2.0]), "answered": True}],
+            "table": [
+                {
+                    "loop": "dspy_imp",
+                    "steps": 2,
+                    "answered": True,
+                    "requests": 3,
+                    "request_ms": e2e.spread([1.0, 2.0, 3.0]),
+                    "turn_ms": e2e.spread([5.0]),
+                }
+            ],
+            "ratios": [
+                {
+                    "what": "request",
+                    "steps": 2,
+                    "top": "dspy_imp",
+                    "bottom": "dspy.ReActV2",
+                    "ratio": e2e.spread([0.2, 0.3]),
+                },
+                {"what": "turn", "steps": 2, "top": "pydantic-ai", "bottom": "dspy_imp", "ratio": e2e.spread([4.0])},
+            ],
+            "flat": [
+                {
+                    "loop": "dspy_imp",
+                    "short": 2,
+                    "long": 5,
+                    "short_ms": e2e.spread([1.0]),
+                    "long_ms": e2e.spread([2.0]),
+                    "ratio": e2e.spread([2.0]),
+                    "answered": True,
+                }
+            ],
         },
         "profile": {"dspy_imp": {"steps": 2, "shares": [["dspy", 0.5], ["other", 0.5]]}},
         "parallel": [{"calls": 2, "mode": "call", "tool_ms": 50.0, "sequential_ms": 100.0, "parallel_ms": 50.0}],
@@ -94,15 +136,19 @@ def test_the_end_to_end_gaps_leave_out_the_server_and_sample_the_long_history():
 
 def test_a_chat_adapter_request_gets_its_reply_in_field_markers_and_a_schema_request_no_thought():
     script = Script("thought_then_answer", answer={"answer": "found", "confidence": 0.9})
-    asked = ("[[ ## question ## ]]\nq\n\nRespond with the corresponding output fields, starting with the field "
-             "`[[ ## next_thought ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`.")
+    asked = (
+        "[[ ## question ## ]]\nq\n\nRespond with the corresponding output fields, starting with the field "
+        "`[[ ## next_thought ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`."
+    )
     stock = {"messages": [{"role": "user", "content": asked}], "tools": [{"function": {"name": "look"}}]}
     _, thought = script.respond(json.dumps(stock).encode())
     assert thought["choices"][0]["message"]["content"] == (
         "[[ ## next_thought ## ]]\nLet me think about where to look.\n\n[[ ## completed ## ]]"
     )
-    structured = {"messages": [{"role": "user", "content": "q"}],
-                  "response_format": {"type": "json_schema", "json_schema": {}}}
+    structured = {
+        "messages": [{"role": "user", "content": "q"}],
+        "response_format": {"type": "json_schema", "json_schema": {}},
+    }
     _, reply = Script("thought_then_answer").respond(json.dumps(structured).encode())
     assert json.loads(reply["choices"][0]["message"]["content"]) == {"answer": "found"}
 
@@ -120,7 +166,6 @@ def test_the_scripted_server_model_takes_steps_then_answers_as_the_loop_asks():
     assert answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "submit"
     stats = request_stats([json.dumps(first), json.dumps(second)])
     assert stats["requests"] == 2 and 0 < stats["prefix_share"] < 1
-
 
 
 def test_the_context_benchmark_counts_prefix_breaks_per_tier_change():

@@ -31,6 +31,7 @@ def test_the_status_lines_of_a_misbehaving_turn(how):
     agent = dspy_imp.ReActV2(
         TA, tools=[search], tool_timeouts={"search": 0.05}, output_guardrails=[no_email], fallback=[backup]
     )
+
     class Releasing(dspy_imp.StatusMessageProvider):
         """Lets the abandoned tool return once its timeout is reported: it then ends while the turn's
         event loop still runs (a tool ending after ``asyncio.run`` closed its loop cannot send DSPy's

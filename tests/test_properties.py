@@ -48,8 +48,16 @@ import dspy_imp._records.clock as deadline_state
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 REASONS = {"answered", "submit", "finished_by_tool", "last_text", "forced_submit", "extracted", "incomplete"}
-CAUSES = {None, "max_iters", "parse_error", "prediction_error", "empty_tool_calls", "context_window_exceeded",
-          "deadline_exceeded", "repeated_calls"}  # fmt: skip  (repeated_calls: issue 25's repeat_limit=3)
+CAUSES = {
+    None,
+    "max_iters",
+    "parse_error",
+    "prediction_error",
+    "empty_tool_calls",
+    "context_window_exceeded",
+    "deadline_exceeded",
+    "repeated_calls",
+}  # fmt: skip  (repeated_calls: issue 25's repeat_limit=3)
 DEADLINE = 10.0
 SLOW = 6.0  # two slow things pass the deadline, one does not
 

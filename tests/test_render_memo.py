@@ -84,11 +84,13 @@ def test_every_request_is_what_a_fresh_rendering_sends(run, monkeypatch, options
 
 def test_a_forced_request_ending_on_a_moved_thought_renders_as_without_the_memo(run, monkeypatch):
     checked = Checked(monkeypatch)
-    lm = ScriptedLM([
-        reply(calls=[call("look", {"where": "desk"}, id="c1")]),
-        reply("I think it is in the drawer."),
-        reply(calls=[call("submit", {"answer": "drawer", "confidence": 0.5}, id="s")]),
-    ])
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("look", {"where": "desk"}, id="c1")]),
+            reply("I think it is in the drawer."),
+            reply(calls=[call("submit", {"answer": "drawer", "confidence": 0.5}, id="s")]),
+        ]
+    )
     agent = dspy_imp.ReActV2("question -> answer, confidence: float", tools=[look], max_iters=3)
     with dspy.context(lm=lm):
         pred = run(agent, question="where?")
@@ -102,10 +104,12 @@ def test_a_forced_request_ending_on_a_moved_thought_renders_as_without_the_memo(
 def test_a_long_turn_renders_each_step_a_bounded_number_of_times(run, monkeypatch):
     checked = Checked(monkeypatch)
     steps = 30
-    lm = ScriptedLM([
-        *(reply(calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
-        reply(calls=[call("submit", {"answer": "found"}, id="s")]),
-    ])
+    lm = ScriptedLM(
+        [
+            *(reply(calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
+            reply(calls=[call("submit", {"answer": "found"}, id="s")]),
+        ]
+    )
     agent = dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=steps + 1, finish="submit")
     with dspy.context(lm=lm):
         run(agent, question="where?")
@@ -133,10 +137,12 @@ def test_the_memo_keeps_one_growing_list_and_each_request_gets_its_own(run, monk
 
     monkeypatch.setattr(_adapter, "render_request", watched)
     steps = 12
-    lm = ScriptedLM([
-        *(reply(calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
-        reply(calls=[call("submit", {"answer": "found"}, id="s")]),
-    ])
+    lm = ScriptedLM(
+        [
+            *(reply(calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
+            reply(calls=[call("submit", {"answer": "found"}, id="s")]),
+        ]
+    )
     agent = dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=steps + 1, finish="submit")
     with dspy.context(lm=lm):
         run(agent, question="where?")
@@ -158,6 +164,7 @@ def test_each_tool_argument_validator_is_built_once(monkeypatch):
         return make(schema, *args, **kwargs)
 
     monkeypatch.setattr(_tools.validators, "validator_for", counting)
+
     def find(where: str, count: int) -> str:
         return where
 

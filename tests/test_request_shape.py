@@ -192,8 +192,12 @@ def test_m3_native_submit_carries_the_outputs_in_its_schema_not_in_a_list(run):
 
 def test_m3_the_outputs_list_in_written_calls(run):
     lm = ScriptedLM(
-        [reply('[[ ## next_thought ## ]]\nDone.\n\n[[ ## tool_calls ## ]]\n[{"name": "submit", "arguments": '
-               '{"team": "atlas", "confidence": 0.8}}]\n\n[[ ## completed ## ]]')],
+        [
+            reply(
+                '[[ ## next_thought ## ]]\nDone.\n\n[[ ## tool_calls ## ]]\n[{"name": "submit", "arguments": '
+                '{"team": "atlas", "confidence": 0.8}}]\n\n[[ ## completed ## ]]'
+            )
+        ],
         native=False,
     )
     agent = dspy_imp.ReActV2(Triage, tools=[Look()])

@@ -37,9 +37,7 @@ def test_an_early_step_error_carries_the_inputs_and_resumes_with_the_same_reques
     failing = ScriptedLM(failures)
     with dspy.context(lm=failing), pytest.raises(dspy_imp.StepError) as caught:
         run(agent, intent="Where is the key?")
-    assert caught.value.history.messages == [
-        {"intent": "Where is the key?", "tool_calls": [], "tool_call_results": []}
-    ]
+    assert caught.value.history.messages == [{"intent": "Where is the key?", "tool_calls": [], "tool_call_results": []}]
 
     submit = call("submit", {"answer": "On the shelf.", "confidence": 1})
     answer = reply("On the shelf.") if signature is TA else reply(calls=[submit])

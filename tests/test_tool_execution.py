@@ -654,8 +654,12 @@ def test_a_function_tool_is_checked_as_dspy_checks_it_with_each_validator_built_
     assert len(mine) == 3  # one validator per argument for the whole turn (DSPy's own check: 3 per call)
     assert isinstance(tool, dspy.Tool) and tool.args == dspy.Tool(find).args
     # Outside the loop the tool answers as DSPy's does, refusals and their messages included.
-    for kwargs in ({"where": "x", "spot": {"shelf": "2"}}, {"where": 3, "spot": {"shelf": 1}},
-                   {"where": "x", "spot": {"shelf": 1}, "other": 1}, {"where": "x", "spot": {"shelf": "two"}}):
+    for kwargs in (
+        {"where": "x", "spot": {"shelf": "2"}},
+        {"where": 3, "spot": {"shelf": 1}},
+        {"where": "x", "spot": {"shelf": 1}, "other": 1},
+        {"where": "x", "spot": {"shelf": "two"}},
+    ):
         outcomes = []
         for each in (tool, dspy.Tool(find)):
             try:

@@ -75,10 +75,12 @@ def test_a_long_turn_never_walks_or_copies_the_steps_a_request_reuses(monkeypatc
     monkeypatch.setattr(_adapter, "render_request", watched)
     monkeypatch.setattr(_render_memo, "same_prefix", unwalked)
     steps = 15
-    lm = ScriptedLM([
-        *(reply(f"step {i}", calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
-        reply(calls=[call("submit", {"answer": "found"}, id="s")]),
-    ])
+    lm = ScriptedLM(
+        [
+            *(reply(f"step {i}", calls=[call("look", {"where": f"p{i}"}, id=f"c{i}")]) for i in range(steps)),
+            reply(calls=[call("submit", {"answer": "found"}, id="s")]),
+        ]
+    )
     agent = dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=steps + 1, finish="submit")
     with dspy.context(lm=lm):
         if asynchronous:

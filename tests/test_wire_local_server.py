@@ -109,8 +109,9 @@ def test_dspy_works_out_the_lms_capabilities_once_not_per_request(
         return original(lm, options)
 
     monkeypatch.setattr(capabilities, "_capabilities", counted)
-    lm = dspy.LM("openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0,
-                 engine=engine)
+    lm = dspy.LM(
+        "openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0, engine=engine
+    )
     agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
     with dspy.context(lm=lm):
         pred = run(agent, question="Weather in Paris?")

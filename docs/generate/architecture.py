@@ -78,28 +78,38 @@ def draw(found: dict[tuple[str, str], int]) -> str:
         out.append(
             f'<rect x="{LEFT}" y="{top}" width="{BOX_W}" height="{BOX_H}" rx="8" fill="{fill}" stroke="#3949ab"/>'
         )
-        out.append(f'<text x="{LEFT + 12}" y="{top + 20}" font-size="15" font-weight="600" fill="#1a237e">'
-                   f"{html.escape(title)}</text>")
+        out.append(
+            f'<text x="{LEFT + 12}" y="{top + 20}" font-size="15" font-weight="600" fill="#1a237e">'
+            f"{html.escape(title)}</text>"
+        )
         out.append(f'<text x="{LEFT + 12}" y="{top + 37}" font-size="12" fill="#37474f">{html.escape(role)}</text>')
-        out.append(f'<text x="{LEFT + 12}" y="{top + 51}" font-size="10.5" fill="#607d8b" '
-                   f'font-family="ui-monospace, monospace">{html.escape(modules_of(name))}</text>')
+        out.append(
+            f'<text x="{LEFT + 12}" y="{top + 51}" font-size="10.5" fill="#607d8b" '
+            f'font-family="ui-monospace, monospace">{html.escape(modules_of(name))}</text>'
+        )
     for lane, (a, b) in enumerate(pairs):
         x0 = LEFT + BOX_W
         x = x0 + 24 + LANE * lane
         ya = y[a] + BOX_H / 2 + (lane % 5 - 2) * 5
         yb = y[b] + BOX_H / 2 + (lane % 5 - 2) * 5
-        out.append(f'<path d="M {x0} {ya:.0f} H {x} V {yb:.0f} H {x0 + 2}" fill="none" stroke="#5c6bc0" '
-                   f'stroke-width="1.3" marker-end="url(#head)"><title>{a} imports {b}: {found[(a, b)]} imports'
-                   "</title></path>")
+        out.append(
+            f'<path d="M {x0} {ya:.0f} H {x} V {yb:.0f} H {x0 + 2}" fill="none" stroke="#5c6bc0" '
+            f'stroke-width="1.3" marker-end="url(#head)"><title>{a} imports {b}: {found[(a, b)]} imports'
+            "</title></path>"
+        )
         out.append(f'<text x="{x + 2}" y="{(ya + yb) / 2:.0f}" font-size="9" fill="#5c6bc0">{found[(a, b)]}</text>')
     bottom = y["_records"]
-    out.append(f'<path d="M {LEFT - 30} {TOP + 10} V {bottom + BOX_H / 2:.0f} H {LEFT - 2}" fill="none" '
-               f'stroke="#8d6e63" stroke-width="2" marker-end="url(#head)"><title>these floors import _records: '
-               f'{", ".join(readers)}</title></path>')
+    out.append(
+        f'<path d="M {LEFT - 30} {TOP + 10} V {bottom + BOX_H / 2:.0f} H {LEFT - 2}" fill="none" '
+        f'stroke="#8d6e63" stroke-width="2" marker-end="url(#head)"><title>these floors import _records: '
+        f"{', '.join(readers)}</title></path>"
+    )
     label_y = (TOP + bottom) / 2
-    out.append(f'<text x="{LEFT - 36}" y="{label_y:.0f}" font-size="11" fill="#6d4c41" '
-               f'transform="rotate(-90 {LEFT - 36} {label_y:.0f})" text-anchor="middle">'
-               "every floor above reads the records</text>")
+    out.append(
+        f'<text x="{LEFT - 36}" y="{label_y:.0f}" font-size="11" fill="#6d4c41" '
+        f'transform="rotate(-90 {LEFT - 36} {label_y:.0f})" text-anchor="middle">'
+        "every floor above reads the records</text>"
+    )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

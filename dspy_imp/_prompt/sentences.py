@@ -270,6 +270,8 @@ def guardrail_failed(name: str, message: str) -> str:
 
 def guardrail_async_in_sync(name: str) -> str:
     return f"{name} is async and this turn runs sync"
+
+
 # -- a context policy's shortened prompt (``_turn.context``) --------------------------------------
 
 

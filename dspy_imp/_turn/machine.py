@@ -89,8 +89,16 @@ from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
 Effect = (
-    ModelRequest | Extraction | RunTool | RunAgent | RunTools | DecidedCall | Sleep
-    | CheckGuardrails | Alongside | Measure
+    ModelRequest
+    | Extraction
+    | RunTool
+    | RunAgent
+    | RunTools
+    | DecidedCall
+    | Sleep
+    | CheckGuardrails
+    | Alongside
+    | Measure
 )
 
 
