@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import anyio
@@ -37,8 +37,8 @@ MAX_TOOL_THREADS = 8
 T = TypeVar("T")
 
 
-async def arun(run: Callable[[], T], bound: float | None = None, limiter: anyio.CapacityLimiter | None = None) -> T:
-    """``run()`` in an AnyIO worker thread with this context; ``TimeoutError`` after ``bound`` seconds.
+async def arun(work: Callable[[], T], bound: float | None = None, limiter: anyio.CapacityLimiter | None = None) -> T:
+    """``work()`` in an AnyIO worker thread with this context; ``TimeoutError`` after ``bound`` seconds.
 
     ``bound`` counts from when the worker takes the call (a batch's call waiting for a free thread
     is not running yet).
@@ -46,19 +46,19 @@ async def arun(run: Callable[[], T], bound: float | None = None, limiter: anyio.
     context = contextvars.copy_context()
     if limiter is None:
         with anyio.fail_after(bound):
-            return await anyio.to_thread.run_sync(context.run, run, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
     async with limiter:  # acquired first: the bound is the tool's own time
         with anyio.fail_after(bound):
-            return await anyio.to_thread.run_sync(context.run, run, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
 
 
-def run(run: Callable[[], T], bound: float | None = None) -> T:
+def run(work: Callable[[], T], bound: float | None = None) -> T:
     """``arun`` from sync code with this thread's context: on the AnyIO loop this thread works for
     when it has one, else on a portal's."""
-    return call(arun, functools.partial(contextvars.copy_context().run, run), bound)
+    return call(arun, functools.partial(contextvars.copy_context().run, work), bound)
 
 
-def call(function: Callable[..., Awaitable[T]], *args: Any) -> T:
+def call(function: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     """``function(*args)`` awaited from sync code: on the event loop of the AnyIO worker this thread
     is (so status lines reach its stream), else on a blocking portal's loop started for it."""
     if in_anyio_worker():
