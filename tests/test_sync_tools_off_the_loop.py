@@ -126,3 +126,21 @@ def test_a_sync_tools_status_lines_reach_the_stream(how, case):
     assert sorted(lines[:-1]) == sorted(said)  # a parallel batch's lines come in the order its calls run
     assert lines[-1] == "Turn ended: answered"
     lm.assert_complete()
+
+
+@pytest.mark.parametrize("timeouts", [None, {"search": 30}])
+def test_a_tools_own_timeout_error_is_its_failure_not_a_timeout(run, timeouts):
+    def search(query: str) -> str:
+        """Look it up."""
+        raise TimeoutError("the index did not answer")
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "s"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts=timeouts)
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="x")
+    [step, _] = pred.metadata.history.messages
+    [result] = step["tool_call_results"]
+    assert (result["error"], result["error_kind"]) == (True, "tool_error")
+    assert "the index did not answer" in result["result"]
+    assert tool_messages(lm.requests[1]) == [("c1", f"Error: {result['result']}")]
+    lm.assert_complete()

@@ -3,8 +3,8 @@
 Theory of operation. A sync tool that must not block its caller runs in an AnyIO worker thread
 (``anyio.to_thread.run_sync(..., abandon_on_cancel=True)``) with the caller's ``contextvars``
 (DSPy's settings and callbacks, the deadline, a durable batch's position). Its bound, if it has
-one, is ``anyio.fail_after`` around that wait, started when the tool starts. When the bound passes,
-the driver stops waiting (``TimeoutError``): the function runs on until it returns by itself, and
+one, is ``anyio.move_on_after`` around that wait, started when the tool starts. When the bound
+passes, the driver stops waiting (``Overran``): the function runs on until it returns by itself, and
 AnyIO drops what it returns then (the abandoned call's future is cancelled). Because the thread is
 AnyIO's, DSPy's status lines for the tool, sent with ``anyio.from_thread.run``, reach a
 ``dspy.streamify`` stream, and ``asyncio.run`` does not wait for it at exit (it waits only for the
@@ -22,6 +22,7 @@ never returns waits for it when the interpreter exits (not when ``asyncio.run`` 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Coroutine
@@ -37,19 +38,22 @@ MAX_TOOL_THREADS = 8
 T = TypeVar("T")
 
 
+class Overran(Exception):
+    """The bound passed before the tool returned: the driver stopped waiting (not the tool's own
+    ``TimeoutError``, which is its failure like any other)."""
+
+
 async def arun(work: Callable[[], T], bound: float | None = None, limiter: anyio.CapacityLimiter | None = None) -> T:
-    """``work()`` in an AnyIO worker thread with this context; ``TimeoutError`` after ``bound`` seconds.
+    """``work()`` in an AnyIO worker thread with this context; ``Overran`` after ``bound`` seconds.
 
     ``bound`` counts from when the worker takes the call (a batch's call waiting for a free thread
     is not running yet).
     """
     context = contextvars.copy_context()
-    if limiter is None:
-        with anyio.fail_after(bound):
+    async with limiter or contextlib.nullcontext():  # acquired first: the bound is the tool's own time
+        with anyio.move_on_after(bound):
             return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
-    async with limiter:  # acquired first: the bound is the tool's own time
-        with anyio.fail_after(bound):
-            return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
+    raise Overran  # the bound cancelled the wait; AnyIO drops what the worker returns later
 
 
 def run(work: Callable[[], T], bound: float | None = None) -> T:

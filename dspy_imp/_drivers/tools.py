@@ -49,16 +49,16 @@ def tool_job(effect: RunTool) -> Job:
         _check_time_left(effect)
         try:
             return tool_threads.run(run, bound)
-        except TimeoutError:
+        except tool_threads.Overran:
             raise _timed_out(effect) from None
 
     async def arun() -> Any:
         _check_time_left(effect)
+        if async_tool(tool):
+            return await _awaited(effect)
         try:
-            if async_tool(tool):
-                return await asyncio.wait_for(tool.acall(**args), bound)
             return await _off_the_loop(tool, bound).acall(**args)
-        except TimeoutError:
+        except tool_threads.Overran:
             raise _timed_out(effect) from None
 
     return Job(
@@ -105,6 +105,16 @@ def run_batch(effect: RunTools, perform: Callable[[RunTool], Any], check: Callab
 async def arun_batch(effect: RunTools, aperform: Callable[[RunTool], Awaitable[Any]]) -> tuple[Any, ...]:
     """The async driver's batch: each call a task through ``aperform`` (a sync tool in its worker)."""
     return tuple(await asyncio.gather(*(aperform(run) for run in effect.runs)))
+
+
+async def _awaited(effect: RunTool) -> Any:
+    """An async tool, awaited, and cancelled when its bound passes (``asyncio.wait_for``)."""
+    if effect.timeout is None:
+        return await effect.tool.acall(**effect.args)
+    try:
+        return await asyncio.wait_for(effect.tool.acall(**effect.args), effect.timeout)
+    except TimeoutError:
+        raise _timed_out(effect) from None
 
 
 def _off_the_loop(tool: dspy.Tool, bound: float | None) -> dspy.Tool:
