@@ -75,8 +75,6 @@ from dspy_imp._turn.projection import Projection
 from dspy_imp._turn.sending import Sender
 from dspy_imp._turn.tools import CallContext, Running, run_calls
 
-__all__ = ["Effect", "Outcome", "Setup", "Turn"]
-
 
 @dataclass(frozen=True)
 class Setup:
