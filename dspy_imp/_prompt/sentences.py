@@ -184,7 +184,7 @@ def tool_failed(name: str, message: str) -> str:
 
 
 def policy_failed(name: str, message: str) -> str:
-    return f"{name} is not allowed: the tool policy failed: {message}"
+    return tool_not_allowed_because(name, f"the tool policy failed: {message}")
 
 
 def unreadable_result(name: str, message: str) -> str:
@@ -265,7 +265,7 @@ def result_cut(shown: int, total: int) -> str:
 
 # Not read by the model: the reasons metadata.guardrail reports for a guardrail that could not answer.
 def guardrail_failed(name: str, message: str) -> str:
-    return f"{name} failed: {message}"
+    return tool_failed(name, message)  # the same words as a tool's failure
 
 
 def guardrail_async_in_sync(name: str) -> str:
