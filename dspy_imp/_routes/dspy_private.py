@@ -198,7 +198,7 @@ def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
     original = getattr(owner, name)
     if getattr(original, "dspy_imp_wrapped", False):
         return
-    wrapper = functools.wraps(original)(wrap(original))
+    wrapper: Any = functools.wraps(original)(wrap(original))
     wrapper.dspy_imp_wrapped = True
     setattr(owner, name, wrapper)
 
