@@ -12,12 +12,13 @@ prediction or a ``StepError``, is read into an ``AgentEnded`` record for the mac
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from dspy_imp._records.outcomes import AgentEnded
+from dspy_imp._records.scoped import scoped
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.usage import Usage, UsageLimits
 from dspy_imp._turn.approval import Decisions
@@ -54,13 +55,9 @@ def current(program: Any) -> ChildCall | None:
     return child if child is not None and child.program is program else None
 
 
-@contextlib.contextmanager
-def calling(child: ChildCall) -> Iterator[None]:
-    token = _CHILD.set(child)
-    try:
-        yield
-    finally:
-        _CHILD.reset(token)
+def calling(child: ChildCall) -> contextlib.AbstractContextManager[None]:
+    """Mark ``child`` as the call the sub-agent run in this block is for (``current``)."""
+    return scoped(_CHILD, child)
 
 
 def ended(value: Any, at: str) -> AgentEnded:

@@ -169,7 +169,8 @@ class ReActV2(dspy.Module):
         if options.context is not None and options.context.summarize:  # only then among named_predictors()
             self.summarizer = SummaryPredictor(self.react.signature)
         # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
-        self.react.demo_check = functools.partial(check_demos, self.signature, self.own_tools, self.submit_tool)
+        guidance_of = functools.partial(program_guidance, self.signature, self.own_tools, self.submit_tool)
+        self.react.demo_check = functools.partial(check_demos, self.signature, guidance_of)
 
     def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
@@ -355,11 +356,13 @@ def program_guidance(
 
 def check_demos(
     signature: type[dspy.Signature],
-    own_tools: Mapping[str, dspy.Tool],
-    submit_tool: dspy.Tool,
+    guidance_of: Callable[[ProgramOptions, Task], Guidance],
     options: ProgramOptions,
     demos: Any,
 ) -> None:
-    """Raise ``ConfigurationError`` for a demo a call could not show (as each call would)."""
+    """Raise ``ConfigurationError`` for a demo a call could not show (as each call would).
+
+    ``guidance_of``: ``program_guidance`` bound to the program's signature and tools.
+    """
     task = Task.of(signature, is_text_answer(signature))
-    demo_examples(program_guidance(signature, own_tools, submit_tool, options, task), demos)
+    demo_examples(guidance_of(options, task), demos)

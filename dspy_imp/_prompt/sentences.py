@@ -171,12 +171,9 @@ def agent_paused_now(name: str) -> str:
     return f"{name} paused for a decision, and this last request cannot wait for one."
 
 
-def tool_not_allowed(name: str) -> str:
-    return f"{name} is not allowed."
-
-
-def tool_not_allowed_because(name: str, reason: str) -> str:
-    return f"{name} is not allowed: {reason}"
+def tool_not_allowed(name: str, reason: str | None = None) -> str:
+    """A refused call's result, with the refusal's reason when it gave one."""
+    return f"{name} is not allowed." if reason is None else f"{name} is not allowed: {reason}"
 
 
 def tool_failed(name: str, message: str) -> str:
@@ -184,7 +181,7 @@ def tool_failed(name: str, message: str) -> str:
 
 
 def policy_failed(name: str, message: str) -> str:
-    return f"{name} is not allowed: the tool policy failed: {message}"
+    return tool_not_allowed(name, f"the tool policy failed: {message}")
 
 
 def unreadable_result(name: str, message: str) -> str:
@@ -265,7 +262,7 @@ def result_cut(shown: int, total: int) -> str:
 
 # Not read by the model: the reasons metadata.guardrail reports for a guardrail that could not answer.
 def guardrail_failed(name: str, message: str) -> str:
-    return f"{name} failed: {message}"
+    return tool_failed(name, message)  # the same words as a tool's failure
 
 
 def guardrail_async_in_sync(name: str) -> str:

@@ -36,19 +36,16 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.kinds import PendingKind
 from dspy_imp._records.view import PromptView, read_view
 
-_STEP_KEYS = frozenset(
-    {
-        "next_thought",
-        "tool_calls",
-        "tool_call_results",
-        "reasoning_content",
-        "reasoning_details",
-        "pending_calls",
-        "not_sent",
-        "prompt_view",
-        "agent_runs",
-    }
+STEP_CONTENT_KEYS = (
+    "next_thought",
+    "tool_calls",
+    "tool_call_results",
+    "reasoning_content",
+    "reasoning_details",
+    "pending_calls",
 )
+"""The keys of what a step said and did, in the order a history entry holds them."""
+_STEP_KEYS = frozenset({*STEP_CONTENT_KEYS, "not_sent", "prompt_view", "agent_runs"})
 
 
 @dataclass(frozen=True, slots=True)

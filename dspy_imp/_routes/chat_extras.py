@@ -19,30 +19,24 @@ server). Every other request lm15 writes is unchanged.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private
 
 OPENROUTER, DETAILS = "openrouter", "reasoning_details"
-_installed = False
 
 
 def install() -> None:
     """Wrap lm15's Chat Completions message writer once per process (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    chat_lm: Any = dspy_private.lm15_openai_chat().OpenAIChatLM
-    original = chat_lm._build_messages
 
-    @functools.wraps(original)
-    def build(self: Any, request: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        return with_extras(original(self, request, *args, **kwargs), request.messages)
+    def wrap(original: Any) -> Any:
+        def build(self: Any, request: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            return with_extras(original(self, request, *args, **kwargs), request.messages)
 
-    chat_lm._build_messages = build
-    _installed = True
+        return build
+
+    dspy_private.wrap_once(dspy_private.lm15_openai_chat().OpenAIChatLM, "_build_messages", wrap)
 
 
 def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ When DSPy changes one of these, this module is the list to check.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import dspy
@@ -185,6 +186,21 @@ def capabilities_known(lm: Any, lm_kwargs: dict[str, Any], known: dict[Any, Any]
         finally:
             if scope is not None and scope.lm is lm and scope.value is not None:
                 known[key] = scope.value
+
+
+def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace ``owner.<name>`` (a private DSPy or lm15 function) with ``wrap(original)``, once per process.
+
+    The wrapper takes the original's name and docstring (``functools.wraps``) and a mark that
+    makes a second call for the same attribute a no-op: each patch is installed once, however many
+    programs ask for it.
+    """
+    original = getattr(owner, name)
+    if getattr(original, "dspy_imp_wrapped", False):
+        return
+    wrapper: Any = functools.wraps(original)(wrap(original))
+    wrapper.dspy_imp_wrapped = True
+    setattr(owner, name, wrapper)
 
 
 def install_closing_sync_streams() -> None:

@@ -13,7 +13,6 @@ unchanged.
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,26 +20,19 @@ from dspy_imp._routes import dspy_private
 
 UNNAMED = "dspy_imp_unnamed_call"
 
-_installed = False
-
 
 def install(in_step: Callable[[], bool]) -> None:
     """Wrap lm15's Chat Completions body reader once per process (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    openai_chat: Any = dspy_private.lm15_openai_chat()
 
-    original = openai_chat._response_from_chat_body
+    def wrap(original: Any) -> Any:
+        def read(provider: str, data: Any, *args: Any, **kwargs: Any) -> Any:
+            if in_step():
+                data = _named(data)
+            return original(provider, data, *args, **kwargs)
 
-    @functools.wraps(original)
-    def read(provider: str, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if in_step():
-            data = _named(data)
-        return original(provider, data, *args, **kwargs)
+        return read
 
-    openai_chat._response_from_chat_body = read
-    _installed = True
+    dspy_private.wrap_once(dspy_private.lm15_openai_chat(), "_response_from_chat_body", wrap)
 
 
 def as_received(value: Any) -> Any:

@@ -11,34 +11,28 @@ converted exactly as before.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
 from dspy_imp._routes import dspy_private
 
 REASONING_ITEMS = "reasoning_items"
-_installed = False
 
 
 def install() -> None:
     """Wrap DSPy's conversion once per process (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    module: Any = dspy_private.dspy_lm_module()
-    original = module._convert_chat_request_to_responses_request
 
-    @functools.wraps(original)
-    def convert(request: dict[str, Any]) -> Any:
-        items = _items_by_call(request.get("messages") or ())
-        if not items:
-            return original(request)
-        plain = {**request, "messages": [_plain(m) for m in request["messages"]]}
-        return with_items(original(plain), items)
+    def wrap(original: Any) -> Any:
+        def convert(request: dict[str, Any]) -> Any:
+            items = _items_by_call(request.get("messages") or ())
+            if not items:
+                return original(request)
+            plain = {**request, "messages": [_plain(m) for m in request["messages"]]}
+            return with_items(original(plain), items)
 
-    module._convert_chat_request_to_responses_request = convert
-    _installed = True
+        return convert
+
+    dspy_private.wrap_once(dspy_private.dspy_lm_module(), "_convert_chat_request_to_responses_request", wrap)
 
 
 def with_items(data: Any, items: Mapping[str, list[dict[str, Any]]]) -> Any:

@@ -196,3 +196,18 @@ class Failure:
     """The turn got no model response; becomes a ``StepError``."""
 
     error: BaseException
+
+
+Effect = (
+    ModelRequest
+    | Extraction
+    | RunTool
+    | RunAgent
+    | RunTools
+    | DecidedCall
+    | Sleep
+    | CheckGuardrails
+    | Alongside
+    | Measure
+)
+"""Every effect a turn yields (``Summarize`` is a ``ModelRequest``); the drivers perform each."""

@@ -320,7 +320,7 @@ def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisio
     if isinstance(verdict, Rejection):
         return verdict
     if verdict == "approval" and mode != "step":  # a last request cannot wait for a person
-        return Rejection("tool_denied", sentences.tool_not_allowed_because(call.name, sentences.NO_APPROVAL_NOW))
+        return Rejection("tool_denied", sentences.tool_not_allowed(call.name, sentences.NO_APPROVAL_NOW))
     if call.name == SUBMIT:
         return verdict
     return check_arguments(ctx.roster[call.name], args) or verdict
@@ -332,9 +332,8 @@ def _decided(call: ToolCall, decisions: Decisions) -> Rejection | Literal["appro
         return None
     if answer is True:
         return "approved"
-    if isinstance(answer, str):
-        return Rejection("tool_denied", sentences.tool_not_allowed_because(call.name or "", answer))
-    return Rejection("tool_denied", sentences.tool_not_allowed(call.name or ""))
+    reason = answer if isinstance(answer, str) else None
+    return Rejection("tool_denied", sentences.tool_not_allowed(call.name or "", reason))
 
 
 def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdict:
@@ -351,9 +350,8 @@ def _policy_verdict(ctx: CallContext, name: str, args: dict[str, Any]) -> Verdic
         return "approval"
     if verdict is True:
         return None
-    if isinstance(verdict, str) and verdict.strip():
-        return Rejection("tool_denied", sentences.tool_not_allowed_because(name, verdict))
-    return Rejection("tool_denied", sentences.tool_not_allowed(name))
+    reason = verdict if isinstance(verdict, str) and verdict.strip() else None
+    return Rejection("tool_denied", sentences.tool_not_allowed(name, reason))
 
 
 def _returned(ctx: CallContext, call: ToolCall, outcome: Returned | Raised, done: StepCalls) -> ToolResult:

@@ -24,12 +24,13 @@ way runs in an AnyIO worker thread (``anyio.to_thread.run_sync``), as under ``ds
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from dspy_imp._records.outcomes import Raised, Returned
+from dspy_imp._records.scoped import scoped
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool
 from dspy_imp._watch.reading import TextFollower, delta_of
 
@@ -39,48 +40,60 @@ last-text request), ``"thought"`` when it cannot (the text of a ``submit`` or ``
 
 
 @dataclass(frozen=True)
-class RequestStarted:
-    """Request ``number`` (1, 2, ... in this turn) of ``kind`` (a ``RequestKind``) is about to leave."""
+class _OfRequest:
+    """What an event about one request carries first: its ``number`` (1, 2, ... in this turn)."""
 
     number: int
+
+
+@dataclass(frozen=True)
+class RequestStarted(_OfRequest):
+    """Request ``number`` of ``kind`` (a ``RequestKind``) is about to leave."""
+
     kind: str
     channel: Channel
 
 
 @dataclass(frozen=True)
-class TextDelta:
-    number: int
+class _Delta(_OfRequest):
     text: str
 
 
 @dataclass(frozen=True)
-class ReasoningDelta:
-    number: int
-    text: str
+class TextDelta(_Delta):
+    """A piece of the request's text."""
 
 
 @dataclass(frozen=True)
-class RequestEnded:
+class ReasoningDelta(_Delta):
+    """A piece of the provider's reasoning for the request."""
+
+
+@dataclass(frozen=True)
+class RequestEnded(_OfRequest):
     """``outcome``: the ``Reply``, ``Extracted`` or ``Failed`` the driver sends the machine."""
 
-    number: int
     kind: str
     outcome: Any
 
 
 @dataclass(frozen=True)
-class ToolStarted:
+class _OfCall:
+    """What an event about one tool call carries first: its id and the tool's name."""
+
     call_id: str
     name: str | None
+
+
+@dataclass(frozen=True)
+class ToolStarted(_OfCall):
     args: Any
 
 
 @dataclass(frozen=True)
-class ToolEnded:
+class ToolEnded(_OfCall):
     """``value``: what the tool returned, or (``error``) the sentence the model reads."""
 
-    call_id: str
-    name: str | None
     value: Any
     error: bool
 
@@ -95,14 +108,9 @@ def current_observer() -> Observer | None:
     return _OBSERVER.get()
 
 
-@contextlib.contextmanager
-def observing(observer: Observer) -> Iterator[None]:
+def observing(observer: Observer) -> contextlib.AbstractContextManager[None]:
     """Send the events of every turn run in this block (and the threads it starts) to ``observer``."""
-    token = _OBSERVER.set(observer)
-    try:
-        yield
-    finally:
-        _OBSERVER.reset(token)
+    return scoped(_OBSERVER, observer)
 
 
 class Reporter:

@@ -24,15 +24,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dspy_imp._records.steps import STEP_CONTENT_KEYS
+
 _FOLD = 160
-_STEP_KEYS = (
-    "next_thought",
-    "tool_calls",
-    "tool_call_results",
-    "reasoning_content",
-    "reasoning_details",
-    "pending_calls",
-)
+_STEP_KEYS = STEP_CONTENT_KEYS  # a record's other keys (``not_sent``, ...) are split like any field
 _LAST_KIND = {"last_text": "last text", "forced_submit": "forced submit", "extracted": "extraction"}
 # The badge's colour: a complete ending, an owed reply (the turn was interrupted), no answer, a pause.
 _TONE = {

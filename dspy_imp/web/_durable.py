@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dbos import DBOS
@@ -23,71 +23,37 @@ from dspy_imp._durable.codec import decode_value
 from dspy_imp._durable.driver import PENDING_EVENT
 from dspy_imp._program.prediction import Metadata, make_prediction
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.step_error import StepError
-from dspy_imp._watch.events import TurnEvent, observing
+from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.durable import DurableAgent, ahandle
-from dspy_imp.web._inputs import Call
-from dspy_imp.web._turns import Ended, Store
 
 PREFIX = "dspy_imp.web:"
 _POLL = 0.1  # seconds between looks at a running workflow's pending event
 
 
 class _Channel:
-    """A conversation's observer: events go to the queue of the request now following the turn."""
+    """A conversation's observer: events go to the request now following the turn (its ``observe``)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.queue: asyncio.Queue[Any] | None = None
+    def __init__(self) -> None:
+        self.target: Observer | None = None
 
     def emit(self, event: TurnEvent) -> None:
-        queue = self.queue
-        if queue is not None:
-            self.loop.call_soon_threadsafe(queue.put_nowait, event)
+        target = self.target
+        if target is not None:
+            target(event)
 
 
-class DurableRunner:
-    """Runs a durable agent's turns, one at a time per conversation (the ``Runner`` of ``_turns``)."""
+class Workflows:
+    """A durable agent's turns, each a workflow (the ``Turns`` of ``_turns``' ``Runner``)."""
 
-    def __init__(self, agent: DurableAgent, store: Store):
+    def __init__(self, agent: DurableAgent):
         self.agent = agent
-        self.store = store
-        self.busy: set[str] = set()
         self.channels: dict[str, _Channel] = {}
-        self.tasks: set[asyncio.Task[Any]] = set()
 
-    async def run(self, key: str, call: Call) -> AsyncIterator[TurnEvent | Ended]:
-        if key in self.busy:
-            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
-            return
-        self.busy.add(key)
-        queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
-        channel = self.channels.setdefault(key, _Channel(asyncio.get_running_loop()))
-        channel.queue = queue
-        task = asyncio.create_task(self._turn(key, call, channel, queue))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        while True:
-            item = await queue.get()
-            if isinstance(item, Ended):
-                yield await task
-                return
-            yield item
-
-    async def _turn(self, key: str, call: Call, channel: _Channel, queue: asyncio.Queue[Any]) -> Ended:
-        try:
-            workflow, decided = await self._start_or_decide(key, dict(call.kwargs), channel)
-            ended = await self._follow(workflow, decided)
-            await self.store.save(key, ended.prediction.metadata.history)
-        except StepError as error:
-            ended = Ended(error=error)
-            await self.store.save(key, error.history)
-        except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
-            ended = Ended(error=error)
-        finally:
-            self.busy.discard(key)
-        channel.loop.call_soon_threadsafe(queue.put_nowait, ended)
-        return ended
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any:
+        channel = self.channels.setdefault(key, _Channel())
+        channel.target = observe
+        workflow, decided = await self._start_or_decide(key, kwargs, channel)
+        return await self._follow(workflow, decided)
 
     async def _start_or_decide(self, key: str, kwargs: dict[str, Any], channel: _Channel) -> tuple[str, set[str]]:
         if "approvals" in kwargs or "results" in kwargs:
@@ -106,7 +72,7 @@ class DurableRunner:
             raise ConfigurationError(f"conversation {key!r} has no turn waiting for a decision")
         return str(found[-1].workflow_id)
 
-    async def _follow(self, workflow: str, decided: set[str]) -> Ended:
+    async def _follow(self, workflow: str, decided: set[str]) -> Any:
         """The turn's end: its prediction, or a paused one built from the pending calls it publishes."""
         handle = await ahandle(workflow)
         result = asyncio.ensure_future(handle.aresult(polling_interval_sec=_POLL))
@@ -114,9 +80,9 @@ class DurableRunner:
             while not result.done():
                 waiting = await DBOS.get_event_async(workflow, PENDING_EVENT, timeout_seconds=0)
                 if _newly_paused(waiting, decided):
-                    return Ended(_paused(self.agent, waiting))
+                    return _paused(self.agent, waiting)
                 await asyncio.wait({result}, timeout=_POLL)
-            return Ended(result.result())
+            return result.result()
         finally:
             result.cancel()
 

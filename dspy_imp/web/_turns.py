@@ -1,7 +1,9 @@
 """Running a conversation's next turn for a request, and keeping its history between requests.
 
 The turn runs in a task of its own, observed (``_watch.events``): its events come through a queue,
-then one ``Ended``. The history is saved by that task when the turn ends (a ``StepError``'s
+then one ``Ended``. What plays the turn is a small ``Turns`` strategy: ``Calls`` for a
+``ReActV2``, ``_durable.Workflows`` for a ``DurableAgent``; the queue, the task and the saving are
+written once, here. The history is saved by that task when the turn ends (a ``StepError``'s
 history too, so a failed turn loses nothing), whether or not anyone still reads the stream: a
 client that goes away mid-turn does not cancel the turn. A conversation runs one turn at a time.
 """
@@ -14,7 +16,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +27,7 @@ import dspy
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
-from dspy_imp._watch.events import TurnEvent, observing
+from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web._inputs import Call
 
 
@@ -91,13 +93,37 @@ class Ended:
     error: BaseException | None = None
 
 
-class Runner:
-    """Runs the turns of one agent, one at a time per conversation."""
+class Turns(Protocol):
+    """How one conversation's turn is played: the part a durable agent does its own way.
 
-    def __init__(self, agent: Any, store: Store, sync: bool):
+    ``play`` runs the turn for ``kwargs``, sending its events to ``observe`` (thread-safe), and
+    returns its prediction or raises (a ``StepError``, refused input).
+    """
+
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any: ...
+
+
+class Calls:
+    """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread."""
+
+    def __init__(self, agent: Any, sync: bool):
         self.agent = agent
-        self.store = store
         self.sync = sync
+
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any:
+        with observing(observe):
+            if not self.sync:
+                return await self.agent.acall(**kwargs)
+            context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
+            return await anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))
+
+
+class Runner:
+    """Runs the turns of one agent (played by ``turns``), one at a time per conversation."""
+
+    def __init__(self, turns: Turns, store: Store):
+        self.turns = turns
+        self.store = store
         self.busy: set[str] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
 
@@ -110,7 +136,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
 
-        def observe(event: TurnEvent) -> None:
+        def observe(event: TurnEvent | Ended) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, event)  # in order, from any thread
 
         task = asyncio.create_task(self._turn(key, call, observe))
@@ -123,10 +149,9 @@ class Runner:
                 return
             yield item
 
-    async def _turn(self, key: str, call: Call, observe: Any) -> Ended:
+    async def _turn(self, key: str, call: Call, observe: Callable[[TurnEvent | Ended], None]) -> Ended:
         try:
-            with observing(observe):
-                prediction = await self._call(dict(call.kwargs))
+            prediction = await self.turns.play(key, dict(call.kwargs), observe)
             ended = Ended(prediction)
             await self.store.save(key, prediction.metadata.history)
         except StepError as error:
@@ -138,9 +163,3 @@ class Runner:
             self.busy.discard(key)
         observe(ended)
         return ended
-
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
-        if not self.sync:
-            return await self.agent.acall(**kwargs)
-        context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
-        return await anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))

@@ -28,7 +28,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
 from dspy_imp.web._inputs import Call
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Ended, MemoryStore, Runner, Store
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
 
 STATIC = Path(__file__).parent / "static"
 
@@ -69,12 +69,12 @@ def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
     from dspy_imp._program.module import ReActV2
 
     if isinstance(agent, ReActV2):
-        return agent, Runner(agent, store, sync)
+        return agent, Runner(Calls(agent, sync), store)
     durable = sys.modules.get("dspy_imp.durable")  # imported already by whoever made a DurableAgent
     if durable is not None and isinstance(agent, durable.DurableAgent):
-        from dspy_imp.web._durable import DurableRunner
+        from dspy_imp.web._durable import Workflows
 
-        return agent.program, DurableRunner(agent, store)
+        return agent.program, Runner(Workflows(agent), store)
     raise ConfigurationError(f"dspy_imp.web.app takes a dspy_imp.ReActV2 or a DurableAgent, got {agent!r}")
 
 
