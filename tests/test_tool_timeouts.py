@@ -210,7 +210,7 @@ def test_a_table_may_name_tools_by_the_tool_itself(run):
     assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
 
 
-def test_none_leaves_a_tool_unbounded_in_the_drivers_own_thread_even_under_a_deadline(run):
+def test_none_leaves_a_tool_unbounded_even_under_a_deadline_in_the_callers_thread_when_sync(run):
     threads = []
 
     def lookup(query: str) -> str:
@@ -223,4 +223,6 @@ def test_none_leaves_a_tool_unbounded_in_the_drivers_own_thread_even_under_a_dea
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=60):
         pred = run(agent, intent="a")
     assert pred.answer == "Found."
-    assert threads == [threading.get_ident()]  # not a worker: the caller's thread (or its event loop's)
+    # A sync call: not a worker, the caller's thread. Under ``acall`` no sync tool runs on the event
+    # loop's thread (here the caller's): it runs unbounded in a worker thread.
+    assert (threads == [threading.get_ident()]) == (run.mode == "sync")

@@ -75,7 +75,7 @@ def _per_tool(value: Any, held: Mapping[str, dspy.Tool], where: str, check: Any)
 
 
 def _seconds(value: Any) -> float | None:
-    if value is None:  # unbounded, even by the deadline: the tool runs in the driver's own thread
+    if value is None:  # unbounded, even by the deadline: a sync call runs the tool in its own thread
         return UNBOUNDED
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None

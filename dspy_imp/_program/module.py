@@ -10,8 +10,9 @@ import dspy
 from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
-from dspy_imp._drivers.driver import Effects, Extractor, adrive, drive
+from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history
+from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
 from dspy_imp._program.agent_tool import agent_tool

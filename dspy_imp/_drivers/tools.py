@@ -1,0 +1,148 @@
+"""Running tools for the drivers: one call (``RunTool``), bounded or not, and a parallel batch (``RunTools``).
+
+A sync tool runs where ``tool_threads`` puts it: under ``acall`` always in a worker thread (never on
+the event loop's thread); in a sync call in the driver's own thread, or in a worker when it has a
+bound (``RunTool.timeout``) the driver must be able to stop waiting for. An async tool is awaited,
+and cancelled when its bound passes (``asyncio.wait_for``). A bound of ``0`` (the deadline passed
+before the call) starts nothing. A bound that passes is ``ToolTimedOut``, the call's observation.
+
+A batch runs its calls at once, each through the driver's ``perform``/``aperform`` (so a watcher
+and the durable driver see each call): asyncio tasks under ``acall``, worker threads (at most
+``MAX_TOOL_THREADS`` at once) in a sync call; each run sees the caller's DSPy context, and each
+failure is that call's own ``Raised``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import functools
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import CancelledError
+from typing import Any
+
+import anyio
+import dspy
+
+from dspy_imp._drivers import tool_threads
+from dspy_imp._drivers.interrupts import tool_failure
+from dspy_imp._drivers.job import Job
+from dspy_imp._records.errors import ToolTimedOut
+from dspy_imp._records.outcomes import Raised, Returned
+from dspy_imp._records.steps import now_iso
+from dspy_imp._turn.effects import RunTool, RunTools
+
+
+def tool_job(effect: RunTool) -> Job:
+    """One call's I/O: the tool run sync or async, within its bound, its value or error recorded."""
+    tool, args, bound = effect.tool, effect.args, effect.timeout
+
+    def run() -> Any:
+        if _async_only(tool):
+            raise RuntimeError(f"{tool.name} is async and this turn runs sync")
+        return tool(**args)
+
+    def bounded() -> Any:
+        _check_time_left(effect)
+        try:
+            return tool_threads.run(run, bound)
+        except tool_threads.Overran:
+            raise _timed_out(effect) from None
+
+    async def arun() -> Any:
+        _check_time_left(effect)
+        if async_tool(tool):
+            return await _awaited(effect)
+        try:
+            return await _off_the_loop(tool, bound).acall(**args)
+        except tool_threads.Overran:
+            raise _timed_out(effect) from None
+
+    return Job(
+        run if bound is None else bounded,
+        arun,
+        lambda value: Returned(value, now_iso()),
+        lambda error: Raised(error, now_iso()),
+        catches=tool_failure,
+    )
+
+
+def run_batch(effect: RunTools, perform: Callable[[RunTool], Any], check: Callable[[], None]) -> tuple[Any, ...]:
+    """The sync driver's batch: each call through ``perform`` in a worker thread, at most
+    ``MAX_TOOL_THREADS`` at once, on the loop of the stream this turn feeds when there is one (so
+    DSPy's status lines reach it), else on a portal's. ``check`` raises ``StreamClosed``."""
+    contexts = [contextvars.copy_context() for _ in effect.runs]
+    outcomes: list[Any] = [None] * len(effect.runs)
+    running: dict[int, threading.Event] = {}
+
+    def work(index: int) -> None:  # kept by the thread: a consumer that closes the stream ends the loop
+        running[index] = threading.Event()
+        try:
+            outcomes[index] = contexts[index].run(perform, effect.runs[index])
+        finally:
+            running[index].set()
+
+    async def every() -> None:
+        limiter = anyio.CapacityLimiter(tool_threads.MAX_TOOL_THREADS)
+        async with anyio.create_task_group() as group:
+            for index in range(len(effect.runs)):
+                group.start_soon(tool_threads.arun, functools.partial(work, index), None, limiter)
+
+    try:
+        tool_threads.call(every)
+    except (CancelledError, asyncio.CancelledError):  # the stream's loop ended: its consumer closed it
+        for done in list(running.values()):
+            done.wait()  # the calls already running finish and are recorded
+        if any(outcome is None for outcome in outcomes):
+            check()  # ``StreamClosed``
+            raise
+    return tuple(outcomes)  # when the stream was closed meanwhile, the next effect stops the turn
+
+
+async def arun_batch(effect: RunTools, aperform: Callable[[RunTool], Awaitable[Any]]) -> tuple[Any, ...]:
+    """The async driver's batch: each call a task through ``aperform`` (a sync tool in its worker)."""
+    return tuple(await asyncio.gather(*(aperform(run) for run in effect.runs)))
+
+
+async def _awaited(effect: RunTool) -> Any:
+    """An async tool, awaited, and cancelled when its bound passes (``asyncio.wait_for``)."""
+    if effect.timeout is None:
+        return await effect.tool.acall(**effect.args)
+    try:
+        return await asyncio.wait_for(effect.tool.acall(**effect.args), effect.timeout)
+    except TimeoutError:
+        raise _timed_out(effect) from None
+
+
+def _off_the_loop(tool: dspy.Tool, bound: float | None) -> dspy.Tool:
+    """A copy of the sync ``tool`` whose function runs in a worker thread (``tool_threads.arun``),
+    awaited through DSPy's ``acall`` as any tool under ``acall`` is (its callbacks, tracers' spans)."""
+    function, moved = tool.func, copy.copy(tool)
+
+    async def in_worker(**kwargs: Any) -> Any:
+        return await tool_threads.arun(functools.partial(function, **kwargs), bound)
+
+    moved.func = in_worker
+    return moved
+
+
+def async_tool(tool: dspy.Tool) -> bool:
+    function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
+    return inspect.iscoroutinefunction(function)
+
+
+def _async_only(tool: dspy.Tool) -> bool:
+    """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
+    return async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _check_time_left(effect: RunTool) -> None:
+    if effect.timeout is not None and effect.timeout <= 0:
+        raise _timed_out(effect)
+
+
+def _timed_out(effect: RunTool) -> ToolTimedOut:
+    return ToolTimedOut(effect.tool.name, effect.timeout or 0.0, by_deadline=effect.by_deadline)
