@@ -89,7 +89,16 @@ def test_the_package_keeps_every_contract() -> None:
             id="a-private-name-in-the-routes-but-not-in-dspy-private",
         ),
         pytest.param(
-            "testing.py", "from dspy_imp._records.steps import Step", "doubles stand alone", id="testing-reaches-in"
+            "testing/__init__.py",
+            "from dspy_imp._records.steps import Step",
+            "doubles stand alone",
+            id="testing-reaches-in",
+        ),
+        pytest.param(
+            "testing/_engine.py",
+            "from dspy_imp._records.steps import Step",
+            "doubles stand alone",
+            id="a-part-of-testing-reaches-in",
         ),
     ],
 )

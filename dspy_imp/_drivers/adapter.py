@@ -16,83 +16,58 @@ LiteLLM). The adapter
   is disabled and it cannot be known).
 
 Outside a ``dspy_imp`` turn it behaves as the adapter it wraps (or a plain ``ChatAdapter``).
+
+The request in flight is ``_drivers.exchange``'s; the options and route of a request are settled
+in ``_drivers.request_options``, and the raw reply is read in ``_drivers.replies``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from dspy_imp._drivers.exchange import Exchange, current, current_exchange
 from dspy_imp._drivers.finetune import sent_request, training_example
-from dspy_imp._drivers.recorder import Recorder
-from dspy_imp._prompt.dialect import Dialect, dialect_for, jsonable
-from dspy_imp._prompt.guidance import Guidance, roster_for_provider
+from dspy_imp._drivers.replies import (
+    ReplyRecorder,
+    call_dict,
+    from_call_dict,
+    note_raw_reply,
+    raw_call,
+    recording,
+)
+from dspy_imp._drivers.replies import finish_reason_of as finish_reason_of  # re-exported
+from dspy_imp._drivers.request_options import (
+    default_reasoning_effort,
+    json_fallback,
+    json_response_format,
+    sends_request,
+    settled,
+)
+from dspy_imp._prompt.dialect import dialect_for
+from dspy_imp._prompt.guidance import roster_for_provider
 from dspy_imp._prompt.media import family_of, refuse_unsendable, tool_media_for
 from dspy_imp._prompt.render import render_request
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
-from dspy_imp._records.clock import check_before_send, time_left
-from dspy_imp._records.outcomes import RawCall, Reply
-from dspy_imp._routes import dspy_private
-from dspy_imp._routes.nameless import UNNAMED, as_received
-from dspy_imp._routes.reasoning import blocks_of
+from dspy_imp._records.clock import check_before_send
+from dspy_imp._records.outcomes import Reply
 from dspy_imp._routes.route import (
-    Route,
     call_options,
     canonical_request,
-    encrypted_reasoning,
     outputs_of,
     planned,
     remembered_capabilities,
-    replays_state,
     settle_options,
 )
-from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._watch import tracing
-
-
-@dataclass
-class Exchange:
-    """One request in flight: the guidance, options and pinned LM in; the raw reply out.
-
-    ``config`` (the request's options: ``tool_choice``, a deadline's ``timeout``, ...) and
-    ``lm`` (an LM replacing the configured one, e.g. without retries under a deadline) are
-    applied by the adapter, so they never appear among the step predictor's inputs.
-    ``fallbacks`` counts the times DSPy's JSON fallback re-sent the request.
-    """
-
-    guidance: Guidance
-    config: Mapping[str, Any] = field(default_factory=dict)
-    lm: Any = None
-    reply: Reply | None = None
-    dialect: Dialect | None = None
-    route: Route = field(default_factory=lambda: Route("custom"))
-    media_family: str = "other"
-    messages: list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
-    fallbacks: int = 0
-    instructions: str | None = None  # a summary request: the program's, not its predictor's
-    demos: list[Any] | None = None
-    drop_block: bool = False  # a context policy changed the prefix: ask for drop_block (``settle_options``)
-    context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
-
-
-_EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)
-
 
 # The format a loop without a configured adapter follows. One instance (it is only read), so
 # a turn's rendering context is the same from request to request and its memo is reused.
 _PLAIN_CHAT = dspy.ChatAdapter()
-
-
-@dataclass
-class _ReplyRecorder(Recorder):
-    """Stands on DSPy's ``caller_modules`` stack to receive this request's history entry."""
 
 
 class ReActAdapter(dspy.ChatAdapter):
@@ -145,7 +120,7 @@ class ReActAdapter(dspy.ChatAdapter):
         super().__init__(
             callbacks=callbacks if callbacks is not None else getattr(base, "callbacks", None),
             use_native_function_calling=True,
-            use_json_adapter_fallback=_json_fallback(base),
+            use_json_adapter_fallback=json_fallback(base),
             parallel_tool_calls=getattr(base, "parallel_tool_calls", None),
         )
         self.base: dspy.Adapter | None = base
@@ -153,7 +128,7 @@ class ReActAdapter(dspy.ChatAdapter):
         self.fallback = False  # True on the adapter DSPy's JSON fallback sends through
 
     def _make_json_adapter_fallback(self) -> ReActAdapter:
-        exchange = _EXCHANGE.get()
+        exchange = current_exchange().get()
         if exchange is not None:  # counted as its own request in the turn's usage
             exchange.fallbacks += 1
         base = dspy.JSONAdapter(parallel_tool_calls=self.parallel_tool_calls)
@@ -181,31 +156,31 @@ class ReActAdapter(dspy.ChatAdapter):
     # -- the call ----------------------------------------------------------------------------
 
     def __call__(self, lm, lm_kwargs, signature, demos, inputs):
-        exchange = _EXCHANGE.get()
+        exchange = current_exchange().get()
         if exchange is None:
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
-        lm, lm_kwargs = _settled(exchange, lm, lm_kwargs)
-        recorder = _ReplyRecorder()
-        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
-            if _sends_request(lm, exchange):
+        lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
+        recorder = ReplyRecorder()
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs):
+            if sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = super().__call__(lm, lm_kwargs, signature, demos, inputs)
-        _note_raw_reply(exchange, recorder)
+        note_raw_reply(exchange, recorder)
         return values
 
     async def acall(self, lm, lm_kwargs, signature, demos, inputs):
-        exchange = _EXCHANGE.get()
+        exchange = current_exchange().get()
         if exchange is None:
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
-        lm, lm_kwargs = _settled(exchange, lm, lm_kwargs)
-        recorder = _ReplyRecorder()
-        with _recording(recorder), remembered_capabilities(lm, lm_kwargs):
-            if _sends_request(lm, exchange):
+        lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
+        recorder = ReplyRecorder()
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs):
+            if sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
-        _note_raw_reply(exchange, recorder)
+        note_raw_reply(exchange, recorder)
         return values
 
     @planned
@@ -226,7 +201,7 @@ class ReActAdapter(dspy.ChatAdapter):
     # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
 
     def _call_preprocess(self, lm, lm_kwargs, signature, inputs):
-        exchange = _current()
+        exchange = current()
         native = self.uses_native_calls(lm)
         task = exchange.guidance.task
         exchange.dialect = dialect_for(self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native)
@@ -239,12 +214,12 @@ class ReActAdapter(dspy.ChatAdapter):
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
                 lm_kwargs.pop(key, None)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
-            _json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
+            json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
         return signature
 
     def format(self, signature, demos, inputs):
-        exchange = _current()
+        exchange = current()
         if self.fallback:  # the fallback's own span (MLflow's format span, OpenInference's adapter span)
             tracing.annotate(self, tracing.request_attributes("json_fallback"))
         exchange.messages = _render(exchange, signature, demos, inputs)
@@ -255,7 +230,7 @@ class ReActAdapter(dspy.ChatAdapter):
     def preview(self, lm: Any, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> tuple[list[Any], Any]:
         """The current exchange's request as it would be sent, ``(messages, tools)``: rendered as
         ``format`` renders it, with no callback, no deadline check and nothing sent."""
-        exchange = _current()
+        exchange = current()
         lm, lm_kwargs = exchange.lm or lm, dict(exchange.config)
         exchange.route = settle_options(lm, lm_kwargs)
         self._call_preprocess(lm, lm_kwargs, signature, inputs)
@@ -270,21 +245,21 @@ class ReActAdapter(dspy.ChatAdapter):
         return (self.base or dspy.ChatAdapter()).format_finetune_data(signature, demos, inputs, outputs)
 
     def parse(self, signature, completion):
-        exchange = _current()
+        exchange = current()
         assert exchange.dialect is not None
         try:
             text, calls = exchange.dialect.read(completion)
         except ValueError as exc:  # calls written in a shape that cannot be read
             raise AdapterParseError(type(self).__name__, signature, completion, str(exc)) from exc
-        return {STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}
+        return {STEP_TEXT: text, STEP_CALLS: [call_dict(c) for c in calls]}
 
     def _call_postprocess(self, processed_signature, original_signature, outputs, lm, lm_kwargs):
-        exchange = _current()
+        exchange = current()
         output = outputs[0] if outputs else {}
         if not isinstance(output, Mapping):
             output = {"text": output}
         text = output.get("text")
-        calls = tuple(_raw_call(c) for c in output.get("tool_calls") or [])
+        calls = tuple(raw_call(c) for c in output.get("tool_calls") or [])
         if text:
             try:
                 parsed = self.parse(processed_signature, text)
@@ -293,14 +268,14 @@ class ReActAdapter(dspy.ChatAdapter):
                     raise
                 parsed = {STEP_TEXT: text, STEP_CALLS: []}  # native calls are the step; keep the text as written
             text = parsed[STEP_TEXT]
-            calls = calls or tuple(_from_call_dict(c) for c in parsed[STEP_CALLS])
+            calls = calls or tuple(from_call_dict(c) for c in parsed[STEP_CALLS])
         exchange.reply = Reply(
             text=text,
             calls=calls,
             reasoning_content=output.get("reasoning_content"),
             reasoning_details=output.get("reasoning_details"),
         )
-        return [{STEP_TEXT: text, STEP_CALLS: [_call_dict(c) for c in calls]}]
+        return [{STEP_TEXT: text, STEP_CALLS: [call_dict(c) for c in calls]}]
 
 
 def _render(exchange: Exchange, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -315,148 +290,3 @@ def _render(exchange: Exchange, signature: Any, demos: Any, inputs: Mapping[str,
     pending = {k: v for k, v in inputs.items() if k in guidance.task.inputs}
     instructions = exchange.instructions if exchange.instructions is not None else signature.instructions
     return render_request(guidance, instructions, exchange.demos if exchange.demos is not None else demos, pending)
-
-
-def _sends_request(lm: Any, exchange: Exchange) -> bool:
-    """The step goes out as a native ``Request``: it replays state, or must ask for encrypted reasoning."""
-    if exchange.route.engine == "native" and encrypted_reasoning(lm):
-        return True
-    return replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo)
-
-
-def _json_fallback(base: dspy.Adapter | None) -> bool:
-    """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
-    the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
-    if base is None:
-        return True
-    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
-        return False
-    return bool(base.use_json_adapter_fallback)
-
-
-def _json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], dialect: Dialect) -> None:
-    """The ``response_format`` a ``JSONAdapter`` sends, for the fields the step is shown.
-
-    Written calls get JSON mode, as DSPy gives a ``ToolCalls`` field written as text (a strict
-    schema cannot describe free-form call arguments). Otherwise DSPy's private
-    ``_prepare_response_format`` decides between a structured schema and JSON mode from the
-    LM's capabilities; it is reused rather than copied.
-    """
-    if dialect.calls_field is not None:
-        if "response_format" in lm.supported_params:
-            lm_kwargs["response_format"] = {"type": "json_object"}
-        return
-    base._prepare_response_format(lm, lm_kwargs, dialect.display)
-
-
-def _settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The request's LM and options under the provider rules (``settle_options``), its route on
-    the exchange; LiteLLM's cold import paid before the last deadline check (in ``format``), not
-    inside the send."""
-    lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-    default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
-    exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
-    if exchange.route.engine == "litellm" and time_left() is not None:
-        warm_litellm()
-    return lm, settled
-
-
-def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:
-    """``reasoning_effort="low"`` on an ordinary request to an LM that supports reasoning, as
-    ``dspy.ReActV2`` sends it (its thought is a ``dspy.Reasoning`` field).
-
-    An explicit setting wins: in the request's config (the forced requests set ``None``) or in
-    ``lm.kwargs``, ``None`` included. DSPy's own exception is kept: GPT-5 models on the Chat
-    Completions API return no reasoning content, so nothing is sent to them.
-    """
-    if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
-        return
-    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):
-        return
-    if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
-        return
-    lm_kwargs["reasoning_effort"] = "low"
-
-
-def _supports_reasoning(lm: Any, lm_kwargs: dict[str, Any]) -> bool:
-    """``lm.supports_reasoning`` read in the LM's remembered capability scope (``route``): DSPy works
-    the capabilities out once per LM and option names, not on every request."""
-    with remembered_capabilities(lm, lm_kwargs):
-        return bool(getattr(lm, "supports_reasoning", False))
-
-
-def _current() -> Exchange:
-    exchange = _EXCHANGE.get()
-    if exchange is None:  # pragma: no cover - __call__ routes such calls to the base adapter
-        raise RuntimeError("ReActAdapter step hooks run only inside a dspy_imp turn")
-    return exchange
-
-
-def _call_dict(call: RawCall) -> dict[str, Any]:
-    data = {"id": call.id, "name": call.name, "args": call.args}
-    if call.received is not None:
-        data["received"] = call.received
-    return data
-
-
-def _from_call_dict(data: dict[str, Any]) -> RawCall:
-    return RawCall(data.get("id"), data.get("name"), data.get("args"), data.get("received"))
-
-
-def _raw_call(provider_call: Any) -> RawCall:
-    data = dspy_private.provider_tool_call(provider_call)
-    name = data.get("name") if data.get("name") != UNNAMED else None  # lm15 read it nameless (_nameless)
-    name = name or None
-    return RawCall(
-        id=data.get("id") or None,
-        name=name,
-        args=data.get("args"),
-        received=None if name else as_received(jsonable(provider_call)),
-    )
-
-
-_FINISH_SPELLING = {
-    "tool_calls": "tool_call",
-    "function_call": "tool_call",
-    "tool_use": "tool_call",
-    "end_turn": "stop",
-    "max_tokens": "length",
-    "stop_sequence": "stop",
-}
-
-
-@contextlib.contextmanager
-def _recording(recorder: _ReplyRecorder) -> Iterator[None]:
-    with dspy.context(caller_modules=[*(dspy.settings.caller_modules or []), recorder]):
-        yield
-
-
-def _note_raw_reply(exchange: Exchange, recorder: _ReplyRecorder) -> None:
-    """What only the raw response has: the finish reason and the provider's reasoning blocks."""
-    if exchange.reply is None or not recorder.history:
-        return
-    response = recorder.history[-1].get("response")
-    exchange.reply = replace(
-        exchange.reply,
-        finish_reason=finish_reason_of(response),
-        reasoning_details=blocks_of(response) or exchange.reply.reasoning_details,
-    )
-
-
-def finish_reason_of(response: Any) -> str | None:
-    """The finish reason of an lm15 ``Response`` or a LiteLLM ``ModelResponse``, one spelling."""
-    if isinstance(response, list | tuple):
-        response = response[0] if response else None
-    reason = getattr(response, "finish_reason", None)
-    if reason is None:
-        choices = getattr(response, "choices", None)
-        if choices:
-            reason = getattr(choices[0], "finish_reason", None)
-    if reason is None:
-        return None
-    reason = str(getattr(reason, "value", reason))
-    return _FINISH_SPELLING.get(reason, reason)
-
-
-def current_exchange() -> ContextVar[Exchange | None]:
-    return _EXCHANGE

@@ -5,7 +5,7 @@ for better arguments again and again, a result too long to show, a model repeati
 until the step limit. Each has a limit here (``docs/controls.md#tools-and-models-that-misbehave``):
 
 - **Timeout** (``tool_timeouts``): the time one run of the tool may take; the deadline bounds it
-  too. The driver enforces it (``_drivers.bounded``); the model reads that the call timed out.
+  too. The driver enforces it (``_drivers.tool_threads``); the model reads that the call timed out.
 - **Retry budget** (``tool_retries``): how many calls of the tool may raise ``dspy_imp.RetryTool``
   in one turn; one more interrupts the turn with cause ``"tool_retries_exhausted"``.
 - **Result size** (``max_result_chars``): a longer result is cut once, when it arrives; the record
@@ -48,8 +48,9 @@ RETRY_KIND = "retry_requested"
 """The ``error_kind`` of a result whose tool raised ``dspy_imp.RetryTool``."""
 
 UNBOUNDED = float("inf")
-"""A tool's timeout of ``None`` in a table: no bound at all, not even the deadline's (the tool then
-runs in the driver's own thread, as a tool tied to its thread must: a SQLite connection, say)."""
+"""A tool's timeout of ``None`` in a table: no bound at all, not even the deadline's. Under a sync
+call the tool then runs in the driver's own thread, as a tool tied to its thread must (a SQLite
+connection, say); under ``acall`` in a worker thread like every sync tool, never on the loop's."""
 
 TIMEOUT_KIND = "tool_timeout"
 """The ``error_kind`` of a result whose tool ran out of time."""

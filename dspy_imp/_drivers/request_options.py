@@ -1,0 +1,85 @@
+"""A step request's options and route: the request's LM and options under the provider rules,
+whether it goes out as a native ``Request``, DSPy's JSON fallback and a ``JSONAdapter``'s
+``response_format`` as the base adapter has them, and ``reasoning_effort="low"`` as
+``dspy.ReActV2`` sends it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import dspy
+
+from dspy_imp._drivers.exchange import Exchange
+from dspy_imp._prompt.dialect import Dialect
+from dspy_imp._records.clock import time_left
+from dspy_imp._routes.route import encrypted_reasoning, remembered_capabilities, replays_state, settle_options
+from dspy_imp._routes.warmup import warm_litellm
+
+
+def sends_request(lm: Any, exchange: Exchange) -> bool:
+    """The step goes out as a native ``Request``: it replays state, or must ask for encrypted reasoning."""
+    if exchange.route.engine == "native" and encrypted_reasoning(lm):
+        return True
+    return replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo)
+
+
+def json_fallback(base: dspy.Adapter | None) -> bool:
+    """DSPy's JSON fallback, as the base adapter has it: a ``ChatAdapter`` (or ``XMLAdapter``) with
+    the flag on; never a JSON base or an adapter that is no ``ChatAdapter`` (``TwoStepAdapter``)."""
+    if base is None:
+        return True
+    if isinstance(base, dspy.JSONAdapter) or not isinstance(base, dspy.ChatAdapter):
+        return False
+    return bool(base.use_json_adapter_fallback)
+
+
+def json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, Any], dialect: Dialect) -> None:
+    """The ``response_format`` a ``JSONAdapter`` sends, for the fields the step is shown.
+
+    Written calls get JSON mode, as DSPy gives a ``ToolCalls`` field written as text (a strict
+    schema cannot describe free-form call arguments). Otherwise DSPy's private
+    ``_prepare_response_format`` decides between a structured schema and JSON mode from the
+    LM's capabilities; it is reused rather than copied.
+    """
+    if dialect.calls_field is not None:
+        if "response_format" in lm.supported_params:
+            lm_kwargs["response_format"] = {"type": "json_object"}
+        return
+    base._prepare_response_format(lm, lm_kwargs, dialect.display)
+
+
+def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The request's LM and options under the provider rules (``settle_options``), its route on
+    the exchange; LiteLLM's cold import paid before the last deadline check (in ``format``), not
+    inside the send."""
+    lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
+    default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
+    exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
+    if exchange.route.engine == "litellm" and time_left() is not None:
+        warm_litellm()
+    return lm, settled
+
+
+def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:
+    """``reasoning_effort="low"`` on an ordinary request to an LM that supports reasoning, as
+    ``dspy.ReActV2`` sends it (its thought is a ``dspy.Reasoning`` field).
+
+    An explicit setting wins: in the request's config (the forced requests set ``None``) or in
+    ``lm.kwargs``, ``None`` included. DSPy's own exception is kept: GPT-5 models on the Chat
+    Completions API return no reasoning content, so nothing is sent to them.
+    """
+    if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
+        return
+    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):
+        return
+    if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
+        return
+    lm_kwargs["reasoning_effort"] = "low"
+
+
+def _supports_reasoning(lm: Any, lm_kwargs: dict[str, Any]) -> bool:
+    """``lm.supports_reasoning`` read in the LM's remembered capability scope (``route``): DSPy works
+    the capabilities out once per LM and option names, not on every request."""
+    with remembered_capabilities(lm, lm_kwargs):
+        return bool(getattr(lm, "supports_reasoning", False))
