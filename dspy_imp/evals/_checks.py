@@ -121,7 +121,7 @@ class Budget(Metric):
         for key, limit in self.limits.items():
             label, used = _BUDGETS[key][0], _BUDGETS[key][1](record)
             kept += used <= limit
-            lines.append(f"{used:g} {label} (budget {limit:g}{'' if used <= limit else ', over'})")
+            lines.append(f"{_number(used)} {label} (budget {_number(limit)}{'' if used <= limit else ', over'})")
         who = f"`{self.agent}` used" if self.agent else "the turn used"
         text = f"{who} " + ", ".join(lines) + "."
         over = kept < len(self.limits)
@@ -135,6 +135,10 @@ class Budget(Metric):
         usage = record.usage.agents.get(self.agent, Usage())
         calls = tuple(c for c in record.calls if c.agent and c.agent.split("/")[0] == self.agent)
         return replace(record, calls=calls, metadata=replace(record.metadata, usage=usage))
+
+
+def _number(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
 
 
 class JudgeAnswer(dspy.Signature):
@@ -196,7 +200,7 @@ class Answer(Metric):
 
     def judge(self, example: Any, record: Record) -> Verdict:
         want = getattr(example, self.expected, None)
-        if self.field not in record.outputs:
+        if self.field not in record.outputs or not record.metadata.complete:
             return Verdict(0.0, f"No `{self.field}` in the answer: the turn {record.ending()}.", self.name)
         got = record.outputs[self.field]
         if isinstance(self.match, Judge):
