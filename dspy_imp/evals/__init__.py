@@ -31,7 +31,15 @@ from dspy_imp.evals._metric import AllOf, Check, Metric, Verdict, Weighted
 from dspy_imp.evals._record import Called, Record, read
 from dspy_imp.evals._report import Failing, Report, Row, report
 from dspy_imp.evals._trajectory import Call, Match, ToolTrajectory
-from dspy_imp.evals._users import Conversation, ConversationEnd, Exchange, SimulatedUser, UserTurn, converse
+from dspy_imp.evals._users import (
+    Conversation,
+    ConversationEnd,
+    Exchange,
+    SimulatedUser,
+    UserTurn,
+    aconverse,
+    converse,
+)
 
 __all__ = [
     "AllOf",
@@ -61,6 +69,7 @@ __all__ = [
     "UserTurn",
     "Verdict",
     "Weighted",
+    "aconverse",
     "conversation_of",
     "converse",
     "pass_hat_k",

@@ -27,7 +27,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes import dspy_private
 from dspy_imp.evals._metric import Judged, Metric, Verdict, as_verdict
 from dspy_imp.evals._record import Record
-from dspy_imp.evals._users import Conversation, SimulatedUser, converse
+from dspy_imp.evals._users import Conversation, SimulatedUser, aconverse, converse
 
 
 class Conversing(dspy.Module):
@@ -50,11 +50,19 @@ class Conversing(dspy.Module):
         self.options = options
 
     def forward(self, goal: str, facts: str = "", opening: str | None = None) -> dspy.Prediction:
-        talk = converse(self.agent, self.user, goal=goal, facts=facts, opening=opening, **self.options)
-        last = talk.last
-        pred = dspy.Prediction() if last is None else make_prediction(dict(last.items()), last.metadata)
-        pred._conversation = talk
-        return pred
+        return _carrying(converse(self.agent, self.user, goal=goal, facts=facts, opening=opening, **self.options))
+
+    async def aforward(self, goal: str, facts: str = "", opening: str | None = None) -> dspy.Prediction:
+        talk = await aconverse(self.agent, self.user, goal=goal, facts=facts, opening=opening, **self.options)
+        return _carrying(talk)
+
+
+def _carrying(talk: Conversation) -> dspy.Prediction:
+    """The agent's last prediction (a copy), with the conversation attached."""
+    last = talk.last
+    pred = dspy.Prediction() if last is None else make_prediction(dict(last.items()), last.metadata)
+    pred._conversation = talk
+    return pred
 
 
 def _frozen(user: SimulatedUser) -> SimulatedUser:

@@ -13,9 +13,9 @@ across turns. The user's requests are counted apart from the agent's (``user_usa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
 
@@ -60,6 +60,9 @@ class SimulatedUser(dspy.Module):
 
     def forward(self, goal: str, facts: str, conversation: str) -> dspy.Prediction:
         return self.respond(goal=goal, facts=facts, conversation=conversation)
+
+    async def aforward(self, goal: str, facts: str, conversation: str) -> dspy.Prediction:
+        return await self.respond.acall(goal=goal, facts=facts, conversation=conversation)
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,30 @@ def _fields(agent: ReActV2, message_field: str | None, reply_field: str | None) 
     return message, reply
 
 
+@dataclass(frozen=True)
+class _Options:
+    goal: str
+    facts: str
+    opening: str | None
+    max_turns: int
+    until: Callable[[Conversation], bool] | None
+    message_field: str
+    reply_field: str
+
+
+def _options(agent: ReActV2, user: SimulatedUser, **given: Any) -> _Options:
+    """The options checked, before any model is called."""
+    max_turns, until = given["max_turns"], given["until"]
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ConfigurationError(f"`max_turns` must be a positive integer, got {max_turns!r}")
+    if not isinstance(user, SimulatedUser):
+        raise ConfigurationError(f"`user` must be a dspy_imp.evals.SimulatedUser, got {user!r}")
+    if until is not None and not callable(until):
+        raise ConfigurationError(f"`until` must be a function of the conversation, got {until!r}")
+    message, reply = _fields(agent, given.pop("message_field"), given.pop("reply_field"))
+    return _Options(**given, message_field=message, reply_field=reply)
+
+
 def converse(
     agent: ReActV2,
     user: SimulatedUser,
@@ -139,6 +166,8 @@ def converse(
 ) -> Conversation:
     """Run a conversation between ``agent`` and ``user`` to its end; return the whole record.
 
+    ``aconverse`` is the same with ``await agent.acall(...)`` and ``await user.acall(...)``.
+
     Args:
         agent: A ``dspy_imp.ReActV2`` with one input for the user's message (``message_field``
             when it has several) and one output for its reply (``reply_field``).
@@ -151,36 +180,86 @@ def converse(
     Raises:
         ConfigurationError: A bad option, before any model is called.
     """
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ConfigurationError(f"`max_turns` must be a positive integer, got {max_turns!r}")
-    if not isinstance(user, SimulatedUser):
-        raise ConfigurationError(f"`user` must be a dspy_imp.evals.SimulatedUser, got {user!r}")
-    if until is not None and not callable(until):
-        raise ConfigurationError(f"`until` must be a function of the conversation, got {until!r}")
-    message_name, reply_name = _fields(agent, message_field, reply_field)
-    talk = _Talk(user, goal, facts, reply_name)
-    text, done = (opening, False) if opening is not None else talk.user_says()
+    steps = _conversation(_options(agent, user, **_given(locals())))
+    asked = next(steps)
+    while True:
+        if asked.agent:
+            answer = agent(**asked.inputs)
+        else:
+            with recording(asked.recorder):
+                answer = user(**asked.inputs)
+        try:
+            asked = steps.send(answer)
+        except StopIteration as stop:
+            return stop.value
+
+
+async def aconverse(
+    agent: ReActV2,
+    user: SimulatedUser,
+    *,
+    goal: str,
+    facts: str = "",
+    opening: str | None = None,
+    max_turns: int = 8,
+    until: Callable[[Conversation], bool] | None = None,
+    message_field: str | None = None,
+    reply_field: str | None = None,
+) -> Conversation:
+    """``converse`` through the async drivers (``agent.acall``, ``user.acall``)."""
+    steps = _conversation(_options(agent, user, **_given(locals())))
+    asked = next(steps)
+    while True:
+        if asked.agent:
+            answer = await agent.acall(**asked.inputs)
+        else:
+            with recording(asked.recorder):
+                answer = await user.acall(**asked.inputs)
+        try:
+            asked = steps.send(answer)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _given(local: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in local.items() if k not in ("agent", "user")}
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """The next call a driver makes: the agent's (``agent``) or the user's, its inputs, where the user's usage goes."""
+
+    agent: bool
+    inputs: dict[str, Any]
+    recorder: Recorder
+
+
+def _conversation(options: _Options) -> Generator[_Ask, Any, Conversation]:
+    """The conversation's decisions, free of I/O: it yields the next call and receives its
+    prediction; it returns the record. ``converse`` and ``aconverse`` drive it."""
+    talk = _Talk(options)
+    text, done = (options.opening, False) if options.opening is not None else talk.heard((yield talk.asking()))
     history = dspy.History(messages=[])
     while True:
         if done:
             return talk.ended(text, "user_done")
-        pred = agent(**{message_name: text}, history=history)
+        pred = yield _Ask(True, {options.message_field: text, "history": history}, talk.recorder)
         talk.exchanges.append(Exchange(text, pred))
         history = pred.metadata.history
         if not pred.metadata.complete:
             return talk.ended(None, "agent_stopped")
-        if until is not None and until(talk.so_far("until")):
+        if options.until is not None and options.until(talk.so_far("until")):
             return talk.ended(None, "until")
-        if talk.turns >= max_turns:
+        if talk.turns >= options.max_turns:
             return talk.ended(None, "max_turns")
-        text, done = talk.user_says()
+        text, done = talk.heard((yield talk.asking()))
 
 
 class _Talk:
-    """The conversation while it runs (``converse``'s local state, never on a module)."""
+    """The conversation while it runs (``_conversation``'s local state, never on a module)."""
 
-    def __init__(self, user: SimulatedUser, goal: str, facts: str, reply_field: str):
-        self.user, self.goal, self.facts, self.reply_field = user, goal, facts, reply_field
+    def __init__(self, options: _Options):
+        self.options = options
         self.exchanges: list[Exchange] = []
         self.recorder = Recorder()
 
@@ -193,10 +272,15 @@ class _Talk:
         user_calls = [measured("step", [entry], 0)[0] for entry in self.recorder.history]
         return Conversation(tuple(self.exchanges), ended, summed(agent_calls), summed(user_calls))
 
-    def user_says(self) -> tuple[str, bool]:
-        conversation = Conversation(tuple(self.exchanges), "max_turns", Usage(), Usage()).transcript(self.reply_field)
-        with recording(self.recorder):
-            said = self.user(goal=self.goal, facts=self.facts, conversation=conversation)
+    def asking(self) -> _Ask:
+        """The user's next call: its goal, its facts, the conversation so far."""
+        conversation = Conversation(tuple(self.exchanges), "max_turns", Usage(), Usage())
+        transcript = conversation.transcript(self.options.reply_field)
+        inputs = {"goal": self.options.goal, "facts": self.options.facts, "conversation": transcript}
+        return _Ask(False, inputs, self.recorder)
+
+    @staticmethod
+    def heard(said: dspy.Prediction) -> tuple[str, bool]:
         return str(said.message), bool(said.done)
 
     def ended(self, last_words: str | None, why: ConversationEnd) -> Conversation:
