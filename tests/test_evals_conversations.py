@@ -189,8 +189,8 @@ def test_conversations_under_dspy_evaluate_with_conversation_metrics(run):
         result = dspy.Evaluate(devset=devset, metric=metric, num_threads=1, display_progress=False)(program)
     assert result.score == 100.0
     table = evals.report(result, metric)
-    assert table.score == 100.0 and table.rows[0].reason == "answered" and table.rows[0].requests == 2
-    assert "<td>answered</td><td>2</td>" in table._repr_html_()
+    assert table.score == 100.0 and table.rows[0].reason == "answered" and table.rows[0].requests == 4
+    assert "<td>answered</td><td>4</td>" in table._repr_html_()
     assert len(table.failing()) == 0
 
 

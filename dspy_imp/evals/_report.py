@@ -107,7 +107,8 @@ def report(result: Any, metric: Metric) -> Report:
         requests, cost = 0, None
         try:
             record = read(example, pred)
-            reason, requests, cost = record.metadata.termination_reason, record.requests, record.usage.cost
+            usage = record.conversation.agent_usage if record.conversation is not None else record.usage
+            reason, requests, cost = record.metadata.termination_reason, usage.total_requests, usage.cost
         except NotARecord:
             pass
         rows.append(Row(index, example, pred, verdict, reason, requests, cost))

@@ -221,8 +221,12 @@ def _in_order(expected: Sequence[Call], made: Sequence[Called], differ: Differ) 
         after = [expected[k].name for k in at if earlier is not None and at[k] > earlier]
         if after:
             problems.append(f"Called `{want.name}` before `{after[0]}`.")
-        else:
-            problems.append(_missing(want, made, range(position, len(made)), differ))
+            continue
+        problems.append(_missing(want, made, range(len(made)), differ))
+        alike = next((j for j in range(len(made)) if differ(want, made[j])), None)
+        before = [expected[k].name for k in at if alike is not None and at[k] > alike]
+        if before:
+            problems.append(f"And `{want.name}` was called before `{before[0]}`.")
     return len(at) / max(len(expected), 1), problems
 
 
