@@ -17,6 +17,7 @@ import teaching
 from teaching import TRAINSET, agent, prompt_lm, task_lm
 
 from dspy_imp import evals
+from dspy_imp.testing import RecordedRequest, ScriptedLM, reply
 
 
 def _looked(example: dspy.Example) -> list[evals.Call]:
@@ -88,3 +89,57 @@ def test_the_metric_in_dspy_evaluate_and_in_a_real_gepa_run(name: str) -> None:
     if taught:
         assert teaching.LESSON in compiled.react.signature.instructions
         assert _score(compiled, metric) == 100.0
+
+
+# -- a conversation program under GEPA: the conversation metrics' feedback reaches the reflection ----
+
+
+def _user_reply(request: RecordedRequest) -> Any:
+    seen = request.messages[-1]["content"]
+    where = re.search(r"the thing on the (\w+)", seen)
+    assert where
+    message, done = (f"what is on the {where.group(1)}?", False) if "agent:" not in seen else ("Thanks.", True)
+    return reply(f"[[ ## message ## ]]\n{message}\n\n[[ ## done ## ]]\n{done}\n\n[[ ## completed ## ]]")
+
+
+def _task(where: str) -> dspy.Example:
+    goal, facts = f"Find out what is on the {where}.", f"You want the thing on the {where}."
+    return dspy.Example(goal=goal, facts=facts, answer=teaching.PLACES[where]).with_inputs("goal", "facts")
+
+
+def _answered(example: dspy.Example, conversation: evals.Conversation) -> tuple[float, str]:
+    said = conversation.last.answer if conversation.last is not None else None
+    return float(said == example.answer), f"The agent said {said!r}; the user wanted {example.answer!r}."
+
+
+def test_a_conversation_program_under_gepa_with_conversation_metrics() -> None:
+    user = evals.SimulatedUser()
+    user.set_lm(ScriptedLM(_user_reply, model="openai/user"))
+    metric = evals.AllOf(evals.GoalReached(_answered), evals.TurnsTaken(1))
+    trainset = [_task(w) for w in ("shelf", "box", "bag", "sink")]
+    devset = [_task(w) for w in ("desk", "drawer")]
+
+    def score(program: dspy.Module) -> float:
+        with dspy.context(lm=task_lm()):
+            return float(
+                dspy.Evaluate(devset=devset, metric=metric, num_threads=1, display_progress=False)(program).score
+            )
+
+    assert score(evals.Conversing(agent(), user, max_turns=2)) == 0.0
+    reflection = prompt_lm()
+    with dspy.context(lm=task_lm()):
+        optimizer = dspy.GEPA(
+            metric=metric,
+            reflection_lm=reflection,
+            max_metric_calls=16,
+            num_threads=1,
+            reflection_minibatch_size=2,
+            use_merge=False,
+            track_stats=False,
+        )
+        compiled = optimizer.compile(evals.Conversing(agent(), user, max_turns=2), trainset=trainset, valset=trainset)
+    shown = "\n".join(str(m.get("content")) for r in reflection.requests for m in r.messages).replace('\\"', '"')
+    assert "[goal_reached 0.00] The user's goal was not reached after 1 agent turn (ended `user_done`)." in shown
+    assert [name for name, _ in compiled.named_predictors()] == ["agent.react"]  # the user stayed as it was
+    assert teaching.LESSON in compiled.agent.react.signature.instructions
+    assert score(compiled) == 100.0
