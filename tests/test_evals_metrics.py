@@ -142,7 +142,7 @@ def test_budgets_of_the_turn_and_of_one_sub_agent(run):
     researcher = evals.Budget(requests=2, tool_calls=1, agent="researcher").verdict(example(), pred)
     assert (researcher.score, researcher.feedback) == (
         1.0,
-        "`researcher` used 2 requests (budget 2), 1 tool calls (budget 1).",
+        "`researcher` used 2 requests (budget 2), 1 tool call (budget 1).",
     )
 
 

@@ -39,7 +39,7 @@ METRICS: dict[str, tuple[evals.Metric, float, str, bool]] = {
         "The turn ended `answered` after 1 request; expected it to end with `submit`.",
         False,
     ),
-    "budget": (evals.Budget(requests=0), 0.0, "Over budget: the turn used 1 requests (budget 0, over).", False),
+    "budget": (evals.Budget(requests=0), 0.0, "Over budget: the turn used 1 request (budget 0, over).", False),
     "weighted": (
         evals.Weighted({TRAJECTORY: 1, ANSWER: 1}),
         0.0,

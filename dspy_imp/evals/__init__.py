@@ -28,9 +28,9 @@ from dspy_imp.evals._conversation import (
     repeat,
 )
 from dspy_imp.evals._metric import AllOf, Check, Metric, Verdict, Weighted
-from dspy_imp.evals._record import Called, Record, read
+from dspy_imp.evals._record import Called, NotARecord, Record, read
 from dspy_imp.evals._report import Failing, Report, Row, report
-from dspy_imp.evals._trajectory import Call, Match, ToolTrajectory
+from dspy_imp.evals._trajectory import ArgsMode, Call, Match, ToolTrajectory
 from dspy_imp.evals._users import (
     Conversation,
     ConversationEnd,
@@ -44,6 +44,7 @@ from dspy_imp.evals._users import (
 __all__ = [
     "AllOf",
     "Answer",
+    "ArgsMode",
     "Budget",
     "Call",
     "Called",
@@ -59,6 +60,7 @@ __all__ = [
     "JudgeAnswer",
     "Match",
     "Metric",
+    "NotARecord",
     "Record",
     "Report",
     "Row",

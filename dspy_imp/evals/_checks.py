@@ -120,6 +120,7 @@ class Budget(Metric):
         kept, lines = 0, []
         for key, limit in self.limits.items():
             label, used = _BUDGETS[key][0], _BUDGETS[key][1](record)
+            label = label[:-1] if used == 1 and label.endswith("s") else label
             kept += used <= limit
             lines.append(f"{_number(used)} {label} (budget {_number(limit)}{'' if used <= limit else ', over'})")
         who = f"`{self.agent}` used" if self.agent else "the turn used"

@@ -30,6 +30,8 @@ Match = Literal["exact", "in_order", "any_order", "subset", "superset"]
 """How the calls made are compared with the expected ones (the module docstring)."""
 
 ArgsMode = Literal["exact", "ignore"] | Mapping[str, Callable[[Any, Any], bool]]
+"""How arguments are compared: exactly, not at all, or ``{name: fn(actual, expected) -> bool}`` for
+the arguments it names (the others exactly)."""
 
 
 @dataclass(frozen=True)
