@@ -160,6 +160,10 @@ def test_a_bad_option_is_a_clear_error_before_any_model_is_called(talk):
     two = dspy_imp.ReActV2("message, account -> reply", tools=[lookup_order])
     with pytest.raises(ConfigurationError, match="`message_field` must name one of the agent's inputs"):
         talk(two, simulated, goal=GOAL)
+    with pytest.raises(ConfigurationError, match="`max_turns` must be a positive integer, got -1"):
+        evals.Conversing(agent(), simulated, max_turns=-1)
+    with pytest.raises(ConfigurationError, match="Conversing got unknown option\\(s\\) \\['turns'\\]"):
+        evals.Conversing(agent(), simulated, turns=3)
     assert lm.requests == []
 
 

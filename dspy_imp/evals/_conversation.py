@@ -27,7 +27,11 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes import dspy_private
 from dspy_imp.evals._metric import Judged, Metric, Verdict, as_verdict
 from dspy_imp.evals._record import Record
-from dspy_imp.evals._users import Conversation, SimulatedUser, aconverse, converse
+from dspy_imp.evals._users import Conversation, SimulatedUser, aconverse, check_options, converse
+
+_CONVERSE_OPTIONS = ("max_turns", "until", "message_field", "reply_field")
+_DEFAULTS: dict[str, Any] = {"goal": "", "facts": "", "opening": None, "max_turns": 8, "until": None}
+_DEFAULTS |= {"message_field": None, "reply_field": None}
 
 
 class Conversing(dspy.Module):
@@ -45,6 +49,10 @@ class Conversing(dspy.Module):
         super().__init__()
         if not isinstance(user, SimulatedUser):
             raise ConfigurationError(f"`user` must be a dspy_imp.evals.SimulatedUser, got {user!r}")
+        unknown = sorted(set(options) - set(_CONVERSE_OPTIONS))
+        if unknown:
+            raise ConfigurationError(f"Conversing got unknown option(s) {unknown!r}; it takes {_CONVERSE_OPTIONS!r}")
+        check_options(agent, user, **{**_DEFAULTS, **options})  # a bad option fails here, not at the first call
         self.agent = agent
         self.user = user if optimize_user else _frozen(user)
         self.options = options

@@ -139,7 +139,7 @@ class _Options:
     reply_field: str
 
 
-def _options(agent: ReActV2, user: SimulatedUser, **given: Any) -> _Options:
+def check_options(agent: ReActV2, user: SimulatedUser, **given: Any) -> _Options:
     """The options checked, before any model is called."""
     max_turns, until = given["max_turns"], given["until"]
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
@@ -180,7 +180,7 @@ def converse(
     Raises:
         ConfigurationError: A bad option, before any model is called.
     """
-    steps = _conversation(_options(agent, user, **_given(locals())))
+    steps = _conversation(check_options(agent, user, **_given(locals())))
     asked = next(steps)
     while True:
         if asked.agent:
@@ -207,7 +207,7 @@ async def aconverse(
     reply_field: str | None = None,
 ) -> Conversation:
     """``converse`` through the async drivers (``agent.acall``, ``user.acall``)."""
-    steps = _conversation(_options(agent, user, **_given(locals())))
+    steps = _conversation(check_options(agent, user, **_given(locals())))
     asked = next(steps)
     while True:
         if asked.agent:
