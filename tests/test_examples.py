@@ -47,6 +47,16 @@ EXPECTED = {
         "  resumed call's requests: 2 (triage 1, billing 1)",
         "  t1: researcher ended answered, 2 steps kept",
     ],
+    "customer_service.py": [
+        "before compiling: held-out conversations score 33%",
+        "    Call `refund(order_id='D-44', amount=14.5)`: argument `amount` was 14.5, expected 7.25.",
+        "GEPA's instruction for the triage agent: 'Look the order up with the researcher before any refund, "
+        "and refund only the duplicate charge.'",
+        "BootstrapFewShot put 1 demo(s) on the triage agent",
+        "after GEPA: held-out conversations score 100%",
+        "after BootstrapFewShot: held-out conversations score 100%",
+        "pass^3 over 3 trials: 0.00 before, 1.00 after GEPA",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",

@@ -298,3 +298,13 @@ def install_loop_finetune_data(data_for: Any) -> None:
 
     build_call_data_from_trace.dspy_imp_loop_data = True  # type: ignore[attr-defined]
     module.build_call_data_from_trace = build_call_data_from_trace
+
+
+def freeze(module: Any) -> Any:
+    """Mark a module compiled (``Module._compiled``), so optimizers leave its parameters alone.
+
+    Why: ``named_parameters`` skips a compiled sub-module, and DSPy has no public "frozen" flag; a
+    conversation program freezes its simulated user this way (``dspy_imp.evals.Conversing``).
+    """
+    module._compiled = True
+    return module
