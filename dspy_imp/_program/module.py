@@ -15,6 +15,7 @@ from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
+from dspy_imp._program import parts
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
@@ -171,6 +172,32 @@ class ReActV2(dspy.Module):
         # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
         guidance_of = functools.partial(program_guidance, self.signature, self.own_tools, self.submit_tool)
         self.react.demo_check = functools.partial(check_demos, self.signature, guidance_of)
+        parts.check_parts(self)
+
+    # -- the program's parts (``_program.parts``): sub-agents and guardrail modules ----------------
+
+    def program_parts(self) -> list[tuple[str, dspy.Module]]:
+        """The DSPy modules this program was given, by name: its sub-agents' programs (by tool name),
+        then its guardrail modules (by guardrail name). DSPy walks them as parts of this program."""
+        return parts.parts(self)
+
+    def named_parameters(self) -> list[tuple[str, Any]]:
+        """DSPy's, then each part's under its name (``researcher.react``), each parameter once."""
+        return parts.named_parameters(self, super().named_parameters())
+
+    def named_sub_modules(self, type_: Any = None, skip_compiled: bool = False) -> Any:
+        return parts.named_sub_modules(self, type_, skip_compiled)
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> None:
+        """DSPy's; a part (or the summarizer) the file holds no state for keeps its defaults."""
+        parts.load_state(self, state, allow_unsafe_lm_state)
+
+    def __getattr__(self, name: str) -> Any:  # only for names no attribute has: a part by name
+        if not name.startswith("_") and "own_tools" in self.__dict__:
+            found = parts.part(self, name)
+            if found is not None:
+                return found
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
