@@ -221,3 +221,16 @@ def test_a_part_name_that_hides_an_attribute_or_another_part_is_refused():
         dspy_imp.ReActV2(
             "ticket -> reply", tools=[child.as_tool(name="web-search"), other.as_tool(name="web_search")]
         )
+
+
+def test_an_input_and_an_output_guardrail_of_one_name_are_named_by_stage():
+    agent = dspy_imp.ReActV2(
+        "ticket -> reply",
+        tools=[lookup],
+        input_guardrails=[dspy_imp.Guardrail(Judge(), name="judge")],
+        output_guardrails=[dspy_imp.Guardrail(Judge(), name="judge")],
+    )
+    assert [n for n, _ in agent.named_predictors()] == ["react", "input_judge.verdict", "output_judge.verdict"]
+    same = Judge()
+    shared = dspy_imp.ReActV2("ticket -> reply", input_guardrails=[same], output_guardrails=[same])
+    assert [n for n, _ in shared.named_predictors()] == ["react", "Judge.verdict"]

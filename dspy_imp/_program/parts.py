@@ -5,8 +5,9 @@ every optimizer, ``save``/``load``, ``set_lm`` and ``deepcopy`` work on what tha
 ``ReActV2`` also holds modules where that walk does not look: the programs of its sub-agent tools
 (``agent.as_tool()``) and its guardrail modules (an LM judge). They are its *parts*, each under a
 name (``part_name``: the tool's name, the guardrail's, with any character that is not a letter, a
-digit or ``_`` made ``_``), so the program's parameters include ``researcher.react`` and, a level
-down, ``researcher.coder.react``.
+digit or ``_`` made ``_``; an input and an output guardrail of one name are ``input_<name>`` and
+``output_<name>``), so the program's parameters include ``researcher.react`` and, a level down,
+``researcher.coder.react``.
 
 - ``named_parameters``: DSPy's walk, then each part's parameters under its name, each parameter
   once (the first path found names it, as DSPy names a module reached twice); a part that was
@@ -51,9 +52,15 @@ def parts(program: Any) -> list[tuple[str, dspy.Module]]:
             found.append((part_name(tool.name), child))
     react = held.get("react")
     options = getattr(react, "options", None)
-    for guardrail in (*getattr(options, "input_guardrails", ()), *getattr(options, "output_guardrails", ())):
-        if guardrail.module and isinstance(guardrail.check, dspy.Module):
-            found.append((part_name(guardrail.name), guardrail.check))
+    guards = [
+        (stage, guardrail.name, guardrail.check)
+        for stage in ("input", "output")
+        for guardrail in getattr(options, f"{stage}_guardrails", ())
+        if guardrail.module and isinstance(guardrail.check, dspy.Module)
+    ]
+    for stage, name, check in guards:  # a name an input and an output guardrail share: prefixed by stage
+        shared = any(n == name and c is not check for _, n, c in guards)
+        found.append((part_name(f"{stage}_{name}" if shared else name), check))
     return found
 
 
