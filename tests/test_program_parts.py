@@ -234,3 +234,20 @@ def test_an_input_and_an_output_guardrail_of_one_name_are_named_by_stage():
     same = Judge()
     shared = dspy_imp.ReActV2("ticket -> reply", input_guardrails=[same], output_guardrails=[same])
     assert [n for n, _ in shared.named_predictors()] == ["react", "Judge.verdict"]
+
+
+def test_the_summarizer_keeps_no_demos_an_optimizer_gives_it_nor_a_files(tmp_path):
+    trainset = [dspy.Example(ticket="t", reply="r").with_inputs("ticket")]
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], context=dspy_imp.Context())
+    compiled = dspy.LabeledFewShot(k=1).compile(agent, trainset=trainset)
+    assert [dict(d) for d in compiled.react.demos] == [{"ticket": "t", "reply": "r"}]
+    assert compiled.summarizer.demos == []
+    path = tmp_path / "team.json"
+    compiled.save(str(path))
+    state = json.loads(path.read_text())
+    assert state["summarizer"]["demos"] == [] and state["react"]["demos"] == [{"ticket": "t", "reply": "r"}]
+    state["summarizer"]["demos"] = [{"ticket": "t", "next_thought": "a summary", "tool_calls": []}]
+    path.write_text(json.dumps(state))
+    loaded = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], context=dspy_imp.Context())
+    loaded.load(str(path))
+    assert loaded.summarizer.demos == [] and loaded.react.demos[0]["reply"] == "r"
