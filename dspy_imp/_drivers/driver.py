@@ -149,7 +149,8 @@ class Effects:
 
         def call(asynchronous: bool) -> ChildCall:
             program = getattr(tool, "program", None)
-            return ChildCall(program, effect.history, effect.decisions, effect.budget, self.child, asynchronous)
+            chain = tuple(self.program.fallback_chain())  # the child's, unless it has its own
+            return ChildCall(program, effect.history, effect.decisions, effect.budget, self.child, asynchronous, chain)
 
         def run() -> Any:
             with calling(call(False)):

@@ -301,10 +301,16 @@ class ReActV2(dspy.Module):
         )
         return Turn(plan, setup)
 
+    def fallback_chain(self) -> tuple[dspy.BaseLM, ...]:
+        """The LMs a failed request goes to next: ``fallback=[...]``; a sub-agent built without any
+        inherits its caller's chain for the call (as it inherits the deadline and limits)."""
+        child = current_child(self)
+        return self.options.fallback or (child.fallback if child is not None else ())
+
     def _models(self, plan: CallPlan) -> tuple[str, ...]:
         """The names of the LM chain a request may go to: the program's LM, then its fallbacks."""
         first = self.react.lm or dspy.settings.lm
-        return tuple(lim.model_name(lm) for lm in (first, *plan.options.fallback))
+        return tuple(lim.model_name(lm) for lm in (first, *self.fallback_chain()))
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         return program_guidance(self.signature, self.own_tools, self.submit_tool, plan.options, task)

@@ -123,7 +123,7 @@ class Watch:
         index = getattr(effect, "model", 0) if isinstance(effect, ModelRequest | Extraction) else 0
         if not index:
             return None
-        lm = self.program.options.fallback[index - 1]
+        lm = self.program.fallback_chain()[index - 1]
         return status_for(self.provider, "fallback", getattr(lm, "model", type(lm).__name__), self.last_error)
 
     def ended(self, outcome: Any) -> list[Any]:
