@@ -121,7 +121,8 @@ def test_a_copy_shares_no_module_at_any_depth(how):
     agent = team()
     copied = copy.deepcopy(agent) if how == "copy.deepcopy" else getattr(agent, how)()
     original, twin = _modules(agent), _modules(copied)
-    assert len(original) == len(twin) == 11  # 8 modules (3 agents, the judge, 3 step predictors, its verdict), 3 step predictors, the judge's) and 3 tools
+    # 8 modules (3 agents, the judge, 3 step predictors, the judge's predictor) and 3 tools
+    assert len(original) == len(twin) == 11
     assert set(original) & set(twin) == set()
     assert copied.researcher.coder is copied.code_writer  # shared inside the copy, as in the original
     assert copied.tools["researcher"].func.program is copied.researcher
@@ -155,9 +156,7 @@ def _taught(agent: dspy_imp.ReActV2) -> None:
 
 
 def _lessons(agent: dspy_imp.ReActV2) -> dict[str, Any]:
-    return {
-        n: (p.signature.instructions, [dict(d.items()) for d in p.demos]) for n, p in agent.named_predictors()
-    }
+    return {n: (p.signature.instructions, [dict(d.items()) for d in p.demos]) for n, p in agent.named_predictors()}
 
 
 def test_save_and_load_round_trip_every_part(tmp_path):
@@ -218,9 +217,7 @@ def test_a_part_name_that_hides_an_attribute_or_another_part_is_refused():
     with pytest.raises(dspy_imp.ConfigurationError, match="'react'"):
         dspy_imp.ReActV2("ticket -> reply", tools=[child.as_tool(name="react")])
     with pytest.raises(dspy_imp.ConfigurationError, match="'web_search'"):
-        dspy_imp.ReActV2(
-            "ticket -> reply", tools=[child.as_tool(name="web-search"), other.as_tool(name="web_search")]
-        )
+        dspy_imp.ReActV2("ticket -> reply", tools=[child.as_tool(name="web-search"), other.as_tool(name="web_search")])
 
 
 def test_an_input_and_an_output_guardrail_of_one_name_are_named_by_stage():

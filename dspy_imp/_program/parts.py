@@ -113,20 +113,22 @@ def named_sub_modules(program: Any, type_: Any = None, skip_compiled: bool = Fal
         name, item = queue.popleft()
         if isinstance(item, wanted):
             yield name, item
-        if isinstance(item, dspy.BaseModule):
-            if skip_compiled and getattr(item, "_compiled", False):
-                continue
-            for sub, value in item.__dict__.items():
-                add(f"{name}.{sub}", value)
-            if callable(getattr(type(item), "program_parts", None)):
-                for sub, child in item.program_parts():
-                    add(f"{name}.{sub}", child)
-        elif isinstance(item, list | tuple):
-            for index, value in enumerate(item):
-                add(f"{name}[{index}]", value)
-        elif isinstance(item, dict):
-            for key, value in item.items():
-                add(f"{name}[{key}]", value)
+        if not (skip_compiled and isinstance(item, dspy.BaseModule) and getattr(item, "_compiled", False)):
+            for sub, value in _held(name, item):
+                add(sub, value)
+
+
+def _held(name: str, item: Any) -> Iterator[tuple[str, Any]]:
+    """What the walk goes on to from ``item``: a module's attributes (and a program's parts), a
+    list's or a dict's items."""
+    if isinstance(item, dspy.BaseModule):
+        yield from ((f"{name}.{sub}", value) for sub, value in item.__dict__.items())
+        if callable(getattr(type(item), "program_parts", None)):
+            yield from ((f"{name}.{sub}", child) for sub, child in item.program_parts())
+    elif isinstance(item, list | tuple):
+        yield from ((f"{name}[{index}]", value) for index, value in enumerate(item))
+    elif isinstance(item, dict):
+        yield from ((f"{name}[{key}]", value) for key, value in item.items())
 
 
 def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool) -> None:
