@@ -47,6 +47,14 @@ EXPECTED = {
         "  resumed call's requests: 2 (triage 1, billing 1)",
         "  t1: researcher ended answered, 2 steps kept",
     ],
+    "compiled_team.py": [
+        "the program's predictors: ['react', 'researcher.react']",
+        "before compiling: dev score 0%",
+        "the optimizer put 2 demo(s) on react",
+        "the optimizer put 2 demo(s) on researcher.react",
+        "after compiling:  dev score 100%",
+        "reloaded: dev score 100%",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",
