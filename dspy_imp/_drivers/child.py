@@ -36,6 +36,7 @@ class ChildCall:
     effects: Callable[[Any], Any]
     asynchronous: bool
     fallback: tuple[Any, ...] = ()  # the caller's LM chain after its first LM: the child's when it has none
+    name: str = ""  # the agent's path as watchers name it: its tool's name ("researcher", "researcher/coder")
 
     def resume(self) -> dict[str, Any] | None:
         """The resuming call's keyword arguments, or ``None`` for a new turn on the tool's arguments."""
