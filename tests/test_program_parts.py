@@ -248,3 +248,37 @@ def test_the_summarizer_keeps_no_demos_an_optimizer_gives_it_nor_a_files(tmp_pat
     loaded = dspy_imp.ReActV2("ticket -> reply", tools=[lookup], context=dspy_imp.Context())
     loaded.load(str(path))
     assert loaded.summarizer.demos == [] and loaded.react.demos[0]["reply"] == "r"
+
+
+class Desk(dspy.Module):
+    """DSPy's wrapper idiom; ``parts=False`` is the desk as an older release saved it (one agent, no policy)."""
+
+    def __init__(self, parts: bool = True) -> None:
+        super().__init__()
+        if parts:
+            self.triage = team(context=dspy_imp.Context())
+        else:
+            self.triage = dspy_imp.ReActV2("ticket -> reply", tools=[lookup])
+        self.notes = dspy.Predict("ticket -> note")
+
+    def forward(self, **kwargs: Any) -> Any:
+        return self.triage(**kwargs)
+
+
+def test_a_wrapper_modules_file_saved_without_the_parts_loads(tmp_path):
+    old = Desk(parts=False)
+    old.triage.react.demos = [dspy.Example(ticket="t", reply="r")]
+    old.save(str(tmp_path / "desk.json"))
+    assert sorted(json.loads((tmp_path / "desk.json").read_text())) == ["metadata", "notes", "triage.react"]
+    desk = Desk()
+    _taught(desk.triage)
+    before = _lessons(desk.triage)
+    desk.load(str(tmp_path / "desk.json"))
+    after = _lessons(desk.triage)
+    assert after["react"][1] == [{"ticket": "t", "reply": "r"}]
+    assert {n: v for n, v in after.items() if n != "react"} == {n: v for n, v in before.items() if n != "react"}
+    state = json.loads((tmp_path / "desk.json").read_text())
+    del state["notes"]  # a predictor of the wrapper's own is still required
+    (tmp_path / "broken.json").write_text(json.dumps(state))
+    with pytest.raises(KeyError, match="notes"):
+        Desk().load(str(tmp_path / "broken.json"))

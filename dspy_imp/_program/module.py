@@ -26,7 +26,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
-from dspy_imp._routes.dspy_private import install_closing_sync_streams
+from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
 from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
@@ -137,6 +137,7 @@ class ReActV2(dspy.Module):
         self.signature = ensure_signature(signature)
         opts.check_signature(self.signature)
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
+        install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")

@@ -16,7 +16,8 @@ digit or ``_`` made ``_``; an input and an output guardrail of one name are ``in
 - ``part``: a part by name, for ``agent.researcher`` (so DSPy's ``map_named_predictors`` and any
   dotted path reach it, from a wrapper module too).
 - ``load_state``: a file without a part's state (saved before the part existed, by a 0.x release,
-  by stock ``dspy.ReActV2``, or without a context policy) leaves that part as it is.
+  by stock ``dspy.ReActV2``, or without a context policy) leaves that part as it is; so does a
+  wrapper module's (``optional_ids``, through ``dspy_private.install_part_tolerant_loading``).
 """
 
 from __future__ import annotations
@@ -129,6 +130,17 @@ def _held(name: str, item: Any) -> Iterator[tuple[str, Any]]:
         yield from ((f"{name}[{index}]", value) for index, value in enumerate(item))
     elif isinstance(item, dict):
         yield from ((f"{name}[{key}]", value) for key, value in item.items())
+
+
+def optional_ids(module: Any) -> frozenset[int]:
+    """The parameters a file may lack, of every program ``module`` holds: its parts' and its summarizer."""
+    found: set[int] = set()
+    for _, program in module.named_sub_modules():
+        if not callable(getattr(type(program), "program_parts", None)):
+            continue
+        prefixes = tuple(f"{name}." for name, _ in parts(program))
+        found.update(id(p) for n, p in program.named_parameters() if n in OPTIONAL or n.startswith(prefixes))
+    return frozenset(found)
 
 
 def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool) -> None:
