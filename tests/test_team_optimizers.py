@@ -105,10 +105,11 @@ def test_simba(build, tmp_path):
 
 
 def test_gepa(build, tmp_path):
+    reflection = teaching.prompt_lm()
     with dspy.context(lm=task_lm()):
         optimizer = dspy.GEPA(
             metric=world.feedback_metric,
-            reflection_lm=teaching.prompt_lm(),
+            reflection_lm=reflection,
             max_metric_calls=24,
             num_threads=1,
             reflection_minibatch_size=2,
@@ -119,3 +120,7 @@ def test_gepa(build, tmp_path):
         compiled = optimizer.compile(build(), trainset=TRAINSET, valset=TRAINSET)
         assert teaching.LESSON in _researcher(compiled).react.signature.instructions
         _check(build, compiled, tmp_path)
+    # The researcher's reflection reads the researcher's own requests (its instruction, its question).
+    prompts = [r.messages[-1]["content"] for r in reflection.requests]
+    own = [p for p in prompts if world.Research.__doc__ in p and world.Triage.__doc__ not in p]
+    assert own and all("what is on the" in p and "## ticket ##" not in p for p in own)

@@ -178,8 +178,7 @@ class ReActV2(dspy.Module):
     # -- the program's parts (``_program.parts``): sub-agents and guardrail modules ----------------
 
     def program_parts(self) -> list[tuple[str, dspy.Module]]:
-        """The DSPy modules this program was given, by name: its sub-agents' programs (by tool name),
-        then its guardrail modules (by guardrail name). DSPy walks them as parts of this program."""
+        """The DSPy modules it was given, by name: sub-agents (tool name), then guardrail modules."""
         return parts.parts(self)
 
     def named_parameters(self) -> list[tuple[str, Any]]:
@@ -194,11 +193,10 @@ class ReActV2(dspy.Module):
         parts.load_state(self, state, allow_unsafe_lm_state)
 
     def __getattr__(self, name: str) -> Any:  # only for names no attribute has: a part by name
-        if not name.startswith("_") and "own_tools" in self.__dict__:
-            found = parts.part(self, name)
-            if found is not None:
-                return found
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        found = parts.part(self, name) if not name.startswith("_") and "own_tools" in self.__dict__ else None
+        if found is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return found
 
     def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
