@@ -212,7 +212,7 @@ def three_deep(needs: str = "refund") -> tuple[dspy_imp.ReActV2, list[ScriptedLM
             reply("Refund done.", usage=(60, 6)),
         ]
     )
-    research.set_lm(research_lm)
+    research.react.lm = research_lm  # its own predictor only: set_lm reaches billing too (a part)
     lm = ScriptedLM([ASK, reply("Your refund is on its way.", usage=(300, 30))])
     return triage(research), [lm, research_lm, billing_lm]
 

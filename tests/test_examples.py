@@ -57,6 +57,14 @@ EXPECTED = {
         "after BootstrapFewShot: held-out conversations score 100%",
         "pass^3 over 3 trials: 0.00 before, 1.00 after GEPA",
     ],
+    "compiled_team.py": [
+        "the program's predictors: ['react', 'researcher.react']",
+        "before compiling: dev score 0%",
+        "the optimizer put 2 demo(s) on react",
+        "the optimizer put 2 demo(s) on researcher.react",
+        "after compiling:  dev score 100%",
+        "reloaded: dev score 100%",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",

@@ -113,3 +113,41 @@ def test_the_extraction_request_falls_back_too(run):
         pred = run(agent, intent="x")
     assert (pred.metadata.termination_reason, pred.answer, pred.confidence) == ("extracted", "a", 0.5)
     assert [(h["kind"], h["next"]) for h in pred.metadata.fallbacks] == [("extraction", "openai/backup")]
+
+
+def _team(**child_options):
+    child = dspy_imp.ReActV2("question -> findings", tools=[lookup], **child_options)
+    return child, child.as_tool(name="researcher")
+
+
+def test_a_sub_agent_without_fallbacks_inherits_its_callers_chain(run):
+    primary = ScriptedLM(
+        [reply(calls=[call("researcher", {"question": "where?"}, id="p1")]), fail.server_error(), fail.server_error()],
+        model="openai/primary",
+    )  # the parent's first step, then the child's step fails, then the parent's second
+    backup = ScriptedLM([reply("In Lyon."), reply("It is in Lyon.")], model="openai/backup")
+    _, tool = _team()
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[tool], fallback=[backup])
+    with dspy.context(lm=primary):
+        pred = run(agent, ticket="Where is my order?")
+    assert pred.reply == "It is in Lyon."
+    record = pred.metadata.history.messages[0]["agent_runs"]["p1"]
+    assert record["termination_reason"] == "answered" and record["history"][0]["next_thought"] == "In Lyon."
+    [hop] = pred.metadata.fallbacks  # the parent's own; the child's hop is in its own record
+    assert (hop["model"], hop["next"]) == ("openai/primary", "openai/backup")
+    assert backup.requests[0].messages[-1] == {"role": "user", "content": "[[ ## question ## ]]\nwhere?"}
+    primary.assert_complete()
+    backup.assert_complete()
+
+
+def test_a_sub_agent_with_its_own_chain_keeps_it(run):
+    own = ScriptedLM([reply("In Lyon.")], model="openai/own")
+    callers = ScriptedLM([], model="openai/callers")
+    child, tool = _team(fallback=[own])
+    child.react.lm = ScriptedLM([fail.server_error()], model="openai/child")
+    lm = ScriptedLM([reply(calls=[call("researcher", {"question": "where?"}, id="p1")]), reply("Lyon.")])
+    agent = dspy_imp.ReActV2("ticket -> reply", tools=[tool], fallback=[callers])
+    with dspy.context(lm=lm):
+        pred = run(agent, ticket="Where is my order?")
+    assert pred.reply == "Lyon." and not callers.requests
+    own.assert_complete()

@@ -93,3 +93,25 @@ def _compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message["content"] = None
         out.append(message)
     return out
+
+
+def test_a_sub_agents_requests_are_fine_tuning_data_of_the_team(run):
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("researcher", {"question": "what is on the shelf?"}, id="p1")]),
+            reply("checking", calls=[call("look", {"where": "shelf"}, id="c1")]),
+            reply("a cat"),
+            reply("A cat is on the shelf."),
+        ]
+    )
+    researcher = dspy_imp.ReActV2("question -> findings", tools=[Look()])
+    team = dspy_imp.ReActV2("ticket -> reply", tools=[researcher.as_tool(name="researcher")])
+    team.set_lm(lm)
+    with dspy.context(trace=[]):
+        prediction = run(team, ticket="what is on the shelf?")
+        trace = list(dspy.settings.trace)
+        traced = [{"example": None, "prediction": prediction, "trace": trace, "score": True}]
+        data, _ = BootstrapFinetune(num_threads=1)._prepare_finetune_data(trace_data=traced, lm=lm)
+    assert [p for p, _, _ in trace] == [team.react, researcher.react, researcher.react, team.react]
+    sent = sorted(json.dumps(r.messages) for r in lm.requests)
+    assert sorted(json.dumps(_compact(d["messages"])[:-1]) for d in data) == sent  # both agents' requests

@@ -280,3 +280,19 @@ def test_a_paused_turn_shows_the_calls_waiting_for_a_decision(run):
     assert '"name": "fetch"' in termination and '"kind": "approval"' in termination
     calls = [text for _, _, text in parse(pred._repr_html_()).find("dspy-imp-call")]
     assert calls == ['fetch({"url": "https://pay.test"}) → waits (approval)']
+
+
+def test_a_sub_agents_run_is_nested_in_the_call_that_made_it(run):
+    researcher = dspy_imp.ReActV2("question -> findings", tools=[fetch])
+    researcher.react.lm = ScriptedLM(
+        [reply(calls=[call("fetch", {"url": "https://evil.test"}, id="k1")]), reply("A <script> page.")]
+    )
+    triage = dspy_imp.ReActV2("ticket -> reply", tools=[researcher.as_tool(name="researcher")])
+    triage.react.lm = ScriptedLM([reply(calls=[call("researcher", {"question": "what?"}, id="p1")]), reply("Done.")])
+    markup = run(triage, ticket="t")._repr_html_()
+    tree = parse(markup)
+    [nested] = tree.find("dspy-imp-agent")
+    assert nested[2].startswith("researcher: answered")
+    assert 'fetch({"url": "https://evil.test"})' in nested[2] and SCRIPT in nested[2]  # the child's call, escaped
+    assert SCRIPT not in markup and [tag for tag in tree.tags if tag == "script"] == []
+    assert len(tree.find("dspy-imp-history")) == 2  # the caller's history, and the researcher's inside it

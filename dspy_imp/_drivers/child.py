@@ -4,9 +4,10 @@ The driver performs a ``RunAgent`` by calling its tool (``agent.as_tool()``) lik
 tracer's tool span wraps the child's turn, with a ``ChildCall`` in the context: what the child's
 program reads when it starts its turn (``current``). It says how to resume a paused child (its
 recorded history and the decisions meant for it), the budget the caller's usage limits leave it,
-and which driver runs it: the caller's kind (``effects``), so that under the durable driver each of
-the child's requests and tools is a checkpointed step of the caller's workflow. What came back, a
-prediction or a ``StepError``, is read into an ``AgentEnded`` record for the machine.
+the caller's fallback LMs (the child's own chain when it has none), and which driver runs it: the
+caller's kind (``effects``), so that under the durable driver each of the child's requests and
+tools is a checkpointed step of the caller's workflow. What came back, a prediction or a
+``StepError``, is read into an ``AgentEnded`` record for the machine.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class ChildCall:
     budget: UsageLimits | None
     effects: Callable[[Any], Any]
     asynchronous: bool
+    fallback: tuple[Any, ...] = ()  # the caller's LM chain after its first LM: the child's when it has none
+    name: str = ""  # the agent's path as watchers name it: its tool's name ("researcher", "researcher/coder")
 
     def resume(self) -> dict[str, Any] | None:
         """The resuming call's keyword arguments, or ``None`` for a new turn on the tool's arguments."""

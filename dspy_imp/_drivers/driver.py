@@ -23,6 +23,7 @@ from typing import Any
 from dspy_imp._drivers import guarding, tools
 from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
+from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.finetune import install as install_finetune_data
 from dspy_imp._drivers.job import Job, aoutcome, nothing, outcome, reraise, same
 from dspy_imp._drivers.measure import ameasure, measure
@@ -80,6 +81,9 @@ class Effects:
     def __init__(self, program: Program):
         self.program = program
         self.watch = Watch.of(program)
+        child = current_child(program)
+        if self.watch is not None and child is not None:
+            self.watch.agent = child.name  # a sub-agent's turn: its lines name it
         install_chat_extras()
         install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
@@ -149,7 +153,12 @@ class Effects:
 
         def call(asynchronous: bool) -> ChildCall:
             program = getattr(tool, "program", None)
-            return ChildCall(program, effect.history, effect.decisions, effect.budget, self.child, asynchronous)
+            chain = tuple(self.program.fallback_chain())  # the child's, unless it has its own
+            caller = current_child(self.program)
+            name = f"{caller.name}/{tool.name}" if caller is not None and caller.name else tool.name
+            return ChildCall(
+                program, effect.history, effect.decisions, effect.budget, self.child, asynchronous, chain, name
+            )
 
         def run() -> Any:
             with calling(call(False)):

@@ -135,7 +135,7 @@ def _pin_lm(
     """The request's options, and the LM to pin: the chain's ``model``-th fallback, and under a
     deadline an LM without DSPy's retries (the machine retries while time remains); ``None``
     when the configured LM serves as it is."""
-    lm = program.options.fallback[model - 1] if model else program.react.lm or dspy.settings.lm
+    lm = program.fallback_chain()[model - 1] if model else program.react.lm or dspy.settings.lm
     if lm is None:
         return config, None
     if not isinstance(getattr(lm, "_engine_spec", "auto"), str):

@@ -5,10 +5,15 @@ function's), its result the prediction. Run by a ``dspy_imp.ReActV2``, the call 
 call (``_turn.agents``): the driver sets the child call the program reads (``_drivers.child``),
 to resume a paused child from its recorded history or to start a new turn on the arguments.
 Called by anything else (a stock ``dspy.ReAct``, your code), it is a plain turn on the arguments.
+
+The program is a part of the caller's (``_program.parts``): ``copy.deepcopy`` of the tool (as of
+the caller, in every optimizer's first step) binds the copy's runner to a copy of the program, in
+the same memo, so a child shared by two tools or by a wrapper module stays one child in the copy.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from typing import Any, ClassVar
@@ -31,6 +36,12 @@ class AgentTool(dspy.Tool):
     @property
     def program(self) -> Any:
         return self.func.program
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AgentTool:
+        """A tool whose runner calls the copied program (a function is never copied by ``deepcopy``)."""
+        twin = agent_tool(copy.deepcopy(self.program, memo), self.name, self.desc or None)
+        memo[id(self)] = twin
+        return twin
 
 
 def agent_tool(program: Any, name: str | None, description: str | None) -> AgentTool:

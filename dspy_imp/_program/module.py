@@ -15,6 +15,7 @@ from dspy_imp._drivers.interrupts import attach_history
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
+from dspy_imp._program import parts
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
@@ -25,7 +26,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
-from dspy_imp._routes.dspy_private import install_closing_sync_streams
+from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
 from dspy_imp._routes.failures import describe
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
@@ -136,6 +137,7 @@ class ReActV2(dspy.Module):
         self.signature = ensure_signature(signature)
         opts.check_signature(self.signature)
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
+        install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
@@ -171,6 +173,30 @@ class ReActV2(dspy.Module):
         # Loading demos checks them as a call would show them (a file's demos of the wrong shape are refused).
         guidance_of = functools.partial(program_guidance, self.signature, self.own_tools, self.submit_tool)
         self.react.demo_check = functools.partial(check_demos, self.signature, guidance_of)
+        parts.check_parts(self)
+
+    # -- the program's parts (``_program.parts``): sub-agents and guardrail modules ----------------
+
+    def program_parts(self) -> list[tuple[str, dspy.Module]]:
+        """The DSPy modules it was given, by name: sub-agents (tool name), then guardrail modules."""
+        return parts.parts(self)
+
+    def named_parameters(self) -> list[tuple[str, Any]]:
+        """DSPy's, then each part's under its name (``researcher.react``), each parameter once."""
+        return parts.named_parameters(self, super().named_parameters())
+
+    def named_sub_modules(self, type_: Any = None, skip_compiled: bool = False) -> Any:
+        return parts.named_sub_modules(self, type_, skip_compiled)
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> None:
+        """DSPy's; a part (or the summarizer) the file holds no state for keeps its defaults."""
+        parts.load_state(self, state, allow_unsafe_lm_state)
+
+    def __getattr__(self, name: str) -> Any:  # only for names no attribute has: a part by name
+        found = parts.part(self, name) if not name.startswith("_") and "own_tools" in self.__dict__ else None
+        if found is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return found
 
     def summary_predictor(self) -> dspy.Predict:
         """The predictor a summary request goes through: ``agent.summarizer``, or a default one
@@ -274,10 +300,16 @@ class ReActV2(dspy.Module):
         )
         return Turn(plan, setup)
 
+    def fallback_chain(self) -> tuple[dspy.BaseLM, ...]:
+        """The LMs a failed request goes to next: ``fallback=[...]``; a sub-agent built without any
+        inherits its caller's chain for the call (as it inherits the deadline and limits)."""
+        child = current_child(self)
+        return self.options.fallback or (child.fallback if child is not None else ())
+
     def _models(self, plan: CallPlan) -> tuple[str, ...]:
         """The names of the LM chain a request may go to: the program's LM, then its fallbacks."""
         first = self.react.lm or dspy.settings.lm
-        return tuple(lim.model_name(lm) for lm in (first, *plan.options.fallback))
+        return tuple(lim.model_name(lm) for lm in (first, *self.fallback_chain()))
 
     def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
         return program_guidance(self.signature, self.own_tools, self.submit_tool, plan.options, task)

@@ -222,7 +222,21 @@ class SummaryPredictor(StepPredictor):
     summarize tier), so optimizers that rewrite a predictor's instructions tune the summary. The
     request itself keeps the program's system message, tools and history, so it shares the cached
     prefix of the step request before it.
+
+    It holds no demos (``docs/decisions.md``): a summary request is the step conversation plus one
+    instruction, and examples of other conversations' summaries would be the longest text of the
+    most expensive request and break the prefix it shares. An optimizer's demos for it (the
+    Bootstrap optimizers keep the summary requests they trace) are not kept, not saved, and a
+    file's are not loaded; its instructions are what an optimizer tunes.
     """
 
     def __init__(self, signature: Any, instructions: str = SUMMARY_INSTRUCTIONS):
         super().__init__(signature.with_instructions(instructions), ProgramOptions())
+
+    @property
+    def demos(self) -> list[Any]:
+        return []
+
+    @demos.setter
+    def demos(self, value: Any) -> None:
+        """Not kept: see the class docstring."""

@@ -308,3 +308,41 @@ def freeze(module: Any) -> Any:
     """
     module._compiled = True
     return module
+
+
+def install_part_tolerant_loading(optional: Callable[[Any], frozenset[int]]) -> None:
+    """A DSPy module holding a ``dspy_imp`` program loads a file saved without some of its parts.
+
+    Why: ``BaseModule.load_state`` (a wrapper module's: one holding agents as attributes) reads
+    ``state[name]`` for every parameter its walk finds, so a file saved before a sub-agent, a
+    guardrail module or a context policy's summarizer existed raises ``KeyError``; the program's
+    own ``load_state`` is never asked. The wrapped method skips a missing key whose parameter is
+    one ``optional(module)`` names (the ids of such parts of the programs it holds) and leaves that
+    part as it is; anything else missing still raises DSPy's ``KeyError``. As DSPy's, it runs on
+    a copy first, so a file that fails applies nothing. Idempotent.
+    """
+    import dspy
+
+    def wrap(original: Any) -> Any:
+        def load_state(self: Any, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> Any:
+            skip = optional(self)
+            missing = {n for n, p in self.named_parameters() if n not in state and id(p) in skip}
+            if not missing:
+                return original(self, state, allow_unsafe_lm_state=allow_unsafe_lm_state)
+
+            def apply(module: Any) -> None:
+                for name, param in module.named_parameters():
+                    if name in missing:
+                        continue
+                    if isinstance(param, dspy.Module):
+                        param.load_state(state[name], allow_unsafe_lm_state=allow_unsafe_lm_state)
+                    else:
+                        param.load_state(state[name])
+
+            apply(self.deepcopy())
+            apply(self)
+            return None
+
+        return load_state
+
+    wrap_once(dspy.BaseModule, "load_state", wrap)

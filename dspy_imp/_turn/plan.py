@@ -80,5 +80,7 @@ class Program(Protocol):
 
     def summary_predictor(self) -> Any: ...
 
+    def fallback_chain(self) -> tuple[Any, ...]: ...  # its fallback LMs, or its caller's (a sub-agent)
+
     @property
     def Extractor(self) -> Any: ...  # the extractor's class, built per request

@@ -246,7 +246,8 @@ def _entry_html(
     if thought and not (isinstance(thought, str) and thought in outputs.values()):  # a text answer: shown once
         parts.append(f'<div class="dspy-imp-thought">thought: {value_html(thought)}</div>')
     waiting = {p.get("id"): p.get("kind") for p in entry.get("pending_calls") or [] if isinstance(p, Mapping)}
-    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [], waiting)
+    runs = entry.get("agent_runs") if isinstance(entry.get("agent_runs"), Mapping) else {}
+    calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [], waiting, runs)
     if calls:
         parts.append(calls)
     if outputs and shown is not None and outputs == {k: shown.get(k) for k in outputs}:
@@ -256,8 +257,11 @@ def _entry_html(
     return f'<li class="dspy-imp-entry" data-kind="{html.escape(kind)}">{"".join(parts)}</li>'
 
 
-def _calls_html(calls: Sequence[Any], results: Sequence[Any], waiting: Mapping[Any, Any]) -> str:
-    """Each call with its arguments and its result (an error marked), or what it waits for."""
+def _calls_html(
+    calls: Sequence[Any], results: Sequence[Any], waiting: Mapping[Any, Any], runs: Mapping[Any, Any] | None = None
+) -> str:
+    """Each call with its arguments and its result (an error marked), or what it waits for; a
+    sub-agent's call with its run nested under it (``runs``: the step's ``agent_runs``)."""
     by_id = {r.get("id"): r for r in results if isinstance(r, Mapping)}
     items = []
     for call in calls:
@@ -273,8 +277,21 @@ def _calls_html(calls: Sequence[Any], results: Sequence[Any], waiting: Mapping[A
             shown += f" → <span{mark}>{'error: ' if error else ''}{value_html(result.get('result'))}</span>"
         elif call.get("id") in waiting:
             shown += f' → <span class="dspy-imp-cause">waits ({html.escape(str(waiting[call.get("id")]))})</span>'
+        run = (runs or {}).get(call.get("id"))
+        if isinstance(run, Mapping):
+            shown += _agent_run_html(run)
         items.append(f'<li class="dspy-imp-call">{shown}</li>')
     return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
+
+
+def _agent_run_html(run: Mapping[str, Any]) -> str:
+    """A sub-agent's run, nested in the call that made it: how it ended, then its own history."""
+    entries = [e for e in run.get("history") or [] if isinstance(e, Mapping)]
+    reason = str(run.get("termination_reason") or "")
+    cause = f" ({run['termination_cause']})" if run.get("termination_cause") else ""
+    head = f"{html.escape(str(run.get('agent') or 'agent'))}: {html.escape(reason + cause)}"
+    body = history_html(entries, (), reason or None)
+    return f'<details class="dspy-imp-fold dspy-imp-agent"><summary>{head}</summary>{body}</details>'
 
 
 def metadata_repr(metadata: Any) -> str:

@@ -22,7 +22,8 @@ from dspy_imp._turn.effects import Ending, Failure
 _SHORT = 80
 
 
-_TOOL: ContextVar[str | None] = ContextVar("dspy_imp_status_tool", default=None)
+_TOOLS: ContextVar[tuple[str, ...]] = ContextVar("dspy_imp_status_tools", default=())
+"""The tools called and not yet ended, innermost last: a sub-agent's own tools run inside its call."""
 
 
 def short(value: Any, limit: int = _SHORT) -> str:
@@ -45,14 +46,23 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
     """
 
     def tool_start_status_message(self, instance: Any, inputs: dict[str, Any]) -> str | None:
-        _TOOL.set(instance.name)  # on_tool_end runs in the same context, without the tool
+        _TOOLS.set((*_TOOLS.get(), instance.name))  # on_tool_end runs in the same context, without the tool
         args = inputs.get("kwargs", inputs) if isinstance(inputs, dict) else inputs
         return f"Calling {instance.name}({short(args)})"
 
     def tool_end_status_message(self, outputs: Any) -> str | None:
-        name = _TOOL.get() or "Tool"
+        """A sub-agent's call shows what the caller's model reads: its one output, or all of them."""
+        called = _TOOLS.get()
+        _TOOLS.set(called[:-1])
+        name = called[-1] if called else "Tool"
         if outputs is None:  # DSPy passes no outputs for a call that raised or was refused
             return f"{name} finished with no result"
+        meta = getattr(outputs, "metadata", None)
+        if meta is not None and hasattr(outputs, "items"):  # a sub-agent's prediction
+            if not meta.complete:
+                return f"{name} ended {meta.termination_reason} without an answer"
+            values = dict(outputs.items())
+            return f"{name} returned: {short(next(iter(values.values())) if len(values) == 1 else values)}"
         return f"{name} returned: {short(outputs)}"
 
     def request_status_message(self, kind: str, omitted: int) -> str | None:
@@ -96,7 +106,8 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         return f"Blocked by {name} ({stage} guardrail): {reason}"
 
     def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
-        """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``)."""
+        """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``).
+        A sub-agent's line is prefixed with its path (``researcher: Turn ended: answered``)."""
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
 
 

@@ -37,7 +37,16 @@ from dspy.streaming.messages import StatusMessage, StatusStreamingCallback, Stre
 from dspy_imp._records.errors import ConfigurationError, StreamClosed, ToolTimedOut
 from dspy_imp._records.outcomes import Failed, Raised
 from dspy_imp._routes.dspy_private import install_closing_sync_streams
-from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, Failure, ModelRequest, RunTool, Sleep
+from dspy_imp._turn.effects import (
+    CheckGuardrails,
+    DecidedCall,
+    Extraction,
+    Failure,
+    ModelRequest,
+    RunAgent,
+    RunTool,
+    Sleep,
+)
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.events import Reporter, current_observer
 from dspy_imp._watch.listener import StreamListener
@@ -68,6 +77,7 @@ class Watch:
         self.steps = 0
         self.last_error: BaseException | None = None
         self.failed = False  # the turn ended in a StepError
+        self.agent = ""  # a sub-agent's path ("researcher"): its end line names it
 
     @classmethod
     def of(cls, program: Program) -> Watch | None:
@@ -123,12 +133,13 @@ class Watch:
         index = getattr(effect, "model", 0) if isinstance(effect, ModelRequest | Extraction) else 0
         if not index:
             return None
-        lm = self.program.options.fallback[index - 1]
+        lm = self.program.fallback_chain()[index - 1]
         return status_for(self.provider, "fallback", getattr(lm, "model", type(lm).__name__), self.last_error)
 
     def ended(self, outcome: Any) -> list[Any]:
         self.failed = isinstance(outcome, Failure)
-        return self._messages(status_for(self.provider, "end", outcome))
+        line = status_for(self.provider, "end", outcome)
+        return self._messages(f"{self.agent}: {line}" if line and self.agent else line)
 
     def _messages(self, message: str | None) -> list[Any]:
         if not message:
@@ -142,7 +153,11 @@ class Watch:
     @contextlib.contextmanager
     def relaying(self, effect: Any, exchange: Any = None) -> Iterator[_Relay | None]:
         """During one request: the engine's raw chunks go to a relay, which reads the listened fields
-        (and, for an observer, the request's text and reasoning)."""
+        (and, for an observer, the request's text and reasoning). A sub-agent's call has none: its turn
+        watches its own requests, with the stream and the listeners as the caller's turn has them."""
+        if isinstance(effect, RunAgent):
+            yield None
+            return
         follower = self.reporter.follower(effect, exchange) if self.reporter is not None else None
         listened = self.stream is not None and bool(self.listeners)
         if not listened and follower is None:

@@ -1,0 +1,163 @@
+"""The parts of a program: the DSPy modules it is given, which DSPy walks as its own.
+
+DSPy finds a program's predictors by walking its attributes (``BaseModule.named_parameters``);
+every optimizer, ``save``/``load``, ``set_lm`` and ``deepcopy`` work on what that walk finds. A
+``ReActV2`` also holds modules where that walk does not look: the programs of its sub-agent tools
+(``agent.as_tool()``) and its guardrail modules (an LM judge). They are its *parts*, each under a
+name (``part_name``: the tool's name, the guardrail's, with any character that is not a letter, a
+digit or ``_`` made ``_``; an input and an output guardrail of one name are ``input_<name>`` and
+``output_<name>``), so the program's parameters include ``researcher.react`` and, a level down,
+``researcher.coder.react``.
+
+- ``named_parameters``: DSPy's walk, then each part's parameters under its name, each parameter
+  once (the first path found names it, as DSPy names a module reached twice); a part that was
+  compiled on its own (``_compiled``) stays frozen, as DSPy keeps a compiled sub-module.
+- ``named_sub_modules``: DSPy's breadth-first walk, into parts too.
+- ``part``: a part by name, for ``agent.researcher`` (so DSPy's ``map_named_predictors`` and any
+  dotted path reach it, from a wrapper module too).
+- ``load_state``: a file without a part's state (saved before the part existed, by a 0.x release,
+  by stock ``dspy.ReActV2``, or without a context policy) leaves that part as it is; so does a
+  wrapper module's (``optional_ids``, through ``dspy_private.install_part_tolerant_loading``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import dspy
+
+from dspy_imp._records.errors import ConfigurationError
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+OPTIONAL = ("summarizer",)
+"""The program's own parameters a saved file may lack (``react`` it must have)."""
+
+
+def part_name(name: str) -> str:
+    """The attribute name a part goes by: letters, digits and ``_`` (``web-search`` -> ``web_search``)."""
+    cleaned = _NOT_NAME.sub("_", name)
+    return f"_{cleaned}" if cleaned[:1].isdigit() else cleaned
+
+
+def parts(program: Any) -> list[tuple[str, dspy.Module]]:
+    """The program's parts by name, in order: its sub-agents (tool order), then its guardrail modules."""
+    held = program.__dict__
+    found: list[tuple[str, dspy.Module]] = []
+    for tool in (held.get("own_tools") or {}).values():
+        child = getattr(tool, "program", None) if getattr(tool, "runs_agent", False) else None
+        if isinstance(child, dspy.Module):
+            found.append((part_name(tool.name), child))
+    react = held.get("react")
+    options = getattr(react, "options", None)
+    guards = [
+        (stage, guardrail.name, guardrail.check)
+        for stage in ("input", "output")
+        for guardrail in getattr(options, f"{stage}_guardrails", ())
+        if guardrail.module and isinstance(guardrail.check, dspy.Module)
+    ]
+    for stage, name, check in guards:  # a name an input and an output guardrail share: prefixed by stage
+        shared = any(n == name and c is not check for _, n, c in guards)
+        found.append((part_name(f"{stage}_{name}" if shared else name), check))
+    return found
+
+
+def check_parts(program: Any) -> None:
+    """Each part name names one part, and none hides an attribute of the program."""
+    named: dict[str, int] = {}
+    for name, child in parts(program):
+        if named.setdefault(name, id(child)) != id(child):
+            raise ConfigurationError(
+                f"two different modules (sub-agents or guardrail modules) would be the part {name!r} of this "
+                "program; give them different names (as_tool(name=...), dspy_imp.Guardrail(name=...))"
+            )
+        if name in program.__dict__ or hasattr(type(program), name):
+            raise ConfigurationError(
+                f"the part name {name!r} (a sub-agent tool or guardrail module) is an attribute of ReActV2; "
+                "give it another name (as_tool(name=...), dspy_imp.Guardrail(name=...))"
+            )
+
+
+def part(program: Any, name: str) -> dspy.Module | None:
+    return next((child for held, child in parts(program) if held == name), None)
+
+
+def named_parameters(program: Any, own: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``own`` (DSPy's walk of the program's attributes), then each part's parameters."""
+    found = list(own)
+    seen = {id(param) for _, param in found}
+    for name, child in parts(program):
+        if getattr(child, "_compiled", False):  # compiled on its own: frozen, as DSPy keeps a sub-module
+            continue
+        for sub, param in child.named_parameters():
+            if id(param) not in seen:
+                seen.add(id(param))
+                found.append((f"{name}.{sub}", param))
+    return found
+
+
+def named_sub_modules(program: Any, type_: Any = None, skip_compiled: bool = False) -> Iterator[tuple[str, Any]]:
+    """DSPy's breadth-first walk of the attributes, which also walks into each program's parts."""
+    wanted = dspy.BaseModule if type_ is None else type_
+    queue: deque[tuple[str, Any]] = deque([("self", program)])
+    seen = {id(program)}
+
+    def add(name: str, item: Any) -> None:
+        if id(item) not in seen:
+            seen.add(id(item))
+            queue.append((name, item))
+
+    while queue:
+        name, item = queue.popleft()
+        if isinstance(item, wanted):
+            yield name, item
+        if not (skip_compiled and isinstance(item, dspy.BaseModule) and getattr(item, "_compiled", False)):
+            for sub, value in _held(name, item):
+                add(sub, value)
+
+
+def _held(name: str, item: Any) -> Iterator[tuple[str, Any]]:
+    """What the walk goes on to from ``item``: a module's attributes (and a program's parts), a
+    list's or a dict's items."""
+    if isinstance(item, dspy.BaseModule):
+        yield from ((f"{name}.{sub}", value) for sub, value in item.__dict__.items())
+        if callable(getattr(type(item), "program_parts", None)):
+            yield from ((f"{name}.{sub}", child) for sub, child in item.program_parts())
+    elif isinstance(item, list | tuple):
+        yield from ((f"{name}[{index}]", value) for index, value in enumerate(item))
+    elif isinstance(item, dict):
+        yield from ((f"{name}[{key}]", value) for key, value in item.items())
+
+
+def optional_ids(module: Any) -> frozenset[int]:
+    """The parameters a file may lack, of every program ``module`` holds: its parts' and its summarizer."""
+    found: set[int] = set()
+    for _, program in module.named_sub_modules():
+        if not callable(getattr(type(program), "program_parts", None)):
+            continue
+        prefixes = tuple(f"{name}." for name, _ in parts(program))
+        found.update(id(p) for n, p in program.named_parameters() if n in OPTIONAL or n.startswith(prefixes))
+    return frozenset(found)
+
+
+def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool) -> None:
+    """DSPy's ``load_state``, where a part (or the summarizer) the file has no state for keeps its own.
+
+    As DSPy's: a trial run on a copy first, so a file that fails applies nothing.
+    """
+    optional = tuple(f"{name}." for name, _ in parts(program))
+
+    def apply(module: Any) -> None:
+        for name, param in module.named_parameters():
+            if name not in state and (name in OPTIONAL or name.startswith(optional)):
+                continue  # saved without this part: it keeps its defaults
+            if isinstance(param, dspy.Module):
+                param.load_state(state[name], allow_unsafe_lm_state=allow_unsafe_lm_state)
+            else:
+                param.load_state(state[name])
+
+    apply(program.deepcopy())
+    apply(program)
