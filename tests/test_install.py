@@ -6,7 +6,7 @@ a clone's root (``pip install -e ".[web]"``) and the wheel of ``make dist``
 (``pip install "dist/dspy_imp-<version>-py3-none-any.whl[web]"``). The first test reads every
 ``pip install`` the README, the docs, the package's error messages and docstrings, the examples
 and the notebooks write; the second builds the wheel and installs it with ``[web]`` into a new
-virtual environment, offline.
+virtual environment, offline, where the quickstart's first program then runs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from test_first_hour import first_program
 
 import dspy_imp
 
@@ -140,3 +141,9 @@ def test_the_built_wheel_installs_with_web_into_a_fresh_venv(tmp_path: Path) -> 
     assert Path(file).is_relative_to(site)  # the wheel's copy, not the clone's
     assert version == dspy_imp.__version__
     assert static == str(sorted(p.name for p in (ROOT / "dspy_imp" / "web" / "static").iterdir()))
+    # The quickstart's first program, pasted into that venv, runs offline and prints what the page says.
+    code, printed = first_program()
+    (tmp_path / "first.py").write_text(code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.endswith("_API_KEY")}
+    done = subprocess.run([python, "first.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (0, printed), done.stderr

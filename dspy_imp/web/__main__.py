@@ -47,7 +47,12 @@ def _load(target: str) -> tuple[Any, Any]:
         sys.exit(f"expected module:attribute, got {target!r}")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name is None or not (name == missing.name or name.startswith(missing.name + ".")):
+            raise  # the module exists; something it imports does not: its traceback says what
+        sys.exit(f"no module named {name!r} (from {os.getcwd()}): run from the folder that holds it")
     try:
         return module, getattr(module, attribute)
     except AttributeError:
