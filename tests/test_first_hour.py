@@ -22,11 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 
 
-def first_program() -> tuple[str, str]:
-    """The quickstart's first ``python`` block and the ``text`` block that says what it prints."""
-    text = QUICKSTART.read_text(encoding="utf-8")
-    found = re.search(r"^```python\n(?P<code>.*?)^```\n\nIt prints:\n\n```text\n(?P<out>.*?)^```", text, re.M | re.S)
-    assert found is not None, "the quickstart's first block is followed by 'It prints:' and its output"
+def first_program(page: Path = QUICKSTART) -> tuple[str, str]:
+    """The page's first ``python`` block and the ``text`` block after it that says what it prints."""
+    text = page.read_text(encoding="utf-8")
+    found = re.search(
+        r"^```python\n(?P<code>.*?)^```\n\n(?:It prints:\n\n)?```text\n(?P<out>.*?)^```", text, re.M | re.S
+    )
+    assert found is not None, f"{page.name}: the first block is followed by its output"
     first = re.search(r"^```python\n", text, re.M)
     assert first is not None and first.start() == found.start()  # the first block, not a later one
     return found["code"], found["out"]
@@ -39,8 +41,9 @@ def offline_env() -> dict[str, str]:
     return env
 
 
-def test_the_quickstarts_first_program_runs_offline_and_prints_what_the_page_says(tmp_path: Path) -> None:
-    code, printed = first_program()
+@pytest.mark.parametrize("page", ["quickstart.md", "index.md"])
+def test_the_first_program_of_the_page_runs_offline_and_prints_what_the_page_says(page: str, tmp_path: Path) -> None:
+    code, printed = first_program(ROOT / "docs" / page)
     assert "dspy.LM(" not in code.split("#")[0]  # no real model before its comment
     script = tmp_path / "first.py"
     script.write_text(code, encoding="utf-8")
