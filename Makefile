@@ -6,7 +6,7 @@
 #   make example NAME=support_agent   any script of examples/, offline (add ARGS=--live for a real model)
 #   make dist          the sdist and the wheel into dist/, checked with twine (pip install "dist/<wheel>[web]")
 #   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the site build left out (< 3 min)
-#   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked)
+#   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked), the ten slowest tests listed
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
@@ -83,7 +83,7 @@ docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
-	$(BIN)/pytest --cov --cov-report=term
+	$(BIN)/pytest --cov --cov-report=term --durations=10
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run
