@@ -255,3 +255,21 @@ def test_no_code_block_is_wider_than_the_page_at_1280_px(site: Path) -> None:
         browser.close()
     assert measured > 150  # the code blocks were found: the check can fail
     assert not wide, f"code wider than the page at 1280 px (longest line of each): {wide}"
+
+
+def test_the_copy_button_shows_only_over_a_hovered_block(site: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(120_000)
+        page.goto((site / "quickstart" / "index.html").as_uri(), wait_until="load")
+        button = page.locator(".md-typeset pre > .md-code__nav").first
+        button.wait_for(state="attached")
+        page.mouse.move(0, 0)
+        resting = button.evaluate("nav => getComputedStyle(nav).opacity")
+        page.locator(".md-typeset pre").first.hover()
+        page.wait_for_function("nav => getComputedStyle(nav).opacity === '1'", arg=button.element_handle())
+        browser.close()
+    assert resting == "0"
