@@ -3,8 +3,10 @@
 #   make demo          examples/quickstart.py with a scripted model (offline)
 #   make demo REPLAY=1 the same over the real HTTP stack, replayed from cassettes/quickstart.yaml (offline, no key)
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
+#   make example NAME=support_agent   any script of examples/, offline (add ARGS=--live for a real model)
+#   make dist          the sdist and the wheel into dist/, checked with twine (pip install "dist/<wheel>[web]")
 #   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the site build left out (< 3 min)
-#   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked)
+#   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked), the ten slowest tests listed
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
@@ -24,10 +26,10 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo check test lint typecheck docs unit record bench architecture clean
+.PHONY: help demo example dist check test lint typecheck docs unit record bench architecture clean
 
 help:
-	@sed -n '3,11s/^#   //p' Makefile
+	@sed -n '3,13s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +51,20 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(DEMO_INSTALL)
 	$(BIN)/python examples/quickstart.py $(DEMO_FLAGS)
 
+# Any example, with the venv's python (a bare `python examples/x.py` outside .venv has no dspy).
+NAME ?=
+ARGS ?=
+example: $(VENV)/.installed-dev
+	@test -n "$(NAME)" || { echo "make example NAME=<script>: one of $$(ls examples | sed -n 's/^\([a-z][a-z_]*\)\.py$$/\1/p' | grep -v mcp_server | tr '\n' ' ')"; exit 2; }
+	@test -f "examples/$(NAME).py" || { echo "no examples/$(NAME).py: one of $$(ls examples | sed -n 's/^\([a-z][a-z_]*\)\.py$$/\1/p' | grep -v mcp_server | tr '\n' ' ')"; exit 2; }
+	$(BIN)/python examples/$(NAME).py $(ARGS)
+
+# The sdist and the wheel, from pyproject.toml (version: dspy_imp.__version__), checked by twine.
+dist: $(VENV)/.installed-dev
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 # The site (mkdocs --strict, the notebooks executed) is built once, by tests/test_site.py.
 test: lint typecheck unit
 
@@ -67,7 +83,7 @@ docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
-	$(BIN)/pytest --cov --cov-report=term
+	$(BIN)/pytest --cov --cov-report=term --durations=10
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run

@@ -1,9 +1,10 @@
 """Durable turns on DBOS Transact: a turn killed mid-way finishes when its program starts again.
 
-Install with ``pip install dspy-imp[dbos]``. A ``DurableAgent`` runs a ``ReActV2`` turn as a DBOS
-workflow whose model requests and tool calls are checkpointed steps (``_durable.driver``): after a
-crash, DBOS recovers the workflow, recorded replies and tool results are replayed rather than
-sent or run again, and the turn ends as an uninterrupted one would have. See ``docs/durable.md``.
+Install with ``pip install -e ".[dbos]"`` from a clone (README, "Installing"). A ``DurableAgent``
+runs a ``ReActV2`` turn as a DBOS workflow whose model requests and tool calls are checkpointed
+steps (``_durable.driver``): after a crash, DBOS recovers the workflow, recorded replies and tool
+results are replayed rather than sent or run again, and the turn ends as an uninterrupted one
+would have. See ``docs/durable.md``.
 
 Example:
     ```python
@@ -32,7 +33,7 @@ from typing import Any
 try:
     from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, Queue, SetWorkflowID, WorkflowSerializationFormat
 except ImportError as missing:  # the optional extra
-    raise ImportError("dspy_imp.durable runs on DBOS Transact: pip install 'dspy-imp[dbos]'") from missing
+    raise ImportError('dspy_imp.durable runs on DBOS Transact: pip install -e ".[dbos]" (from a clone)') from missing
 
 from dspy_imp._durable.codec import decode_value, encode_value
 from dspy_imp._durable.driver import DECISIONS_TOPIC, PENDING_EVENT, arun_turn, conclusion, decision, run_turn

@@ -2,8 +2,8 @@
 
 `dspy.Tool.from_mcp_tool` turns each tool an MCP server lists into a `dspy.Tool`; the agent uses
 them like any other tool. MCP tools are asynchronous, so the turn runs with `await agent.acall(...)`.
-The server here is `examples/mcp_server.py`, started over stdio (needs `pip install
-'dspy-imp[examples]'` for the `mcp` package).
+The server here is `examples/mcp_server.py`, started over stdio (needs the `examples` extra,
+`pip install -e ".[examples]"`, for the `mcp` package).
 
     python examples/mcp_tools.py          # offline, scripted model; the MCP server runs locally
     python examples/mcp_tools.py --live   # DSPY_IMP_MODEL, e.g. openai/gpt-4o-mini

@@ -185,7 +185,13 @@ def test_the_example_serves_its_page_with_the_port_printed(page: Page) -> None:
         expect(page.locator(".answer")).to_contain_text("About the refund of order 43: order 43 refunded")
     finally:
         process.terminate()
-        process.communicate()
+        _, logged = process.communicate()
+    # The server's log: one line per turn on standard error, the paused turn and its resume.
+    turns = [line.split(" dspy_imp.web: ", 1)[1] for line in logged.splitlines() if " dspy_imp.web: " in line]
+    assert [re.sub(r"conversation='[^']*'|duration=\S+", "", line) for line in turns] == [
+        "turn  ended=paused requests=2 ",
+        "turn  ended=finished_by_tool requests=1 ",
+    ]
 
 
 def _served_url(process: subprocess.Popen[Any]) -> str:

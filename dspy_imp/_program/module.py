@@ -27,7 +27,7 @@ from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
-from dspy_imp._routes.failures import describe
+from dspy_imp._routes.failures import describe, is_missing_credentials
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
@@ -341,7 +341,10 @@ class ReActV2(dspy.Module):
         if isinstance(outcome, Failure):
             trace_failure(self, describe(outcome.error), turn.errors, usage, tuple(turn.models.hops))
             history = make_history(turn.resumable_entries())  # the inputs too: enough to resume
-            raise StepError(outcome.error, history, usage=usage) from outcome.error
+            # A missing API key is one line naming the variable; its chain (DSPy's and lm15's
+            # copies of the same sentence) would bury it, and nothing was sent. `reason` keeps it.
+            cause = None if is_missing_credentials(outcome.error) else outcome.error
+            raise StepError(outcome.error, history, usage=usage) from cause
         history = make_history(turn.entries)
         metadata = Metadata(
             history=history,

@@ -18,7 +18,9 @@ class StepError(Exception):
     was refused by an operational guard.
 
     Attributes:
-        reason: The failed request's error, unchanged (also chained as ``__cause__``).
+        reason: The failed request's error, unchanged (also chained as ``__cause__``, except
+            for a missing API key: then the message alone, which names the variable to set,
+            is printed, without DSPy's chain).
         history: A ``dspy.History`` with everything recorded up to the failure: every tool
             that ran, with its result. Pass it back as ``history=`` to resume the turn.
         usage: What the turn's requests used up to the failure (a ``dspy_imp.Usage``), or

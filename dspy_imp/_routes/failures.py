@@ -17,6 +17,7 @@ from dspy.utils.exceptions import (
     LMConfigurationError,
     LMError,
     LMInvalidRequestError,
+    LMNotConfiguredError,
     LMUnsupportedFeatureError,
     is_retryable_lm_error,
 )
@@ -41,6 +42,12 @@ _FATAL = (
     ContentFiltered,
     ConfigurationError,
 )
+
+
+def is_missing_credentials(error: BaseException) -> bool:
+    """No API key for the LM's provider: DSPy refused before anything was sent, and its message
+    names the variable to set (``Set OPENAI_API_KEY in the environment, ...``)."""
+    return isinstance(error, LMNotConfiguredError)
 
 
 def is_blocked_reply(error: BaseException) -> bool:

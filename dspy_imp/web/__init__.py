@@ -1,4 +1,4 @@
-"""Agents in a web page: AG-UI and the AI SDK UI message stream, and a chat page (``pip install dspy-imp[web]``).
+"""Agents in a web page: AG-UI and the AI SDK UI message stream, and a chat page (``pip install -e ".[web]"``).
 
 ``dspy_imp.web.app(agent)`` is an ASGI (Starlette) app serving, for one ``dspy_imp.ReActV2``, a
 chat page that works offline, the AG-UI endpoint (``POST /ag-ui``) and the AI SDK UI message
@@ -18,7 +18,7 @@ try:
     import ag_ui.core  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as missing:  # the optional extra
-    raise ImportError("dspy_imp.web needs its extra: pip install 'dspy-imp[web]'") from missing
+    raise ImportError('dspy_imp.web needs its extra: pip install -e ".[web]" (from a clone)') from missing
 
 from dspy_imp.web._turns import FileStore, MemoryStore, Store
 from dspy_imp.web.app import app

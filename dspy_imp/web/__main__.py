@@ -3,13 +3,15 @@
 The agent is ``module:attribute`` (imported with the current directory on the path). Its LM is the
 one set on it, else the one ``--model`` names (or ``DSPY_IMP_MODEL``), else, when the module has
 one, the LM its ``offline_lm()`` returns (the examples' scripted model). The port is printed
-once the server listens: ``--port 0`` (the default) takes a free one.
+once the server listens: ``--port 0`` (the default) takes a free one. Each turn is logged in one
+line on standard error (conversation, ending, requests, duration, and the error of a failed turn).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import socket
 import sys
@@ -25,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=os.environ.get("DSPY_IMP_MODEL"), help="a dspy.LM model name")
     parser.add_argument("--sync", action="store_true", help="run turns with the sync call in worker threads")
     options = parser.parse_args(argv)
+    # One line per turn (dspy_imp.web._log) on standard error; everything else at WARNING.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("dspy_imp.web").setLevel(logging.INFO)
     module, agent = _load(options.agent)
     _choose_lm(module, agent, options.model)
 
@@ -47,7 +52,12 @@ def _load(target: str) -> tuple[Any, Any]:
         sys.exit(f"expected module:attribute, got {target!r}")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name is None or not (name == missing.name or name.startswith(missing.name + ".")):
+            raise  # the module exists; something it imports does not: its traceback says what
+        sys.exit(f"no module named {name!r} (from {os.getcwd()}): run from the folder that holds it")
     try:
         return module, getattr(module, attribute)
     except AttributeError:

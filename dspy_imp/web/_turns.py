@@ -28,6 +28,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._watch.events import Observer, TurnEvent, observing
+from dspy_imp.web import _log
 from dspy_imp.web._inputs import Call
 
 
@@ -150,6 +151,7 @@ class Runner:
             yield item
 
     async def _turn(self, key: str, call: Call, observe: Callable[[TurnEvent | Ended], None]) -> Ended:
+        started = _log.clock()
         try:
             prediction = await self.turns.play(key, dict(call.kwargs), observe)
             ended = Ended(prediction)
@@ -161,5 +163,6 @@ class Runner:
             ended = Ended(error=error)
         finally:
             self.busy.discard(key)
+        _log.log_turn(key, ended, started)
         observe(ended)
         return ended
