@@ -47,9 +47,9 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, capture_
     ):
         if given is not None and not callable(getattr(given, needs, None)):
             raise ConfigurationError(f"{name} must be an OpenTelemetry {name} (with .{needs}), got {given!r}")
-    from dspy_imp._watch import genai_spans  # loads OpenTelemetry: a clear ImportError when it is missing
+    from dspy_imp._watch import genai_facts  # loads OpenTelemetry: a clear ImportError when it is missing
 
-    genai_spans.reset_instruments()
+    genai_facts.reset_instruments()
     _ACTIVE[0] = Instrumentation(tracer_provider, meter_provider, capture_content)
 
 
@@ -85,7 +85,7 @@ def turn_of(program: Any) -> Any:
         return None
     from dspy_imp._watch.genai_spans import TurnSpans
 
-    spans = TurnSpans(program, settings, previous=_OPEN.get())
+    spans = TurnSpans(program, settings, conversation=_CONVERSATION.get(), previous=_OPEN.get())
     _OPEN.set(spans)
     return spans
 

@@ -71,7 +71,12 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any]:
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {} if isinstance(call, Mapping) else {}
         parts.append(
-            {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments"),
+            }
         )
     return {"role": role, "parts": parts}
 
@@ -104,7 +109,9 @@ def _output(outcome: Any) -> dict[str, Any] | None:
         if outcome.text:
             parts.append({"type": "text", "content": outcome.text})
         for call in outcome.calls:
-            parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": _without_media(call.args)})
+            parts.append(
+                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": _without_media(call.args)}
+            )
         message: dict[str, Any] = {"role": "assistant", "parts": parts}
         if outcome.finish_reason:
             message["finish_reason"] = outcome.finish_reason

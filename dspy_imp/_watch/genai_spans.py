@@ -30,83 +30,19 @@ from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
-from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
-from dspy_imp._records.errors import ToolTimedOut
-from dspy_imp._records.outcomes import AgentEnded, Failed, Raised, Reply, Returned
+from dspy_imp._records.outcomes import Failed, Reply
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool
 from dspy_imp._watch import genai_content as content
-from dspy_imp._watch.genai import Instrumentation, conversation_id
+from dspy_imp._watch import genai_facts as facts
 
-SCOPE = "dspy_imp"
-
-GENAI_ATTRIBUTES: dict[str, str] = {
-    "dspy_imp.tool.outcome": "returned | error | timed_out | refused | rejected | unexecuted, or a sub-agent's paused | incomplete | blocked",
-    "dspy_imp.tool.error_kind": "the error kind of the result the model read (`tool_denied`, `unknown_tool`, ...)",
-    "dspy_imp.usage.cost": "the turn's summed cost in USD, where the LM reported one (`invoke_agent` spans)",
-}
-"""The attributes only these spans carry, beside the ``dspy_imp.*`` of ``_watch.tracing.ATTRIBUTES``."""
-
-REFUSALS = frozenset({"tool_denied", "unknown_tool", "malformed_tool_call", "schema_validation", "missing_required"})
-
-OPERATION = ga.GenAiOperationNameValues
-
-# litellm's provider prefix -> the conventions' provider name (others are passed on as they are)
-_PROVIDERS = {
-    "openai": ga.GenAiProviderNameValues.OPENAI.value,
-    "anthropic": ga.GenAiProviderNameValues.ANTHROPIC.value,
-    "gemini": ga.GenAiProviderNameValues.GCP_GEMINI.value,
-    "vertex_ai": ga.GenAiProviderNameValues.GCP_VERTEX_AI.value,
-    "bedrock": ga.GenAiProviderNameValues.AWS_BEDROCK.value,
-    "azure": ga.GenAiProviderNameValues.AZURE_AI_OPENAI.value,
-    "azure_ai": ga.GenAiProviderNameValues.AZURE_AI_INFERENCE.value,
-    "cohere": ga.GenAiProviderNameValues.COHERE.value,
-    "groq": ga.GenAiProviderNameValues.GROQ.value,
-    "mistral": ga.GenAiProviderNameValues.MISTRAL_AI.value,
-    "deepseek": ga.GenAiProviderNameValues.DEEPSEEK.value,
-    "xai": ga.GenAiProviderNameValues.X_AI.value,
-    "perplexity": ga.GenAiProviderNameValues.PERPLEXITY.value,
-    "watsonx": ga.GenAiProviderNameValues.IBM_WATSONX_AI.value,
-}
+INVOKE_AGENT = facts.OPERATION.INVOKE_AGENT.value
 
 _PENDING: ContextVar[_PendingToolSpan | None] = ContextVar("dspy_imp_genai_pending", default=None)
-
-_INSTRUMENTS: dict[int, tuple[Any, Any]] = {}
-
-
-def reset_instruments() -> None:
-    """Forget the metric instruments made so far (``instrument()`` may name another meter provider)."""
-    _INSTRUMENTS.clear()
-
-
-def _instruments(meter_provider: Any) -> tuple[Any, Any]:
-    key = id(meter_provider)
-    if key not in _INSTRUMENTS:
-        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-        tokens = gen_ai_metrics.create_gen_ai_client_token_usage(meter)
-        _INSTRUMENTS[key] = (tokens, gen_ai_metrics.create_gen_ai_client_operation_duration(meter))
-    return _INSTRUMENTS[key]
-
-
-def model_name(lm: Any) -> tuple[str | None, str | None]:
-    """``(provider, model)`` of an LM: ``"anthropic/claude-x"`` -> ``("anthropic", "claude-x")``."""
-    model = getattr(lm, "model", None)
-    if not isinstance(model, str):
-        return None, type(lm).__name__ if lm is not None else None
-    prefix, slash, rest = model.partition("/")
-    if not slash:
-        return None, model
-    return _PROVIDERS.get(prefix, prefix), rest
-
-
-def agent_name(program: Any) -> str:
-    """A turn's agent name: the signature class's name (``ReActV2`` for a string signature)."""
-    name = getattr(getattr(program, "signature", None), "__name__", "")
-    return name if name and name != "StringSignature" else type(program).__name__
 
 
 class _PendingToolSpan:
@@ -123,7 +59,10 @@ class _PendingToolSpan:
             if self.span is None:
                 context = trace.set_span_in_context(self.parent)
                 self.span = self.tracer.start_span(
-                    f"{OPERATION.EXECUTE_TOOL.value} {self.name}", context, attributes=self.attributes, start_time=self.started
+                    f"{facts.OPERATION.EXECUTE_TOOL.value} {self.name}",
+                    context,
+                    attributes=self.attributes,
+                    start_time=self.started,
                 )
             return self.span
 
@@ -131,13 +70,13 @@ class _PendingToolSpan:
 class TurnSpans:
     """One turn's spans: the agent span (made at the first performed effect), one per effect, its end."""
 
-    def __init__(self, program: Any, settings: Instrumentation, previous: Any = None):
+    def __init__(self, program: Any, settings: Any, conversation: str | None = None, previous: Any = None):
         self.program, self.settings, self.previous = program, settings, previous
-        self.tracer = trace.get_tracer(SCOPE, tracer_provider=settings.tracer_provider)
+        self.tracer = trace.get_tracer(facts.SCOPE, tracer_provider=settings.tracer_provider)
         self.pending = _PENDING.get()  # set: this is a sub-agent's turn, inside its caller's tool call
         self.parent_context = otel_context.get_current()
-        self.name = self.pending.name if self.pending is not None else agent_name(program)
-        self.conversation = conversation_id()
+        self.name = self.pending.name if self.pending is not None else facts.agent_name(program)
+        self.conversation = conversation
         self.started = time.time_ns()
         self.span: Any = None
         self.error_type: str | None = None
@@ -148,12 +87,15 @@ class TurnSpans:
             if self.span is None:
                 parent = self.pending.materialize() if self.pending is not None else None
                 context = trace.set_span_in_context(parent) if parent is not None else self.parent_context
-                attributes = {ga.GEN_AI_OPERATION_NAME: OPERATION.INVOKE_AGENT.value, ga.GEN_AI_AGENT_NAME: self.name}
-                provider, model = model_name(self._lm(0))
-                attributes |= _present({ga.GEN_AI_PROVIDER_NAME: provider, ga.GEN_AI_REQUEST_MODEL: model})
-                attributes |= _present({ga.GEN_AI_CONVERSATION_ID: self.conversation})
+                attributes = {ga.GEN_AI_OPERATION_NAME: INVOKE_AGENT, ga.GEN_AI_AGENT_NAME: self.name}
+                provider, model = facts.model_name(self._lm(0))
+                attributes |= facts.present({ga.GEN_AI_PROVIDER_NAME: provider, ga.GEN_AI_REQUEST_MODEL: model})
+                attributes |= facts.present({ga.GEN_AI_CONVERSATION_ID: self.conversation})
                 self.span = self.tracer.start_span(
-                    f"{OPERATION.INVOKE_AGENT.value} {self.name}", context, attributes=attributes, start_time=self.started
+                    f"{facts.OPERATION.INVOKE_AGENT.value} {self.name}",
+                    context,
+                    attributes=attributes,
+                    start_time=self.started,
                 )
             return self.span
 
@@ -172,8 +114,8 @@ class TurnSpans:
         with the effect's outcome."""
         agent = self.agent_span()
         if isinstance(effect, RunAgent):
-            with self._sub_agent(effect, agent) as end:
-                yield end
+            with self._sub_agent(effect, agent) as end_call:
+                yield end_call
             return
         start = self._start(effect, agent)
         if start is None:
@@ -194,7 +136,7 @@ class TurnSpans:
         except BaseException as stop:  # an interrupt or a cancellation: the effect has no outcome
             if not ended[0]:
                 ended[0] = True
-                _failed(span, stop)
+                facts.failed(span, stop)
                 span.end()
             raise
         finally:
@@ -206,28 +148,30 @@ class TurnSpans:
         context = trace.set_span_in_context(agent)
         if isinstance(effect, ModelRequest | Extraction):
             attributes = self._request_attributes(effect)
-            name = f"{OPERATION.CHAT.value} {attributes.get(ga.GEN_AI_REQUEST_MODEL, '')}".rstrip()
+            name = f"{facts.OPERATION.CHAT.value} {attributes.get(ga.GEN_AI_REQUEST_MODEL, '')}".rstrip()
             return self.tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes), attributes
         if isinstance(effect, RunTool | DecidedCall):
-            attributes = _tool_attributes(effect)
-            name = f"{OPERATION.EXECUTE_TOOL.value} {attributes[ga.GEN_AI_TOOL_NAME]}"
+            attributes = facts.tool_attributes(effect)
+            name = f"{facts.OPERATION.EXECUTE_TOOL.value} {attributes[ga.GEN_AI_TOOL_NAME]}"
             if self.settings.capture_content:
                 attributes[ga.GEN_AI_TOOL_CALL_ARGUMENTS] = content.as_json(effect.args)
             return self.tracer.start_span(name, context, attributes=attributes), attributes
         return None
 
     def _request_attributes(self, effect: ModelRequest | Extraction) -> dict[str, Any]:
-        provider, model = model_name(self._lm(effect.model))
+        provider, model = facts.model_name(self._lm(effect.model))
         kind = "extraction" if isinstance(effect, Extraction) else effect.guidance.kind
         kwargs = getattr(self._lm(effect.model), "kwargs", None) or {}
-        return _present(
+        return facts.present(
             {
-                ga.GEN_AI_OPERATION_NAME: OPERATION.CHAT.value,
+                ga.GEN_AI_OPERATION_NAME: facts.OPERATION.CHAT.value,
                 ga.GEN_AI_PROVIDER_NAME: provider,
                 ga.GEN_AI_REQUEST_MODEL: model,
                 ga.GEN_AI_CONVERSATION_ID: self.conversation,
-                ga.GEN_AI_REQUEST_TEMPERATURE: _number(kwargs.get("temperature")),
-                ga.GEN_AI_REQUEST_MAX_TOKENS: _number(kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")),
+                ga.GEN_AI_REQUEST_TEMPERATURE: facts.number(kwargs.get("temperature")),
+                ga.GEN_AI_REQUEST_MAX_TOKENS: facts.number(
+                    kwargs.get("max_tokens", kwargs.get("max_completion_tokens"))
+                ),
                 "dspy_imp.request.kind": kind,
             }
         )
@@ -236,21 +180,21 @@ class TurnSpans:
         if isinstance(effect, ModelRequest | Extraction):
             self._end_request(span, job, outcome, attributes, took)
         else:
-            _end_tool(span, effect, outcome, self.settings.capture_content)
+            facts.end_tool(span, effect, outcome, self.settings.capture_content)
         span.end()
 
     def _end_request(self, span: Any, job: Any, outcome: Any, attributes: Mapping[str, Any], took: float) -> None:
         entries = list(getattr(job, "lm_calls", tuple)()) if job is not None else []
         first = entries[0] if entries else {}
         response = first.get("response")
-        facts = _present(
+        learned = facts.present(
             {
                 ga.GEN_AI_RESPONSE_MODEL: first.get("response_model") or getattr(response, "model", None),
                 ga.GEN_AI_RESPONSE_ID: getattr(response, "id", None),
             }
         )
         if isinstance(outcome, Reply) and outcome.finish_reason:
-            facts[ga.GEN_AI_RESPONSE_FINISH_REASONS] = [outcome.finish_reason]
+            learned[ga.GEN_AI_RESPONSE_FINISH_REASONS] = [outcome.finish_reason]
         used = getattr(outcome, "usage", ()) or ()
         tokens = {
             ga.GEN_AI_USAGE_INPUT_TOKENS: sum(u.input_tokens for u in used),
@@ -258,35 +202,38 @@ class TurnSpans:
             ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: sum(u.cached_tokens for u in used),
             ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: sum(u.reasoning_tokens for u in used),
         }
-        span.set_attributes({**facts, **(tokens if used else {})})
+        span.set_attributes({**learned, **(tokens if used else {})})
         if self.settings.capture_content:
             span.set_attributes(content.request_content(first.get("messages"), outcome))
-        metric = {k: v for k, v in {**attributes, **facts}.items() if k in _METRIC_KEYS}
+        metric = {k: v for k, v in {**attributes, **learned}.items() if k in facts.METRIC_KEYS}
         if isinstance(outcome, Failed):
-            _failed(span, outcome.error)
+            facts.failed(span, outcome.error)
             metric[error_attributes.ERROR_TYPE] = type(outcome.error).__qualname__
-        usage_histogram, duration_histogram = _instruments(self.settings.meter_provider)
+        usage_histogram, duration_histogram = facts.instruments(self.settings.meter_provider)
         duration_histogram.record(took, metric)
         if used:
-            for kind, key in ((ga.GenAiTokenTypeValues.INPUT, ga.GEN_AI_USAGE_INPUT_TOKENS), (ga.GenAiTokenTypeValues.OUTPUT, ga.GEN_AI_USAGE_OUTPUT_TOKENS)):
+            for kind, key in (
+                (ga.GenAiTokenTypeValues.INPUT, ga.GEN_AI_USAGE_INPUT_TOKENS),
+                (ga.GenAiTokenTypeValues.OUTPUT, ga.GEN_AI_USAGE_OUTPUT_TOKENS),
+            ):
                 usage_histogram.record(tokens[key], {**metric, ga.GEN_AI_TOKEN_TYPE: kind.value})
 
     @contextlib.contextmanager
     def _sub_agent(self, effect: RunAgent, agent: Any) -> Iterator[Callable[[Any], None]]:
-        pending = _PendingToolSpan(self.tracer, agent, effect.tool.name, _tool_attributes(effect))
+        pending = _PendingToolSpan(self.tracer, agent, effect.tool.name, facts.tool_attributes(effect))
         token = _PENDING.set(pending)
 
-        def end(outcome: Any) -> None:
+        def end_tool(outcome: Any) -> None:
             if pending.span is not None:
-                _end_tool(pending.span, effect, outcome, self.settings.capture_content)
+                facts.end_tool(pending.span, effect, outcome, self.settings.capture_content)
                 pending.span.end()
                 pending.span = None
 
         try:
-            yield end
+            yield end_tool
         except BaseException as stop:
             if pending.span is not None:
-                _failed(pending.span, stop)
+                facts.failed(pending.span, stop)
             raise
         finally:
             _PENDING.reset(token)
@@ -315,84 +262,16 @@ class TurnSpans:
                     ga.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
                     ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cached_tokens,
                     ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens,
-                    **_present({"dspy_imp.usage.cost": usage.cost}),
+                    **facts.present({"dspy_imp.usage.cost": usage.cost}),
                 }
             )
         if stop is not None:
-            _failed(span, stop)
+            facts.failed(span, stop)
         elif self.error_type is not None:
             span.set_status(StatusCode.ERROR, str(attributes.get("dspy_imp.termination.error", ""))[:500])
             span.set_attribute(error_attributes.ERROR_TYPE, self.error_type)
         span.end()
 
 
-_METRIC_KEYS = frozenset({ga.GEN_AI_OPERATION_NAME, ga.GEN_AI_PROVIDER_NAME, ga.GEN_AI_REQUEST_MODEL, ga.GEN_AI_RESPONSE_MODEL})
-
-
-def _tool_attributes(effect: RunTool | DecidedCall) -> dict[str, Any]:
-    call = effect.call
-    name = (call.name if call is not None else None) or getattr(getattr(effect, "tool", None), "name", None)
-    description = effect.tool.desc if isinstance(effect, RunTool) else effect.description
-    return _present(
-        {
-            ga.GEN_AI_OPERATION_NAME: OPERATION.EXECUTE_TOOL.value,
-            ga.GEN_AI_TOOL_NAME: name or "<malformed call>",
-            ga.GEN_AI_TOOL_CALL_ID: call.id if call is not None else None,
-            ga.GEN_AI_TOOL_TYPE: "function",
-            ga.GEN_AI_TOOL_DESCRIPTION: description or None,
-        }
-    )
-
-
-def _end_tool(span: Any, effect: Any, outcome: Any, capture: bool) -> None:
-    outcome_name, error_kind, value, error = _tool_outcome(effect, outcome)
-    span.set_attributes(_present({"dspy_imp.tool.outcome": outcome_name, "dspy_imp.tool.error_kind": error_kind}))
-    if capture and value is not None:
-        span.set_attribute(ga.GEN_AI_TOOL_CALL_RESULT, content.as_json(value))
-    if error is not None:
-        _failed(span, error)
-    elif outcome_name not in ("returned",):
-        span.set_status(StatusCode.ERROR, str(value)[:500])
-        span.set_attribute(error_attributes.ERROR_TYPE, error_kind or outcome_name)
-
-
-def _tool_outcome(effect: Any, outcome: Any) -> tuple[str, str | None, Any, BaseException | None]:
-    """``(outcome, error kind, value the model reads, exception)`` of a tool span."""
-    if isinstance(effect, DecidedCall):
-        result = effect.result
-        if effect.stage == "unexecuted":
-            return "unexecuted", result.error_kind, result.value, None
-        if not result.error:
-            return "returned", None, result.value, None
-        return ("refused" if result.error_kind in REFUSALS else "rejected"), result.error_kind, result.value, None
-    if isinstance(outcome, AgentEnded):
-        if outcome.error is not None:
-            return "error", None, None, outcome.error
-        return ("returned" if outcome.outputs is not None else outcome.reason), None, outcome.outputs, None
-    if isinstance(outcome, Returned):
-        return "returned", None, outcome.value, None
-    if isinstance(outcome, Raised):
-        timed_out = isinstance(outcome.error, ToolTimedOut)
-        return ("timed_out" if timed_out else "error"), None, None, outcome.error
-    return "returned", None, None, None
-
-
-def _failed(span: Any, error: BaseException) -> None:
-    span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {content.redacted(str(error))}"[:500])
-    span.set_attribute(error_attributes.ERROR_TYPE, type(error).__qualname__)
-
-
-def _present(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
-
-
-def _number(value: Any) -> int | float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _ignore(_: Any) -> None:
     return None
-
-
-__all__ = ["GENAI_ATTRIBUTES", "TurnSpans", "reset_instruments"]
-
