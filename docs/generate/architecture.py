@@ -19,7 +19,11 @@ OUT = ROOT / "docs" / "architecture.svg"
 
 # (floor, title, what it is); the order is the layers contract's, the public face on top.
 FLOORS = [
-    ("public", "dspy_imp · dspy_imp.durable · dspy_imp.testing", "the public API: ReActV2, deadline, DBOS, ScriptedLM"),
+    (
+        "public",
+        "dspy_imp · dspy_imp.durable · dspy_imp.testing · dspy_imp.tracing",
+        "the public API: ReActV2, deadline, DBOS, ScriptedLM, GenAI spans",
+    ),
     ("_durable", "_durable/", "durable turns on DBOS: the checkpointing driver and its codec"),
     ("_program", "_program/", "ReActV2 itself, its inner predictor, option checks, the prediction"),
     ("_drivers", "_drivers/", "perform effects, sync or async: requests through DSPy, tools, usage"),
@@ -34,7 +38,7 @@ BOX_W, BOX_H, GAP, LEFT, TOP, LANE = 690, 58, 22, 64, 20, 18
 
 def floor_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in {"durable", "testing", "web"}:
+    if len(parts) == 1 or parts[1] in {"durable", "testing", "tracing", "web"}:
         return "public"
     return parts[1]
 
