@@ -31,7 +31,7 @@ pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 class _Receiver(http.server.BaseHTTPRequestHandler):
     received: list[ExportTraceServiceRequest]
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
