@@ -83,7 +83,9 @@ def run(mode: str) -> dict[str, Any]:
                 "kind": (s.attributes or {}).get("openinference.span.kind"),
                 "response_id": (s.attributes or {}).get("gen_ai.response.id"),
                 "ending": (s.attributes or {}).get("dspy_imp.termination.reason"),
-                "parent": next((i for i, p in enumerate(otel) if s.parent and p.context.span_id == s.parent.span_id), None),
+                "parent": next(
+                    (i for i, p in enumerate(otel) if s.parent and p.context.span_id == s.parent.span_id), None
+                ),
             }
             for s in otel
         ],
