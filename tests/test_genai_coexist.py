@@ -64,7 +64,7 @@ def test_the_spans_nest_and_the_module_span_keeps_its_annotations(turns: list[di
     assert module["kind"] == "CHAIN" and module["ending"] == "answered"  # OpenInference's turn span, annotated
     agent = next(i for i, s in enumerate(spans) if s["name"] == "invoke_agent ReActV2")
     assert spans[agent]["parent"] == 0 and spans[agent]["ending"] == "answered"
-    for i, span in enumerate(spans):
+    for span in spans:
         if span["name"] in ("chat scripted", "execute_tool lookup"):
             assert span["parent"] == agent
         if span["kind"] in ("LLM", "TOOL"):  # OpenInference's request and tool spans sit inside ours

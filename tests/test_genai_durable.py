@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import dspy
 import pytest
 from dbos import DBOS
 from opentelemetry.sdk.trace import TracerProvider
