@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from dspy_imp._watch import genai
@@ -51,8 +52,22 @@ def uninstrument() -> None:
     genai.uninstrument()
 
 
-conversation = genai.conversation
-"""``with dspy_imp.tracing.conversation(id):`` labels the turns run inside with ``gen_ai.conversation.id``."""
+def conversation(conversation_id: str) -> contextlib.AbstractContextManager[None]:
+    """Label the turns run inside the block with ``gen_ai.conversation.id`` (their agent and chat spans).
+
+    Args:
+        conversation_id: Your id of the conversation (a chat thread, a ticket): a non-empty string.
+
+    Raises:
+        ConfigurationError: An id that is not a non-empty string (raised here, before any turn).
+
+    Example:
+        ```python
+        with dspy_imp.tracing.conversation("ticket-4711"):
+            agent(question="Where is my order?")
+        ```
+    """
+    return genai.conversation(conversation_id)
 
 
 __all__ = ["conversation", "instrument", "uninstrument"]

@@ -62,11 +62,15 @@ def active() -> Instrumentation | None:
     return _ACTIVE[0]
 
 
-@contextlib.contextmanager
-def conversation(conversation_id: str) -> Iterator[None]:
-    """Label the turns run in this block with ``gen_ai.conversation.id``."""
+def conversation(conversation_id: str) -> contextlib.AbstractContextManager[None]:
+    """Label the turns run in this block with ``gen_ai.conversation.id`` (checked now, not on entry)."""
     if not isinstance(conversation_id, str) or not conversation_id:
         raise ConfigurationError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+    return _labelled(conversation_id)
+
+
+@contextlib.contextmanager
+def _labelled(conversation_id: str) -> Iterator[None]:
     token = _CONVERSATION.set(conversation_id)
     try:
         yield
