@@ -3,7 +3,9 @@ of each kind of turn, sync and async, every key read from ``opentelemetry-semant
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -343,3 +345,62 @@ def test_nothing_is_emitted_when_not_instrumented(run):
     with dspy.context(lm=ScriptedLM([reply("Here.")])):
         run(dspy_imp.ReActV2("question -> answer"), question="Where?")
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_timed_out_call_is_an_error_tool_span_marked_timed_out(spans, run):
+    release = threading.Event()
+
+    def search(query: str) -> str:
+        """Search the web."""
+        release.wait(30)  # blocks until the test is over: the 0.05 s bound passes first, whatever the machine
+        return "late"
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[search], tool_timeouts={"search": 0.05})
+    try:
+        with dspy.context(lm=ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("None.")])):
+            run(agent, question="Cats?")
+    finally:
+        release.set()
+
+    (tool,) = named(spans, "execute_tool search")
+    assert tool.attributes["dspy_imp.tool.outcome"] == "timed_out"
+    assert tool.status.status_code is StatusCode.ERROR and tool.attributes[ERROR_TYPE] == "ToolTimedOut"
+    (turn,) = named(spans, "invoke_agent ReActV2")
+    assert turn.status.status_code is StatusCode.UNSET and turn.attributes["dspy_imp.termination.reason"] == "answered"
+
+
+def test_an_interrupted_turn_ends_its_spans_as_errors(spans, run):
+    def halt(topic: str) -> str:
+        """Stop everything."""
+        raise KeyboardInterrupt
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[halt])
+    lm = ScriptedLM([reply(calls=[call("halt", {"topic": "x"}, id="c1")])])
+    with dspy.context(lm=lm), pytest.raises(KeyboardInterrupt):
+        run(agent, question="Stop?")
+
+    assert tree(spans) == [("invoke_agent ReActV2", ["chat scripted", "execute_tool halt"])]
+    (tool,) = named(spans, "execute_tool halt")
+    (turn,) = named(spans, "invoke_agent ReActV2")
+    for span in (tool, turn):
+        assert span.status.status_code is StatusCode.ERROR and span.attributes[ERROR_TYPE] == "KeyboardInterrupt"
+
+
+def test_a_streamed_turn_has_the_same_spans_once(spans, run):
+    agent = dspy_imp.ReActV2("question -> answer", tools=[lookup])
+    script = [reply(calls=[call("lookup", {"topic": "keys"}, id="c1")]), reply("Under the mat.")]
+
+    listeners = [dspy_imp.StreamListener("answer")]
+
+    async def consume() -> Any:
+        return [item async for item in dspy.streamify(agent, stream_listeners=listeners)(question="?")]
+
+    with dspy.context(lm=ScriptedLM(script)):
+        if run.mode == "sync":
+            stream = dspy.streamify(agent, stream_listeners=listeners, async_streaming=False)
+            items = list(stream(question="?"))
+        else:
+            items = asyncio.run(consume())
+    assert items[-1].answer == "Under the mat."
+
+    assert tree(spans) == [("invoke_agent ReActV2", ["chat scripted", "execute_tool lookup", "chat scripted"])]
