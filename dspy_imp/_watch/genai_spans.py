@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+import dspy
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
@@ -102,9 +103,7 @@ class TurnSpans:
     def _lm(self, index: int) -> Any:
         if index:
             return self.program.options.fallback[index - 1]
-        import dspy  # the program's LM, else the configured one (as the request will use)
-
-        return getattr(self.program.react, "lm", None) or dspy.settings.lm
+        return getattr(self.program.react, "lm", None) or dspy.settings.lm  # as the request will use
 
     # -- each effect ---------------------------------------------------------------------------
 
