@@ -1,6 +1,8 @@
 """Print the GenAI span tree of a sample turn, as docs/observability.md shows it.
 
-    python docs/generate/genai_trace.py
+    python docs/generate/genai_trace.py [--otlp http://127.0.0.1:4318/v1/traces]
+
+With ``--otlp``, the spans also go to that OTLP/HTTP endpoint (a local collector or backend).
 
 A real run (``dspy_imp.testing.ScriptedLM`` as the model, an in-memory exporter): a triage agent
 asks a ``researcher`` sub-agent, whose step calls ``lookup`` (runs) and ``delete`` (refused by its
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -26,6 +29,11 @@ from dspy_imp.testing import ScriptedLM, call, reply
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
+if "--otlp" in sys.argv:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    endpoint = sys.argv[sys.argv.index("--otlp") + 1]
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
 dspy_imp.tracing.instrument(tracer_provider=provider)
 
 
