@@ -16,6 +16,7 @@ from docs_runner import python_blocks, run_page
 import dspy_imp
 import dspy_imp.durable
 import dspy_imp.testing
+import dspy_imp.tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -59,6 +60,7 @@ def test_the_api_reference_names_every_public_name() -> None:
     names = [f"dspy_imp.{name}" for name in dspy_imp.__all__]
     names += [f"dspy_imp.testing.{name}" for name in dspy_imp.testing.__all__]
     names += [f"dspy_imp.durable.{name}" for name in dspy_imp.durable.__all__]
+    names += [f"dspy_imp.tracing.{name}" for name in dspy_imp.tracing.__all__]
     missing = [name for name in names if f"::: {name}\n" not in reference]
     assert not missing, f"docs/api.md does not document {missing}"
 

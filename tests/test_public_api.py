@@ -8,6 +8,7 @@ import dspy
 
 import dspy_imp
 import dspy_imp.testing
+import dspy_imp.tracing
 from dspy_imp import durable
 
 
@@ -54,11 +55,12 @@ def test_all_is_sorted_and_exact():
     assert dspy_imp.testing.__all__ == sorted(dspy_imp.testing.__all__)
     assert durable.__all__ == sorted(durable.__all__)  # the optional extra dspy-imp[dbos]; [dev] has it
     assert all(hasattr(durable, name) for name in durable.__all__)
+    assert dspy_imp.tracing.__all__ == ["conversation", "instrument", "uninstrument"]
 
 
 def test_modules_other_than_the_public_ones_are_private():
     package = pathlib.Path(dspy_imp.__file__).parent
-    public = {"__init__.py", "testing.py", "durable.py"}
+    public = {"__init__.py", "testing.py", "durable.py", "tracing.py"}
     assert all(p.name in public or p.name.startswith("_") for p in package.glob("*.py"))
 
 

@@ -23,6 +23,8 @@ class Job:
     exchange: Exchange | None = None
     catches: Callable[[BaseException], bool] = lambda error: isinstance(error, Exception)
     """Which errors of ``run`` are its failure; a tool's may be ``BaseException``s (``interrupts``)."""
+    lm_calls: Callable[[], Any] = tuple
+    """The LM's history entries of a request, once it ran (response model and id for its GenAI span)."""
 
 
 def outcome(job: Job) -> Any:

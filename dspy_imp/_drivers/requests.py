@@ -78,6 +78,7 @@ def step_job(program: Program, effect: ModelRequest) -> Job:
         lambda error: _refused_step(error, usage) or Failed(error, usage()),
         scope,
         exchange,
+        lm_calls=lambda: recorder.history,
     )
 
 
@@ -101,6 +102,7 @@ def extraction_job(program: Program, effect: Extraction) -> Job:
         lambda prediction: _filtered(recorder, usage) or replace(_extracted(prediction), usage=usage()),
         lambda error: _filtered(recorder, usage) or Failed(error, usage()),
         scope,
+        lm_calls=lambda: recorder.history,
     )
 
 

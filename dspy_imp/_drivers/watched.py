@@ -1,5 +1,6 @@
 """The drivers' watching glue: a ``Watch`` (``_watch.streaming``) sees an effect before and after it is
-performed, and a request's reply as it is relayed; it decides nothing.
+performed (with the effect's GenAI span current while it runs), and a request's reply as it is
+relayed; it decides nothing.
 
 ``watched``/``awatched`` wrap performing one job; with no watch (no ``dspy.streamify``, no live
 progress), or for a ``Measure`` (counting tokens is nothing to watch), the job just runs.
@@ -20,8 +21,10 @@ def watched(watch: Watch | None, effect: Any, job: Job, perform: Callable[[Job],
     if watch is None or isinstance(effect, Measure):
         return perform(job)
     watch.send(watch.before(effect))
-    with watch.relaying(effect, job.exchange) as relay:
-        outcome = perform(job)
+    with watch.spanning(effect, job) as spanned:
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = perform(job)
+        spanned(outcome)
     watch.send([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
     return outcome
 
@@ -31,7 +34,9 @@ async def awatched(watch: Watch | None, effect: Any, job: Job, perform: Callable
     if watch is None or isinstance(effect, Measure):
         return await perform(job)
     await watch.asend(watch.before(effect))
-    with watch.relaying(effect, job.exchange) as relay:
-        outcome = await perform(job)
+    with watch.spanning(effect, job) as spanned:
+        with watch.relaying(effect, job.exchange) as relay:
+            outcome = await perform(job)
+        spanned(outcome)
     await watch.asend([*(relay.close(outcome) if relay else ()), *watch.after(effect, outcome)])
     return outcome

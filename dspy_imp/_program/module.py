@@ -35,7 +35,7 @@ from dspy_imp._turn.limits import ToolLimits
 from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
-from dspy_imp._watch.tracing import trace_failure, trace_turn
+from dspy_imp._watch.tracing import trace_failure, trace_stop, trace_turn
 
 
 class ReActV2(dspy.Module):
@@ -232,6 +232,7 @@ class ReActV2(dspy.Module):
             outcome = drive(turn.run(), effects)
         except BaseException as stop:  # an interrupt or the caller's cancellation: the history goes with it
             attach_history(stop, make_history(turn.resumable_entries()))
+            trace_stop(self, stop)
             raise
         return self._conclude(turn, outcome, mark)
 
@@ -244,6 +245,7 @@ class ReActV2(dspy.Module):
             outcome = await adrive(turn.run(), effects)
         except BaseException as stop:
             attach_history(stop, make_history(turn.resumable_entries()))
+            trace_stop(self, stop)
             raise
         return self._conclude(turn, outcome, mark)
 

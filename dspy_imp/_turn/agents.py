@@ -50,13 +50,15 @@ def effect(
 ) -> RunAgent:
     """The child's turn for this call: a new one on the call's arguments, or the paused one resumed."""
     if resumed is None:
-        return RunAgent(tool, dict(call.args), budget=budget)
+        return RunAgent(tool, dict(call.args), call=call, budget=budget)
     prefix = call.id + SEPARATOR
     child = Decisions(
         approvals={k[len(prefix) :]: v for k, v in decisions.approvals.items() if k.startswith(prefix)},
         results={k[len(prefix) :]: v for k, v in decisions.results.items() if k.startswith(prefix)},
     )
-    return RunAgent(tool, dict(call.args), history=tuple(resumed.get("history") or ()), decisions=child, budget=budget)
+    return RunAgent(
+        tool, dict(call.args), call=call, history=tuple(resumed.get("history") or ()), decisions=child, budget=budget
+    )
 
 
 @dataclass(frozen=True)

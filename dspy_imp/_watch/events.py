@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.scoped import scoped
-from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunTool
+from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool
 from dspy_imp._watch.reading import TextFollower, delta_of
 
 Channel = Literal["text", "thought"]
@@ -128,7 +128,7 @@ class Reporter:
             self.kind = "extraction" if isinstance(effect, Extraction) else guidance.kind
             text = isinstance(effect, ModelRequest) and (guidance.text_answer or self.kind == "last_text")
             self.observer(RequestStarted(self.number, self.kind, "text" if text else "thought"))
-        elif isinstance(effect, RunTool) and effect.call is not None:
+        elif _runs_a_tool(effect):
             self.observer(ToolStarted(effect.call.id, effect.call.name, dict(effect.args)))
         elif isinstance(effect, DecidedCall) and effect.stage == "call":
             call, result = effect.call, effect.result
@@ -138,7 +138,7 @@ class Reporter:
     def after(self, effect: Any, outcome: Any) -> None:
         if isinstance(effect, ModelRequest | Extraction):
             self.observer(RequestEnded(self.number, self.kind, outcome))
-        elif isinstance(effect, RunTool) and effect.call is not None:
+        elif _runs_a_tool(effect):
             call = effect.call
             if isinstance(outcome, Returned):
                 self.observer(ToolEnded(call.id, call.name, outcome.value, False))
@@ -150,6 +150,11 @@ class Reporter:
         if not isinstance(effect, ModelRequest) or exchange is None:
             return None
         return _Deltas(self.observer, self.number, TextFollower(exchange))
+
+
+def _runs_a_tool(effect: Any) -> bool:
+    """A tool's run with its call; a sub-agent's call (``RunAgent``) is not reported as one."""
+    return isinstance(effect, RunTool) and not isinstance(effect, RunAgent) and effect.call is not None
 
 
 class _Deltas:

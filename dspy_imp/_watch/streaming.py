@@ -48,6 +48,7 @@ from dspy_imp._turn.effects import (
     Sleep,
 )
 from dspy_imp._turn.plan import Program
+from dspy_imp._watch import genai
 from dspy_imp._watch.events import Reporter, current_observer
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
@@ -56,8 +57,9 @@ from dspy_imp._watch.status import StatusMessageProvider, status_for
 
 
 class Watch:
-    """Forwards what a turn's driver performs: status messages, field chunks, progress, and the
-    turn's events to an observer (``_watch.events``, for user interfaces)."""
+    """Forwards what a turn's driver performs: status messages, field chunks, progress, the
+    turn's events to an observer (``_watch.events``, for user interfaces), and GenAI spans
+    (``_watch.genai_spans``, once ``dspy_imp.tracing.instrument()`` turned them on)."""
 
     def __init__(
         self,
@@ -66,8 +68,10 @@ class Watch:
         listeners: Sequence[StreamListener],
         progress: Progress | None,
         reporter: Reporter | None = None,
+        spans: Any = None,
     ):
         self.program = program
+        self.spans = spans
         self.reporter = reporter
         self.stream = stream
         self.listeners = tuple(listeners)
@@ -85,14 +89,15 @@ class Watch:
         stream = dspy.settings.send_stream
         progress = Progress.of()
         observer = current_observer()
-        if stream is None and progress is None and observer is None:
+        spans = genai.turn_of(program)
+        if stream is None and progress is None and observer is None and spans is None:
             return None
         listeners = (dspy.settings.stream_listeners or []) if stream is not None else []
         if stream is not None:
             install_closing_sync_streams()  # for the streams opened from now on (see also ``ReActV2``)
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
-        return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None)
+        return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None, spans)
 
     # -- status -------------------------------------------------------------------------------
 
@@ -138,6 +143,8 @@ class Watch:
 
     def ended(self, outcome: Any) -> list[Any]:
         self.failed = isinstance(outcome, Failure)
+        if self.spans is not None:
+            self.spans.ended(outcome)
         line = status_for(self.provider, "end", outcome)
         return self._messages(f"{self.agent}: {line}" if line and self.agent else line)
 
@@ -147,6 +154,15 @@ class Watch:
         if self.progress is not None:
             self.progress.show(message)
         return [StatusMessage(message)] if self.stream is not None else []
+
+    @contextlib.contextmanager
+    def spanning(self, effect: Any, job: Any) -> Iterator[Any]:
+        """Around performing one effect: its GenAI span; the yielded function takes the outcome."""
+        if self.spans is None:
+            yield lambda _: None
+            return
+        with self.spans.spanning(effect, job) as end:
+            yield end
 
     # -- field chunks -------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ import dspy
 from dspy_imp._prompt.render import render_result
 from dspy_imp._records.errors import ToolCallRejected
 from dspy_imp._turn.effects import DecidedCall
+from dspy_imp._watch import genai
 
 PREFIX = "dspy_imp."
 
@@ -119,14 +120,34 @@ async def areport(effect: DecidedCall, renderer: Callable[[Any, Any], str] | Non
 
 def trace_turn(program: Any, metadata: Any, failed: Mapping[str, str]) -> None:
     """Annotate the turn's span (the program's module span) with how the turn ended."""
-    annotate(program, turn_attributes(metadata, failed), _tracer_tokens(metadata.usage))
+    attributes = turn_attributes(metadata, failed)
+    annotate(program, attributes, _tracer_tokens(metadata.usage))
+    end_genai_turn(program, attributes, metadata.usage)
 
 
 def trace_failure(
     program: Any, description: str, failed: Mapping[str, str], usage: Any, fallbacks: tuple[Any, ...] = ()
 ) -> None:
     """Annotate the turn's span of a turn that raises ``StepError`` (``description``: its redacted reason)."""
-    annotate(program, failure_attributes(description, failed, usage, fallbacks), _tracer_tokens(usage))
+    attributes = failure_attributes(description, failed, usage, fallbacks)
+    annotate(program, attributes, _tracer_tokens(usage))
+    end_genai_turn(program, attributes, usage)
+
+
+def trace_stop(program: Any, stop: BaseException) -> None:
+    """The turn of ``program`` stopped on ``stop`` (an interrupt, a cancellation): its GenAI span ends as an error."""
+    end_genai_turn(program, {}, None, stop)
+
+
+def end_genai_turn(program: Any, attributes: Mapping[str, Any], usage: Any, stop: BaseException | None = None) -> None:
+    """End the GenAI agent span this context has open for ``program``'s turn (``_watch.genai``), if any."""
+    spans = genai.open_turn(program)
+    if spans is None:
+        return
+    try:
+        spans.end({key: _otel_value(value) for key, value in attributes.items()}, usage, stop)
+    finally:
+        genai.close_turn(spans)
 
 
 def _tracer_tokens(usage: Any) -> dict[str, int] | None:
