@@ -227,3 +227,77 @@ def test_call_ids_that_name_object_properties_are_ids_like_any_other(page: Page)
         expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
         expect(page.locator(".answer")).to_have_text("Done.")
     assert lm.remaining == 0
+
+
+def test_twenty_turns_scroll_and_the_input_stays_in_view(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply(f"Answer {n}: " + "a long line of text. " * 8) for n in range(1, 21)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        for n in range(1, 21):
+            ask(page, f"Question {n}")
+            expect(page.locator(".termination")).to_have_count(n)
+        expect(page.locator(".answer").last).to_contain_text("Answer 20:")
+        expect(page.locator(".answer").last).to_be_in_viewport()
+        expect(page.locator("#question")).to_be_in_viewport()
+        expect(page.locator("#question")).to_be_enabled()
+        assert page.evaluate(
+            "document.getElementById('log').scrollHeight > document.getElementById('log').clientHeight"
+        )
+        assert page.evaluate(
+            "document.documentElement.scrollHeight <= window.innerHeight + 1"
+        )  # the log scrolls, not the page
+        expect(page.locator(".answer").first).not_to_be_in_viewport()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_reload_and_a_second_tab_show_the_conversation_and_its_waiting_approval(page: Page, sync: bool) -> None:
+    agent = support_agent()
+    lm = with_lm(agent, paused_script())
+    with LiveServer(dspy_imp.web.app(agent, sync=sync)) as server:
+        page.goto(server.url)
+        expect(page.locator("#title")).to_have_text("Support")  # the program's name
+        assert page.title() == "Support"
+        ask(page, "Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        url = page.url
+        assert "#c=" in url
+        page.reload()
+        expect(page.locator(".user")).to_have_text("Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="c9"] .args')).to_contain_text('"order_id": "42"')
+        expect(page.locator("#question")).to_be_disabled()
+        second = page.context.new_page()
+        second.goto(url)
+        refund = second.locator('.tool-call[data-call-id="c9"]')
+        refund.locator("button.approve").click()
+        expect(refund.locator(".result")).to_have_text("order 42 refunded")
+        expect(second.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+        expect(second.locator("#question")).to_be_enabled()
+        page.reload()  # the first tab, reopened: the approved turn, no buttons
+        expect(page.locator('.tool-call[data-call-id="c9"] .result')).to_have_text("order 42 refunded")
+        expect(page.locator("button.approve")).to_have_count(0)
+        expect(page.locator('.tool-call[data-call-id="c10"] .result')).to_have_text("delivered")
+        page.click("#new-chat")
+        expect(page.locator("#log > *")).to_have_count(0)
+        assert page.url != url
+    assert lm.remaining == 0
+
+
+def test_a_phone_sized_screen_shows_everything_without_sideways_scrolling(browser: Browser) -> None:
+    agent = support_agent()
+    with_lm(agent, tool_script())
+    context = browser.new_context(viewport={"width": 375, "height": 700})
+    narrow = context.new_page()
+    narrow.set_default_timeout(WAIT)
+    try:
+        with LiveServer(dspy_imp.web.app(agent)) as server:
+            narrow.goto(server.url)
+            ask(narrow, "Where is order 42? " + "x" * 120)
+            expect(narrow.locator(".termination")).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+            expect(narrow.locator("#question")).to_be_in_viewport()
+            expect(narrow.locator("#send")).to_be_in_viewport()
+            assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            shot(narrow, "phone")
+    finally:
+        context.close()

@@ -310,3 +310,22 @@ def test_a_file_written_before_owners_loads_as_unowned(sync: bool, tmp_path: Any
     path.write_text(json.dumps(json.loads(path.read_text())["history"]))  # the old format: the dump alone
     loaded = asyncio.run(store.load("t1"))
     assert loaded == dspy_imp.web.Conversation(history, None)
+
+
+async def test_a_conversation_reopens_for_its_owner_only(sync: bool) -> None:
+    agent = support_agent()
+    with_lm(agent, paused_script())
+    app = dspy_imp.web.app(agent, sync=sync, auth=by_header)
+    async with client(app) as http:
+        await http.post("/ag-ui", json=run_input("Refund order 42", thread="a/b"), headers=ALICE)
+        mine = await http.get("/api/conversations/a%2Fb", headers=ALICE)
+        theirs = await http.get("/api/conversations/a%2Fb", headers=MALLORY)
+        missing = await http.get("/api/conversations/nope", headers=ALICE)
+        anonymous = await http.get("/api/conversations/a%2Fb")
+    assert mine.status_code == 200
+    body = mine.json()
+    assert [m["role"] for m in body["messages"]] == ["user", "reasoning", "assistant"]
+    assert [(i["id"], i["reason"]) for i in body["interrupts"]] == [("c9", "tool_approval")]
+    assert body["running"] is False
+    assert (theirs.status_code, missing.status_code, anonymous.status_code) == (404, 404, 401)
+    assert theirs.json() == {"error": "no conversation 'a/b'"}

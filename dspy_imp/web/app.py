@@ -1,7 +1,8 @@
 """The ASGI app: both streams and the chat page, for one agent.
 
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
-    GET  /api/info    the agent: its signature, inputs, outputs and tools
+    GET  /api/info    the agent: its title, signature, inputs, outputs and tools
+    GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
 
@@ -31,9 +32,10 @@ from starlette.types import ASGIApp
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
 from dspy_imp.web._guard import Auth, Guard, Guarded, Refused, encodable, read_json, scrubbed
-from dspy_imp.web._inputs import Call
+from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._narration import Narration
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
+from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
 
@@ -80,6 +82,7 @@ def app(
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
+        Route("/api/conversations/{key:path}", server.conversation),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
@@ -121,8 +124,10 @@ class _Server:
         except Refused as refused:
             return refused.response()
         signature = self.signature
+        named = signature.__name__ not in ("StringSignature", "Signature")
         return JSONResponse(
             {
+                "title": signature.__name__ if named else "dspy-imp agent",
                 "signature": signature.signature,
                 "instructions": signature.instructions,
                 "inputs": list(signature.input_fields),
@@ -130,6 +135,25 @@ class _Server:
                 "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
             }
         )
+
+    async def conversation(self, request: Request) -> Response:
+        """The conversation the page reopens (a reload, a second tab): its messages and interrupts."""
+        key = encodable(request.path_params["key"])
+        try:
+            user = await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
+        stored = await self.runner.store.load(key)
+        if stored is None or stored.owner != user:  # another user's is as absent as a missing one
+            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+        messages = to_messages(stored.history, self.signature)
+        interrupts = [agui.interrupt(call) for call in paused_calls(stored.history)]
+        body = {
+            "messages": [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages],
+            "interrupts": [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in interrupts],
+            "running": key in self.runner.busy,
+        }
+        return JSONResponse(scrubbed(body))
 
     async def agui(self, request: Request) -> Response:
         try:

@@ -1,18 +1,39 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
+// The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
+// (GET api/conversations/<id>), with any approval it waits for.
 "use strict";
 (() => {
   const log = document.getElementById("log");
   const form = document.getElementById("ask");
   const question = document.getElementById("question");
   const send = document.getElementById("send");
-  const threadId = newId();
+  const newChat = document.getElementById("new-chat");
+  let threadId = fromUrl() || started(newId());
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
   let busy = false;
 
   function newId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     return Date.now().toString(16) + Math.random().toString(16).slice(2);
+  }
+
+  function fromUrl() {
+    const found = /^#c=(.+)$/.exec(location.hash);
+    if (!found) return null;
+    try { return decodeURIComponent(found[1]); } catch (_) { return null; }
+  }
+
+  function started(id) {
+    history.replaceState(null, "", `#c=${encodeURIComponent(id)}`);
+    return id;
+  }
+
+  function follow(action) {
+    // Keep the newest content in view while the reader is at the bottom; leave them where they scrolled.
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+    action();
+    if (atBottom) log.scrollTop = log.scrollHeight;
   }
 
   function el(tag, cls, text) {
@@ -35,15 +56,48 @@
   fetch("api/info").then((r) => r.json()).then((info) => {
     const tools = info.tools.map((t) => t.name).join(", ");
     document.getElementById("signature").textContent = `${info.signature}` + (tools ? ` · tools: ${tools}` : "");
-    if (info.instructions) document.getElementById("title").textContent = info.instructions.split("\n")[0];
+    document.getElementById("title").textContent = info.title;
+    document.title = info.title;
   }).catch(() => {});
+
+  newChat.addEventListener("click", () => {
+    threadId = started(newId());
+    calls.clear();
+    log.replaceChildren();
+    setBusy(false);
+    question.focus();
+  });
+
+  async function reopen() {
+    // The conversation this URL names, as the server keeps it (a reload, a second tab).
+    const response = await fetch(`api/conversations/${encodeURIComponent(threadId)}`);
+    if (!response.ok) return;
+    const saved = await response.json();
+    let view = null;
+    for (const message of saved.messages) {
+      if (message.role === "user") {
+        log.append(el("div", "user", message.content));
+        view = null;
+        continue;
+      }
+      if (!view) view = new RunView(log.appendChild(el("section", "turn")));
+      view.restore(message);
+    }
+    if (saved.interrupts.length) {
+      if (!view) view = new RunView(log.appendChild(el("section", "turn")));
+      view.ask(saved.interrupts);
+      setBusy(true);
+    }
+    log.scrollTop = log.scrollHeight;
+  }
+  if (location.hash) reopen().catch(() => {});
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = question.value.trim();
     if (!text || busy) return;
     question.value = "";
-    log.append(el("div", "user", text));
+    follow(() => log.append(el("div", "user", text)));
     run({ messages: [{ id: newId(), role: "user", content: text }] });
   });
   question.addEventListener("keydown", (event) => {
@@ -62,7 +116,7 @@
         body: JSON.stringify(body),
       });
       if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
-      await readEvents(response, (event) => view.handle(event));
+      await readEvents(response, (event) => follow(() => view.handle(event)));
     } catch (error) {
       view.error(String(error));
     }
@@ -104,6 +158,27 @@
       this.root = root;
       this.messages = new Map(); // message id -> its node
       this.waiting = false;
+    }
+
+    restore(message) {
+      // One message of a reopened conversation: the answer, a thought, a call or its result.
+      if (message.role === "reasoning") {
+        const thought = this.root.appendChild(el("details", "thought"));
+        thought.append(el("summary", null, "Thought"));
+        thought.append(el("div", "body", message.content));
+      } else if (message.role === "assistant") {
+        if (message.content) this.root.append(el("div", "answer", message.content));
+        for (const toolCall of message.toolCalls || []) {
+          const call = card(toolCall.id, toolCall.function.name);
+          call.args.textContent = pretty(toolCall.function.arguments);
+          this.root.append(call.box);
+        }
+      } else if (message.role === "tool" && calls.has(message.toolCallId)) {
+        const call = calls.get(message.toolCallId);
+        call.result.textContent = message.content;
+        call.result.classList.remove("pending");
+        if (message.error) call.box.classList.add("error");
+      }
     }
 
     handle(event) {
