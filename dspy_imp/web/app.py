@@ -31,7 +31,7 @@ from starlette.types import ASGIApp
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
-from dspy_imp.web._guard import Auth, Guard, Guarded, Refused, encodable, read_json, scrubbed
+from dspy_imp.web._guard import Guard, Guarded, Refused, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._narration import Narration
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
@@ -45,7 +45,7 @@ def app(
     *,
     store: Store | None = None,
     sync: bool = False,
-    auth: Auth | None = None,
+    auth: Callable[[Request], Any] | None = None,
     hosts: Sequence[str] = (),
     origins: Sequence[str] = (),
 ) -> ASGIApp:
