@@ -301,3 +301,31 @@ def test_a_phone_sized_screen_shows_everything_without_sideways_scrolling(browse
             shot(narrow, "phone")
     finally:
         context.close()
+
+
+def test_an_answer_is_markdown_rendered_safely(page: Page) -> None:
+    """Markdown becomes markup (vendored marked, sanitized by DOMPurify); raw HTML in the answer,
+    a ``<script>`` included, is shown as text, and a ``javascript:`` link loses its target."""
+    answer = (
+        "**Order 42** shipped:\n\n- packed\n- sent\n\n`tracking`\n\n"
+        '<script>window.injected = 4</script> <img src=x onerror="window.injected = 5"> '
+        "[open](javascript:window.injected=6)"
+    )
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply(answer)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Where is order 42?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: answered"))
+        rendered = page.locator(".answer")
+        expect(rendered.locator("strong")).to_have_text("Order 42")
+        expect(rendered.locator("li")).to_have_text(["packed", "sent"])
+        expect(rendered.locator("code")).to_have_text("tracking")
+        expect(rendered).to_contain_text("<script>window.injected = 4</script>")
+        expect(rendered).to_contain_text('<img src=x onerror="window.injected = 5">')
+        assert page.locator("#log script, #log img").count() == 0
+        assert page.locator("#log a[href^='javascript']").count() == 0
+        assert page.evaluate("window.injected") is None
+        page.reload()  # reopened from the server: rendered the same way
+        expect(page.locator(".answer strong")).to_have_text("Order 42")
+        assert page.locator("#log script, #log img").count() == 0

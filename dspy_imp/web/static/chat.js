@@ -1,7 +1,8 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
 // The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
-// (GET api/conversations/<id>), with any approval it waits for.
+// (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
+// the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -34,6 +35,13 @@
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
     action();
     if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  const escaped = (text) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const markdown = new marked.Marked({ gfm: true, renderer: { html: (token) => escaped(token.text) } });
+
+  function showMarkdown(node, text) {
+    node.innerHTML = DOMPurify.sanitize(markdown.parse(text), { USE_PROFILES: { html: true } });
   }
 
   function el(tag, cls, text) {
@@ -157,6 +165,7 @@
     constructor(root) {
       this.root = root;
       this.messages = new Map(); // message id -> its node
+      this.texts = new Map(); // answer message id -> its Markdown so far
       this.waiting = false;
     }
 
@@ -167,7 +176,7 @@
         thought.append(el("summary", null, "Thought"));
         thought.append(el("div", "body", message.content));
       } else if (message.role === "assistant") {
-        if (message.content) this.root.append(el("div", "answer", message.content));
+        if (message.content) showMarkdown(this.root.appendChild(el("div", "answer")), message.content);
         for (const toolCall of message.toolCalls || []) {
           const call = card(toolCall.id, toolCall.function.name);
           call.args.textContent = pretty(toolCall.function.arguments);
@@ -185,6 +194,7 @@
       switch (event.type) {
         case "TEXT_MESSAGE_START":
           this.messages.set(event.messageId, this.root.appendChild(el("div", "answer", "")));
+          this.texts.set(event.messageId, "");
           break;
         case "REASONING_MESSAGE_START": {
           const thought = this.root.appendChild(el("details", "thought"));
@@ -194,7 +204,12 @@
         }
         case "TEXT_MESSAGE_CONTENT":
         case "REASONING_MESSAGE_CONTENT":
-          this.messages.get(event.messageId).textContent += event.delta;
+          if (this.texts.has(event.messageId)) {  // an answer: Markdown, rendered again as it grows
+            this.texts.set(event.messageId, this.texts.get(event.messageId) + event.delta);
+            showMarkdown(this.messages.get(event.messageId), this.texts.get(event.messageId));
+          } else {
+            this.messages.get(event.messageId).textContent += event.delta;
+          }
           break;
         case "TOOL_CALL_START":
           this.root.append(card(event.toolCallId, event.toolCallName).box);
