@@ -329,3 +329,34 @@ def test_an_answer_is_markdown_rendered_safely(page: Page) -> None:
         page.reload()  # reopened from the server: rendered the same way
         expect(page.locator(".answer strong")).to_have_text("Order 42")
         assert page.locator("#log script, #log img").count() == 0
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool) -> None:
+    import threading
+
+    running, release = threading.Event(), threading.Event()
+
+    def inventory(item: str) -> str:
+        """Count an item in the warehouse (slow)."""
+        running.set()
+        release.wait(WAIT / 1000)  # bounded: the test releases it once Stop was clicked
+        return f"12 {item}"
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[inventory])
+    lm = ScriptedLM([reply(calls=[call("inventory", {"item": "chairs"}, id="c1")]), reply("Never asked.")])
+    agent.set_lm(lm)
+    with LiveServer(dspy_imp.web.app(agent, sync=sync)) as server:
+        page.goto(server.url)
+        ask(page, "How many chairs?")
+        expect(page.locator("#stop")).to_be_visible()
+        running.wait(WAIT / 1000)
+        page.click("#stop")
+        expect(page.locator("#stop")).to_be_disabled()
+        release.set()
+        expect(page.locator(".run-error")).to_have_text("StreamClosed: the turn was stopped")
+        expect(page.locator("#question")).to_be_enabled()
+        expect(page.locator("#stop")).to_be_hidden()
+        page.reload()  # the history was kept: the call and its result
+        expect(page.locator('.tool-call[data-call-id="c1"] .result')).to_have_text("12 chairs")
+    assert lm.remaining == 1  # no request after the stop

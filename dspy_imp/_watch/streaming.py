@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dspy
@@ -71,6 +71,7 @@ class Watch:
         self.steps = 0
         self.last_error: BaseException | None = None
         self.failed = False  # the turn ended in a StepError
+        self.stopped: Callable[[], bool] | None = None
 
     @classmethod
     def of(cls, program: Program) -> Watch | None:
@@ -87,7 +88,9 @@ class Watch:
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
         hold = Hold(program, observer)  # what a guardrail may still block is held (``_watch.holding``)
         reporter = Reporter(hold.observe) if observer is not None else None
-        return cls(program, stream, ours, progress, reporter, hold)
+        watch = cls(program, stream, ours, progress, reporter, hold)
+        watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
+        return watch
 
     # -- status -------------------------------------------------------------------------------
 
@@ -203,6 +206,8 @@ class Watch:
         """
         if self.stream is not None and _unread(self.stream):
             raise StreamClosed("the consumer of the dspy.streamify stream closed it; the turn stopped")
+        if self.stopped is not None and self.stopped():  # an observer's ``stopped()`` (the web page's Stop)
+            raise StreamClosed("the turn was stopped")
 
     def close(self) -> None:
         if self.progress is not None:

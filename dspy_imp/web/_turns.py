@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import dspy
 
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._watch.events import Observer, TurnEvent, observing
@@ -139,6 +139,19 @@ class Calls:
             return await anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))
 
 
+class _Observer:
+    """A turn's observer: its events into the request's queue (in order, from any thread), and
+    ``stopped()``, which the turn's watch asks before each effect."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], stopped: Callable[[], bool]):
+        self.loop = loop
+        self.queue = queue
+        self.stopped = stopped
+
+    def __call__(self, event: TurnEvent | Ended) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+
 class Runner:
     """Runs the turns of one agent (played by ``turns``), one at a time per conversation."""
 
@@ -146,7 +159,16 @@ class Runner:
         self.turns = turns
         self.store = store
         self.busy: set[str] = set()
+        self.stopping: set[str] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
+
+    def stop(self, key: str) -> bool:
+        """Ask the conversation's running turn to stop before its next effect (history kept);
+        ``False`` when none runs or its turns cannot be stopped (a durable workflow's)."""
+        if key not in self.busy or not isinstance(self.turns, Calls):
+            return False
+        self.stopping.add(key)
+        return True
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -173,12 +195,8 @@ class Runner:
         except BaseException:
             self.busy.discard(key)
             raise
-        loop = asyncio.get_running_loop()
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
-
-        def observe(event: TurnEvent | Ended) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, event)  # in order, from any thread
-
+        observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
         task = asyncio.create_task(self._turn(key, user, call, observe))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -200,9 +218,15 @@ class Runner:
         except StepError as error:
             ended = Ended(error=error)
             await self.store.save(key, Conversation(error.history, user))
+        except StreamClosed as stop:  # Stop: the history so far is kept
+            ended = Ended(error=stop)
+            history = getattr(stop, "dspy_imp_history", None)
+            if history is not None:
+                await self.store.save(key, Conversation(history, user))
         except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
             self.busy.discard(key)
+            self.stopping.discard(key)
         observe(ended)
         return ended

@@ -3,6 +3,7 @@
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
     GET  /api/info    the agent: its title, signature, inputs, outputs and tools
     GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
+    POST /api/conversations/<id>/stop   stop its running turn before its next effect (history kept)
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
 
@@ -82,6 +83,7 @@ def app(
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
+        Route("/api/conversations/{key:path}/stop", server.stop, methods=["POST"]),
         Route("/api/conversations/{key:path}", server.conversation),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
@@ -154,6 +156,20 @@ class _Server:
             "running": key in self.runner.busy,
         }
         return JSONResponse(scrubbed(body))
+
+    async def stop(self, request: Request) -> Response:
+        """Stop the conversation's running turn (the page's Stop): it ends before its next effect."""
+        key = encodable(request.path_params["key"])
+        try:
+            user = await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
+        stored = await self.runner.store.load(key)
+        if stored is not None and stored.owner != user:
+            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+        if not self.runner.stop(key):
+            return JSONResponse({"error": f"conversation {key!r} runs no turn that can be stopped"}, status_code=409)
+        return JSONResponse({"stopping": key})
 
     async def agui(self, request: Request) -> Response:
         try:

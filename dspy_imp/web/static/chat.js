@@ -10,6 +10,7 @@
   const question = document.getElementById("question");
   const send = document.getElementById("send");
   const newChat = document.getElementById("new-chat");
+  const stop = document.getElementById("stop");
   let threadId = fromUrl() || started(newId());
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
   let busy = false;
@@ -68,6 +69,14 @@
     document.title = info.title;
   }).catch(() => {});
 
+  stop.addEventListener("click", () => {
+    // The server stops the turn before its next effect and keeps its history; the stream then ends.
+    stop.disabled = true;
+    fetch(`api/conversations/${encodeURIComponent(threadId)}/stop`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+    }).catch(() => {});
+  });
+
   newChat.addEventListener("click", () => {
     threadId = started(newId());
     calls.clear();
@@ -114,6 +123,8 @@
 
   async function run(extra) {
     setBusy(true);
+    stop.hidden = false;
+    stop.disabled = false;
     const view = new RunView(log.appendChild(el("section", "turn")));
     const body = Object.assign(
       { threadId, runId: newId(), state: null, messages: [], tools: [], context: [], forwardedProps: {} }, extra);
@@ -128,6 +139,7 @@
     } catch (error) {
       view.error(String(error));
     }
+    stop.hidden = true;
     setBusy(view.waiting);
   }
 
