@@ -91,6 +91,11 @@ def test_a_question_shows_the_tool_calls_and_the_streamed_answer(page: Page, syn
         expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")  # markup shown as text
         assert lookup.locator("b").count() == 0
         expect(page.locator('.tool-call[data-call-id="c2"] .result')).to_have_text("delivered")
+        expect(lookup.locator(".timing")).to_have_text(re.compile(r"^\d+\.\d s$"))  # how long it ran
+        lookup.locator("summary").click()  # folded
+        expect(lookup.locator(".args")).to_be_hidden()
+        lookup.locator("summary").click()
+        expect(lookup.locator(".args")).to_be_visible()
         expect(page.locator(".answer")).to_have_text("reply: Order 42 shipped Monday.\ndeclined: false")
         thought = page.locator("details.thought")
         expect(thought).to_have_count(1)

@@ -163,12 +163,16 @@
 
   function card(id, name) {
     if (calls.has(id)) return calls.get(id);
-    const box = el("div", "tool-call");
+    // A call is a <details>: open, and folded with a click on its name; its timing beside the name.
+    const box = el("details", "tool-call");
+    box.open = true;
     box.dataset.callId = id;
-    box.append(el("span", "name", name || "tool"));
+    const summary = box.appendChild(el("summary"));
+    summary.append(el("span", "name", name || "tool"));
+    const timing = summary.appendChild(el("span", "timing", ""));
     const args = box.appendChild(el("pre", "args", ""));
     const result = box.appendChild(el("pre", "result pending", "running…"));
-    const made = { box, args, result, argsText: "" };
+    const made = { box, args, result, timing, argsText: "", started: performance.now() };
     calls.set(id, made);
     return made;
   }
@@ -191,6 +195,7 @@
         if (message.content) showMarkdown(this.root.appendChild(el("div", "answer")), message.content);
         for (const toolCall of message.toolCalls || []) {
           const call = card(toolCall.id, toolCall.function.name);
+          call.started = null; // reopened: its timing is not known
           call.args.textContent = pretty(toolCall.function.arguments);
           this.root.append(call.box);
         }
@@ -237,6 +242,7 @@
           call.result.textContent = event.content;
           call.result.classList.remove("pending");
           call.waiting = false;
+          if (call.started !== null) call.timing.textContent = `${((performance.now() - call.started) / 1000).toFixed(1)} s`;
           break;
         }
         case "MESSAGES_SNAPSHOT":
@@ -290,6 +296,7 @@
         const box = call.box.appendChild(el("div", "approval"));
         const decide = (entry, label) => {
           decisions.set(interrupt.id, Object.assign({ interruptId: interrupt.id }, entry));
+          call.started = performance.now(); // its run starts with the decision
           box.replaceChildren(el("span", "decided", label));
           if (decisions.size === interrupts.length) run({ resume: [...decisions.values()] });
         };
