@@ -351,3 +351,12 @@ async def test_a_paused_conversation_survives_a_restart_in_a_file_store(sync: bo
     verify_agui(resumed, known_calls={"c9"})
     assert resumed[1]["content"] == "order 42 refunded"
     assert resumed[-1]["result"]["termination_reason"] == "finished_by_tool"
+
+
+async def test_a_scripted_reply_streams_in_the_pieces_it_names(sync: bool) -> None:
+    agent = text_agent()
+    with_lm(agent, [reply("Hello there, friend!", chunk=5)])
+    events = await post(dspy_imp.web.app(agent, sync=sync), run_input("Hi"))
+    verify_agui(events)
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Hello", " ther", "e, fr", "iend!"]
+    assert events[-1]["result"]["outputs"] == {"answer": "Hello there, friend!"}

@@ -365,3 +365,29 @@ def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool
         page.reload()  # the history was kept: the call and its result
         expect(page.locator('.tool-call[data-call-id="c1"] .result')).to_have_text("12 chairs")
     assert lm.remaining == 1  # no request after the stop
+
+
+def test_the_answer_is_seen_to_stream(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("The order shipped on Monday and arrives on Thursday.", chunk=6)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        page.evaluate(
+            """() => {
+              window.seen = [];  // each rendering of the answer: its paragraph, kept by the records
+              new MutationObserver((records) => {
+                for (const record of records) {
+                  for (const node of record.addedNodes) {
+                    const answer = record.target.classList.contains("answer");
+                    if (node.nodeName === "P" && answer) window.seen.push(node.textContent);
+                  }
+                }
+              }).observe(document.getElementById("log"), { childList: true, subtree: true, characterData: true });
+            }"""
+        )
+        ask(page, "When does it arrive?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: answered"))
+        seen = page.evaluate("window.seen")
+    assert seen[-1] == "The order shipped on Monday and arrives on Thursday."
+    assert seen[:3] == ["The or", "The order sh", "The order shipped "]  # rendered piece by piece
+    assert len(seen) == 9
