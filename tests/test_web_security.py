@@ -329,3 +329,22 @@ async def test_a_conversation_reopens_for_its_owner_only(sync: bool) -> None:
     assert body["running"] is False
     assert (theirs.status_code, missing.status_code, anonymous.status_code) == (404, 404, 401)
     assert theirs.json() == {"error": "no conversation 'a/b'"}
+
+
+async def test_only_the_user_running_a_turn_may_stop_it(sync: bool) -> None:
+    agent = text_agent()
+    lm = with_lm(agent, [reply("Never sent.")])
+    store = AwaitingStore()
+    app = dspy_imp.web.app(agent, sync=sync, store=store, auth=by_header)
+    async with client(app) as http:
+        store.gate.clear()
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Hi"), headers=ALICE))
+        await until(lambda: store.waiting == 1)  # alice's first turn holds the conversation
+        theirs = await http.post("/api/conversations/t1/stop", json={}, headers=MALLORY)
+        mine = await http.post("/api/conversations/t1/stop", json={}, headers=ALICE)
+        store.gate.set()
+        events = agui_events((await running).text)
+        idle = await http.post("/api/conversations/t1/stop", json={}, headers=ALICE)
+    assert (theirs.status_code, mine.status_code, idle.status_code) == (409, 200, 409)
+    assert events[-1] == {"type": "RUN_ERROR", "message": "StreamClosed: the turn was stopped", "code": "StreamClosed"}
+    assert lm.requests == []  # stopped before its first request

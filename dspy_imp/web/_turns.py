@@ -160,12 +160,13 @@ class Runner:
         self.store = store
         self.busy: set[str] = set()
         self.stopping: set[str] = set()
+        self.users: dict[str, str | None] = {}  # who runs each running turn
         self.tasks: set[asyncio.Task[Any]] = set()
 
-    def stop(self, key: str) -> bool:
+    def stop(self, key: str, user: str | None) -> bool:
         """Ask the conversation's running turn to stop before its next effect (history kept);
-        ``False`` when none runs or its turns cannot be stopped (a durable workflow's)."""
-        if key not in self.busy or not isinstance(self.turns, Calls):
+        ``False`` when none of ``user``'s runs or its turns cannot be stopped (a durable workflow's)."""
+        if key not in self.busy or self.users.get(key, user) != user or not isinstance(self.turns, Calls):
             return False
         self.stopping.add(key)
         return True
@@ -183,17 +184,18 @@ class Runner:
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
         self.busy.add(key)
+        self.users[key] = user
         try:
             stored = await self.store.load(key)
             if stored is not None and stored.owner != user:
                 raise PermissionError(f"conversation {key!r} belongs to another user")
             call = read(stored.history if stored is not None else None)
         except Exception as error:  # refused input, or the store failed: told, never a hung stream
-            self.busy.discard(key)
+            self._release(key)
             yield Ended(error=error)
             return
         except BaseException:
-            self.busy.discard(key)
+            self._release(key)
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
         observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
@@ -207,6 +209,11 @@ class Runner:
                 yield await task  # the history is saved before the end is told
                 return
             yield item
+
+    def _release(self, key: str) -> None:
+        self.busy.discard(key)
+        self.stopping.discard(key)
+        self.users.pop(key, None)
 
     async def _turn(
         self, key: str, user: str | None, call: Call, observe: Callable[[TurnEvent | Ended], None]
@@ -226,7 +233,6 @@ class Runner:
         except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
-            self.busy.discard(key)
-            self.stopping.discard(key)
+            self._release(key)
         observe(ended)
         return ended

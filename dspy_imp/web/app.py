@@ -167,7 +167,7 @@ class _Server:
         stored = await self.runner.store.load(key)
         if stored is not None and stored.owner != user:
             return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
-        if not self.runner.stop(key):
+        if not self.runner.stop(key, user):
             return JSONResponse({"error": f"conversation {key!r} runs no turn that can be stopped"}, status_code=409)
         return JSONResponse({"stopping": key})
 
