@@ -91,6 +91,11 @@ def test_a_question_shows_the_tool_calls_and_the_streamed_answer(page: Page, syn
         expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")  # markup shown as text
         assert lookup.locator("b").count() == 0
         expect(page.locator('.tool-call[data-call-id="c2"] .result')).to_have_text("delivered")
+        expect(lookup.locator(".timing")).to_have_text(re.compile(r"^\d+\.\d s$"))  # how long it ran
+        lookup.locator("summary").click()  # folded
+        expect(lookup.locator(".args")).to_be_hidden()
+        lookup.locator("summary").click()
+        expect(lookup.locator(".args")).to_be_visible()
         expect(page.locator(".answer")).to_have_text("reply: Order 42 shipped Monday.\ndeclined: false")
         thought = page.locator("details.thought")
         expect(thought).to_have_count(1)
@@ -201,3 +206,194 @@ def _served_url(process: subprocess.Popen[Any]) -> str:
         if found:
             return found.group()
     raise AssertionError(f"no URL printed; stderr: {process.stderr.read() if process.stderr else ''}")
+
+
+def test_call_ids_that_name_object_properties_are_ids_like_any_other(page: Page) -> None:
+    """``constructor``, ``toString`` and ``__proto__`` as call ids: each has its card, and the
+    approval of ``__proto__`` resumes the turn."""
+
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return f"order {order_id} shipped"
+
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"order {order_id} refunded"
+
+    agent = dspy_imp.ReActV2("message -> reply", tools=[lookup, refund], needs_approval=["refund"])
+    lookups = [call("lookup", {"order_id": n}, id=i) for n, i in (("1", "constructor"), ("2", "toString"))]
+    lm = ScriptedLM(
+        [reply(calls=lookups), reply(calls=[call("refund", {"order_id": "2"}, id="__proto__")]), reply("Done.")]
+    )
+    agent.set_lm(lm)
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Refund my last order")
+        refund_card = page.locator('.tool-call[data-call-id="__proto__"]')
+        expect(refund_card.locator("button.approve")).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="constructor"] .result')).to_have_text("order 1 shipped")
+        expect(page.locator('.tool-call[data-call-id="toString"] .result')).to_have_text("order 2 shipped")
+        refund_card.locator("button.approve").click()
+        expect(refund_card.locator(".result")).to_have_text("order 2 refunded")
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+        expect(page.locator(".answer")).to_have_text("Done.")
+    assert lm.remaining == 0
+
+
+def test_twenty_turns_scroll_and_the_input_stays_in_view(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply(f"Answer {n}: " + "a long line of text. " * 8) for n in range(1, 21)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        for n in range(1, 21):
+            ask(page, f"Question {n}")
+            expect(page.locator(".termination")).to_have_count(n)
+        expect(page.locator(".answer").last).to_contain_text("Answer 20:")
+        expect(page.locator(".answer").last).to_be_in_viewport()
+        expect(page.locator("#question")).to_be_in_viewport()
+        expect(page.locator("#question")).to_be_enabled()
+        assert page.evaluate(
+            "document.getElementById('log').scrollHeight > document.getElementById('log').clientHeight"
+        )
+        assert page.evaluate(
+            "document.documentElement.scrollHeight <= window.innerHeight + 1"
+        )  # the log scrolls, not the page
+        expect(page.locator(".answer").first).not_to_be_in_viewport()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_reload_and_a_second_tab_show_the_conversation_and_its_waiting_approval(page: Page, sync: bool) -> None:
+    agent = support_agent()
+    lm = with_lm(agent, paused_script())
+    with LiveServer(dspy_imp.web.app(agent, sync=sync)) as server:
+        page.goto(server.url)
+        expect(page.locator("#title")).to_have_text("Support")  # the program's name
+        assert page.title() == "Support"
+        ask(page, "Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        url = page.url
+        assert "#c=" in url
+        page.reload()
+        expect(page.locator(".user")).to_have_text("Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="c9"] .args')).to_contain_text('"order_id": "42"')
+        expect(page.locator("#question")).to_be_disabled()
+        second = page.context.new_page()
+        second.goto(url)
+        refund = second.locator('.tool-call[data-call-id="c9"]')
+        refund.locator("button.approve").click()
+        expect(refund.locator(".result")).to_have_text("order 42 refunded")
+        expect(second.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+        expect(second.locator("#question")).to_be_enabled()
+        page.reload()  # the first tab, reopened: the approved turn, no buttons
+        expect(page.locator('.tool-call[data-call-id="c9"] .result')).to_have_text("order 42 refunded")
+        expect(page.locator("button.approve")).to_have_count(0)
+        expect(page.locator('.tool-call[data-call-id="c10"] .result')).to_have_text("delivered")
+        page.click("#new-chat")
+        expect(page.locator("#log > *")).to_have_count(0)
+        assert page.url != url
+    assert lm.remaining == 0
+
+
+def test_a_phone_sized_screen_shows_everything_without_sideways_scrolling(browser: Browser) -> None:
+    agent = support_agent()
+    with_lm(agent, tool_script())
+    context = browser.new_context(viewport={"width": 375, "height": 700})
+    narrow = context.new_page()
+    narrow.set_default_timeout(WAIT)
+    try:
+        with LiveServer(dspy_imp.web.app(agent)) as server:
+            narrow.goto(server.url)
+            ask(narrow, "Where is order 42? " + "x" * 120)
+            expect(narrow.locator(".termination")).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+            expect(narrow.locator("#question")).to_be_in_viewport()
+            expect(narrow.locator("#send")).to_be_in_viewport()
+            assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            shot(narrow, "phone")
+    finally:
+        context.close()
+
+
+def test_an_answer_is_markdown_rendered_safely(page: Page) -> None:
+    """Markdown becomes markup (vendored marked, sanitized by DOMPurify); raw HTML in the answer,
+    a ``<script>`` included, is shown as text, and a ``javascript:`` link loses its target."""
+    answer = (
+        "**Order 42** shipped:\n\n- packed\n- sent\n\n`tracking`\n\n"
+        '<script>window.injected = 4</script> <img src=x onerror="window.injected = 5"> '
+        "[open](javascript:window.injected=6)"
+    )
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply(answer)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Where is order 42?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: answered"))
+        rendered = page.locator(".answer")
+        expect(rendered.locator("strong")).to_have_text("Order 42")
+        expect(rendered.locator("li")).to_have_text(["packed", "sent"])
+        expect(rendered.locator("code")).to_have_text("tracking")
+        expect(rendered).to_contain_text("<script>window.injected = 4</script>")
+        expect(rendered).to_contain_text('<img src=x onerror="window.injected = 5">')
+        assert page.locator("#log script, #log img").count() == 0
+        assert page.locator("#log a[href^='javascript']").count() == 0
+        assert page.evaluate("window.injected") is None
+        page.reload()  # reopened from the server: rendered the same way
+        expect(page.locator(".answer strong")).to_have_text("Order 42")
+        assert page.locator("#log script, #log img").count() == 0
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool) -> None:
+    import threading
+
+    running, release = threading.Event(), threading.Event()
+
+    def inventory(item: str) -> str:
+        """Count an item in the warehouse (slow)."""
+        running.set()
+        release.wait(WAIT / 1000)  # bounded: the test releases it once Stop was clicked
+        return f"12 {item}"
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[inventory])
+    lm = ScriptedLM([reply(calls=[call("inventory", {"item": "chairs"}, id="c1")]), reply("Never asked.")])
+    agent.set_lm(lm)
+    with LiveServer(dspy_imp.web.app(agent, sync=sync)) as server:
+        page.goto(server.url)
+        ask(page, "How many chairs?")
+        expect(page.locator("#stop")).to_be_visible()
+        running.wait(WAIT / 1000)
+        page.click("#stop")
+        expect(page.locator("#stop")).to_be_disabled()
+        release.set()
+        expect(page.locator(".run-error")).to_have_text("StreamClosed: the turn was stopped")
+        expect(page.locator("#question")).to_be_enabled()
+        expect(page.locator("#stop")).to_be_hidden()
+        page.reload()  # the history was kept: the call and its result
+        expect(page.locator('.tool-call[data-call-id="c1"] .result')).to_have_text("12 chairs")
+    assert lm.remaining == 1  # no request after the stop
+
+
+def test_the_answer_is_seen_to_stream(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("The order shipped on Monday and arrives on Thursday.", chunk=6)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        page.evaluate(
+            """() => {
+              window.seen = [];  // each rendering of the answer: its paragraph, kept by the records
+              new MutationObserver((records) => {
+                for (const record of records) {
+                  for (const node of record.addedNodes) {
+                    const answer = record.target.classList.contains("answer");
+                    if (node.nodeName === "P" && answer) window.seen.push(node.textContent);
+                  }
+                }
+              }).observe(document.getElementById("log"), { childList: true, subtree: true, characterData: true });
+            }"""
+        )
+        ask(page, "When does it arrive?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: answered"))
+        seen = page.evaluate("window.seen")
+    assert seen[-1] == "The order shipped on Monday and arrives on Thursday."
+    assert seen[:3] == ["The or", "The order sh", "The order shipped "]  # rendered piece by piece
+    assert len(seen) == 9

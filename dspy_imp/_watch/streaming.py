@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dspy
@@ -50,6 +50,7 @@ from dspy_imp._turn.effects import (
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import genai
 from dspy_imp._watch.events import Reporter, current_observer
+from dspy_imp._watch.holding import Hold
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
 from dspy_imp._watch.reading import FieldReader, readers_for
@@ -69,10 +70,12 @@ class Watch:
         progress: Progress | None,
         reporter: Reporter | None = None,
         spans: Any = None,
+        hold: Hold | None = None,
     ):
         self.program = program
         self.spans = spans
         self.reporter = reporter
+        self.hold = hold if hold is not None else Hold(program)
         self.stream = stream
         self.listeners = tuple(listeners)
         self.progress = progress
@@ -82,6 +85,7 @@ class Watch:
         self.last_error: BaseException | None = None
         self.failed = False  # the turn ended in a StepError
         self.agent = ""  # a sub-agent's path ("researcher"): its end line names it
+        self.stopped: Callable[[], bool] | None = None
 
     @classmethod
     def of(cls, program: Program) -> Watch | None:
@@ -97,11 +101,19 @@ class Watch:
             install_closing_sync_streams()  # for the streams opened from now on (see also ``ReActV2``)
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
-        return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None, spans)
+        hold = Hold(program, observer)  # what a guardrail may still block is held (``_watch.holding``)
+        reporter = Reporter(hold.observe) if observer is not None else None
+        watch = cls(program, stream, ours, progress, reporter, spans=spans, hold=hold)
+        watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
+        return watch
 
     # -- status -------------------------------------------------------------------------------
 
     def before(self, effect: Any) -> list[Any]:
+        released = self.hold.before(effect)
+        return [*released, *self._before(effect)]
+
+    def _before(self, effect: Any) -> list[Any]:
         if self.reporter is not None:
             self.reporter.before(effect)
         hop = self._messages(self._hop(effect))
@@ -131,7 +143,8 @@ class Watch:
         if self.reporter is not None:
             self.reporter.after(effect, outcome)
         self.last_error = outcome.error if isinstance(outcome, Failed) else None
-        return self._messages(_after_line(self.provider, effect, outcome))
+        released = self.hold.after(effect, outcome)
+        return [*released, *self._messages(_after_line(self.provider, effect, outcome))]
 
     def _hop(self, effect: Any) -> str | None:
         """A request sent on to a fallback LM (``ModelRequest.model``): which one, after what."""
@@ -145,8 +158,9 @@ class Watch:
         self.failed = isinstance(outcome, Failure)
         if self.spans is not None:
             self.spans.ended(outcome)
+        released = self.hold.ended(outcome)
         line = status_for(self.provider, "end", outcome)
-        return self._messages(f"{self.agent}: {line}" if line and self.agent else line)
+        return [*released, *self._messages(f"{self.agent}: {line}" if line and self.agent else line)]
 
     def _messages(self, message: str | None) -> list[Any]:
         if not message:
@@ -176,11 +190,12 @@ class Watch:
             return
         follower = self.reporter.follower(effect, exchange) if self.reporter is not None else None
         listened = self.stream is not None and bool(self.listeners)
-        if not listened and follower is None:
+        held = self.stream is not None and self.hold.holding  # what DSPy sends meanwhile is held too
+        if not listened and follower is None and not held:
             yield None
             return
         readers = readers_for(self.listeners, self.program, effect, exchange) if listened else []
-        relay = _Relay(self.stream, readers, follower, passthrough=not listened)
+        relay = _Relay(self.stream, readers, follower, passthrough=not listened, hold=self.hold)
         # ``stream_listeners=[]``: DSPy's ``Predict`` then streams whatever predictor runs in here.
         with dspy.context(send_stream=relay, stream_listeners=[]):
             yield relay
@@ -222,6 +237,8 @@ class Watch:
         """
         if self.stream is not None and _unread(self.stream):
             raise StreamClosed("the consumer of the dspy.streamify stream closed it; the turn stopped")
+        if self.stopped is not None and self.stopped():  # an observer's ``stopped()`` (the web page's Stop)
+            raise StreamClosed("the turn was stopped")
 
     def close(self) -> None:
         if self.progress is not None:
@@ -275,11 +292,19 @@ def _unread(stream: Any) -> bool:
 class _Relay:
     """DSPy's send stream during one request: raw chunks in, ``StreamResponse``s out."""
 
-    def __init__(self, target: Any, readers: Sequence[FieldReader], follower: Any = None, passthrough: bool = False):
+    def __init__(
+        self,
+        target: Any,
+        readers: Sequence[FieldReader],
+        follower: Any = None,
+        passthrough: bool = False,
+        hold: Hold | None = None,
+    ):
         self.target = target  # ``None``: only an observer follows this request
         self.readers = tuple(readers)
         self.follower = follower
         self.passthrough = passthrough  # no listener: raw chunks go on as they are (DSPy's behaviour)
+        self.hold = hold
 
     async def send(self, value: Any) -> None:
         chunk = _is_chunk(value)
@@ -287,7 +312,8 @@ class _Relay:
             self.follower.feed(value)
         if self.target is None:
             return
-        for item in self.read(value) if chunk and not self.passthrough else [value]:
+        items = self.read(value) if chunk and not self.passthrough else [value]
+        for item in self.hold.keep(items) if self.hold is not None else items:
             await self.target.send(item)
 
     def read(self, chunk: Any) -> list[StreamResponse]:
@@ -297,7 +323,8 @@ class _Relay:
         """The readers' last chunks, once the request is over (``reply``: what it answered)."""
         if self.follower is not None:
             self.follower.close(reply)
-        return [response for reader in self.readers for response in reader.close(reply)]
+        responses = [response for reader in self.readers for response in reader.close(reply)]
+        return self.hold.keep(responses) if self.hold is not None else responses
 
 
 def _after_line(provider: Any, effect: Any, outcome: Any) -> str | None:

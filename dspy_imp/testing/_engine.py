@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dspy import lm15
@@ -108,7 +109,13 @@ class _Script:
         return self.answer(item, number, recorded)
 
     def stream(self, request: Request) -> Iterator[Any]:
-        yield from lm15.response_to_events(self.complete(request))
+        item, number, recorded = self.next(request, asynchronous=False)
+        if item.delay:
+            time.sleep(item.delay)
+        for event, pause in _pieces(lm15.response_to_events(self.answer(item, number, recorded)), item):
+            if pause:
+                time.sleep(pause)
+            yield event
 
 
 class _AsyncScript:
@@ -122,5 +129,26 @@ class _AsyncScript:
         return self.script.answer(item, number, recorded)
 
     async def stream(self, request: Request) -> Any:
-        for event in lm15.response_to_events(await self.complete(request)):
+        item, number, recorded = self.script.next(request, asynchronous=True)
+        if item.delay:
+            await asyncio.sleep(item.delay)
+        for event, pause in _pieces(lm15.response_to_events(self.script.answer(item, number, recorded)), item):
+            if pause:
+                await asyncio.sleep(pause)
             yield event
+
+
+def _pieces(events: Iterator[Any], item: Any) -> Iterator[tuple[Any, float]]:
+    """The stream's events, a text delta cut into ``item.chunk``-character pieces, each with the
+    pause before it (``item.chunk_delay`` between pieces)."""
+    size, pause = getattr(item, "chunk", 0), getattr(item, "chunk_delay", 0.0)
+    for event in events:
+        delta = getattr(event, "delta", None)
+        if not size or not isinstance(delta, lm15.TextDelta) or len(delta.text) <= size:
+            yield event, 0.0
+            continue
+        for start in range(0, len(delta.text), size):
+            piece = replace(delta, text=delta.text[start : start + size])
+            if start:
+                piece = replace(piece, logprobs=(), logprobs_complete=True)
+            yield replace(event, delta=piece), pause if start else 0.0

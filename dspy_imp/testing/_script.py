@@ -43,6 +43,8 @@ class Reply:
     reasoning: str | None = None
     delay: float = 0.0
     usage: tuple[int, int] | lm15.Usage | None = None
+    chunk: int = 0
+    chunk_delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ def reply(
     reasoning: str | None = None,
     delay: float = 0.0,
     usage: tuple[int, int] | lm15.Usage | None = None,
+    chunk: int = 0,
+    chunk_delay: float = 0.0,
 ) -> Reply:
     """A scripted model reply.
 
@@ -133,6 +137,9 @@ def reply(
         delay: Seconds to wait before answering (`asyncio.sleep` on the async path).
         usage: `(prompt_tokens, completion_tokens)`, or a `dspy.lm15.Usage` (cached and reasoning
             tokens too); defaults to a rough chars/4 estimate.
+        chunk: When streamed, send the text in pieces of this many characters (0: in one piece), as
+            a provider streams tokens.
+        chunk_delay: Seconds to wait between those pieces (so a page visibly streams).
 
     Example:
         ```python
@@ -142,4 +149,6 @@ def reply(
     reason = finish_reason or ("tool_call" if calls else "stop")
     if reason not in lm15.FINISH_REASONS:
         raise ValueError(f"finish_reason must be one of {sorted(lm15.FINISH_REASONS)}, got {reason!r}")
-    return Reply(text, tuple(calls), reason, reasoning, delay, usage)
+    if chunk < 0 or chunk_delay < 0:
+        raise ValueError(f"chunk and chunk_delay must not be negative, got {chunk!r}, {chunk_delay!r}")
+    return Reply(text, tuple(calls), reason, reasoning, delay, usage, chunk, chunk_delay)

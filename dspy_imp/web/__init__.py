@@ -20,8 +20,8 @@ try:
 except ImportError as missing:  # the optional extra
     raise ImportError('dspy_imp.web needs its extra: pip install -e ".[web]" (from a clone)') from missing
 
-from dspy_imp.web._turns import FileStore, MemoryStore, Store
+from dspy_imp.web._turns import Conversation, FileStore, MemoryStore, Store
 from dspy_imp.web.app import app
 from dspy_imp.web.messages import from_messages, to_messages
 
-__all__ = ["FileStore", "MemoryStore", "Store", "app", "from_messages", "to_messages"]
+__all__ = ["Conversation", "FileStore", "MemoryStore", "Store", "app", "from_messages", "to_messages"]

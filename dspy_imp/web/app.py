@@ -1,17 +1,21 @@
 """The ASGI app: both streams and the chat page, for one agent.
 
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
-    GET  /api/info    the agent: its signature, inputs, outputs and tools
+    GET  /api/info    the agent: its title, signature, inputs, outputs and tools
+    GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
+    POST /api/conversations/<id>/stop   stop its running turn before its next effect (history kept)
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
 
-Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store.
+Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store,
+each owned by the user ``auth`` named when it started. What may reach the routes (``Host``,
+``Origin``, content type, body bounds) is ``_guard``'s.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +23,33 @@ import pydantic
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
-from dspy_imp.web._inputs import Call
+from dspy_imp.web._guard import Guard, Guarded, Refused, encodable, read_json, scrubbed
+from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._narration import Narration
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
+from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
 
 
-def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starlette:
+def app(
+    agent: Any,
+    *,
+    store: Store | None = None,
+    sync: bool = False,
+    auth: Callable[[Request], Any] | None = None,
+    hosts: Sequence[str] = (),
+    origins: Sequence[str] = (),
+) -> ASGIApp:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
     Args:
@@ -45,6 +61,15 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
         sync: Run each turn with the sync call in a worker thread (for tools that must run in a
             thread of their own); by default turns run ``agent.acall`` on the event loop. A
             ``DurableAgent``'s turns always run its async workflow (``astart``).
+        auth: A function of the request (a Starlette ``Request``; sync or async) returning the
+            user's id, or ``None`` to refuse it (401). A conversation belongs to the user who
+            started it: another user's request on its id is refused. Without it, anyone who can
+            reach the server may use any conversation whose id they know.
+        hosts: Host names the app answers for besides the address it is served on (behind a
+            proxy: the public name). A request with another ``Host`` is refused (403).
+        origins: Origins (``"https://app.example.com"``) whose pages may call the app besides its
+            own page; CORS is on for them and off otherwise. A ``POST`` from another origin is
+            refused (403).
 
     Example:
         ```python
@@ -52,16 +77,23 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
         uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
         ```
     """
+    guard = Guard(hosts, origins, auth)
     program, runner = _runner(agent, store or MemoryStore(), sync)
-    server = _Server(program, runner)
+    server = _Server(program, runner, guard)
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
+        Route("/api/conversations/{key:path}/stop", server.stop, methods=["POST"]),
+        Route("/api/conversations/{key:path}", server.conversation),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
-    return Starlette(routes=routes)
+    guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
+    if not origins:
+        return guarded
+    allowed = [o.rstrip("/") for o in origins]
+    return CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
 
 
 def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
@@ -79,18 +111,25 @@ def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
 
 
 class _Server:
-    def __init__(self, agent: Any, runner: Any):
+    def __init__(self, agent: Any, runner: Any, guard: Guard):
         self.agent = agent
         self.runner = runner
+        self.guard = guard
         self.signature = agent.signature
 
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
     async def info(self, request: Request) -> Response:
+        try:
+            await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
         signature = self.signature
+        named = signature.__name__ not in ("StringSignature", "Signature")
         return JSONResponse(
             {
+                "title": signature.__name__ if named else "dspy-imp agent",
                 "signature": signature.signature,
                 "instructions": signature.instructions,
                 "inputs": list(signature.input_fields),
@@ -99,10 +138,46 @@ class _Server:
             }
         )
 
+    async def conversation(self, request: Request) -> Response:
+        """The conversation the page reopens (a reload, a second tab): its messages and interrupts."""
+        key = encodable(request.path_params["key"])
+        try:
+            user = await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
+        stored = await self.runner.store.load(key)
+        if stored is None or stored.owner != user:  # another user's is as absent as a missing one
+            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+        messages = to_messages(stored.history, self.signature)
+        interrupts = [agui.interrupt(call) for call in paused_calls(stored.history)]
+        body = {
+            "messages": [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages],
+            "interrupts": [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in interrupts],
+            "running": key in self.runner.busy,
+        }
+        return JSONResponse(scrubbed(body))
+
+    async def stop(self, request: Request) -> Response:
+        """Stop the conversation's running turn (the page's Stop): it ends before its next effect."""
+        key = encodable(request.path_params["key"])
+        try:
+            user = await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
+        stored = await self.runner.store.load(key)
+        if stored is not None and stored.owner != user:
+            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+        if not self.runner.stop(key, user):
+            return JSONResponse({"error": f"conversation {key!r} runs no turn that can be stopped"}, status_code=409)
+        return JSONResponse({"stopping": key})
+
     async def agui(self, request: Request) -> Response:
         try:
-            run_input = RunAgentInput.model_validate(await request.json())
-        except (ValueError, pydantic.ValidationError) as error:
+            user = await self.guard.user(request)
+            run_input = RunAgentInput.model_validate(await read_json(request))
+        except Refused as refused:
+            return refused.response()
+        except pydantic.ValidationError as error:
             return JSONResponse({"error": f"not an AG-UI RunAgentInput: {error}"}, status_code=422)
         encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
@@ -110,37 +185,34 @@ class _Server:
         def read(stored: Any) -> Call:
             return agui.read_run_input(run_input, self.signature, stored)
 
-        events = self._narrate(run_input.thread_id, narration, read)
+        events = self._narrate(run_input.thread_id, user, narration, read)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
     async def chat(self, request: Request) -> Response:
         try:
-            body = await request.json()
-        except ValueError as error:
-            return JSONResponse({"error": f"not JSON: {error}"}, status_code=422)
-        key = body.get("id") if isinstance(body, dict) else None
-        if not isinstance(key, str) or not key:
-            return JSONResponse({"error": "the request needs the chat's `id`"}, status_code=422)
-        run_id = f"{key}-{len(body.get('messages') or [])}"  # the parts' ids: new on every request
+            user = await self.guard.user(request)
+            body = vercel.checked_request(await read_json(request))
+        except Refused as refused:
+            return refused.response()
+        key = body["id"]
+        run_id = f"{key}-{len(body['messages'])}"  # the parts' ids: new on every request
         narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
 
         def read(stored: Any) -> Call:
             return vercel.read_request(body, self.signature, stored)
 
-        parts = self._narrate(key, narration, read)
+        parts = self._narrate(key, user, narration, read)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
-    async def _narrate(self, key: str, narration: Narration, read: Callable[[Any], Call]) -> AsyncIterator[Any]:
+    async def _narrate(
+        self, key: str, user: str | None, narration: Narration, read: Callable[[Any], Call]
+    ) -> AsyncIterator[Any]:
         for item in narration.start():
             yield item
-        try:
-            call = read(await self.runner.store.load(key))
-        except ConfigurationError as error:
-            for item in narration.failed(error):
-                yield item
-            return
-        narration.shown, narration.refused = call.shown, call.refused
-        async for event in self.runner.run(key, call):
+        async for event in self.runner.run(key, user, read):
+            if isinstance(event, Call):
+                narration.shown, narration.refused = event.shown, event.refused
+                continue
             if isinstance(event, Ended):
                 told = narration.finished(event.prediction) if event.error is None else narration.failed(event.error)
             else:
@@ -160,10 +232,13 @@ def _message_id(body: dict[str, Any]) -> str:
 
 async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:
     async for event in events:
-        yield encode(event)
+        try:
+            yield encode(event)
+        except ValueError:  # a lone surrogate (a tool's non-UTF-8 file name): the event with U+FFFD
+            yield encode(type(event).model_validate(scrubbed(event.model_dump())))
 
 
 async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
     async for part in parts:
-        yield vercel.encode(part)
+        yield encodable(vercel.encode(part))
     yield vercel.DONE

@@ -1,18 +1,48 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
+// The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
+// (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
+// the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
 "use strict";
 (() => {
   const log = document.getElementById("log");
   const form = document.getElementById("ask");
   const question = document.getElementById("question");
   const send = document.getElementById("send");
-  const threadId = newId();
-  const calls = {}; // tool call id -> its card, across runs (a resumed run answers earlier calls)
+  const newChat = document.getElementById("new-chat");
+  const stop = document.getElementById("stop");
+  let threadId = fromUrl() || started(newId());
+  const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
   let busy = false;
 
   function newId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     return Date.now().toString(16) + Math.random().toString(16).slice(2);
+  }
+
+  function fromUrl() {
+    const found = /^#c=(.+)$/.exec(location.hash);
+    if (!found) return null;
+    try { return decodeURIComponent(found[1]); } catch (_) { return null; }
+  }
+
+  function started(id) {
+    history.replaceState(null, "", `#c=${encodeURIComponent(id)}`);
+    return id;
+  }
+
+  function follow(action) {
+    // Keep the newest content in view while the reader is at the bottom; leave them where they scrolled.
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 48;
+    action();
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  const escaped = (text) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const markdown = new marked.Marked({ gfm: true, renderer: { html: (token) => escaped(token.text) } });
+
+  function showMarkdown(node, text) {
+    node.innerHTML = DOMPurify.sanitize(markdown.parse(text), { USE_PROFILES: { html: true } });
   }
 
   function el(tag, cls, text) {
@@ -35,15 +65,56 @@
   fetch("api/info").then((r) => r.json()).then((info) => {
     const tools = info.tools.map((t) => t.name).join(", ");
     document.getElementById("signature").textContent = `${info.signature}` + (tools ? ` · tools: ${tools}` : "");
-    if (info.instructions) document.getElementById("title").textContent = info.instructions.split("\n")[0];
+    document.getElementById("title").textContent = info.title;
+    document.title = info.title;
   }).catch(() => {});
+
+  stop.addEventListener("click", () => {
+    // The server stops the turn before its next effect and keeps its history; the stream then ends.
+    stop.disabled = true;
+    fetch(`api/conversations/${encodeURIComponent(threadId)}/stop`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+    }).catch(() => {});
+  });
+
+  newChat.addEventListener("click", () => {
+    threadId = started(newId());
+    calls.clear();
+    log.replaceChildren();
+    setBusy(false);
+    question.focus();
+  });
+
+  async function reopen() {
+    // The conversation this URL names, as the server keeps it (a reload, a second tab).
+    const response = await fetch(`api/conversations/${encodeURIComponent(threadId)}`);
+    if (!response.ok) return;
+    const saved = await response.json();
+    let view = null;
+    for (const message of saved.messages) {
+      if (message.role === "user") {
+        log.append(el("div", "user", message.content));
+        view = null;
+        continue;
+      }
+      if (!view) view = new RunView(log.appendChild(el("section", "turn")));
+      view.restore(message);
+    }
+    if (saved.interrupts.length) {
+      if (!view) view = new RunView(log.appendChild(el("section", "turn")));
+      view.ask(saved.interrupts);
+      setBusy(true);
+    }
+    log.scrollTop = log.scrollHeight;
+  }
+  if (location.hash) reopen().catch(() => {});
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = question.value.trim();
     if (!text || busy) return;
     question.value = "";
-    log.append(el("div", "user", text));
+    follow(() => log.append(el("div", "user", text)));
     run({ messages: [{ id: newId(), role: "user", content: text }] });
   });
   question.addEventListener("keydown", (event) => {
@@ -52,6 +123,8 @@
 
   async function run(extra) {
     setBusy(true);
+    stop.hidden = false;
+    stop.disabled = false;
     const view = new RunView(log.appendChild(el("section", "turn")));
     const body = Object.assign(
       { threadId, runId: newId(), state: null, messages: [], tools: [], context: [], forwardedProps: {} }, extra);
@@ -62,10 +135,11 @@
         body: JSON.stringify(body),
       });
       if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
-      await readEvents(response, (event) => view.handle(event));
+      await readEvents(response, (event) => follow(() => view.handle(event)));
     } catch (error) {
       view.error(String(error));
     }
+    stop.hidden = true;
     setBusy(view.waiting);
   }
 
@@ -88,37 +162,71 @@
   }
 
   function card(id, name) {
-    if (calls[id]) return calls[id];
-    const box = el("div", "tool-call");
+    if (calls.has(id)) return calls.get(id);
+    // A call is a <details>: open, and folded with a click on its name; its timing beside the name.
+    const box = el("details", "tool-call");
+    box.open = true;
     box.dataset.callId = id;
-    box.append(el("span", "name", name || "tool"));
+    const summary = box.appendChild(el("summary"));
+    summary.append(el("span", "name", name || "tool"));
+    const timing = summary.appendChild(el("span", "timing", ""));
     const args = box.appendChild(el("pre", "args", ""));
     const result = box.appendChild(el("pre", "result pending", "running…"));
-    calls[id] = { box, args, result, argsText: "" };
-    return calls[id];
+    const made = { box, args, result, timing, argsText: "", started: performance.now() };
+    calls.set(id, made);
+    return made;
   }
 
   class RunView {
     constructor(root) {
       this.root = root;
-      this.messages = {};
+      this.messages = new Map(); // message id -> its node
+      this.texts = new Map(); // answer message id -> its Markdown so far
       this.waiting = false;
+    }
+
+    restore(message) {
+      // One message of a reopened conversation: the answer, a thought, a call or its result.
+      if (message.role === "reasoning") {
+        const thought = this.root.appendChild(el("details", "thought"));
+        thought.append(el("summary", null, "Thought"));
+        thought.append(el("div", "body", message.content));
+      } else if (message.role === "assistant") {
+        if (message.content) showMarkdown(this.root.appendChild(el("div", "answer")), message.content);
+        for (const toolCall of message.toolCalls || []) {
+          const call = card(toolCall.id, toolCall.function.name);
+          call.started = null; // reopened: its timing is not known
+          call.args.textContent = pretty(toolCall.function.arguments);
+          this.root.append(call.box);
+        }
+      } else if (message.role === "tool" && calls.has(message.toolCallId)) {
+        const call = calls.get(message.toolCallId);
+        call.result.textContent = message.content;
+        call.result.classList.remove("pending");
+        if (message.error) call.box.classList.add("error");
+      }
     }
 
     handle(event) {
       switch (event.type) {
         case "TEXT_MESSAGE_START":
-          this.messages[event.messageId] = this.root.appendChild(el("div", "answer", ""));
+          this.messages.set(event.messageId, this.root.appendChild(el("div", "answer", "")));
+          this.texts.set(event.messageId, "");
           break;
         case "REASONING_MESSAGE_START": {
           const thought = this.root.appendChild(el("details", "thought"));
           thought.append(el("summary", null, "Thought"));
-          this.messages[event.messageId] = thought.appendChild(el("div", "body", ""));
+          this.messages.set(event.messageId, thought.appendChild(el("div", "body", "")));
           break;
         }
         case "TEXT_MESSAGE_CONTENT":
         case "REASONING_MESSAGE_CONTENT":
-          this.messages[event.messageId].textContent += event.delta;
+          if (this.texts.has(event.messageId)) {  // an answer: Markdown, rendered again as it grows
+            this.texts.set(event.messageId, this.texts.get(event.messageId) + event.delta);
+            showMarkdown(this.messages.get(event.messageId), this.texts.get(event.messageId));
+          } else {
+            this.messages.get(event.messageId).textContent += event.delta;
+          }
           break;
         case "TOOL_CALL_START":
           this.root.append(card(event.toolCallId, event.toolCallName).box);
@@ -134,11 +242,12 @@
           call.result.textContent = event.content;
           call.result.classList.remove("pending");
           call.waiting = false;
+          if (call.started !== null) call.timing.textContent = `${((performance.now() - call.started) / 1000).toFixed(1)} s`;
           break;
         }
         case "MESSAGES_SNAPSHOT":
           for (const message of event.messages) {
-            const call = message.role === "tool" && calls[message.toolCallId];
+            const call = message.role === "tool" && calls.get(message.toolCallId);
             if (!call) continue;
             if (message.error) call.box.classList.add("error");
             if (call.result.classList.contains("pending") || call.waiting) {
@@ -187,6 +296,7 @@
         const box = call.box.appendChild(el("div", "approval"));
         const decide = (entry, label) => {
           decisions.set(interrupt.id, Object.assign({ interruptId: interrupt.id }, entry));
+          call.started = performance.now(); // its run starts with the decision
           box.replaceChildren(el("span", "decided", label));
           if (decisions.size === interrupts.length) run({ resume: [...decisions.values()] });
         };
