@@ -45,10 +45,24 @@ def look(thing: str) -> dict[str, Any]:
     return {"seen": thing}
 
 
+NAPS: dict[str, Any] = {"clock": None, "release": threading.Event()}
+
+
 def nap(seconds: float) -> str:
     """Wait a while."""
-    time.sleep(seconds)
+    # ``seconds`` pass on the test's clock; a nap that takes time is still running when the test lets it go
+    NAPS["clock"].advance(seconds)
+    if seconds:
+        NAPS["release"].wait(30)
     return "rested"
+
+
+@pytest.fixture
+def napping(fake_clock: Any) -> Iterator[Any]:
+    NAPS["clock"] = fake_clock
+    NAPS["release"].clear()
+    yield fake_clock
+    NAPS["release"].set()
 
 
 GATE = threading.Event()
@@ -433,7 +447,7 @@ def test_an_error_record_never_imports_a_module_it_names() -> None:
     assert "antigravity" not in sys.modules
 
 
-def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
+def test_recorded_time_replays_to_the_same_deadline_decisions(napping: Any) -> None:
     """A turn that beat its deadline, replayed from its records after the deadline passed, still
     beats it: the machine reads the recorded times, not the clock (a fork replays every step)."""
     script = [reply(calls=[call("nap", {"seconds": 0.0}, id="c1")]), reply(calls=[call("submit", {"answer": "a"})])]
@@ -442,14 +456,17 @@ def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
     assert first.metadata.termination_reason == "submit"
     steps = DBOS.list_workflow_steps("in-time")
     assert steps[0]["function_name"] == "dspy_imp.clock"
-    time.sleep(max(0.0, steps[0]["output"] + 1.6 - time.time()))  # wait out the deadline (not asserted on)
+    assert steps[0]["output"] == napping.now  # the recorded time is the test's clock
+    napping.advance(1.6)  # the deadline has passed
     replay = DBOS.fork_workflow("in-time", len(steps) + 1)
     again = durable.TurnHandle(replay).result()
     assert again.metadata.termination_reason == "submit"
     assert dspy_imp.dump_history(again.metadata.history) == dspy_imp.dump_history(first.metadata.history)
 
 
-def test_a_deadline_passed_during_a_tool_ends_the_turn_the_same_way(run: Any) -> None:
+def test_a_deadline_passed_during_a_tool_ends_the_turn_the_same_way(run: Any, napping: Any) -> None:
+    """The nap passes the deadline on the test's clock (a loaded machine cannot pass it before the
+    first request), then outlives its bound: both turns stop waiting for it the same way."""
     script = [reply(calls=[call("nap", {"seconds": 0.3}, id="c1")]), reply(calls=[call("submit", {"answer": "a"})])]
     with dspy.context(lm=ScriptedLM(script)), dspy_imp.deadline(seconds=0.2):
         plain = run(PROGRAMS["nap"], question="Rest?")

@@ -11,6 +11,7 @@ import pytest
 from helpers import TA
 
 import dspy_imp
+from dspy_imp._drivers.tool_threads import MAX_TOOL_THREADS
 from dspy_imp.testing import ScriptedLM, call, reply
 
 
@@ -226,3 +227,40 @@ def test_none_leaves_a_tool_unbounded_even_under_a_deadline_in_the_callers_threa
     # A sync call: not a worker, the caller's thread. Under ``acall`` no sync tool runs on the event
     # loop's thread (here the caller's): it runs unbounded in a worker thread.
     assert (threads == [threading.get_ident()]) == (run.mode == "sync")
+
+
+# -- every run gets the time left when it starts ---------------------------------------------------
+
+
+def test_a_call_of_a_large_sync_batch_gets_the_time_left_when_it_starts(fake_clock):
+    """Nine calls, eight worker threads: the ninth starts only when a thread is free, after the first
+    eight spent the deadline (on the test's clock). It gets the time left then, none: it does not
+    run, and its observation says the deadline stopped it. (Under ``acall`` every call of a batch
+    starts at once: there is no later start to test.)"""
+    started = threading.Barrier(MAX_TOOL_THREADS, timeout=30)
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def fetch(key: str) -> str:
+        """Fetch a page."""
+        with lock:
+            ran.append(key)
+            first = len(ran) <= MAX_TOOL_THREADS
+        if first:
+            started.wait()  # the first eight all started (and read the time left) before any time passed
+        fake_clock.advance(10)
+        return f"fetched {key}"
+
+    keys = [f"k{i}" for i in range(MAX_TOOL_THREADS + 1)]
+    lm = ScriptedLM([reply(calls=[call("fetch", {"key": key}, id=key) for key in keys])])
+    agent = dspy_imp.ReActV2(TA, tools=[fetch], parallel_tools=True)
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=5):
+        pred = agent(intent="all of them")
+
+    meta = pred.metadata
+    assert (meta.termination_reason, meta.termination_cause) == ("incomplete", "deadline_exceeded")
+    [late] = set(keys) - set(ran)
+    results = {r["id"]: (r["result"], r.get("error_kind")) for r in meta.history.messages[0]["tool_call_results"]}
+    stopped = ("fetch was stopped: the turn's deadline passed", "tool_timeout")
+    assert results == {key: stopped if key == late else (f"fetched {key}", None) for key in keys}
+    lm.assert_complete()  # nothing was sent after the deadline

@@ -22,6 +22,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import CancelledError
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -34,11 +35,12 @@ from dspy_imp._records.errors import ToolTimedOut
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
 from dspy_imp._turn.effects import RunTool, RunTools
+from dspy_imp._turn.limits import bound_at_start
 
 
 def tool_job(effect: RunTool) -> Job:
     """One call's I/O: the tool run sync or async, within its bound, its value or error recorded."""
-    tool, args, bound = effect.tool, effect.args, effect.timeout
+    tool, args = effect.tool, effect.args
 
     def run() -> Any:
         if _async_only(tool):
@@ -46,23 +48,25 @@ def tool_job(effect: RunTool) -> Job:
         return tool(**args)
 
     def bounded() -> Any:
-        _check_time_left(effect)
+        started = _started(effect)
+        _check_time_left(started)
         try:
-            return tool_threads.run(run, bound)
+            return tool_threads.run(run, started.timeout)
         except tool_threads.Overran:
-            raise _timed_out(effect) from None
+            raise _timed_out(started) from None
 
     async def arun() -> Any:
-        _check_time_left(effect)
+        started = _started(effect)
+        _check_time_left(started)
         if async_tool(tool):
-            return await _awaited(effect)
+            return await _awaited(started)
         try:
-            return await _off_the_loop(tool, bound).acall(**args)
+            return await _off_the_loop(tool, started.timeout).acall(**args)
         except tool_threads.Overran:
-            raise _timed_out(effect) from None
+            raise _timed_out(started) from None
 
     return Job(
-        run if bound is None else bounded,
+        run if effect.timeout is None else bounded,
         arun,
         lambda value: Returned(value, now_iso()),
         lambda error: Raised(error, now_iso()),
@@ -137,6 +141,12 @@ def async_tool(tool: dspy.Tool) -> bool:
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
     return async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _started(effect: RunTool) -> RunTool:
+    """The call with its bound as it stands now that it starts (``limits.bound_at_start``)."""
+    timeout, by_deadline = bound_at_start(effect.timeout, effect.by_deadline)
+    return replace(effect, timeout=timeout, by_deadline=by_deadline)
 
 
 def _check_time_left(effect: RunTool) -> None:

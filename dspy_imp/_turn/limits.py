@@ -95,6 +95,16 @@ class ToolLimits:
         return timeout, False
 
 
+def bound_at_start(timeout: float | None, by_deadline: bool) -> tuple[float | None, bool]:
+    """A planned bound (``ToolLimits.bound``) as it stands when the run starts: the time left then,
+    when the deadline is now the nearer end. A call of a batch that waited for a free worker gets
+    what is left when it starts, never what was left when the batch was planned."""
+    left = clock.time_left()
+    if timeout is None or left is None or left >= timeout:
+        return timeout, by_deadline
+    return max(left, 0.0), True
+
+
 def _lookup(table: Mapping[str, Any], name: str | None) -> Any:
     if name is not None and name in table:
         return table[name]
