@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,13 @@ def refund(amount: int) -> str:
     return f"refunded {amount}"
 
 
+TEST_CLOCK: list[Any] = []  # the test's clock (``fake_clock``) where a test moves time
+
+
 def wait_out_the_deadline(query: str) -> str:
     """Search slowly."""
-    while not clock.passed():  # returns once the caller's deadline has passed (no timing asserted)
-        time.sleep(0.005)
+    while not clock.passed():  # returns once the caller's deadline has passed, on the test's clock
+        TEST_CLOCK[0].advance(0.5)
     RAN.append(f"slow {query}")
     return "found late"
 
@@ -159,7 +161,8 @@ def test_the_childs_own_limit_still_holds_under_a_looser_caller(run):
     child_lm.assert_complete()
 
 
-def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run):
+def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run, fake_clock):
+    TEST_CLOCK[:] = [fake_clock]
     # Run whole, not stopped at the deadline (issue 25's bound): the child's own turn must see it pass.
     unbounded = {"wait_out_the_deadline": None}
     child = dspy_imp.ReActV2("question -> findings", tools=[wait_out_the_deadline], tool_timeouts=unbounded)

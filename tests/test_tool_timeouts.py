@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import dspy
 import pytest
@@ -18,7 +19,8 @@ from dspy_imp.testing import ScriptedLM, call, reply
 class Stuck:
     """A sync tool that blocks until released (the test releases it at the end)."""
 
-    def __init__(self, name: str = "search") -> None:
+    def __init__(self, name: str = "search", clock: Any = None) -> None:
+        self.clock = clock  # a test's clock, moved past any deadline when the tool starts
         self.__name__ = name
         self.__doc__ = "Search the web."
         self.release = threading.Event()
@@ -26,6 +28,8 @@ class Stuck:
         self.finished = threading.Event()
 
     def __call__(self, query: str) -> str:
+        if self.clock is not None:
+            self.clock.advance(3600)
         self.started.set()
         self.release.wait(30)
         self.finished.set()
@@ -113,8 +117,8 @@ def test_parallel_calls_time_out_alone(run):
     assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s"), ("c2", "found b")]
 
 
-def test_the_deadline_bounds_a_tool_without_a_timeout(run):
-    stuck = Stuck()
+def test_the_deadline_bounds_a_tool_without_a_timeout(run, fake_clock):
+    stuck = Stuck(clock=fake_clock)  # it passes the deadline on the test's clock, then hangs
     lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")])])
     agent = dspy_imp.ReActV2(TA, tools=[stuck])
     try:

@@ -47,23 +47,27 @@ def tool_job(effect: RunTool) -> Job:
             raise RuntimeError(f"{tool.name} is async and this turn runs sync")
         return tool(**args)
 
+    started = [effect]  # the call as its bound stood when it started (read in the worker thread)
+
+    def bound() -> float | None:
+        started[0] = _started(effect)
+        return started[0].timeout
+
     def bounded() -> Any:
-        started = _started(effect)
-        _check_time_left(started)
+        _check_time_left(_started(effect))
         try:
-            return tool_threads.run(run, started.timeout)
+            return tool_threads.run(run, bound)
         except tool_threads.Overran:
-            raise _timed_out(started) from None
+            raise _timed_out(started[0]) from None
 
     async def arun() -> Any:
-        started = _started(effect)
-        _check_time_left(started)
+        _check_time_left(_started(effect))
         if async_tool(tool):
-            return await _awaited(started)
+            return await _awaited(_started(effect))
         try:
-            return await _off_the_loop(tool, started.timeout).acall(**args)
+            return await _off_the_loop(tool, bound if effect.timeout is not None else None).acall(**args)
         except tool_threads.Overran:
-            raise _timed_out(started) from None
+            raise _timed_out(started[0]) from None
 
     return Job(
         run if effect.timeout is None else bounded,
@@ -121,7 +125,7 @@ async def _awaited(effect: RunTool) -> Any:
         raise _timed_out(effect) from None
 
 
-def _off_the_loop(tool: dspy.Tool, bound: float | None) -> dspy.Tool:
+def _off_the_loop(tool: dspy.Tool, bound: tool_threads.Bound) -> dspy.Tool:
     """A copy of the sync ``tool`` whose function runs in a worker thread (``tool_threads.arun``),
     awaited through DSPy's ``acall`` as any tool under ``acall`` is (its callbacks, tracers' spans)."""
     function, moved = tool.func, copy.copy(tool)
