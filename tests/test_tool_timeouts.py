@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import dspy
@@ -268,3 +269,50 @@ def test_a_call_of_a_large_sync_batch_gets_the_time_left_when_it_starts(fake_clo
     stopped = ("fetch was stopped: the turn's deadline passed", "tool_timeout")
     assert results == {key: stopped if key == late else (f"fetched {key}", None) for key in keys}
     lm.assert_complete()  # nothing was sent after the deadline
+
+
+# -- an async tool that will not stop -------------------------------------------------------------
+
+
+def test_an_async_tool_that_swallows_its_cancellation_is_left_behind():
+    """The driver stops waiting at the bound: the tool that ignored its cancellation runs on as an
+    abandoned task, and what it returns later is dropped (before, the turn waited for it and
+    recorded its late result as a normal one)."""
+    swallowed: list[str] = []
+
+    async def search(query: str) -> str:
+        """Search the web."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            swallowed.append(query)  # and goes on
+        await asyncio.sleep(1)
+        return "late results"
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts={"search": 0.05})
+    with dspy.context(lm=lm):
+        pred = asyncio.run(agent.acall(intent="cats"))
+    assert swallowed == ["cats"]
+    assert pred.answer == "Done."
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+    [step, _] = pred.metadata.history.messages
+    assert step["tool_call_results"][0]["error_kind"] == "tool_timeout"
+
+
+def test_an_async_tool_that_blocks_the_event_loop_past_its_bound_is_timed_out():
+    """Nothing can interrupt a coroutine that blocks the loop (a sync sleep inside ``async def``):
+    the turn waits until it yields, then drops what it returned, as for a sync tool left behind."""
+
+    async def search(query: str) -> str:
+        """Search the web."""
+        time.sleep(0.3)  # blocks the event loop: at least 0.3 s, however fast the machine
+        return "late results"
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts={"search": 0.05})
+    with dspy.context(lm=lm):
+        pred = asyncio.run(agent.acall(intent="cats"))
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+    [step, _] = pred.metadata.history.messages
+    assert step["tool_call_results"][0]["error_kind"] == "tool_timeout"

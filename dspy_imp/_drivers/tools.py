@@ -3,8 +3,10 @@
 A sync tool runs where ``tool_threads`` puts it: under ``acall`` always in a worker thread (never on
 the event loop's thread); in a sync call in the driver's own thread, or in a worker when it has a
 bound (``RunTool.timeout``) the driver must be able to stop waiting for. An async tool is awaited,
-and cancelled when its bound passes (``asyncio.wait_for``). A bound of ``0`` (the deadline passed
-before the call) starts nothing. A bound that passes is ``ToolTimedOut``, the call's observation.
+and cancelled and left behind when its bound passes (``_awaited``: the driver never waits for a
+tool that swallows its cancellation, and drops the late result of one that blocked the loop). A
+bound of ``0`` (the deadline passed before the call) starts nothing. A bound that passes is
+``ToolTimedOut``, the call's observation.
 
 A batch runs its calls at once, each through the driver's ``perform``/``aperform`` (so a watcher
 and the durable driver see each call): asyncio tasks under ``acall``, worker threads (at most
@@ -116,13 +118,35 @@ async def arun_batch(effect: RunTools, aperform: Callable[[RunTool], Awaitable[A
 
 
 async def _awaited(effect: RunTool) -> Any:
-    """An async tool, awaited, and cancelled when its bound passes (``asyncio.wait_for``)."""
+    """An async tool, awaited within its bound; past it, cancelled and left behind.
+
+    The driver stops waiting at the bound whatever the tool does: one that swallows the
+    cancellation runs on as an abandoned task, and what it returns later is dropped. One that
+    blocks the event loop (a sync call inside ``async def``) cannot be interrupted: nothing on the
+    loop runs until it yields, the driver included; when it comes back past its bound, its result
+    is dropped all the same and the call reads as timed out.
+    """
     if effect.timeout is None:
         return await effect.tool.acall(**effect.args)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    task = asyncio.ensure_future(effect.tool.acall(**effect.args))
     try:
-        return await asyncio.wait_for(effect.tool.acall(**effect.args), effect.timeout)
-    except TimeoutError:
-        raise _timed_out(effect) from None
+        done, _ = await asyncio.wait({task}, timeout=effect.timeout)
+    except BaseException:  # the caller's own cancellation: the tool's too
+        task.cancel()
+        raise
+    if not done or loop.time() - start > effect.timeout:
+        _abandon(task)
+        raise _timed_out(effect)
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` without waiting for it; whatever it comes to is dropped (and read, so that
+    asyncio never reports an error nobody retrieved)."""
+    task.cancel()
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 def _off_the_loop(tool: dspy.Tool, bound: tool_threads.Bound) -> dspy.Tool:
