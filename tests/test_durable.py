@@ -82,6 +82,13 @@ PROGRAMS = {
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
     "parallel": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", parallel_tools=True),
     "nap": dspy_imp.ReActV2("question -> answer", tools=[nap], finish="submit"),
+    "miscounted": dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[look],
+        context=dspy_imp.Context(
+            trigger=10_000, window=100_000, counter=lambda m, t, model: 10 if len(m) < 3 else None
+        ),
+    ),
     "context": dspy_imp.ReActV2(
         "question -> answer",
         tools=[look],
@@ -578,3 +585,22 @@ def test_config_defaults_to_sqlite_next_to_the_program_and_reads_the_environment
         "system_database_url": "postgresql://u@db:5432/agents",
         "executor_id": "w1",
     }
+
+
+def test_a_failing_host_hook_ends_a_durable_turn_as_the_plain_one(run: Any) -> None:
+    """A context counter answering None at the second request: the same StepError, with the
+    history of the tool that ran, from the durable turn as from the plain one."""
+    script = [reply(calls=[call("look", {"thing": "shelf"}, id="c1")]), reply("On the shelf.")]
+    failed = []
+    for program in (PROGRAMS["miscounted"], AGENTS["miscounted"]):
+        with dspy.context(lm=ScriptedLM(script)), pytest.raises(dspy_imp.StepError) as caught:
+            run(program, question="Where is the key?")
+        failed.append(caught.value)
+    plain, recorded = failed
+    assert (
+        str(recorded.reason)
+        == str(plain.reason)
+        == "`context.counter` returned None, not a token count (a number >= 0)"
+    )
+    assert _timeless(recorded.history) == _timeless(plain.history)
+    assert [r["result"] for r in _timeless(plain.history)[0]["tool_call_results"]] == [{"seen": "shelf"}]

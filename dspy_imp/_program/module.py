@@ -11,7 +11,7 @@ from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
-from dspy_imp._drivers.interrupts import attach_history
+from dspy_imp._drivers.interrupts import attach_history, tool_failure
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
@@ -203,10 +203,9 @@ class ReActV2(dspy.Module):
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
-            outcome = drive(turn.run(), effects)
-        except BaseException as stop:  # an interrupt or the caller's cancellation: the history goes with it
-            attach_history(stop, make_history(turn.resumable_entries()))
-            raise
+            outcome: Ending | Failure = drive(turn.run(), effects)
+        except BaseException as error:
+            outcome = escaped(turn, error)
         return self._conclude(turn, outcome, mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
@@ -215,10 +214,9 @@ class ReActV2(dspy.Module):
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
-            outcome = await adrive(turn.run(), effects)
-        except BaseException as stop:
-            attach_history(stop, make_history(turn.resumable_entries()))
-            raise
+            outcome: Ending | Failure = await adrive(turn.run(), effects)
+        except BaseException as error:
+            outcome = escaped(turn, error)
         return self._conclude(turn, outcome, mark)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
@@ -330,6 +328,17 @@ class ReActV2(dspy.Module):
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}
         return make_prediction(outputs, metadata)
+
+
+def escaped(turn: Turn, error: BaseException) -> Failure:
+    """What escaped a turn's drive: host code failing where it has no observation of its own (a
+    context counter, a library's own ``BaseException`` from a guardrail or a hook) ends the turn
+    the one documented way, a ``StepError`` with the history; a stop (an interrupt, the caller's
+    cancellation, a closed stream) and a refused option propagate, the history attached."""
+    if isinstance(error, ConfigurationError | StepError) or not tool_failure(error):
+        attach_history(error, make_history(turn.resumable_entries()))
+        raise error
+    return Failure(error)
 
 
 def program_guidance(
