@@ -494,3 +494,37 @@ def test_a_finish_on_tool_that_ran_before_the_pause_still_finishes_the_turn(run)
         done = run(agent, history=paused.metadata.history, approvals={"p1/g1": True})
     assert (done.reply, done.metadata.finished_by_tool) == ("found o7", "lookup")
     assert RAN == ["lookup o7", "refund 5"]  # lookup ran once, before the pause
+
+
+# -- approval as shown, at every depth ------------------------------------------------------------
+
+
+def test_a_grandchilds_pending_call_is_approved_as_shown(run):
+    agent, lms = three_deep()
+    with dspy.context(lm=lms[0]):
+        paused = run(agent, ticket="Refund order 7.")
+        [shown] = paused.metadata.pending_calls
+        assert shown["id"] == "p1/c1/g1"
+        done = run(agent, history=round_trip(paused.metadata.history), approvals={shown["id"]: shown})
+    assert (done.reply, done.metadata.termination_reason) == ("Your refund is on its way.", "answered")
+    assert RAN == ["lookup o7", "refund 5"]
+    assert lms[2].requests[1].messages[-1] == tool("g1", "refunded 5")
+
+
+def test_a_grandchilds_call_changed_in_the_record_is_refused_as_shown_and_nothing_runs(run):
+    agent, lms = three_deep()
+    with dspy.context(lm=lms[0]):
+        paused = run(agent, ticket="Refund order 7.")
+    [shown] = paused.metadata.pending_calls  # what the person saw: a refund of 5
+    data = dspy_imp.dump_history(paused.metadata.history)
+    inner = data["messages"][0]["agent_runs"]["p1"]["history"][-1]["agent_runs"]["c1"]["history"][-1]
+    inner["tool_calls"][0]["args"]["amount"] = 99999  # the child's record, edited on its way back
+    tampered = dspy_imp.load_history(data)
+    with dspy.context(lm=lms[0]), pytest.raises(dspy_imp.ConfigurationError) as caught:
+        run(agent, history=tampered, approvals={shown["id"]: shown})
+    assert str(caught.value) == (
+        "`approvals['p1/c1/g1']` approved researcher/billing/refund({'amount': 5}), but the history's call "
+        "'p1/c1/g1' is {'name': 'researcher/billing/refund', 'args': {'amount': 99999}}; nothing ran. "
+        "Show the person the calls of the history you resume"
+    )
+    assert RAN == ["lookup o7"]
