@@ -62,3 +62,11 @@ def _close_litellm_event_loop() -> Iterator[None]:
     if not loop.is_running():
         loop.close()
         asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The deadline's clock, moved by the test (``helpers.FakeClock``), never by the machine's speed."""
+    from helpers import FakeClock
+
+    return FakeClock().install(monkeypatch)

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,13 @@ def refund(amount: int) -> str:
     return f"refunded {amount}"
 
 
+TEST_CLOCK: list[Any] = []  # the test's clock (``fake_clock``) where a test moves time
+
+
 def wait_out_the_deadline(query: str) -> str:
     """Search slowly."""
-    while not clock.passed():  # returns once the caller's deadline has passed (no timing asserted)
-        time.sleep(0.005)
+    while not clock.passed():  # returns once the caller's deadline has passed, on the test's clock
+        TEST_CLOCK[0].advance(0.5)
     RAN.append(f"slow {query}")
     return "found late"
 
@@ -159,7 +161,8 @@ def test_the_childs_own_limit_still_holds_under_a_looser_caller(run):
     child_lm.assert_complete()
 
 
-def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run):
+def test_the_callers_deadline_ends_the_child_and_nothing_is_sent_after_it(run, fake_clock):
+    TEST_CLOCK[:] = [fake_clock]
     # Run whole, not stopped at the deadline (issue 25's bound): the child's own turn must see it pass.
     unbounded = {"wait_out_the_deadline": None}
     child = dspy_imp.ReActV2("question -> findings", tools=[wait_out_the_deadline], tool_timeouts=unbounded)
@@ -491,3 +494,37 @@ def test_a_finish_on_tool_that_ran_before_the_pause_still_finishes_the_turn(run)
         done = run(agent, history=paused.metadata.history, approvals={"p1/g1": True})
     assert (done.reply, done.metadata.finished_by_tool) == ("found o7", "lookup")
     assert RAN == ["lookup o7", "refund 5"]  # lookup ran once, before the pause
+
+
+# -- approval as shown, at every depth ------------------------------------------------------------
+
+
+def test_a_grandchilds_pending_call_is_approved_as_shown(run):
+    agent, lms = three_deep()
+    with dspy.context(lm=lms[0]):
+        paused = run(agent, ticket="Refund order 7.")
+        [shown] = paused.metadata.pending_calls
+        assert shown["id"] == "p1/c1/g1"
+        done = run(agent, history=round_trip(paused.metadata.history), approvals={shown["id"]: shown})
+    assert (done.reply, done.metadata.termination_reason) == ("Your refund is on its way.", "answered")
+    assert RAN == ["lookup o7", "refund 5"]
+    assert lms[2].requests[1].messages[-1] == tool("g1", "refunded 5")
+
+
+def test_a_grandchilds_call_changed_in_the_record_is_refused_as_shown_and_nothing_runs(run):
+    agent, lms = three_deep()
+    with dspy.context(lm=lms[0]):
+        paused = run(agent, ticket="Refund order 7.")
+    [shown] = paused.metadata.pending_calls  # what the person saw: a refund of 5
+    data = dspy_imp.dump_history(paused.metadata.history)
+    inner = data["messages"][0]["agent_runs"]["p1"]["history"][-1]["agent_runs"]["c1"]["history"][-1]
+    inner["tool_calls"][0]["args"]["amount"] = 99999  # the child's record, edited on its way back
+    tampered = dspy_imp.load_history(data)
+    with dspy.context(lm=lms[0]), pytest.raises(dspy_imp.ConfigurationError) as caught:
+        run(agent, history=tampered, approvals={shown["id"]: shown})
+    assert str(caught.value) == (
+        "`approvals['p1/c1/g1']` approved researcher/billing/refund({'amount': 5}), but the history's call "
+        "'p1/c1/g1' is {'name': 'researcher/billing/refund', 'args': {'amount': 99999}}; nothing ran. "
+        "Show the person the calls of the history you resume"
+    )
+    assert RAN == ["lookup o7"]

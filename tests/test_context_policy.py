@@ -351,3 +351,42 @@ def test_the_extractor_reads_the_history_as_the_view_shows_it(run):
     transcript = lm.requests[-1].messages[-1]["content"]
     assert 'call fetch({"key": "a"}) -> [The result of fetch (ca) was cleared' in transcript
     assert fetch("b") in transcript
+
+
+@pytest.mark.parametrize(
+    ("summary", "reason"),
+    [
+        pytest.param(reply("They asked for docu", finish_reason="content_filter"), "content_filter", id="filtered"),
+        pytest.param(reply("They asked for", finish_reason="length"), "length", id="cut-at-max-tokens"),
+        pytest.param(reply(" ".join(["Long."] * 2000)), "longer", id="longer-than-what-it-replaces"),
+    ],
+)
+def test_a_bad_summary_is_not_used_and_the_next_tier_follows(run, summary, reason):
+    def answer(request):
+        last = request.messages[-1]
+        if str(last.get("content")).startswith("[[ ## intent ## ]]\nSummarize"):
+            return summary
+        return agent_answer(request)
+
+    lm = ScriptedLM(answer)
+    agent = program(target=320)
+    history = None
+    with dspy.context(lm=lm):
+        for i in range(2):
+            pred = run(agent, intent=f"read {i}", history=history)
+            history = pred.metadata.history
+
+    last = lm.requests[-1]
+    assert last.messages[1] == inputs(intent="read 1")  # the earlier episode left out, no summary shown
+    meta = pred.metadata
+    assert meta.usage.requests == {"step": 2, "summary": 1}
+    applied = meta.context[-1]["applied"]
+    assert [a["tier"] for a in applied] == ["clear", "summarize", "leave_out"]
+    assert applied[1] == {
+        "tier": "summarize",
+        "failed": True,
+        "reason": reason,
+        "tokens_before": applied[0]["tokens_after"],
+        "tokens_after": applied[0]["tokens_after"],
+    }
+    assert "summary" not in meta.history.messages[-1]["prompt_view"]

@@ -1,12 +1,15 @@
 """SPEC §2 "Deadline" and reference §5: once the deadline has passed, no request of any kind is sent.
 
-Timing: a deadline of ``WITHIN`` seconds is set right before the call; whatever must pass it (a
-tool, a scripted reply's ``delay``) takes ``SLOW`` seconds, so the margins hold on a loaded machine.
+Timing: the deadline reads the test's clock (``fake_clock``), which moves only when the test says:
+a deadline of ``WITHIN`` seconds is set right before the call, and whatever must pass it (a tool, a
+scripted reply) moves the clock ``SLOW`` seconds. No margin depends on the machine's speed.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -21,9 +24,29 @@ WITHIN = 0.4
 SLOW = 0.8
 
 
+CLOCK: list[Any] = []  # the test's clock (``fake_clock``), set for each test
+RELEASE = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def _clock(fake_clock: Any) -> Iterator[Any]:
+    CLOCK[:] = [fake_clock]
+    RELEASE.clear()
+    yield fake_clock
+    RELEASE.set()  # the slow tools the deadline stopped return
+
+
+def late(item: Any) -> Any:
+    """A script item answered ``SLOW`` seconds later, on the test's clock."""
+    return CLOCK[0].after(SLOW, item)
+
+
 class SlowLook(Look):
+    """Takes ``SLOW`` seconds on the test's clock, and is still running when the deadline passes."""
+
     def __call__(self, where: str = "here") -> dict[str, bool]:
-        time.sleep(SLOW)
+        CLOCK[0].advance(SLOW)
+        RELEASE.wait(30)
         return super().__call__(where)
 
 
@@ -99,7 +122,7 @@ def test_an_expired_deadline_sends_no_request_at_all(run, bounds, signature):
             lambda: {"at": datetime.now(timezone(timedelta(hours=5))) + timedelta(seconds=WITHIN)},
             id="at-aware-utc+5",
         ),
-        pytest.param(lambda: {"at": time.monotonic() + WITHIN}, id="at-monotonic"),
+        pytest.param(lambda: {"at": CLOCK[0].monotonic() + WITHIN}, id="at-monotonic"),
     ],
 )
 def test_c7_passed_before_the_last_text_request(run, bounds):
@@ -160,7 +183,7 @@ def test_d11_passed_before_the_forced_submit(run):
 
 
 def test_d12_passed_before_the_required_retry(run):
-    lm = ScriptedLM([reply("ready"), fail.tool_choice_refused(delay=SLOW)])
+    lm = ScriptedLM([reply("ready"), late(fail.tool_choice_refused())])
     agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="capital?")
@@ -175,7 +198,7 @@ def test_d12_passed_before_the_required_retry(run):
 
 
 def test_d12_passed_before_the_extraction(run):
-    lm = ScriptedLM([reply("ready"), reply("I would say Paris.", delay=SLOW)])
+    lm = ScriptedLM([reply("ready"), late(reply("I would say Paris."))])
     agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="capital?")
@@ -191,7 +214,7 @@ def test_d12_passed_before_the_extraction(run):
 
 
 def test_d12_passed_before_the_extraction_after_a_required_retry(run):
-    lm = ScriptedLM([reply("ready"), fail.tool_choice_refused(), reply("I would say Paris.", delay=SLOW)])
+    lm = ScriptedLM([reply("ready"), fail.tool_choice_refused(), late(reply("I would say Paris."))])
     agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="capital?")
@@ -203,7 +226,7 @@ def test_d12_passed_before_the_extraction_after_a_required_retry(run):
 
 
 def test_passed_before_the_continued_step(run):
-    lm = ScriptedLM([reply("Let me look first.", delay=SLOW)])
+    lm = ScriptedLM([late(reply("Let me look first."))])
     agent = dspy_imp.ReActV2(TA, tools=[Look()], finish="submit")
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="what is it?")
@@ -222,7 +245,7 @@ def test_passed_before_the_tools_retry(run):
         sent.append(text)
         return "sent"
 
-    lm = ScriptedLM([fail.server_error(503, delay=SLOW)])
+    lm = ScriptedLM([late(fail.server_error(503))])
     agent = dspy_imp.ReActV2(
         "message -> reply",
         tools=[send],
@@ -240,7 +263,7 @@ def test_passed_before_the_tools_retry(run):
 
 def test_passed_before_an_ordinary_step(run):
     look = Look()
-    lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")], delay=SLOW)])
+    lm = ScriptedLM([late(reply(calls=[call("look", {"where": "shelf"}, id="c1")]))])
     agent = dspy_imp.ReActV2(TA, tools=[look])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="is it there?")
@@ -253,7 +276,7 @@ def test_passed_before_an_ordinary_step(run):
 
 
 def test_a_step_failing_past_the_deadline_is_neither_retried_nor_followed(run):
-    lm = ScriptedLM([fail.server_error(503, delay=SLOW)])
+    lm = ScriptedLM([late(fail.server_error(503))])
     agent = dspy_imp.ReActV2(TA, tools=[Look()], last_request_note="Last one.")
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="hello")
@@ -267,7 +290,7 @@ def test_a_step_failing_past_the_deadline_is_neither_retried_nor_followed(run):
 
 
 def test_a_last_text_request_failing_past_the_deadline_is_incomplete_not_an_error(run):
-    lm = ScriptedLM([fail.server_error(503), fail.server_error(503, delay=SLOW)])
+    lm = ScriptedLM([fail.server_error(503), late(fail.server_error(503))])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="hello")
@@ -279,7 +302,7 @@ def test_a_last_text_request_failing_past_the_deadline_is_incomplete_not_an_erro
 
 
 def test_a_forced_submit_failing_past_the_deadline_is_incomplete_not_an_error(run):
-    lm = ScriptedLM([reply("ready"), fail.server_error(503, delay=SLOW)])
+    lm = ScriptedLM([reply("ready"), late(fail.server_error(503))])
     agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(agent, intent="hello")
@@ -309,14 +332,13 @@ def test_a_retryable_error_is_retried_by_the_loop_while_time_remains(run):
     lm.assert_complete()
 
 
-def test_a_rate_limit_is_retried_after_its_retry_after(run):
+def test_a_rate_limit_is_retried_after_its_retry_after(run, fake_clock):
     lm = ScriptedLM([fail.rate_limit(retry_after=0.05), reply("ok")])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    start = time.monotonic()
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=30):
         pred = run(agent, intent="hello")
 
-    assert time.monotonic() - start < 0.9  # retry_after, not the 1 s default pause
+    assert fake_clock.slept == [0.05]  # retry_after, not the 1 s default pause
     assert len(lm.requests) == 2
     assert pred.metadata.termination_reason == "answered"
 
@@ -333,29 +355,27 @@ def test_without_a_deadline_the_loop_does_not_retry(run):
     lm.assert_complete()
 
 
-def test_no_retry_pauses_past_the_deadline(run):
+def test_no_retry_pauses_past_the_deadline(run, fake_clock):
     lm = ScriptedLM([fail.rate_limit(retry_after=5), reply("ok")])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    start = time.monotonic()
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=1):
         pred = run(agent, intent="hello")
 
-    assert time.monotonic() - start < 0.9
+    assert fake_clock.slept == []
     meta = pred.metadata
     assert (meta.termination_reason, meta.termination_cause) == ("last_text", "prediction_error")
     lm.assert_complete()
 
 
-def test_dspys_own_retries_are_off_under_a_deadline(run):
+def test_dspys_own_retries_are_off_under_a_deadline(run, fake_clock):
     # DSPy would sleep 1 s and retry; with 0.6 s left the loop does not retry either.
     lm = ScriptedLM([fail.server_error(), reply("ok")], num_retries=3)
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
-    start = time.monotonic()
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.6):
         pred = run(agent, intent="hello")
 
-    assert time.monotonic() - start < 0.9
-    assert len(lm.requests) == 2
+    assert fake_clock.slept == []
+    assert len(lm.requests) == 2  # the step and the last-text request: no retry of DSPy's
     meta = pred.metadata
     assert (meta.termination_reason, meta.termination_cause) == ("last_text", "prediction_error")
     lm.assert_complete()
@@ -382,8 +402,15 @@ def test_no_per_request_timeout_reaches_a_custom_engine(run):
     assert [r.options for r in lm.requests] == [{"temperature": 0.1}] * 2
 
 
-def test_a_deadline_reaches_dspy_parallel_threads_and_never_extends_an_outer_one():
-    lm = ScriptedLM(lambda request: reply("thinking", delay=0.3))
+def test_a_deadline_reaches_dspy_parallel_threads_and_never_extends_an_outer_one(fake_clock):
+    both = threading.Barrier(2, timeout=30)
+
+    def thinking(request: Any) -> Any:  # both first requests arrive, then each takes 0.3 s
+        both.wait()
+        fake_clock.advance(0.3)
+        return reply("thinking")
+
+    lm = ScriptedLM(thinking)
     agent = dspy_imp.ReActV2(SubmitSig, tools=[])
     examples = [dspy.Example(intent=f"q{i}").with_inputs("intent") for i in range(2)]
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.1), dspy_imp.deadline(seconds=60):

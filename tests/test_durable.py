@@ -45,10 +45,24 @@ def look(thing: str) -> dict[str, Any]:
     return {"seen": thing}
 
 
+NAPS: dict[str, Any] = {"clock": None, "release": threading.Event()}
+
+
 def nap(seconds: float) -> str:
     """Wait a while."""
-    time.sleep(seconds)
+    # ``seconds`` pass on the test's clock; a nap that takes time is still running when the test lets it go
+    NAPS["clock"].advance(seconds)
+    if seconds:
+        NAPS["release"].wait(30)
     return "rested"
+
+
+@pytest.fixture
+def napping(fake_clock: Any) -> Iterator[Any]:
+    NAPS["clock"] = fake_clock
+    NAPS["release"].clear()
+    yield fake_clock
+    NAPS["release"].set()
 
 
 GATE = threading.Event()
@@ -68,6 +82,13 @@ PROGRAMS = {
     "auto": dspy_imp.ReActV2("question -> answer", tools=[look], max_iters=2),
     "parallel": dspy_imp.ReActV2("question -> answer", tools=[look], finish="submit", parallel_tools=True),
     "nap": dspy_imp.ReActV2("question -> answer", tools=[nap], finish="submit"),
+    "miscounted": dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[look],
+        context=dspy_imp.Context(
+            trigger=10_000, window=100_000, counter=lambda m, t, model: 10 if len(m) < 3 else None
+        ),
+    ),
     "context": dspy_imp.ReActV2(
         "question -> answer",
         tools=[look],
@@ -433,7 +454,7 @@ def test_an_error_record_never_imports_a_module_it_names() -> None:
     assert "antigravity" not in sys.modules
 
 
-def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
+def test_recorded_time_replays_to_the_same_deadline_decisions(napping: Any) -> None:
     """A turn that beat its deadline, replayed from its records after the deadline passed, still
     beats it: the machine reads the recorded times, not the clock (a fork replays every step)."""
     script = [reply(calls=[call("nap", {"seconds": 0.0}, id="c1")]), reply(calls=[call("submit", {"answer": "a"})])]
@@ -442,14 +463,17 @@ def test_recorded_time_replays_to_the_same_deadline_decisions() -> None:
     assert first.metadata.termination_reason == "submit"
     steps = DBOS.list_workflow_steps("in-time")
     assert steps[0]["function_name"] == "dspy_imp.clock"
-    time.sleep(max(0.0, steps[0]["output"] + 1.6 - time.time()))  # wait out the deadline (not asserted on)
+    assert steps[0]["output"] == napping.now  # the recorded time is the test's clock
+    napping.advance(1.6)  # the deadline has passed
     replay = DBOS.fork_workflow("in-time", len(steps) + 1)
     again = durable.TurnHandle(replay).result()
     assert again.metadata.termination_reason == "submit"
     assert dspy_imp.dump_history(again.metadata.history) == dspy_imp.dump_history(first.metadata.history)
 
 
-def test_a_deadline_passed_during_a_tool_ends_the_turn_the_same_way(run: Any) -> None:
+def test_a_deadline_passed_during_a_tool_ends_the_turn_the_same_way(run: Any, napping: Any) -> None:
+    """The nap passes the deadline on the test's clock (a loaded machine cannot pass it before the
+    first request), then outlives its bound: both turns stop waiting for it the same way."""
     script = [reply(calls=[call("nap", {"seconds": 0.3}, id="c1")]), reply(calls=[call("submit", {"answer": "a"})])]
     with dspy.context(lm=ScriptedLM(script)), dspy_imp.deadline(seconds=0.2):
         plain = run(PROGRAMS["nap"], question="Rest?")
@@ -561,3 +585,22 @@ def test_config_defaults_to_sqlite_next_to_the_program_and_reads_the_environment
         "system_database_url": "postgresql://u@db:5432/agents",
         "executor_id": "w1",
     }
+
+
+def test_a_failing_host_hook_ends_a_durable_turn_as_the_plain_one(run: Any) -> None:
+    """A context counter answering None at the second request: the same StepError, with the
+    history of the tool that ran, from the durable turn as from the plain one."""
+    script = [reply(calls=[call("look", {"thing": "shelf"}, id="c1")]), reply("On the shelf.")]
+    failed = []
+    for program in (PROGRAMS["miscounted"], AGENTS["miscounted"]):
+        with dspy.context(lm=ScriptedLM(script)), pytest.raises(dspy_imp.StepError) as caught:
+            run(program, question="Where is the key?")
+        failed.append(caught.value)
+    plain, recorded = failed
+    assert (
+        str(recorded.reason)
+        == str(plain.reason)
+        == "`context.counter` returned None, not a token count (a number >= 0)"
+    )
+    assert _timeless(recorded.history) == _timeless(plain.history)
+    assert [r["result"] for r in _timeless(plain.history)[0]["tool_call_results"]] == [{"seen": "shelf"}]

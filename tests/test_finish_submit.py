@@ -237,8 +237,8 @@ def test_e4_the_step_limit_right_after_a_thought_forces_submit(run):
 # -- E5, E6: the deadline and a whitespace reply -----------------------------------------------------
 
 
-def test_e5_a_deadline_passed_before_the_continued_step_sends_nothing_more(run):
-    lm = ScriptedLM([reply("t1", delay=0.8)])
+def test_e5_a_deadline_passed_before_the_continued_step_sends_nothing_more(run, fake_clock):
+    lm = ScriptedLM([fake_clock.after(0.8, reply("t1"))])  # 0.8 s on the test's clock
     agent = dspy_imp.ReActV2(TA, tools=[Look()], finish="submit")
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.4):
         pred = run(agent, intent="what is it?")

@@ -25,8 +25,8 @@ from helpers import MESSAGE_REPLY_TEXT_ANSWER_SYSTEM, Look, assistant, inputs, t
 import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
-WITHIN = 0.4  # the deadline (seconds): room for a first request on a loaded machine
-SLOW = 0.8  # how long a reply that must pass it takes
+WITHIN = 0.4  # the deadline (seconds on the test's clock, ``fake_clock``)
+SLOW = 0.8  # how long a reply that must pass it takes (on that clock: however busy the machine is)
 T0 = "2026-01-01T00:00:00.000Z"
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 
@@ -683,8 +683,8 @@ def test_g11_the_failed_step_and_its_retry_both_count_toward_max_iters(run):
 # -- G12: deadline --------------------------------------------------------------------------------
 
 
-def test_g12_a_slow_thought_past_the_deadline_is_not_continued(run):
-    lm = ScriptedLM([reply("a", delay=SLOW)])
+def test_g12_a_slow_thought_past_the_deadline_is_not_continued(run, fake_clock):
+    lm = ScriptedLM([fake_clock.after(SLOW, reply("a"))])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(tools_agent(), message="hello")
 
@@ -695,8 +695,8 @@ def test_g12_a_slow_thought_past_the_deadline_is_not_continued(run):
     lm.assert_complete()
 
 
-def test_g12_a_slow_failed_step_past_the_deadline_is_not_retried(run):
-    lm = ScriptedLM([fail.server_error(503, delay=SLOW)])
+def test_g12_a_slow_failed_step_past_the_deadline_is_not_retried(run, fake_clock):
+    lm = ScriptedLM([fake_clock.after(SLOW, fail.server_error(503))])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(tools_agent(), message="hello")
 
@@ -706,8 +706,8 @@ def test_g12_a_slow_failed_step_past_the_deadline_is_not_retried(run):
     lm.assert_complete()
 
 
-def test_g12_a_slow_tool_step_past_the_deadline_sends_no_next_step(run):
-    lm = ScriptedLM([reply(calls=[call("look", {"where": "desk"}, id="c1")], delay=SLOW)])
+def test_g12_a_slow_tool_step_past_the_deadline_sends_no_next_step(run, fake_clock):
+    lm = ScriptedLM([fake_clock.after(SLOW, reply(calls=[call("look", {"where": "desk"}, id="c1")]))])
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(tools_agent(), message="hello")
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import dspy
@@ -210,13 +211,27 @@ def test_c6_the_last_request_failing_too_raises_step_error(run):
 
 
 class SlowLook(Look):
+    """Takes 0.5 s on the test's clock, and is still running when the deadline passes."""
+
+    def __init__(self, clock: Any) -> None:
+        super().__init__()
+        self.clock, self.release = clock, threading.Event()
+
     def __call__(self, where: str = "here") -> dict[str, bool]:
-        time.sleep(0.5)
+        self.clock.advance(0.5)
+        self.release.wait(30)
         return super().__call__(where)
 
 
-def test_c7_a_passed_deadline_sends_no_last_request(run):
-    look = SlowLook()
+@pytest.fixture
+def slow_look(fake_clock: Any) -> Iterator[SlowLook]:
+    look = SlowLook(fake_clock)
+    yield look
+    look.release.set()
+
+
+def test_c7_a_passed_deadline_sends_no_last_request(run, slow_look):
+    look = slow_look
     lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")])])
     agent = dspy_imp.ReActV2(TA, tools=[look], max_iters=1, last_request_note="Last one.")
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=0.2):

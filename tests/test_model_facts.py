@@ -47,10 +47,27 @@ def test_a_registration_wins_over_the_table_latest_first() -> None:
     assert dspy_imp.model_facts("openai/my-claude-proxy") == dspy_imp.ModelFacts(binds_thinking=True)
 
 
-@pytest.mark.parametrize(("pattern", "facts"), [("", dspy_imp.ModelFacts()), ("x", {"binds_thinking": True})])
-def test_a_bad_registration_is_refused(pattern: Any, facts: Any) -> None:
-    with pytest.raises(TypeError, match="register_model_facts"):
+@pytest.mark.parametrize(
+    ("pattern", "facts", "message"),
+    [
+        ("", dspy_imp.ModelFacts(), "`pattern` must be a non-empty string, got ''"),
+        ("x", {"binds_thinking": True}, "`facts` must be a dspy_imp.ModelFacts, got {'binds_thinking': True}"),
+        ("claude-(5", dspy_imp.ModelFacts(), r"`pattern` is not a regular expression \(missing \), .*got 'claude-\(5'"),
+    ],
+)
+def test_a_bad_registration_is_refused_naming_the_field(pattern: Any, facts: Any, message: str) -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match=message):
         dspy_imp.register_model_facts(pattern, facts)
+    assert facts_module._registered == []
+
+
+@pytest.mark.parametrize("field", ["refuses_forced_tool_choice", "adaptive_only_thinking", "binds_thinking"])
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_a_fact_that_is_not_a_bool_is_refused_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises(
+        dspy_imp.ConfigurationError, match=rf"`ModelFacts\.{field}` must be True or False, got {value!r}"
+    ):
+        dspy_imp.ModelFacts(**{field: value})
 
 
 def _settled(model: str, **kwargs: Any) -> tuple[dict[str, Any], Any]:

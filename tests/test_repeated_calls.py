@@ -94,3 +94,39 @@ def test_repeats_are_counted_per_turn(run):
 def test_bad_limits_are_refused(value):
     with pytest.raises(dspy_imp.ConfigurationError, match="repeat_limit"):
         dspy_imp.ReActV2(TA, tools=[status], repeat_limit=value)
+
+
+def test_rereading_a_cleared_result_is_no_repeat(run):
+    """The context policy clears old results to a placeholder asking the model to call the tool
+    again; the model does, three times in all: only the reads whose results are still shown count,
+    so the turn goes on to its answer (it ended ``"repeated_calls"``)."""
+
+    def fetch(key: str) -> str:
+        """Fetch a document."""
+        return " ".join(f"{key}{i}" for i in range(200))
+
+    def words(messages, tools, model):
+        return sum(len(str(m.get("content") or "").split()) for m in messages)
+
+    context = dspy_imp.Context(
+        trigger=250, window=10_000, keep_results=1, summarize=False, leave_out=False, counter=words
+    )
+    lm = ScriptedLM([reply(calls=[call("fetch", {"key": "k"}, id=f"f{i}")]) for i in range(3)] + [reply("done")])
+    agent = dspy_imp.ReActV2(TA, tools=[fetch], context=context)
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="read k")
+    meta = pred.metadata
+    assert (pred.answer, meta.termination_reason, meta.termination_cause) == ("done", "answered", None)
+    placeholder = "[The result of fetch (f0) was cleared to save context; call the tool again if you need it.]"
+    assert [m["content"] for m in lm.requests[2].messages if m["role"] == "tool"] == [placeholder, fetch("k")]
+    lm.assert_complete()
+
+
+def test_a_repeat_whose_results_are_still_shown_still_counts_under_a_context_policy(run):
+    context = dspy_imp.Context(trigger=100_000, window=1_000_000)  # never clears
+    lm = ScriptedLM([*looping(3), reply("It is still pending.")])
+    agent = dspy_imp.ReActV2(TA, tools=[status], context=context)
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="A7?")
+    meta = pred.metadata
+    assert (meta.termination_reason, meta.termination_cause) == ("last_text", "repeated_calls")

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import dspy
@@ -29,7 +28,6 @@ from fake_openai_server import FakeOpenAIServer, HTTPReply, error_body, text_com
 from helpers import TA, Look, SubmitSig
 
 import dspy_imp
-import dspy_imp._drivers.driver as drivers
 import dspy_imp._records.clock as deadline_state
 import dspy_imp._routes.warmup as warmup
 from dspy_imp.testing import ScriptedLM, call, fail, reply
@@ -37,7 +35,7 @@ from dspy_imp.testing import ScriptedLM, call, fail, reply
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
 WITHIN = 0.5
-SLOW = 1.2
+SLOW = 1.2  # on the test's clock (``fake_clock``): it passes the deadline however busy the machine is
 ENGINES = ["auto", "litellm"]
 
 
@@ -68,14 +66,26 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     async def asleep(seconds: float) -> None:
         seen.append(seconds)
 
-    monkeypatch.setattr(drivers, "time", SimpleNamespace(sleep=seen.append))
-    monkeypatch.setattr(drivers, "asyncio", SimpleNamespace(sleep=asleep))
+    monkeypatch.setattr(deadline_state, "sleep", seen.append)
+    monkeypatch.setattr(deadline_state, "asleep", asleep)
     yield seen
 
 
-def slow_renderer(call: Any, result: Any) -> str:
-    time.sleep(SLOW)
-    return str(result.value)
+@pytest.fixture
+def clocked(fake_clock: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The test's clock, which the fake server reads too (arrival times, a reply's delay)."""
+    import fake_openai_server
+
+    monkeypatch.setattr(fake_openai_server, "time", fake_clock)
+    return fake_clock
+
+
+def slow_renderer(clock: Any) -> Any:
+    def render(call: Any, result: Any) -> str:
+        clock.advance(SLOW)
+        return str(result.value)
+
+    return render
 
 
 def assert_out_of_time(pred: Any) -> None:
@@ -109,14 +119,14 @@ def test_a_deadline_that_is_not_a_usable_time_is_refused_at_deadline(bounds):
 # -- hole 3: checked right before the send ---------------------------------------------------------
 
 
-def test_a_slow_tool_result_renderer_uses_up_the_time_and_no_request_leaves(run):
+def test_a_slow_tool_result_renderer_uses_up_the_time_and_no_request_leaves(run, fake_clock):
     arrivals: list[float] = []
 
     def answer(item: Any) -> Any:
-        return lambda request: (arrivals.append(time.monotonic()), item)[1]
+        return lambda request: (arrivals.append(fake_clock.now), item)[1]
 
     lm = ScriptedLM([answer(reply(calls=[call("look", {}, id="c1")])), answer(reply("late"))])
-    agent = dspy_imp.ReActV2(TA, tools=[Look()], tool_result_renderer=slow_renderer)
+    agent = dspy_imp.ReActV2(TA, tools=[Look()], tool_result_renderer=slow_renderer(fake_clock))
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         end = deadline_state._end()
         pred = run(agent, intent="Look.")
@@ -127,9 +137,9 @@ def test_a_slow_tool_result_renderer_uses_up_the_time_and_no_request_leaves(run)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_slow_renderer_over_http_sends_nothing_after_the_deadline(run, engine):
+def test_a_slow_renderer_over_http_sends_nothing_after_the_deadline(run, engine, clocked):
     script = [tool_calls_completion([("c1", "look", {"where": "desk"})]), text_completion("late")]
-    agent = dspy_imp.ReActV2(TA, tools=[Look()], tool_result_renderer=slow_renderer)
+    agent = dspy_imp.ReActV2(TA, tools=[Look()], tool_result_renderer=slow_renderer(clocked))
     with serving(script, engine) as server, dspy_imp.deadline(seconds=WITHIN):
         end = deadline_state._end()
         pred = run(agent, intent="Look.")
@@ -141,8 +151,9 @@ def test_a_slow_renderer_over_http_sends_nothing_after_the_deadline(run, engine)
 UNREADABLE = "[[ ## answer ## ]]\nhm\n\n[[ ## tool_calls ## ]]\n42\n\n[[ ## completed ## ]]"
 
 
-def test_dspys_json_fallback_request_never_leaves_after_the_deadline(run):
-    lm = ScriptedLM([reply(UNREADABLE, delay=SLOW), reply('{"answer": "late", "tool_calls": []}')], native=False)
+def test_dspys_json_fallback_request_never_leaves_after_the_deadline(run, fake_clock):
+    late = reply('{"answer": "late", "tool_calls": []}')
+    lm = ScriptedLM([fake_clock.after(SLOW, reply(UNREADABLE)), late], native=False)
     with dspy.context(lm=lm), dspy_imp.deadline(seconds=WITHIN):
         pred = run(dspy_imp.ReActV2(TA, tools=[Look()]), intent="what?")
     assert_out_of_time(pred)
@@ -151,7 +162,7 @@ def test_dspys_json_fallback_request_never_leaves_after_the_deadline(run):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_dspys_json_fallback_over_http_never_leaves_after_the_deadline(run, engine):
+def test_dspys_json_fallback_over_http_never_leaves_after_the_deadline(run, engine, clocked):
     script = [HTTPReply(text_completion(UNREADABLE), delay=SLOW), text_completion('{"answer": "late"}')]
     written = "openai/local-model"  # no native function calling: calls are written, and can be unreadable
     with serving(script, engine, written) as server, dspy_imp.deadline(seconds=WITHIN):
@@ -187,7 +198,7 @@ def test_litellms_cold_import_happens_before_the_last_deadline_check(tmp_path: P
     """A fresh process: the first ``engine="litellm"`` call pays LiteLLM's import (seconds)."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     done = subprocess.run(
-        [sys.executable, "-c", COLD_IMPORT], capture_output=True, text=True, env=env, timeout=120, check=False
+        [sys.executable, "-c", COLD_IMPORT], capture_output=True, text=True, env=env, timeout=600, check=False
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])

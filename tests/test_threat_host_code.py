@@ -160,3 +160,83 @@ def test_an_unrenderable_result_becomes_a_readable_observation(run, value, shown
     assert pred.answer == "Done."
     assert tool_messages(lm.requests[1]) == [tool("p1", "paid 5"), tool("o1", shown)]
     assert_dumpable_and_resumable(pred.metadata.history, run)
+
+
+# -- host hooks without an observation of their own end the turn with StepError and the history -----
+
+
+class LibraryStop(BaseException):
+    """A library's own BaseException (not an interrupt, not the caller's cancellation)."""
+
+
+def paid_then(count: Any) -> tuple[dspy_imp.ReActV2, Payments, ScriptedLM]:
+    """An agent whose context counter is ``count``: one paid call, then a second request to measure."""
+    payments = Payments()
+    context = dspy_imp.Context(trigger=10_000, window=100_000, counter=count)
+    lm = ScriptedLM([reply(calls=[call("pay", {"amount": 5}, id="p1")]), reply("Paid.")])
+    return agent_with([payments.pay], context=context), payments, lm
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        pytest.param(lambda: (_ for _ in ()).throw(RuntimeError("counting service returned 503")), id="raises"),
+        pytest.param(lambda: (_ for _ in ()).throw(LibraryStop("counting service gone")), id="base-exception"),
+        pytest.param(lambda: None, id="returns-None"),
+        pytest.param(lambda: "abc", id="returns-text"),
+        pytest.param(lambda: float("nan"), id="returns-NaN"),
+    ],
+)
+def test_a_failing_context_counter_ends_the_turn_with_step_error_and_the_history(run, failing):
+    counted: list[int] = []
+
+    def count(messages: Any, tools: Any, model: str) -> Any:
+        counted.append(len(messages))
+        return 100 if len(counted) == 1 else failing()  # the first request is measured, the second fails
+
+    agent, payments, lm = paid_then(count)
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.StepError) as caught:
+        run(agent, intent="pay 5")
+    error = caught.value
+    assert payments.paid == [5] and len(lm.requests) == 1  # the paid call ran; nothing more was sent
+    [step] = error.history.messages
+    assert step["intent"] == "pay 5"
+    assert [(r["id"], r["result"]) for r in step["tool_call_results"]] == [("p1", "paid 5")]
+    assert error.usage is not None and error.usage.total_requests == 1
+    if isinstance(error.reason, TypeError):
+        assert str(error.reason).startswith("`context.counter` returned ")
+        assert str(error.reason).endswith(", not a token count (a number >= 0)")
+    else:
+        assert type(error.reason) in (RuntimeError, LibraryStop)
+
+
+def test_a_guardrail_raising_a_librarys_base_exception_blocks_like_any_failing_guardrail(run):
+    def strict(inputs: Any) -> Any:
+        raise LibraryStop("policy engine unreachable")
+
+    lm = ScriptedLM([])
+    agent = agent_with([], input_guardrails=[dspy_imp.Guardrail(strict, name="strict")])
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="hello")
+    assert pred.metadata.termination_reason == "blocked"
+    assert pred.metadata.guardrail["name"] == "strict"
+    assert "policy engine unreachable" in pred.metadata.guardrail["reason"]
+    assert lm.requests == []
+
+
+def test_a_tool_policy_raising_a_librarys_base_exception_ends_the_turn_with_step_error(run):
+    payments = Payments()
+
+    def policy(name: str, args: Any) -> bool:
+        if args.get("amount") == 99:
+            raise LibraryStop("policy engine gone")
+        return True
+
+    lm = ScriptedLM([reply(calls=[call("pay", {"amount": 5}, id="p1")]), reply(calls=[call("pay", {"amount": 99})])])
+    agent = agent_with([payments.pay], tool_policy=policy)
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.StepError) as caught:
+        run(agent, intent="pay")
+    assert isinstance(caught.value.reason, LibraryStop)
+    assert payments.paid == [5]
+    [first, *_] = caught.value.history.messages
+    assert [(r["id"], r["result"]) for r in first["tool_call_results"]] == [("p1", "paid 5")]

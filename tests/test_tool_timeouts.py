@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from typing import Any
 
 import dspy
 import pytest
 from helpers import TA
 
 import dspy_imp
+from dspy_imp._drivers.tool_threads import MAX_TOOL_THREADS
 from dspy_imp.testing import ScriptedLM, call, reply
 
 
 class Stuck:
     """A sync tool that blocks until released (the test releases it at the end)."""
 
-    def __init__(self, name: str = "search") -> None:
+    def __init__(self, name: str = "search", clock: Any = None) -> None:
+        self.clock = clock  # a test's clock, moved past any deadline when the tool starts
         self.__name__ = name
         self.__doc__ = "Search the web."
         self.release = threading.Event()
@@ -25,6 +29,8 @@ class Stuck:
         self.finished = threading.Event()
 
     def __call__(self, query: str) -> str:
+        if self.clock is not None:
+            self.clock.advance(3600)
         self.started.set()
         self.release.wait(30)
         self.finished.set()
@@ -112,8 +118,8 @@ def test_parallel_calls_time_out_alone(run):
     assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s"), ("c2", "found b")]
 
 
-def test_the_deadline_bounds_a_tool_without_a_timeout(run):
-    stuck = Stuck()
+def test_the_deadline_bounds_a_tool_without_a_timeout(run, fake_clock):
+    stuck = Stuck(clock=fake_clock)  # it passes the deadline on the test's clock, then hangs
     lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")])])
     agent = dspy_imp.ReActV2(TA, tools=[stuck])
     try:
@@ -226,3 +232,87 @@ def test_none_leaves_a_tool_unbounded_even_under_a_deadline_in_the_callers_threa
     # A sync call: not a worker, the caller's thread. Under ``acall`` no sync tool runs on the event
     # loop's thread (here the caller's): it runs unbounded in a worker thread.
     assert (threads == [threading.get_ident()]) == (run.mode == "sync")
+
+
+# -- every run gets the time left when it starts ---------------------------------------------------
+
+
+def test_a_call_of_a_large_sync_batch_gets_the_time_left_when_it_starts(fake_clock):
+    """Nine calls, eight worker threads: the ninth starts only when a thread is free, after the first
+    eight spent the deadline (on the test's clock). It gets the time left then, none: it does not
+    run, and its observation says the deadline stopped it. (Under ``acall`` every call of a batch
+    starts at once: there is no later start to test.)"""
+    started = threading.Barrier(MAX_TOOL_THREADS, timeout=30)
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def fetch(key: str) -> str:
+        """Fetch a page."""
+        with lock:
+            ran.append(key)
+            first = len(ran) <= MAX_TOOL_THREADS
+        if first:
+            started.wait()  # the first eight all started (and read the time left) before any time passed
+        fake_clock.advance(10)
+        return f"fetched {key}"
+
+    keys = [f"k{i}" for i in range(MAX_TOOL_THREADS + 1)]
+    lm = ScriptedLM([reply(calls=[call("fetch", {"key": key}, id=key) for key in keys])])
+    agent = dspy_imp.ReActV2(TA, tools=[fetch], parallel_tools=True)
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=5):
+        pred = agent(intent="all of them")
+
+    meta = pred.metadata
+    assert (meta.termination_reason, meta.termination_cause) == ("incomplete", "deadline_exceeded")
+    [late] = set(keys) - set(ran)
+    results = {r["id"]: (r["result"], r.get("error_kind")) for r in meta.history.messages[0]["tool_call_results"]}
+    stopped = ("fetch was stopped: the turn's deadline passed", "tool_timeout")
+    assert results == {key: stopped if key == late else (f"fetched {key}", None) for key in keys}
+    lm.assert_complete()  # nothing was sent after the deadline
+
+
+# -- an async tool that will not stop -------------------------------------------------------------
+
+
+def test_an_async_tool_that_swallows_its_cancellation_is_left_behind():
+    """The driver stops waiting at the bound: the tool that ignored its cancellation runs on as an
+    abandoned task, and what it returns later is dropped (before, the turn waited for it and
+    recorded its late result as a normal one)."""
+    swallowed: list[str] = []
+
+    async def search(query: str) -> str:
+        """Search the web."""
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            swallowed.append(query)  # and goes on
+        await asyncio.sleep(1)
+        return "late results"
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts={"search": 0.05})
+    with dspy.context(lm=lm):
+        pred = asyncio.run(agent.acall(intent="cats"))
+    assert swallowed == ["cats"]
+    assert pred.answer == "Done."
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+    [step, _] = pred.metadata.history.messages
+    assert step["tool_call_results"][0]["error_kind"] == "tool_timeout"
+
+
+def test_an_async_tool_that_blocks_the_event_loop_past_its_bound_is_timed_out():
+    """Nothing can interrupt a coroutine that blocks the loop (a sync sleep inside ``async def``):
+    the turn waits until it yields, then drops what it returned, as for a sync tool left behind."""
+
+    async def search(query: str) -> str:
+        """Search the web."""
+        time.sleep(0.3)  # blocks the event loop: at least 0.3 s, however fast the machine
+        return "late results"
+
+    lm = ScriptedLM([reply(calls=[call("search", {"query": "cats"}, id="c1")]), reply("Done.")])
+    agent = dspy_imp.ReActV2(TA, tools=[search], tool_timeouts={"search": 0.05})
+    with dspy.context(lm=lm):
+        pred = asyncio.run(agent.acall(intent="cats"))
+    assert tool_messages(lm.requests[1]) == [("c1", "Error: search timed out after 0.05 s")]
+    [step, _] = pred.metadata.history.messages
+    assert step["tool_call_results"][0]["error_kind"] == "tool_timeout"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import time
 from collections.abc import Generator
 from typing import Any
 
@@ -29,6 +28,7 @@ from dspy_imp._drivers.job import Job, aoutcome, nothing, outcome, reraise, same
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.requests import extraction_job, step_job
 from dspy_imp._drivers.watched import awatched, watched
+from dspy_imp._records import clock
 from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.nameless import install as install_nameless_reader
@@ -182,7 +182,7 @@ class Effects:
             report, areport = tracing.report, tracing.areport
             return Job(lambda: report(effect, renderer), lambda: areport(effect, renderer), nothing, reraise)
         if isinstance(effect, Sleep):
-            return Job(lambda: time.sleep(effect.seconds), lambda: asyncio.sleep(effect.seconds), nothing, reraise)
+            return Job(lambda: clock.sleep(effect.seconds), lambda: clock.asleep(effect.seconds), nothing, reraise)
         if isinstance(effect, Measure):
             return Job(lambda: measure(self.program, effect), lambda: ameasure(self.program, effect), same, reraise)
         if isinstance(effect, ModelRequest):

@@ -2,7 +2,8 @@
 
 The answer is ``Returned(None)`` (all passed) or ``Returned({"name", "reason"})`` (the first that
 tripped): plain JSON, so a durable driver records and replays it like a tool's value. Guardrails
-are host code at the boundary: one that raises blocks, with its error as the reason (fail closed).
+are host code at the boundary: one that raises blocks, with its error as the reason (fail closed),
+a library's own ``BaseException`` too; an interrupt or the caller's cancellation stops the turn.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._prompt import sentences
 from dspy_imp._records.errors import error_text
 from dspy_imp._records.outcomes import Returned
@@ -20,7 +22,9 @@ def check(effect: CheckGuardrails) -> Returned:
     for guardrail in effect.guardrails:
         try:
             value = guardrail.call(effect.stage, effect.inputs, effect.outputs)
-        except Exception as exc:  # host code at the boundary: the guardrail blocks
+        except BaseException as exc:  # host code at the boundary: the guardrail blocks
+            if not tool_failure(exc):  # an interrupt or the caller's cancellation stops the turn
+                raise
             return _trip(guardrail, sentences.guardrail_failed(guardrail.name, _message(exc)))
         if inspect.isawaitable(value):
             _close(value)
@@ -35,7 +39,9 @@ async def acheck(effect: CheckGuardrails) -> Returned:
     for guardrail in effect.guardrails:
         try:
             value = await guardrail.acall(effect.stage, effect.inputs, effect.outputs)
-        except Exception as exc:
+        except BaseException as exc:
+            if not tool_failure(exc):
+                raise
             return _trip(guardrail, sentences.guardrail_failed(guardrail.name, _message(exc)))
         reason = verdict(value, guardrail.name)
         if reason is not None:

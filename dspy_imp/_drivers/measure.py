@@ -8,6 +8,7 @@ model map's. Pure, so the durable driver does not checkpoint it: a replay measur
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dspy
@@ -34,7 +35,7 @@ def measure(program: Program, effect: Measure) -> Measured:
         current_exchange().reset(token)
     model = str(getattr(lm, "model", "") or "")
     counter = effect.counter or count_tokens
-    return Measured(int(counter(messages, tools, model)), window_of(model), model_facts(model).binds_thinking)
+    return Measured(_tokens(counter(messages, tools, model)), window_of(model), model_facts(model).binds_thinking)
 
 
 async def ameasure(program: Program, effect: Measure) -> Measured:
@@ -44,3 +45,10 @@ async def ameasure(program: Program, effect: Measure) -> Measured:
 def _adapter() -> ReActAdapter:
     configured = dspy.settings.adapter
     return configured if isinstance(configured, ReActAdapter) else ReActAdapter(base=configured)
+
+
+def _tokens(counted: Any) -> int:
+    """A counter's answer as a token count; anything else fails the turn naming the counter."""
+    if isinstance(counted, bool) or not isinstance(counted, int | float) or not math.isfinite(counted) or counted < 0:
+        raise TypeError(f"`context.counter` returned {counted!r}, not a token count (a number >= 0)")
+    return int(counted)

@@ -3,12 +3,15 @@
 Theory of operation. A sync tool that must not block its caller runs in an AnyIO worker thread
 (``anyio.to_thread.run_sync(..., abandon_on_cancel=True)``) with the caller's ``contextvars``
 (DSPy's settings and callbacks, the deadline, a durable batch's position). Its bound, if it has
-one, is ``anyio.move_on_after`` around that wait, started when the tool starts. When the bound
-passes, the driver stops waiting (``Overran``): the function runs on until it returns by itself, and
-AnyIO drops what it returns then (the abandoned call's future is cancelled). Because the thread is
-AnyIO's, DSPy's status lines for the tool, sent with ``anyio.from_thread.run``, reach a
-``dspy.streamify`` stream, and ``asyncio.run`` does not wait for it at exit (it waits only for the
-loop's default executor).
+one, is a cancel scope around that wait whose deadline the worker thread sets when it starts the
+call (``anyio.from_thread.run_sync``): a call waiting for a thread (one of a batch, or a thread
+slow to start on a busy machine) is not running yet, and always starts before its bound counts;
+a bound read then as none left starts nothing (``Overran``). When the bound passes, the driver
+stops waiting (``Overran``): the function runs on until it returns by itself, and AnyIO drops
+what it returns then (the abandoned call's future is cancelled). Because the thread is AnyIO's,
+DSPy's status lines for the tool, sent with ``anyio.from_thread.run``, reach a ``dspy.streamify``
+stream, and ``asyncio.run`` does not wait for it at exit (it waits only for the loop's default
+executor).
 
 ``arun`` is the core, awaited by the async driver for every sync tool (single or parallel, bounded
 or not): no sync tool runs on the event loop's thread. The sync driver reaches the same core
@@ -43,20 +46,39 @@ class Overran(Exception):
     ``TimeoutError``, which is its failure like any other)."""
 
 
-async def arun(work: Callable[[], T], bound: float | None = None, limiter: anyio.CapacityLimiter | None = None) -> T:
+Bound = float | Callable[[], float | None] | None
+"""Seconds a call may run, or a function the worker calls when it starts the call to read them
+(the time left then); ``None``: unbounded."""
+
+
+async def arun(work: Callable[[], T], bound: Bound = None, limiter: anyio.CapacityLimiter | None = None) -> T:
     """``work()`` in an AnyIO worker thread with this context; ``Overran`` after ``bound`` seconds.
 
-    ``bound`` counts from when the worker takes the call (a batch's call waiting for a free thread
-    is not running yet).
+    ``bound`` counts from when the worker thread starts the call (a batch's call waiting for a free
+    thread, or a thread slow to start, is not running yet).
     """
     context = contextvars.copy_context()
+    scope = anyio.CancelScope()
+
+    def started() -> T:  # in the worker thread
+        seconds = bound() if callable(bound) else bound
+        if seconds is not None:
+            if seconds <= 0:
+                raise Overran
+            anyio.from_thread.run_sync(_end_after, scope, seconds)
+        return work()
+
     async with limiter or contextlib.nullcontext():  # acquired first: the bound is the tool's own time
-        with anyio.move_on_after(bound):
-            return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
+        with scope:
+            return await anyio.to_thread.run_sync(context.run, started, abandon_on_cancel=True)
     raise Overran  # the bound cancelled the wait; AnyIO drops what the worker returns later
 
 
-def run(work: Callable[[], T], bound: float | None = None) -> T:
+def _end_after(scope: anyio.CancelScope, seconds: float) -> None:
+    scope.deadline = anyio.current_time() + seconds
+
+
+def run(work: Callable[[], T], bound: Bound = None) -> T:
     """``arun`` from sync code with this thread's context: on the AnyIO loop this thread works for
     when it has one, else on a portal's."""
     return call(arun, functools.partial(contextvars.copy_context().run, work), bound)

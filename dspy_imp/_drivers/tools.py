@@ -3,8 +3,10 @@
 A sync tool runs where ``tool_threads`` puts it: under ``acall`` always in a worker thread (never on
 the event loop's thread); in a sync call in the driver's own thread, or in a worker when it has a
 bound (``RunTool.timeout``) the driver must be able to stop waiting for. An async tool is awaited,
-and cancelled when its bound passes (``asyncio.wait_for``). A bound of ``0`` (the deadline passed
-before the call) starts nothing. A bound that passes is ``ToolTimedOut``, the call's observation.
+and cancelled and left behind when its bound passes (``_awaited``: the driver never waits for a
+tool that swallows its cancellation, and drops the late result of one that blocked the loop). A
+bound of ``0`` (the deadline passed before the call) starts nothing. A bound that passes is
+``ToolTimedOut``, the call's observation.
 
 A batch runs its calls at once, each through the driver's ``perform``/``aperform`` (so a watcher
 and the durable driver see each call): asyncio tasks under ``acall``, worker threads (at most
@@ -22,6 +24,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import CancelledError
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -34,35 +37,42 @@ from dspy_imp._records.errors import ToolTimedOut
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
 from dspy_imp._turn.effects import RunTool, RunTools
+from dspy_imp._turn.limits import bound_at_start
 
 
 def tool_job(effect: RunTool) -> Job:
     """One call's I/O: the tool run sync or async, within its bound, its value or error recorded."""
-    tool, args, bound = effect.tool, effect.args, effect.timeout
+    tool, args = effect.tool, effect.args
 
     def run() -> Any:
         if _async_only(tool):
             raise RuntimeError(f"{tool.name} is async and this turn runs sync")
         return tool(**args)
 
+    started = [effect]  # the call as its bound stood when it started (read in the worker thread)
+
+    def bound() -> float | None:
+        started[0] = _started(effect)
+        return started[0].timeout
+
     def bounded() -> Any:
-        _check_time_left(effect)
+        _check_time_left(_started(effect))
         try:
             return tool_threads.run(run, bound)
         except tool_threads.Overran:
-            raise _timed_out(effect) from None
+            raise _timed_out(started[0]) from None
 
     async def arun() -> Any:
-        _check_time_left(effect)
+        _check_time_left(_started(effect))
         if async_tool(tool):
-            return await _awaited(effect)
+            return await _awaited(_started(effect))
         try:
-            return await _off_the_loop(tool, bound).acall(**args)
+            return await _off_the_loop(tool, bound if effect.timeout is not None else None).acall(**args)
         except tool_threads.Overran:
-            raise _timed_out(effect) from None
+            raise _timed_out(started[0]) from None
 
     return Job(
-        run if bound is None else bounded,
+        run if effect.timeout is None else bounded,
         arun,
         lambda value: Returned(value, now_iso()),
         lambda error: Raised(error, now_iso()),
@@ -108,16 +118,38 @@ async def arun_batch(effect: RunTools, aperform: Callable[[RunTool], Awaitable[A
 
 
 async def _awaited(effect: RunTool) -> Any:
-    """An async tool, awaited, and cancelled when its bound passes (``asyncio.wait_for``)."""
+    """An async tool, awaited within its bound; past it, cancelled and left behind.
+
+    The driver stops waiting at the bound whatever the tool does: one that swallows the
+    cancellation runs on as an abandoned task, and what it returns later is dropped. One that
+    blocks the event loop (a sync call inside ``async def``) cannot be interrupted: nothing on the
+    loop runs until it yields, the driver included; when it comes back past its bound, its result
+    is dropped all the same and the call reads as timed out.
+    """
     if effect.timeout is None:
         return await effect.tool.acall(**effect.args)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    task = asyncio.ensure_future(effect.tool.acall(**effect.args))
     try:
-        return await asyncio.wait_for(effect.tool.acall(**effect.args), effect.timeout)
-    except TimeoutError:
-        raise _timed_out(effect) from None
+        done, _ = await asyncio.wait({task}, timeout=effect.timeout)
+    except BaseException:  # the caller's own cancellation: the tool's too
+        task.cancel()
+        raise
+    if not done or loop.time() - start > effect.timeout:
+        _abandon(task)
+        raise _timed_out(effect)
+    return task.result()
 
 
-def _off_the_loop(tool: dspy.Tool, bound: float | None) -> dspy.Tool:
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` without waiting for it; whatever it comes to is dropped (and read, so that
+    asyncio never reports an error nobody retrieved)."""
+    task.cancel()
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+def _off_the_loop(tool: dspy.Tool, bound: tool_threads.Bound) -> dspy.Tool:
     """A copy of the sync ``tool`` whose function runs in a worker thread (``tool_threads.arun``),
     awaited through DSPy's ``acall`` as any tool under ``acall`` is (its callbacks, tracers' spans)."""
     function, moved = tool.func, copy.copy(tool)
@@ -137,6 +169,12 @@ def async_tool(tool: dspy.Tool) -> bool:
 def _async_only(tool: dspy.Tool) -> bool:
     """An async tool in a sync turn (DSPy would create its coroutine and never await it)."""
     return async_tool(tool) and not dspy.settings.allow_tool_async_sync_conversion
+
+
+def _started(effect: RunTool) -> RunTool:
+    """The call with its bound as it stands now that it starts (``limits.bound_at_start``)."""
+    timeout, by_deadline = bound_at_start(effect.timeout, effect.by_deadline)
+    return replace(effect, timeout=timeout, by_deadline=by_deadline)
 
 
 def _check_time_left(effect: RunTool) -> None:

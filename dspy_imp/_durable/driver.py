@@ -53,7 +53,7 @@ from dspy_imp._durable.codec import (
     encode_value,
 )
 from dspy_imp._durable.values import revive_fields
-from dspy_imp._program.module import ReActV2
+from dspy_imp._program.module import ReActV2, escaped
 from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
@@ -207,7 +207,10 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     while True:
         with deadline_clock.recorded_clock(clock, end):
             turn = program._turn(kwargs)
-            outcome = drive(turn.run(), DurableEffects(program, clock))
+            try:
+                outcome: Ending | Failure = drive(turn.run(), DurableEffects(program, clock))
+            except BaseException as error:  # host code failing: a StepError with the history (``escaped``)
+                outcome = escaped(program, turn, error)
         if not _paused(outcome):
             return _concluded(program, turn, outcome)
         paused = program._conclude(turn, outcome)
@@ -227,7 +230,10 @@ async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     while True:
         with deadline_clock.recorded_clock(clock, end):
             turn = program._turn(kwargs)
-            outcome = await adrive(turn.run(), DurableEffects(program, clock))
+            try:
+                outcome: Ending | Failure = await adrive(turn.run(), DurableEffects(program, clock))
+            except BaseException as error:
+                outcome = escaped(program, turn, error)
         if not _paused(outcome):
             return _concluded(program, turn, outcome)
         paused = program._conclude(turn, outcome)

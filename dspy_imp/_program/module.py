@@ -11,12 +11,13 @@ from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
-from dspy_imp._drivers.interrupts import attach_history
+from dspy_imp._drivers.interrupts import attach_history, tool_failure
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
 from dspy_imp._program import parts
 from dspy_imp._program.agent_tool import agent_tool
+from dspy_imp._program.guidance import check_demos, program_guidance
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
@@ -229,11 +230,9 @@ class ReActV2(dspy.Module):
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
-            outcome = drive(turn.run(), effects)
-        except BaseException as stop:  # an interrupt or the caller's cancellation: the history goes with it
-            attach_history(stop, make_history(turn.resumable_entries()))
-            trace_stop(self, stop)
-            raise
+            outcome: Ending | Failure = drive(turn.run(), effects)
+        except BaseException as error:  # a stop propagates with the history; failing host code is a Failure
+            outcome = escaped(self, turn, error)
         return self._conclude(turn, outcome, mark)
 
     async def aforward(self, **kwargs: Any) -> Prediction:
@@ -242,11 +241,9 @@ class ReActV2(dspy.Module):
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
-            outcome = await adrive(turn.run(), effects)
-        except BaseException as stop:
-            attach_history(stop, make_history(turn.resumable_entries()))
-            trace_stop(self, stop)
-            raise
+            outcome: Ending | Failure = await adrive(turn.run(), effects)
+        except BaseException as error:
+            outcome = escaped(self, turn, error)
         return self._conclude(turn, outcome, mark)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
@@ -369,37 +366,13 @@ class ReActV2(dspy.Module):
         return make_prediction(outputs, metadata)
 
 
-def program_guidance(
-    signature: type[dspy.Signature],
-    own_tools: Mapping[str, dspy.Tool],
-    submit_tool: dspy.Tool,
-    options: ProgramOptions,
-    task: Task,
-) -> Guidance:
-    with_submit = opts.has_submit(signature, options.finish)
-    own = tuple(own_tools.values())
-    roster = (*own, submit_tool) if with_submit else own
-    return Guidance(
-        task=task,
-        finish=options.finish,
-        has_submit=with_submit,
-        roster=tuple(roster),
-        ending_tools=tuple(name for name in own_tools if name in options.finish_on),
-        unsent_note=options.unsent_note,
-        history_replay=options.history_replay,
-        result_renderer=options.tool_result_renderer,
-    )
-
-
-def check_demos(
-    signature: type[dspy.Signature],
-    guidance_of: Callable[[ProgramOptions, Task], Guidance],
-    options: ProgramOptions,
-    demos: Any,
-) -> None:
-    """Raise ``ConfigurationError`` for a demo a call could not show (as each call would).
-
-    ``guidance_of``: ``program_guidance`` bound to the program's signature and tools.
-    """
-    task = Task.of(signature, is_text_answer(signature))
-    demo_examples(guidance_of(options, task), demos)
+def escaped(program: Any, turn: Turn, error: BaseException) -> Failure:
+    """What escaped a turn's drive: host code failing where it has no observation of its own (a
+    context counter, a library's own ``BaseException`` from a guardrail or a hook) ends the turn
+    the one documented way, a ``StepError`` with the history; a stop (an interrupt, the caller's
+    cancellation, a closed stream) and a refused option propagate, the history attached."""
+    if isinstance(error, ConfigurationError | StepError) or not tool_failure(error):
+        attach_history(error, make_history(turn.resumable_entries()))
+        trace_stop(program, error)
+        raise error
+    return Failure(error)

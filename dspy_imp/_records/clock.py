@@ -7,6 +7,10 @@ another never extends it: the earlier end wins. The loop reads it before every r
 and ``check_before_send`` reads it again at the last moment before bytes leave
 (after rendering, a tool result renderer and any lazy import of the LM client).
 
+The loop's own pauses (a retry's ``Sleep``) are this module's ``sleep``/``asleep``: the clock that
+decides the deadline is the one that pauses, so a test that moves the clock by hand (``time`` here)
+moves both.
+
 A durable driver replays a turn from recorded results, so the time that decides the turn must
 replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
 records (epoch seconds), for the deadline and for ``returned_at``.
@@ -14,6 +18,7 @@ records (epoch seconds), for the deadline and for ``returned_at``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
@@ -140,6 +145,16 @@ def utc_now() -> datetime:
 def _now() -> float:
     clock = dspy.settings.get(_CLOCK)
     return time.monotonic() if clock is None else clock()
+
+
+def sleep(seconds: float) -> None:
+    """The loop's own pause (a retry's ``Sleep``), on this module's clock."""
+    time.sleep(seconds)
+
+
+async def asleep(seconds: float) -> None:
+    """``sleep`` for the async driver."""
+    await asyncio.sleep(seconds)
 
 
 def check_before_send() -> None:

@@ -27,6 +27,8 @@ import re
 import threading
 from dataclasses import dataclass
 
+from dspy_imp._records.errors import ConfigurationError
+
 
 @dataclass(frozen=True)
 class ModelFacts:
@@ -41,6 +43,12 @@ class ModelFacts:
     refuses_forced_tool_choice: bool = False
     adaptive_only_thinking: bool = False
     binds_thinking: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("refuses_forced_tool_choice", "adaptive_only_thinking", "binds_thinking"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):  # "no" is truthy: it would declare the fact
+                raise ConfigurationError(f"`ModelFacts.{name}` must be True or False, got {value!r}")
 
 
 NOTHING_SPECIAL = ModelFacts()
@@ -65,15 +73,24 @@ def register_model_facts(pattern: str, facts: ModelFacts) -> None:
     Matched before the built-in table, the latest registration first. To undo a built-in fact,
     register the model with ``ModelFacts()``.
 
+    Raises:
+        ConfigurationError: ``pattern`` is not a non-empty regular expression, or ``facts`` is not
+            a ``ModelFacts`` (whose fields are checked when it is built: each must be a ``bool``).
+
     Example::
 
         dspy_imp.register_model_facts(r"my-claude-proxy", dspy_imp.ModelFacts(refuses_forced_tool_choice=True))
     """
     if not isinstance(pattern, str) or not pattern:
-        raise TypeError(f"register_model_facts: `pattern` must be a non-empty string, got {pattern!r}")
+        raise ConfigurationError(f"register_model_facts: `pattern` must be a non-empty string, got {pattern!r}")
     if not isinstance(facts, ModelFacts):
-        raise TypeError(f"register_model_facts: `facts` must be a dspy_imp.ModelFacts, got {facts!r}")
-    compiled = re.compile(pattern)
+        raise ConfigurationError(f"register_model_facts: `facts` must be a dspy_imp.ModelFacts, got {facts!r}")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as bad:
+        raise ConfigurationError(
+            f"register_model_facts: `pattern` is not a regular expression ({bad}), got {pattern!r}"
+        ) from None
     with _lock:
         _registered.insert(0, (compiled, facts))
 

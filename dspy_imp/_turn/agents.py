@@ -29,11 +29,8 @@ from dspy_imp._prompt.signature import Rejection
 from dspy_imp._records.outcomes import AgentEnded, Raised, Returned
 from dspy_imp._records.steps import PendingCall, ToolCall
 from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
-from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.approval import SEPARATOR, Decisions
 from dspy_imp._turn.effects import RunAgent, Tool
-
-SEPARATOR = "/"
-"""Joins a call's id (and a tool's name) to its sub-agent's, in pending calls and usage tags."""
 
 
 def is_agent(tool: Tool | None) -> bool:

@@ -57,6 +57,10 @@ def asks_approval(verdict: Any) -> bool:
     return isinstance(verdict, NeedsApproval) or verdict is NeedsApproval
 
 
+SEPARATOR = "/"
+"""Joins a call's id (and a tool's name) to its sub-agent's, in pending calls and usage tags (``_turn.agents``)."""
+
+
 @dataclass(frozen=True)
 class Decisions:
     """The caller's answers to a paused step's calls, keyed by call id."""
@@ -157,19 +161,40 @@ def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str,
 
 
 def check_as_shown(paused: Step, decisions: Decisions) -> None:
-    """An approval given as the call shown binds to it: the history's call must be that call."""
-    held = {call.id: call for call in paused.calls}
+    """An approval given as the call shown binds to it: the history's call must be that call, at
+    any depth (a sub-agent's call, ``"<call id>/<child call id>"``, is the one its recorded history
+    holds, the one the child resumes from)."""
     recorded = {call.id: call for call in paused.pending}
+    top = [{"id": c.id, "name": c.name, "args": dict(c.args)} for c in paused.calls]
     for call_id, (name, args) in decisions.shown.items():
-        call = held.get(call_id)
+        held = _held(top, paused.agent_runs, call_id)
         pending = recorded[call_id]
         seen = (name, args)
-        if call is None or (call.name, dict(call.args)) != seen or (pending.name, dict(pending.args)) != seen:
-            found = None if call is None else {"name": call.name, "args": dict(call.args)}
+        if held != seen or (pending.name, dict(pending.args)) != seen:
+            found = None if held is None else {"name": held[0], "args": held[1]}
             raise ConfigurationError(
                 f"`approvals[{call_id!r}]` approved {name}({args!r}), but the history's call {call_id!r} is {found!r}; "
                 "nothing ran. Show the person the calls of the history you resume"
             )
+
+
+def _held(calls: Sequence[Mapping[str, Any]], runs: Mapping[str, Any], call_id: str) -> tuple[str, Any] | None:
+    """``(name, args)`` of the recorded call ``call_id`` among ``calls`` (a step's), or, for a
+    namespaced id, in the paused entry of that call's sub-agent record (``runs``), its name
+    namespaced the same way (``"<tool>/<child tool>"``); ``None`` when the record has no such call."""
+    head, nested, rest = call_id.partition(SEPARATOR)
+    call = next((c for c in calls if isinstance(c, Mapping) and c.get("id") == head), None)
+    if call is None or not isinstance(call.get("args"), Mapping):
+        return None
+    if not nested:
+        return str(call.get("name")), dict(call["args"])
+    record = runs.get(head) if isinstance(runs, Mapping) else None
+    history = record.get("history") if isinstance(record, Mapping) else None
+    if not isinstance(history, list | tuple) or not history or not isinstance(history[-1], Mapping):
+        return None
+    entry = history[-1]  # the child's paused entry
+    found = _held(entry.get("tool_calls") or (), entry.get("agent_runs") or {}, rest)
+    return None if found is None else (f"{call.get('name')}{SEPARATOR}{found[0]}", found[1])
 
 
 def _option(call: PendingCall) -> str:

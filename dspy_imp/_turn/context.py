@@ -257,12 +257,24 @@ class Policy:
         outcome = yield fit.build("summary", self.sent, steps=fit.recorded[:through])
         fit.meter.add(outcome.usage or (RequestUsage("summary"),))
         text = outcome.text.strip() if isinstance(outcome, Reply) and outcome.text else ""
-        if not text:
-            fit.applied.append({"tier": "summarize", "failed": True, "tokens_before": tokens, "tokens_after": tokens})
-            return tokens
+        cut_short = isinstance(outcome, Reply) and outcome.finish_reason in UNFINISHED
+        if not text or cut_short:  # none came back, or a fragment (filtered, cut at the token limit)
+            return _unused(fit, tokens, outcome.finish_reason if cut_short else None)
         entries = through - self.view.start
         view = replace(self.view, omitted=min(self.view.omitted, through), summarized=through, summary=text)
-        return (yield from self._adopt(fit, view, "summarize", tokens, entries_summarized=entries))
+        measured: Measured = yield Measure(fit.build(fit.kind, view), self.context.counter)
+        if measured.tokens >= tokens:  # no shorter than what it replaces: the request as it was
+            return _unused(fit, tokens, "longer")
+        self.view = view
+        fit.applied.append(
+            {
+                "tier": "summarize",
+                "entries_summarized": entries,
+                "tokens_before": tokens,
+                "tokens_after": measured.tokens,
+            }
+        )
+        return measured.tokens
 
     def _leave_out(self, fit: _Fit, tokens: int) -> Generator[Any, Any, int]:
         if not self.context.leave_out:
@@ -298,6 +310,20 @@ class _Fit:
     stop: Callable[[], Any]
     target: int
     applied: list[dict[str, Any]] = field(default_factory=list)
+
+
+UNFINISHED = frozenset({"content_filter", "length"})
+"""A summary reply's finish reasons that say it is a fragment: never used as the summary."""
+
+
+def _unused(fit: _Fit, tokens: int, reason: str | None) -> int:
+    """A summary the policy did not use (the next tier follows); ``reason`` says why, when one came
+    back: its finish reason (``"content_filter"``, ``"length"``), or ``"longer"`` than what it replaces."""
+    record: dict[str, Any] = {"tier": "summarize", "failed": True}
+    if reason is not None:
+        record["reason"] = reason
+    fit.applied.append({**record, "tokens_before": tokens, "tokens_after": tokens})
+    return tokens
 
 
 def _restored(prior: Sequence[Step]) -> PromptView:

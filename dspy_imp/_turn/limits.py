@@ -13,7 +13,8 @@ until the step limit. Each has a limit here (``docs/controls.md#tools-and-models
   reloaded history, shows it the same way.
 - **Repeats** (``repeat_limit``): the same call (name and arguments) with the same result this
   many times in one turn interrupts it with cause ``"repeated_calls"``; the last request (text or
-  forced submit) still gets its chance, before ``max_iters`` is spent.
+  forced submit) still gets its chance, before ``max_iters`` is spent. Occurrences whose results
+  the context policy has cleared do not count: the placeholder asks the model to call again.
 
 Per-tool values are tables ``{tool name: value}``; the key ``"*"`` applies to every other tool.
 """
@@ -95,6 +96,16 @@ class ToolLimits:
         return timeout, False
 
 
+def bound_at_start(timeout: float | None, by_deadline: bool) -> tuple[float | None, bool]:
+    """A planned bound (``ToolLimits.bound``) as it stands when the run starts: the time left then,
+    when the deadline is now the nearer end. A call of a batch that waited for a free worker gets
+    what is left when it starts, never what was left when the batch was planned."""
+    left = clock.time_left()
+    if timeout is None or left is None or left >= timeout:
+        return timeout, by_deadline
+    return max(left, 0.0), True
+
+
 def _lookup(table: Mapping[str, Any], name: str | None) -> Any:
     if name is not None and name in table:
         return table[name]
@@ -144,10 +155,15 @@ class Watchdog:
     def __init__(self, limits: ToolLimits):
         self.limits = limits
         self.retries: Counter[str | None] = Counter()
-        self.repeats: Counter[tuple[Any, ...]] = Counter()
+        self.repeats: dict[tuple[Any, ...], list[int]] = {}  # each call and result: the steps it was recorded at
 
-    def after(self, step: Step) -> TerminationCause | None:
-        """Why the turn is interrupted after recording ``step``, if it is."""
+    def after(self, step: Step, index: int = 0, cleared: int = 0) -> TerminationCause | None:
+        """Why the turn is interrupted after recording ``step`` (the ``index``-th of the record), if it is.
+
+        ``cleared``: the steps before it show their results as a placeholder (the context policy's
+        clearing), which tells the model to call the tool again: a call whose earlier results were
+        all cleared is no repeat; only the occurrences still shown count.
+        """
         exhausted = repeated = False
         results = {r.id: r for r in step.results}
         for call in step.calls:
@@ -158,9 +174,10 @@ class Watchdog:
                 self.retries[call.name] += 1
                 exhausted |= self.retries[call.name] > self.limits.retries_for(call.name)
             key = (call.name, _canonical(call.args), result.error, _shown(result))
-            self.repeats[key] += 1
+            seen = self.repeats.setdefault(key, [])
+            seen.append(index)
             limit = self.limits.repeat_limit
-            repeated |= limit is not None and self.repeats[key] >= limit
+            repeated |= limit is not None and sum(1 for at in seen if at >= cleared) >= limit
         if exhausted:
             return "tool_retries_exhausted"
         return "repeated_calls" if repeated else None

@@ -237,7 +237,8 @@ class Turn:
         if done.finished is not None:
             name, finished = done.finished
             return Ending("finished_by_tool", finished, finished_by_tool=name)
-        cause = self.watchdog.after(self.log.recorded[-1])
+        cleared = self.policy.view.cleared if self.policy is not None else 0
+        cause = self.watchdog.after(self.log.recorded[-1], len(self.log.recorded) - 1, cleared)
         return None if cause is None else (yield from self._interrupted(cause))
 
     def _resume(self, paused: Step) -> Generator[Effect, Any, Outcome | None]:
