@@ -19,6 +19,8 @@ on a tool call);
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,21 @@ OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasonin
 COMPAT_SIGNATURE_KINDS = frozenset({"thought_signature", "extra_content"})
 # OpenAI Responses API reasoning items (lm15's ``openai``/``reasoning_item`` continuation state).
 RESPONSES_KINDS = frozenset({"reasoning_item"})
+# Not a recorded kind: a route with it signs each unsigned call (the first of its model turn) with
+# Gemini's documented placeholder (``PLACEHOLDER_SIGNATURE``).
+PLACEHOLDER_KIND = "thought_signature_placeholder"
+# Gemini's thought-signatures FAQ: for a call it did not make (another model's, a host-written one),
+# ``skip_thought_signature_validator`` in the signature field. The field is bytes (base64 in JSON),
+# as LiteLLM and pydantic-ai send it.
+PLACEHOLDER_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
+_BEFORE_GEMINI_3 = re.compile(r"gemini-(?:[12](?:-\d+)?|exp|(?:pro|flash)(?!-(?:lite-)?latest$))(?:-|$)")
+
+
+def validates_signatures(model: str) -> bool:
+    """Gemini 3 and later: every call of the current turn goes back signed, or the request is refused
+    (400). Gemini 1.x/2.x, ``gemini-exp`` and Gemma do not validate (the name is read as LiteLLM reads it)."""
+    name = model.lower().rsplit("/", 1)[-1].replace(".", "-")
+    return name.startswith("gemini-") and not _BEFORE_GEMINI_3.match(name)
 
 
 def blocks_of(response: Any) -> list[Block] | None:

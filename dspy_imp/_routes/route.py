@@ -33,7 +33,13 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.model_facts import model_facts
-from dspy_imp._routes.reasoning import COMPAT_SIGNATURE_KINDS, OPENROUTER_KINDS, RESPONSES_KINDS
+from dspy_imp._routes.reasoning import (
+    COMPAT_SIGNATURE_KINDS,
+    OPENROUTER_KINDS,
+    PLACEHOLDER_KIND,
+    RESPONSES_KINDS,
+    validates_signatures,
+)
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -95,6 +101,7 @@ class Route:
 
     engine: str
     provider: str | None = None
+    signs_foreign_calls: bool = False  # Gemini 3+: unsigned calls go back with the placeholder signature
 
     @property
     def keeps_reasoning(self) -> bool:
@@ -105,7 +112,8 @@ class Route:
     def replayed_kinds(self) -> frozenset[str]:
         """The reasoning-block kinds this route sends back (others stay in the record only)."""
         table = _NATIVE_KINDS if self.engine == "native" else _LITELLM_KINDS
-        return table.get(self.provider or "", frozenset())
+        kinds = table.get(self.provider or "", frozenset())
+        return kinds | {PLACEHOLDER_KIND} if self.signs_foreign_calls and kinds == GEMINI_KINDS else kinds
 
 
 def refuse_misrouted(lm: Any, route: Route) -> None:
@@ -168,6 +176,11 @@ _CAPABILITIES: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyD
 
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
+    route = _engine_route(lm, lm_kwargs, spec)
+    return replace(route, signs_foreign_calls=validates_signatures(str(getattr(lm, "model", ""))))
+
+
+def _engine_route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     prefix = str(getattr(lm, "model", "")).split("/", 1)[0]
     if prefix == "openai" and getattr(lm, "model_type", None) == "responses":
         prefix = "openai-responses"  # LiteLLM's Responses API, not its Chat Completions
@@ -261,12 +274,15 @@ class KindsMemo(Protocol):
 
 
 def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = None) -> bool:
-    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back.
+    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back,
+    or (Gemini 3+) any call: one recorded without a signature goes back with the placeholder.
 
     With the turn's memo, only the steps recorded since the last request are read.
     """
     if route.engine == "litellm" or not route.replayed_kinds:
         return False
+    if PLACEHOLDER_KIND in route.replayed_kinds and any(getattr(step, "calls", None) for step in steps):
+        return True  # an unsigned (foreign) call goes back with the placeholder, which only the Request carries
     kinds = memo.block_kinds(steps) if memo is not None else block_kinds(steps)
     return bool(kinds & route.replayed_kinds)
 
