@@ -253,6 +253,14 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
     return route
 
 
+def forced_keeps_thinking(lm: Any) -> bool:
+    """A forced request to this model keeps the thinking settings of the turn's steps
+    (``reasoning_effort``, adaptive ``thinking``): its forced choice goes out as ``"auto"``
+    (``refuses_forced_tool_choice``), or its only thinking, adaptive, takes a forced choice."""
+    facts = model_facts(lm)
+    return facts.refuses_forced_tool_choice or facts.adaptive_only_thinking
+
+
 DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}
 
 

@@ -60,6 +60,16 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert bodies[1].get("tool_choice", {"type": "auto"})["type"] == "auto"
     (turn,) = assistant_turns(bodies, "anthropic")
     assert turn["content"][0]["type"] == "thinking"  # replayed: thinking stays on for that request
+    _same_thinking(bodies)
+
+
+def _same_thinking(bodies: list[Body]) -> None:
+    """Every request of the turn, the forced one too, asks for the same thinking (and effort): a change
+    would break the prompt cache, and these models take adaptive thinking with any request."""
+    settings = [(body.get("thinking"), body.get("output_config")) for body in bodies]
+    assert settings == [settings[0]] * len(bodies)
+    thinking, output = settings[0]
+    assert thinking["type"] == "adaptive" and output == {"effort": "low"}  # LiteLLM adds "display"
 
 
 def _expect_forced_with_note(bodies: list[Body], outcome: Outcome) -> None:
@@ -75,6 +85,7 @@ def _expect_forced_after_thought(bodies: list[Body], outcome: Outcome) -> None:
     _same_tools(bodies)
     assert "I will look it up." in str(bodies[1]["messages"][-1])
     assert "EqQBCkYIBxgCKkDplan" not in str(bodies[1])
+    _same_thinking(bodies)
 
 
 def _expect_forced_then_extracted(bodies: list[Body], outcome: Outcome) -> None:
