@@ -54,7 +54,8 @@ def blocks_of(response: Any) -> list[Block] | None:
         response = response[0] if response else None
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
-        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None))
+        call_ids = [str(p.id) for p in message.parts if getattr(p, "type", None) == "tool_call"]
+        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None), call_ids)
     elif isinstance(getattr(response, "output", None), list):  # LiteLLM's Responses API response
         blocks = _from_responses_output(response.output)
     else:
@@ -110,21 +111,24 @@ def _from_state(part: Any, state: Any) -> Block | None:
     return None
 
 
-def _from_provider_data(data: Any) -> list[Block]:
-    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them)."""
+def _from_provider_data(data: Any, call_ids: Sequence[str] = ()) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them),
+    and compat signatures, each naming its call as lm15 read it (``call_ids``, in order: a call sent
+    with ``"id": ""`` is ``call_<n>`` there)."""
     choices = data.get("choices") if isinstance(data, Mapping) else None
     message = (
         choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
     )
     if not isinstance(message, Mapping):
         return []
-    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"))
+    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"), call_ids)
 
 
-def _compat_signatures(calls: Any) -> list[Block]:
-    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``."""
+def _compat_signatures(calls: Any, call_ids: Sequence[str] = ()) -> list[Block]:
+    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``;
+    a call without an id is named by ``call_ids`` (its position), as the engine named it."""
     blocks: list[Block] = []
-    for call in calls if isinstance(calls, list | tuple) else ():
+    for index, call in enumerate(calls if isinstance(calls, list | tuple) else ()):
         google = (
             (_get(call, "extra_content") or {}).get("google")
             if isinstance(_get(call, "extra_content"), Mapping)
@@ -132,7 +136,8 @@ def _compat_signatures(calls: Any) -> list[Block]:
         )
         signature = google.get("thought_signature") if isinstance(google, Mapping) else None
         if signature:
-            blocks.append({"type": "thought_signature", "call_id": _get(call, "id"), "signature": str(signature)})
+            call_id = _get(call, "id") or (call_ids[index] if index < len(call_ids) else _get(call, "id"))
+            blocks.append({"type": "thought_signature", "call_id": call_id, "signature": str(signature)})
     return blocks
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from provider_rules import PLACEHOLDER
-from responses import gemini
+from responses import gemini, gemini_compat
 from turns import PARIS, Body, Outcome, Scenario, answered, assistant_turns
+
+from dspy_imp import ReActAdapter
 
 # What a gpt-5 step records: a call with its id and no reasoning blocks.
 GPT5_CALL = {"id": "call_gpt5_w", "name": "get_weather", "args": PARIS}
@@ -100,3 +102,35 @@ FOREIGN: list[Scenario] = [
         agent={"needs_approval": ["get_weather"]},
     ),
 ]
+
+
+# -- Gemini's OpenAI-compatible endpoint, calls with ``"id": ""`` -----------------------------------
+
+EMPTY_ID_SIGS = ["CiQBVKhc7sIg_empty1", "CiQBVKhc7sIg_empty2"]
+
+
+def _expect_empty_ids_signed(bodies: list[Body], outcome: Outcome) -> None:
+    """Each ``""``-id call gets an id of its own, and its signature follows it (else: 400 on Gemini 3)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 3
+    turns = [m for m in bodies[-1]["messages"] if m["role"] == "assistant"]
+    calls = [t["tool_calls"][0] for t in turns]
+    assert [c["extra_content"]["google"]["thought_signature"] for c in calls] == EMPTY_ID_SIGS
+    assert all(c["id"] for c in calls) and len({c["id"] for c in calls}) == 2
+    answers = [m["tool_call_id"] for m in bodies[-1]["messages"] if m["role"] == "tool"]
+    assert answers == [c["id"] for c in calls]
+
+
+FOREIGN.append(
+    Scenario(
+        "gemini_openai_compat_calls_with_empty_ids",
+        "gemini_compat",
+        [
+            gemini_compat(calls=[("", "get_weather", PARIS)], signatures=[EMPTY_ID_SIGS[0]]),
+            gemini_compat(calls=[("", "get_time", PARIS)], signatures=[EMPTY_ID_SIGS[1]]),
+            gemini_compat("Sunny and 14:05."),
+        ],
+        _expect_empty_ids_signed,
+        adapter=ReActAdapter(native_calls=True),
+    )
+)
