@@ -9,7 +9,8 @@ JSON blocks, one vocabulary for both engines::
     {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
     {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
     {"type": "reasoning.text" | "reasoning.encrypted" | "reasoning.summary", ...}  # OpenRouter, verbatim
-    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str}  # OpenAI Responses
+    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str,  # OpenAI Responses
+     "summary_parts": [str, ...], "content": [{"type": "reasoning_text", "text": str}]}  # (when served)
 
 Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
 (``thinking_blocks`` and ``reasoning_details`` on the assistant message, ``provider_specific_fields``
@@ -55,7 +56,8 @@ def blocks_of(response: Any) -> list[Block] | None:
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
         call_ids = [str(p.id) for p in message.parts if getattr(p, "type", None) == "tool_call"]
-        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None), call_ids)
+        data = getattr(response, "provider_data", None)
+        blocks = _with_raw_items(_from_parts(message.parts), data) + _from_provider_data(data, call_ids)
     elif isinstance(getattr(response, "output", None), list):  # LiteLLM's Responses API response
         blocks = _from_responses_output(response.output)
     else:
@@ -64,22 +66,48 @@ def blocks_of(response: Any) -> list[Block] | None:
     return blocks or None
 
 
-def _from_responses_output(output: list[Any]) -> list[Block]:
-    blocks: list[Block] = []
-    for raw in output:
-        item = _plain(raw)
-        if item.get("type") != "reasoning" or not (item.get("id") or item.get("encrypted_content")):
-            continue
-        summary = "\n".join(str(_plain(s).get("text") or "") for s in item.get("summary") or ())
-        blocks.append(
-            {
-                "type": "reasoning_item",
-                "id": item.get("id"),
-                "encrypted_content": item.get("encrypted_content"),
-                "summary": summary,
-            }
-        )
-    return blocks
+def _from_responses_output(output: Any) -> list[Block]:
+    raw = [_plain(i) for i in output if isinstance(output, list | tuple)] if output else []
+    return [
+        _reasoning_item(i) for i in raw if i.get("type") == "reasoning" and (i.get("id") or i.get("encrypted_content"))
+    ]
+
+
+def _reasoning_item(item: Mapping[str, Any]) -> Block:
+    """A ``reasoning`` output item as recorded: its summary joined (what a reader shows) and, as served,
+    its summary parts (when more than one) and its ``reasoning_text`` content (DeepSeek, gpt-oss servers)."""
+    parts = [str(_plain(s).get("text") or "") for s in item.get("summary") or ()]
+    block: Block = {
+        "type": "reasoning_item",
+        "id": item.get("id"),
+        "encrypted_content": item.get("encrypted_content"),
+        "summary": "\n".join(parts),
+    }
+    if len(parts) > 1:
+        block["summary_parts"] = parts
+    content = [_plain(c) for c in item.get("content") or ()]
+    if content:
+        block["content"] = [
+            {"type": c.get("type") or "reasoning_text", "text": str(c.get("text") or "")} for c in content
+        ]
+    return block
+
+
+def _with_raw_items(blocks: list[Block], data: Any) -> list[Block]:
+    """Natively, each ``reasoning_item`` block read from lm15's replay state (id, encrypted content, the
+    summary joined) as the raw body served it (``_reasoning_item``): lm15 keeps no parts, no content."""
+    output = data.get("output") if isinstance(data, Mapping) else None
+    raw = {
+        (i.get("id"), i.get("encrypted_content")): i for i in map(_plain, output or ()) if i.get("type") == "reasoning"
+    }
+    if not raw:
+        return blocks
+    return [
+        _reasoning_item(raw[(b.get("id"), b.get("encrypted_content"))])
+        if b.get("type") == "reasoning_item" and (b.get("id"), b.get("encrypted_content")) in raw
+        else b
+        for b in blocks
+    ]
 
 
 def _from_parts(parts: Sequence[Any]) -> list[Block]:

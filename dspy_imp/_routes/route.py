@@ -384,8 +384,9 @@ def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
 
 
 def _reasoning_item_part(item: Mapping[str, Any]) -> ThinkingPart:
-    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded."""
-    data = {k: item[k] for k in ("id", "encrypted_content") if item.get(k)}
+    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded
+    (its summary parts and content ride in the state for the ``_routes.responses_bridge`` patch)."""
+    data = {k: item[k] for k in ("id", "encrypted_content", "summary_parts", "content") if item.get(k)}
     state = ContinuationState(provider="openai", kind="reasoning_item", data=data)
     return ThinkingPart(text=str(item.get("summary") or ""), continuation=(state,))
 
