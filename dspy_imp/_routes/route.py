@@ -31,7 +31,7 @@ from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPar
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private
+from dspy_imp._routes import dspy_private, local_servers
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
     COMPAT_SIGNATURE_KINDS,
@@ -102,17 +102,18 @@ class Route:
     engine: str
     provider: str | None = None
     signs_foreign_calls: bool = False  # Gemini 3+: unsigned calls go back with the placeholder signature
+    reads_reasoning: bool = False  # natively, a server of your own: ``reasoning_content`` goes back
 
     @property
     def keeps_reasoning(self) -> bool:
         """Whether replayed ``reasoning_content`` reaches the provider as reasoning (never as text)."""
-        return self.engine != "native" or self.provider == "deepseek"
+        return self.engine != "native" or self.provider == "deepseek" or self.reads_reasoning
 
     @property
     def replayed_kinds(self) -> frozenset[str]:
         """The reasoning-block kinds this route sends back (others stay in the record only)."""
         table = _NATIVE_KINDS if self.engine == "native" else _LITELLM_KINDS
-        kinds = table.get(self.provider or "", frozenset())
+        kinds = table.get(self.provider or "", frozenset()) | ({local_servers.KIND} if self.reads_reasoning else set())
         return kinds | {PLACEHOLDER_KIND} if self.signs_foreign_calls and kinds == GEMINI_KINDS else kinds
 
 
@@ -177,7 +178,8 @@ _CAPABILITIES: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyD
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     route = _engine_route(lm, lm_kwargs, spec)
-    return replace(route, signs_foreign_calls=validates_signatures(str(getattr(lm, "model", ""))))
+    reads = route.engine == "native" and route.provider == "openai-chat" and local_servers.reads_reasoning_back(lm)
+    return replace(route, signs_foreign_calls=validates_signatures(str(lm.model)), reads_reasoning=reads)
 
 
 def _engine_route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
@@ -291,6 +293,8 @@ def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = N
         return False
     if PLACEHOLDER_KIND in route.replayed_kinds and any(getattr(step, "calls", None) for step in steps):
         return True  # an unsigned (foreign) call goes back with the placeholder, which only the Request carries
+    if local_servers.KIND in route.replayed_kinds and any(getattr(s, "reasoning_content", None) for s in steps):
+        return True  # only the Request carries it in its own field (the messages path would make it text)
     kinds = memo.block_kinds(steps) if memo is not None else block_kinds(steps)
     return bool(kinds & route.replayed_kinds)
 
@@ -313,7 +317,8 @@ def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs: Mapping[str, Any]) -> Request:
     """DSPy's own ``Request`` for these messages and options, with the replay state attached."""
-    plain = [_without_state(m) for m in messages]
+    local = local_servers.KIND in route_for(lm, lm_kwargs).replayed_kinds
+    plain = [_without_state(m, local) for m in messages]
     call, build = dspy_private.canonical(lm, plain, dict(lm_kwargs))
     compat = None
     if isinstance(getattr(lm, "_engine_spec", None), str):
@@ -324,7 +329,7 @@ def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs:
         extensions = {**(request.config.extensions or {}), "include": list(ENCRYPTED_REASONING)}
         request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
-    rebuilt = [_with_state(m, next(rows)) if m.role == "assistant" else m for m in request.messages]
+    rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))
 
 
@@ -338,8 +343,9 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
     return [dspy_private.legacy_output(response)]
 
 
-def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS)}
+def _without_state(message: Mapping[str, Any], local: bool = False) -> dict[str, Any]:
+    dropped = (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS, *(("reasoning_content",) if local else ()))
+    out = {k: v for k, v in message.items() if k not in dropped}
     if out.get("tool_calls"):
         out["tool_calls"] = [
             {k: v for k, v in c.items() if k not in (PROVIDER_FIELDS, EXTRA_CONTENT)} for c in out["tool_calls"]
@@ -347,7 +353,7 @@ def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
+def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -> Message:
     found = ((c.get("id"), _signature(c)) for c in row.get("tool_calls") or ())
     signatures = {call_id: signature for call_id, signature in found if signature}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
@@ -359,6 +365,8 @@ def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
+    if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
+        continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
 
 
