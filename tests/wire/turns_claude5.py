@@ -251,3 +251,27 @@ CLAUDE5: list[Scenario] = [
         history=ACTIONS_EARLIER,
     ),
 ]
+
+
+def _expect_forced_taken(bodies: list[Body], outcome: Outcome) -> None:
+    """Fable 5 (no minor version) takes a forced choice: the submit is named (docs/providers.md, facts)."""
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert len(bodies) == 2
+    assert bodies[1]["tool_choice"] == {"type": "tool", "name": "submit"}
+
+
+FABLE_5 = "anthropic/claude-fable-5"
+CLAUDE5.append(
+    Scenario(
+        "claude_fable5_forced_submit_is_named",
+        "anthropic",
+        [
+            anthropic(calls=[("toolu_01F", "get_weather", PARIS)], model="claude-fable-5"),
+            anthropic(calls=[("toolu_01S", "submit", {"answer": "Sunny, 21°C."})], model="claude-fable-5"),
+        ],
+        _expect_forced_taken,
+        model=FABLE_5,
+        agent={"finish": "submit", "max_iters": 1},
+    )
+)
