@@ -47,27 +47,14 @@ planned = dspy_private.with_capability_planning
 
 # Kinds of replayed reasoning blocks (see ``_routes.reasoning``).
 ANTHROPIC_KINDS = frozenset({"thinking", "redacted_thinking"})
-
-
 GEMINI_KINDS = frozenset({"thought_signature"})
-
 
 # The message keys the renderer uses for them (LiteLLM's own spelling).
 THINKING_BLOCKS = "thinking_blocks"
-
-
 PROVIDER_FIELDS = "provider_specific_fields"
-
-
 EXTRA_CONTENT = "extra_content"  # Gemini's OpenAI-compatible spelling, on a tool call
-
-
 REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
-
-
 REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
-
-
 ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
 
 
