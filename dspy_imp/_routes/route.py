@@ -29,9 +29,9 @@ from typing import Any, Protocol
 
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
-from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
 from dspy_imp._routes import dspy_private, local_servers
+from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
     COMPAT_SIGNATURE_KINDS,
@@ -105,16 +105,20 @@ class Route:
 
 
 def refuse_misrouted(lm: Any, route: Route) -> None:
-    """``openai/responses/<model>`` on DSPy's native engine goes to ``/v1/chat/completions`` with the
-    model named ``responses/<model>`` (LiteLLM's spelling of the Responses API means nothing to lm15):
-    a ``ConfigurationError`` naming the model, before the request is sent."""
+    """``openai/responses/<model>``, LiteLLM's spelling of the Responses API, is refused on both engines
+    with a ``ConfigurationError`` naming the spelling that works, before the request is sent: DSPy's
+    native engine sends it to ``/v1/chat/completions`` as model ``responses/<model>``, and on LiteLLM
+    DSPy does not know the name calls tools and the loop cannot send its reasoning items back."""
     model = str(getattr(lm, "model", ""))
-    if route.engine == "native" and model.startswith("openai/responses/"):
+    if model.startswith("openai/responses/"):
         name = model.removeprefix("openai/responses/")
-        raise ConfigurationError(
-            f"model={model!r}: DSPy's default engine sends this to /v1/chat/completions as model "
-            f"'responses/{name}'; for the Responses API write dspy.LM('openai/{name}', model_type='responses') "
-            "(or use engine='litellm', which knows this spelling)"
+        why = (
+            f"DSPy's default engine sends this to /v1/chat/completions as model 'responses/{name}'"
+            if route.engine == "native"
+            else "on LiteLLM this spelling gets written tool calls and no reasoning items sent back"
+        )
+        raise RefusedOption(
+            f"model={model!r}: {why}; for the Responses API write dspy.LM('openai/{name}', model_type='responses')"
         )
 
 
@@ -227,7 +231,7 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
         forced = False
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
     if facts.adaptive_only_thinking and isinstance(thinking, Mapping) and thinking.get("type") != "adaptive":
-        raise ConfigurationError(
+        raise RefusedOption(
             f"thinking={dict(thinking)!r}: {lm.model} takes only adaptive thinking "
             '({"type": "adaptive"}, or reasoning_effort); its provider refuses "enabled" and "disabled"'
         )

@@ -138,7 +138,7 @@ ACTIONS_EARLIER = [
 def _expect_refused_before_sending(bodies: list[Body], outcome: Outcome) -> None:
     """Manual thinking on Fable 5.1 is refused by the loop, before any request (the provider's answer is a 400)."""
     assert bodies == []
-    assert isinstance(outcome.error, dspy_imp.StepError), outcome
+    assert isinstance(outcome.error, dspy_imp.ConfigurationError), outcome  # a bad option, named
     assert "takes only adaptive thinking" in str(outcome.error)
 
 
