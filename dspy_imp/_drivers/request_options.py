@@ -13,7 +13,13 @@ import dspy
 from dspy_imp._drivers.exchange import Exchange
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._records.clock import time_left
-from dspy_imp._routes.route import encrypted_reasoning, remembered_capabilities, replays_state, settle_options
+from dspy_imp._routes.route import (
+    encrypted_reasoning,
+    forced_keeps_thinking,
+    remembered_capabilities,
+    replays_state,
+    settle_options,
+)
 from dspy_imp._routes.warmup import warm_litellm
 
 
@@ -65,10 +71,19 @@ def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> N
     """``reasoning_effort="low"`` on an ordinary request to an LM that supports reasoning, as
     ``dspy.ReActV2`` sends it (its thought is a ``dspy.Reasoning`` field).
 
-    An explicit setting wins: in the request's config (the forced requests set ``None``) or in
-    ``lm.kwargs``, ``None`` included. DSPy's own exception is kept: GPT-5 models on the Chat
-    Completions API return no reasoning content, so nothing is sent to them.
+    An explicit setting wins: in the request's config or in ``lm.kwargs``, ``None`` included.
+    DSPy's own exception is kept: GPT-5 models on the Chat Completions API return no reasoning
+    content, so nothing is sent to them. The forced requests (``forced_submit``, the
+    ``"required"`` retry) get ``reasoning_effort=None`` (Anthropic refuses thinking with a forced
+    choice), except to a model whose forced request keeps its thinking
+    (``route.forced_keeps_thinking``: Claude 5.1+), which gets what the steps get: the thinking
+    settings, and the prompt cache, hold through the turn.
     """
+    if kind in ("forced_submit", "required_retry"):
+        if not forced_keeps_thinking(lm):
+            lm_kwargs["reasoning_effort"] = None
+            return
+        kind = "step"
     if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
         return
     if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):

@@ -28,7 +28,7 @@ from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
-from dspy_imp._routes.failures import describe, is_missing_credentials
+from dspy_imp._routes.failures import describe, is_missing_credentials, refused_option
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
@@ -339,6 +339,9 @@ class ReActV2(dspy.Module):
         usage = turn.meter.usage()
         if isinstance(outcome, Failure):
             trace_failure(self, describe(outcome.error), turn.errors, usage, tuple(turn.models.hops))
+            refused = refused_option(outcome.error)
+            if refused is not None and len(turn.meter.calls) <= 1:  # the first request, refused before sending
+                raise refused  # a bad option: the ConfigurationError itself, as for the program's options
             history = make_history(turn.resumable_entries())  # the inputs too: enough to resume
             # A missing API key is one line naming the variable; its chain (DSPy's and lm15's
             # copies of the same sentence) would bury it, and nothing was sent. `reason` keeps it.

@@ -36,7 +36,14 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
 from dspy_imp._records.text import result_text, to_json
-from dspy_imp._routes.reasoning import call_signatures, openrouter_details, reasoning_items, thinking_blocks
+from dspy_imp._routes.reasoning import (
+    PLACEHOLDER_KIND,
+    PLACEHOLDER_SIGNATURE,
+    call_signatures,
+    openrouter_details,
+    reasoning_items,
+    thinking_blocks,
+)
 
 Message = dict[str, Any]
 
@@ -166,7 +173,9 @@ def _exchange(
 
     A calls-only message has ``content`` None (an empty string would become an empty text
     block, which Anthropic and Gemini refuse). Natively, the step's provider reasoning goes
-    back as the route allows (``guidance.keep_reasoning``, ``guidance.replayed_kinds``).
+    back as the route allows (``guidance.keep_reasoning``, ``guidance.replayed_kinds``); on
+    Gemini 3+ the first call of a message recorded without a thought signature carries the
+    documented placeholder.
     """
     if not calls and not (content or "").strip():
         return []
@@ -191,6 +200,8 @@ def _exchange(
         message["reasoning_items"] = items
     if calls:
         signatures = call_signatures(step.reasoning_details, guidance.replayed_kinds)
+        if PLACEHOLDER_KIND in guidance.replayed_kinds and calls[0].id not in signatures:
+            signatures[calls[0].id] = PLACEHOLDER_SIGNATURE  # a call Gemini did not make (another model's, a host's)
         compat = "extra_content" in guidance.replayed_kinds  # Gemini's OpenAI-compatible spelling
         message["tool_calls"] = [_native_call(c, signatures.get(c.id), compat) for c in calls]
     _add_reasoning(guidance, message, step)

@@ -1,17 +1,19 @@
 """Replay fields lm15's Chat Completions writer has no slot for: a patch of that writer (DSPy private).
 
-Two OpenAI-compatible routes ask for reasoning state back on the wire in their own fields:
+Three OpenAI-compatible routes ask for reasoning state back on the wire in their own fields:
 
 - OpenRouter returns a reply's reasoning as ``message.reasoning_details`` (entries typed
   ``reasoning.text`` with a ``signature``, ``reasoning.encrypted``, ``reasoning.summary``) and wants
   the array back, unchanged, on that assistant message (behind it, Claude needs its signed
   thinking to continue a tool loop, Gemini 3 its thought signatures);
 - Gemini's OpenAI-compatible endpoint puts a call's thought signature in
-  ``tool_calls[].extra_content.google.thought_signature`` and refuses the call back without it.
+  ``tool_calls[].extra_content.google.thought_signature`` and refuses the call back without it;
+- a server of your own (vLLM, Ollama, ...) reads ``reasoning_content`` back into the chat template
+  (``_routes.local_servers``).
 
-LiteLLM carries both keys on the message dicts as they are. lm15 reads the reply (the raw body
+LiteLLM carries these keys on the message dicts as they are. lm15 reads the reply (the raw body
 stays in ``Response.provider_data``, where ``_routes.reasoning`` finds them) but writes neither, so
-the wire messages it builds get the two fields added: *only* from continuation state that
+the wire messages it builds get the fields added: *only* from continuation state that
 ``route.canonical_request`` attaches (``openrouter``/``reasoning_details`` on an assistant
 ``Message``, ``gemini``/``thought_signature`` on a call of a request to an OpenAI-compatible
 server). Every other request lm15 writes is unchanged.
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private
+from dspy_imp._routes.local_servers import reasoning_of
 
 OPENROUTER, DETAILS = "openrouter", "reasoning_details"
 
@@ -42,7 +45,7 @@ def install() -> None:
 def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``items`` (the wire messages) with each assistant's extra fields from its ``Message``."""
     assistants = [m for m in messages if getattr(m, "role", None) == "assistant"]
-    if not any(_details_of(m) or _signatures_of(m) for m in assistants):
+    if not any(_details_of(m) or _signatures_of(m) or reasoning_of(m) for m in assistants):
         return items
     rows = iter(assistants)
     for item in items:
@@ -54,6 +57,9 @@ def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[di
         details = _details_of(message)
         if details:
             item["reasoning_details"] = details
+        reasoning = reasoning_of(message)
+        if reasoning:
+            item["reasoning_content"] = reasoning
         signatures = _signatures_of(message)
         for call in item.get("tool_calls") or ():
             if call.get("id") in signatures:

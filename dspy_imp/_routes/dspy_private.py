@@ -85,6 +85,18 @@ def litellm() -> Any:
     return get_litellm(feature="dspy.LM")
 
 
+def lm15_openai_responses() -> Any:
+    """lm15's Responses API provider module (``dspy._vendor.lm15.providers.openai``).
+
+    Why: its input writer sends a replayed reasoning item with its id, encrypted content and one
+    joined summary part only; ``_routes.responses_bridge`` wraps it to send the summary parts and the
+    ``reasoning_text`` content as served. Imported by name: lm15 ships its own types.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.openai")
+
+
 def lm15_openai_chat() -> Any:
     """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
 

@@ -50,6 +50,23 @@ def is_missing_credentials(error: BaseException) -> bool:
     return isinstance(error, LMNotConfiguredError)
 
 
+class RefusedOption(ConfigurationError):
+    """The route's refusal of an LM's options before the request is sent (``route.settle_options``:
+    LiteLLM's Responses spelling, manual thinking on an adaptive-only model)."""
+
+
+def refused_option(error: BaseException) -> RefusedOption | None:
+    """A ``RefusedOption`` anywhere in the chain."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RefusedOption):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_blocked_reply(error: BaseException) -> bool:
     """A reply the provider's filter blocked, raised as an error instead of an empty answer
     (DSPy's native engine: Gemini's ``finishReason: SAFETY`` with no content is

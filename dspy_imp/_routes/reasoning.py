@@ -9,7 +9,8 @@ JSON blocks, one vocabulary for both engines::
     {"type": "redacted_thinking", "data": str}                    # Anthropic, encrypted
     {"type": "thought_signature", "call_id": str | None, "signature": str}   # Gemini 3
     {"type": "reasoning.text" | "reasoning.encrypted" | "reasoning.summary", ...}  # OpenRouter, verbatim
-    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str}  # OpenAI Responses
+    {"type": "reasoning_item", "id": str, "encrypted_content": str | None, "summary": str,  # OpenAI Responses
+     "summary_parts": [str, ...], "content": [{"type": "reasoning_text", "text": str}]}  # (when served)
 
 Pure: no I/O, no DSPy calls. ``_prompt.render`` writes the blocks back in LiteLLM's spelling
 (``thinking_blocks`` and ``reasoning_details`` on the assistant message, ``provider_specific_fields``
@@ -19,6 +20,8 @@ on a tool call);
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +32,21 @@ OPENROUTER_KINDS = frozenset({"reasoning.text", "reasoning.encrypted", "reasonin
 COMPAT_SIGNATURE_KINDS = frozenset({"thought_signature", "extra_content"})
 # OpenAI Responses API reasoning items (lm15's ``openai``/``reasoning_item`` continuation state).
 RESPONSES_KINDS = frozenset({"reasoning_item"})
+# Not a recorded kind: a route with it signs each unsigned call (the first of its model turn) with
+# Gemini's documented placeholder (``PLACEHOLDER_SIGNATURE``).
+PLACEHOLDER_KIND = "thought_signature_placeholder"
+# Gemini's thought-signatures FAQ: for a call it did not make (another model's, a host-written one),
+# ``skip_thought_signature_validator`` in the signature field. The field is bytes (base64 in JSON),
+# as LiteLLM and pydantic-ai send it.
+PLACEHOLDER_SIGNATURE = base64.b64encode(b"skip_thought_signature_validator").decode()
+_BEFORE_GEMINI_3 = re.compile(r"gemini-(?:[12](?:-\d+)?|exp|(?:pro|flash)(?!-(?:lite-)?latest$))(?:-|$)")
+
+
+def validates_signatures(model: str) -> bool:
+    """Gemini 3 and later: every call of the current turn goes back signed, or the request is refused
+    (400). Gemini 1.x/2.x, ``gemini-exp`` and Gemma do not validate (the name is read as LiteLLM reads it)."""
+    name = model.lower().rsplit("/", 1)[-1].replace(".", "-")
+    return name.startswith("gemini-") and not _BEFORE_GEMINI_3.match(name)
 
 
 def blocks_of(response: Any) -> list[Block] | None:
@@ -37,7 +55,9 @@ def blocks_of(response: Any) -> list[Block] | None:
         response = response[0] if response else None
     message = getattr(response, "message", None)
     if message is not None and hasattr(message, "parts"):
-        blocks = _from_parts(message.parts) + _from_provider_data(getattr(response, "provider_data", None))
+        call_ids = [str(p.id) for p in message.parts if getattr(p, "type", None) == "tool_call"]
+        data = getattr(response, "provider_data", None)
+        blocks = _with_raw_items(_from_parts(message.parts), data) + _from_provider_data(data, call_ids)
     elif isinstance(getattr(response, "output", None), list):  # LiteLLM's Responses API response
         blocks = _from_responses_output(response.output)
     else:
@@ -46,22 +66,48 @@ def blocks_of(response: Any) -> list[Block] | None:
     return blocks or None
 
 
-def _from_responses_output(output: list[Any]) -> list[Block]:
-    blocks: list[Block] = []
-    for raw in output:
-        item = _plain(raw)
-        if item.get("type") != "reasoning" or not (item.get("id") or item.get("encrypted_content")):
-            continue
-        summary = "\n".join(str(_plain(s).get("text") or "") for s in item.get("summary") or ())
-        blocks.append(
-            {
-                "type": "reasoning_item",
-                "id": item.get("id"),
-                "encrypted_content": item.get("encrypted_content"),
-                "summary": summary,
-            }
-        )
-    return blocks
+def _from_responses_output(output: Any) -> list[Block]:
+    raw = [_plain(i) for i in output if isinstance(output, list | tuple)] if output else []
+    return [
+        _reasoning_item(i) for i in raw if i.get("type") == "reasoning" and (i.get("id") or i.get("encrypted_content"))
+    ]
+
+
+def _reasoning_item(item: Mapping[str, Any]) -> Block:
+    """A ``reasoning`` output item as recorded: its summary joined (what a reader shows) and, as served,
+    its summary parts (when more than one) and its ``reasoning_text`` content (DeepSeek, gpt-oss servers)."""
+    parts = [str(_plain(s).get("text") or "") for s in item.get("summary") or ()]
+    block: Block = {
+        "type": "reasoning_item",
+        "id": item.get("id"),
+        "encrypted_content": item.get("encrypted_content"),
+        "summary": "\n".join(parts),
+    }
+    if len(parts) > 1:
+        block["summary_parts"] = parts
+    content = [_plain(c) for c in item.get("content") or ()]
+    if content:
+        block["content"] = [
+            {"type": c.get("type") or "reasoning_text", "text": str(c.get("text") or "")} for c in content
+        ]
+    return block
+
+
+def _with_raw_items(blocks: list[Block], data: Any) -> list[Block]:
+    """Natively, each ``reasoning_item`` block read from lm15's replay state (id, encrypted content, the
+    summary joined) as the raw body served it (``_reasoning_item``): lm15 keeps no parts, no content."""
+    output = data.get("output") if isinstance(data, Mapping) else None
+    raw = {
+        (i.get("id"), i.get("encrypted_content")): i for i in map(_plain, output or ()) if i.get("type") == "reasoning"
+    }
+    if not raw:
+        return blocks
+    return [
+        _reasoning_item(raw[(b.get("id"), b.get("encrypted_content"))])
+        if b.get("type") == "reasoning_item" and (b.get("id"), b.get("encrypted_content")) in raw
+        else b
+        for b in blocks
+    ]
 
 
 def _from_parts(parts: Sequence[Any]) -> list[Block]:
@@ -93,21 +139,24 @@ def _from_state(part: Any, state: Any) -> Block | None:
     return None
 
 
-def _from_provider_data(data: Any) -> list[Block]:
-    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them)."""
+def _from_provider_data(data: Any, call_ids: Sequence[str] = ()) -> list[Block]:
+    """OpenRouter's ``reasoning_details`` from the raw body lm15 keeps (its reader does not map them),
+    and compat signatures, each naming its call as lm15 read it (``call_ids``, in order: a call sent
+    with ``"id": ""`` is ``call_<n>`` there)."""
     choices = data.get("choices") if isinstance(data, Mapping) else None
     message = (
         choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
     )
     if not isinstance(message, Mapping):
         return []
-    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"))
+    return _openrouter(message.get("reasoning_details")) + _compat_signatures(message.get("tool_calls"), call_ids)
 
 
-def _compat_signatures(calls: Any) -> list[Block]:
-    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``."""
+def _compat_signatures(calls: Any, call_ids: Sequence[str] = ()) -> list[Block]:
+    """Gemini's OpenAI-compatible endpoint: ``tool_calls[].extra_content.google.thought_signature``;
+    a call without an id is named by ``call_ids`` (its position), as the engine named it."""
     blocks: list[Block] = []
-    for call in calls if isinstance(calls, list | tuple) else ():
+    for index, call in enumerate(calls if isinstance(calls, list | tuple) else ()):
         google = (
             (_get(call, "extra_content") or {}).get("google")
             if isinstance(_get(call, "extra_content"), Mapping)
@@ -115,7 +164,8 @@ def _compat_signatures(calls: Any) -> list[Block]:
         )
         signature = google.get("thought_signature") if isinstance(google, Mapping) else None
         if signature:
-            blocks.append({"type": "thought_signature", "call_id": _get(call, "id"), "signature": str(signature)})
+            call_id = _get(call, "id") or (call_ids[index] if index < len(call_ids) else _get(call, "id"))
+            blocks.append({"type": "thought_signature", "call_id": call_id, "signature": str(signature)})
     return blocks
 
 

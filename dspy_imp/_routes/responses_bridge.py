@@ -1,4 +1,5 @@
-"""Responses API reasoning items on the LiteLLM engine: a patch of DSPy's chat-to-Responses conversion.
+"""Responses API reasoning items as served: a patch of DSPy's chat-to-Responses conversion (LiteLLM),
+and of lm15's Responses input writer (native: it keeps one joined summary part and no ``content``).
 
 With ``model_type="responses"`` on LiteLLM, DSPy turns the chat messages into Responses ``input``
 items (``dspy.clients.lm._convert_chat_request_to_responses_request``) and drops every key it does
@@ -20,7 +21,7 @@ REASONING_ITEMS = "reasoning_items"
 
 
 def install() -> None:
-    """Wrap DSPy's conversion once per process (idempotent)."""
+    """Wrap DSPy's conversion and lm15's Responses input writer once per process (idempotent)."""
 
     def wrap(original: Any) -> Any:
         def convert(request: dict[str, Any]) -> Any:
@@ -33,6 +34,7 @@ def install() -> None:
         return convert
 
     dspy_private.wrap_once(dspy_private.dspy_lm_module(), "_convert_chat_request_to_responses_request", wrap)
+    _install_native()
 
 
 def with_items(data: Any, items: Mapping[str, list[dict[str, Any]]]) -> Any:
@@ -58,13 +60,62 @@ def _items_by_call(messages: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 def _wire(item: Mapping[str, Any]) -> dict[str, Any]:
-    summary = item.get("summary")
     out: dict[str, Any] = {"type": "reasoning", "id": item.get("id")}
-    out["summary"] = [{"type": "summary_text", "text": summary}] if summary else []
+    out["summary"] = summary_of(item)
     if item.get("encrypted_content"):
         out["encrypted_content"] = item["encrypted_content"]
+    if item.get("content"):
+        out["content"] = [dict(c) for c in item["content"]]
     return out
+
+
+def summary_of(item: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A recorded item's ``summary`` as served: one ``summary_text`` part per recorded part."""
+    parts = item.get("summary_parts") or ([item["summary"]] if item.get("summary") else [])
+    return [{"type": "summary_text", "text": str(text)} for text in parts]
 
 
 def _plain(message: Any) -> Any:
     return {k: v for k, v in message.items() if k != REASONING_ITEMS} if isinstance(message, Mapping) else message
+
+
+def _install_native() -> None:
+    """lm15 writes a replayed item's id, encrypted content and *one* summary part (the parts joined)
+    and drops its ``content``; the wrapper writes the recorded parts and content back (from the replay
+    state ``route.canonical_request`` attaches). A request whose items carry neither is unchanged."""
+
+    def wrap(original: Any) -> Any:
+        def build(self: Any, messages: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            return with_served_parts(original(self, messages, *args, **kwargs), messages)
+
+        return build
+
+    dspy_private.wrap_once(dspy_private.lm15_openai_responses().OpenAILM, "_build_input", wrap)
+
+
+def with_served_parts(items: list[dict[str, Any]], messages: Any) -> list[dict[str, Any]]:
+    """``items`` with each replayed reasoning item's summary parts and content as recorded."""
+    served = {_key(state): state for state in _item_states(messages) if "summary_parts" in state or "content" in state}
+    for item in items if served else ():
+        state = served.get(_key(item)) if item.get("type") == "reasoning" else None
+        if state is not None:
+            if state.get("summary_parts"):
+                item["summary"] = summary_of(state)
+            if state.get("content"):
+                item["content"] = [dict(c) for c in state["content"]]
+    return items
+
+
+def _item_states(messages: Any) -> list[Mapping[str, Any]]:
+    return [
+        state.data or {}
+        for message in messages or ()
+        if getattr(message, "role", None) == "assistant"
+        for part in getattr(message, "parts", ()) or ()
+        for state in getattr(part, "continuation", ()) or ()
+        if state.provider == "openai" and state.kind == "reasoning_item"
+    ]
+
+
+def _key(data: Mapping[str, Any]) -> tuple[Any, Any]:
+    return (data.get("id"), data.get("encrypted_content"))

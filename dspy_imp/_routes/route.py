@@ -29,11 +29,17 @@ from typing import Any, Protocol
 
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
-from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private
+from dspy_imp._routes import dspy_private, local_servers
+from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
-from dspy_imp._routes.reasoning import COMPAT_SIGNATURE_KINDS, OPENROUTER_KINDS, RESPONSES_KINDS
+from dspy_imp._routes.reasoning import (
+    COMPAT_SIGNATURE_KINDS,
+    OPENROUTER_KINDS,
+    PLACEHOLDER_KIND,
+    RESPONSES_KINDS,
+    validates_signatures,
+)
 
 # DSPy's adapter-call decorator (scopes capability reads to this call), for a pipeline of our own.
 planned = dspy_private.with_capability_planning
@@ -41,27 +47,14 @@ planned = dspy_private.with_capability_planning
 
 # Kinds of replayed reasoning blocks (see ``_routes.reasoning``).
 ANTHROPIC_KINDS = frozenset({"thinking", "redacted_thinking"})
-
-
 GEMINI_KINDS = frozenset({"thought_signature"})
-
 
 # The message keys the renderer uses for them (LiteLLM's own spelling).
 THINKING_BLOCKS = "thinking_blocks"
-
-
 PROVIDER_FIELDS = "provider_specific_fields"
-
-
 EXTRA_CONTENT = "extra_content"  # Gemini's OpenAI-compatible spelling, on a tool call
-
-
 REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
-
-
 REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
-
-
 ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
 
 
@@ -95,30 +88,37 @@ class Route:
 
     engine: str
     provider: str | None = None
+    signs_foreign_calls: bool = False  # Gemini 3+: unsigned calls go back with the placeholder signature
+    reads_reasoning: bool = False  # natively, a server of your own: ``reasoning_content`` goes back
 
     @property
     def keeps_reasoning(self) -> bool:
         """Whether replayed ``reasoning_content`` reaches the provider as reasoning (never as text)."""
-        return self.engine != "native" or self.provider == "deepseek"
+        return self.engine != "native" or self.provider == "deepseek" or self.reads_reasoning
 
     @property
     def replayed_kinds(self) -> frozenset[str]:
         """The reasoning-block kinds this route sends back (others stay in the record only)."""
         table = _NATIVE_KINDS if self.engine == "native" else _LITELLM_KINDS
-        return table.get(self.provider or "", frozenset())
+        kinds = table.get(self.provider or "", frozenset()) | ({local_servers.KIND} if self.reads_reasoning else set())
+        return kinds | {PLACEHOLDER_KIND} if self.signs_foreign_calls and kinds == GEMINI_KINDS else kinds
 
 
 def refuse_misrouted(lm: Any, route: Route) -> None:
-    """``openai/responses/<model>`` on DSPy's native engine goes to ``/v1/chat/completions`` with the
-    model named ``responses/<model>`` (LiteLLM's spelling of the Responses API means nothing to lm15):
-    a ``ConfigurationError`` naming the model, before the request is sent."""
+    """``openai/responses/<model>``, LiteLLM's spelling of the Responses API, is refused on both engines
+    with a ``ConfigurationError`` naming the spelling that works, before the request is sent: DSPy's
+    native engine sends it to ``/v1/chat/completions`` as model ``responses/<model>``, and on LiteLLM
+    DSPy does not know the name calls tools and the loop cannot send its reasoning items back."""
     model = str(getattr(lm, "model", ""))
-    if route.engine == "native" and model.startswith("openai/responses/"):
+    if model.startswith("openai/responses/"):
         name = model.removeprefix("openai/responses/")
-        raise ConfigurationError(
-            f"model={model!r}: DSPy's default engine sends this to /v1/chat/completions as model "
-            f"'responses/{name}'; for the Responses API write dspy.LM('openai/{name}', model_type='responses') "
-            "(or use engine='litellm', which knows this spelling)"
+        why = (
+            f"DSPy's default engine sends this to /v1/chat/completions as model 'responses/{name}'"
+            if route.engine == "native"
+            else "on LiteLLM this spelling gets written tool calls and no reasoning items sent back"
+        )
+        raise RefusedOption(
+            f"model={model!r}: {why}; for the Responses API write dspy.LM('openai/{name}', model_type='responses')"
         )
 
 
@@ -168,6 +168,12 @@ _CAPABILITIES: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyD
 
 
 def _route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
+    route = _engine_route(lm, lm_kwargs, spec)
+    reads = route.engine == "native" and route.provider == "openai-chat" and local_servers.reads_reasoning_back(lm)
+    return replace(route, signs_foreign_calls=validates_signatures(str(lm.model)), reads_reasoning=reads)
+
+
+def _engine_route(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> Route:
     prefix = str(getattr(lm, "model", "")).split("/", 1)[0]
     if prefix == "openai" and getattr(lm, "model_type", None) == "responses":
         prefix = "openai-responses"  # LiteLLM's Responses API, not its Chat Completions
@@ -225,7 +231,7 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
         forced = False
     thinking = lm_kwargs.get("thinking", (getattr(lm, "kwargs", None) or {}).get("thinking"))
     if facts.adaptive_only_thinking and isinstance(thinking, Mapping) and thinking.get("type") != "adaptive":
-        raise ConfigurationError(
+        raise RefusedOption(
             f"thinking={dict(thinking)!r}: {lm.model} takes only adaptive thinking "
             '({"type": "adaptive"}, or reasoning_effort); its provider refuses "enabled" and "disabled"'
         )
@@ -238,6 +244,14 @@ def settle_options(lm: Any, lm_kwargs: dict[str, Any], edits_prefix: bool = Fals
     if route.engine == "litellm" and encrypted_reasoning(lm):  # natively, ``canonical_request`` asks
         lm_kwargs["include"] = list(ENCRYPTED_REASONING)
     return route
+
+
+def forced_keeps_thinking(lm: Any) -> bool:
+    """A forced request to this model keeps the thinking settings of the turn's steps
+    (``reasoning_effort``, adaptive ``thinking``): its forced choice goes out as ``"auto"``
+    (``refuses_forced_tool_choice``), or its only thinking, adaptive, takes a forced choice."""
+    facts = model_facts(lm)
+    return facts.refuses_forced_tool_choice or facts.adaptive_only_thinking
 
 
 DROP_BLOCK = {"prefix_mismatch_behavior": "drop_block"}
@@ -261,12 +275,17 @@ class KindsMemo(Protocol):
 
 
 def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = None) -> bool:
-    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back.
+    """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back,
+    or (Gemini 3+) any call: one recorded without a signature goes back with the placeholder.
 
     With the turn's memo, only the steps recorded since the last request are read.
     """
     if route.engine == "litellm" or not route.replayed_kinds:
         return False
+    if PLACEHOLDER_KIND in route.replayed_kinds and any(getattr(step, "calls", None) for step in steps):
+        return True  # an unsigned (foreign) call goes back with the placeholder, which only the Request carries
+    if local_servers.KIND in route.replayed_kinds and any(getattr(s, "reasoning_content", None) for s in steps):
+        return True  # only the Request carries it in its own field (the messages path would make it text)
     kinds = memo.block_kinds(steps) if memo is not None else block_kinds(steps)
     return bool(kinds & route.replayed_kinds)
 
@@ -289,7 +308,8 @@ def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs: Mapping[str, Any]) -> Request:
     """DSPy's own ``Request`` for these messages and options, with the replay state attached."""
-    plain = [_without_state(m) for m in messages]
+    local = local_servers.KIND in route_for(lm, lm_kwargs).replayed_kinds
+    plain = [_without_state(m, local) for m in messages]
     call, build = dspy_private.canonical(lm, plain, dict(lm_kwargs))
     compat = None
     if isinstance(getattr(lm, "_engine_spec", None), str):
@@ -300,7 +320,7 @@ def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs:
         extensions = {**(request.config.extensions or {}), "include": list(ENCRYPTED_REASONING)}
         request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
-    rebuilt = [_with_state(m, next(rows)) if m.role == "assistant" else m for m in request.messages]
+    rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))
 
 
@@ -314,8 +334,9 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
     return [dspy_private.legacy_output(response)]
 
 
-def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in message.items() if k not in (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS)}
+def _without_state(message: Mapping[str, Any], local: bool = False) -> dict[str, Any]:
+    dropped = (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS, *(("reasoning_content",) if local else ()))
+    out = {k: v for k, v in message.items() if k not in dropped}
     if out.get("tool_calls"):
         out["tool_calls"] = [
             {k: v for k, v in c.items() if k not in (PROVIDER_FIELDS, EXTRA_CONTENT)} for c in out["tool_calls"]
@@ -323,7 +344,7 @@ def _without_state(message: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
+def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -> Message:
     found = ((c.get("id"), _signature(c)) for c in row.get("tool_calls") or ())
     signatures = {call_id: signature for call_id, signature in found if signature}
     parts = [_signed_call(p, signatures) if isinstance(p, ToolCallPart) else p for p in message.parts]
@@ -335,6 +356,8 @@ def _with_state(message: Message, row: Mapping[str, Any]) -> Message:
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
+    if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
+        continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
 
 
@@ -360,8 +383,9 @@ def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
 
 
 def _reasoning_item_part(item: Mapping[str, Any]) -> ThinkingPart:
-    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded."""
-    data = {k: item[k] for k in ("id", "encrypted_content") if item.get(k)}
+    """A Responses API reasoning item as lm15 replays it: its own input item, before the output it preceded
+    (its summary parts and content ride in the state for the ``_routes.responses_bridge`` patch)."""
+    data = {k: item[k] for k in ("id", "encrypted_content", "summary_parts", "content") if item.get(k)}
     state = ContinuationState(provider="openai", kind="reasoning_item", data=data)
     return ThinkingPart(text=str(item.get("summary") or ""), continuation=(state,))
 

@@ -140,10 +140,10 @@ class Sender:
         """A request of ``kind``; a context policy's measures and summary pass their ``view`` and ``steps``."""
         guidance = self._guidance(kind, view, steps)
         config = dict(self.plan.config)
-        if kind == "forced_submit":
-            config.update(tool_choice=_NAMED_CHOICE, reasoning_effort=None)
+        if kind == "forced_submit":  # no thinking on it (the adapter's ``default_reasoning_effort``)
+            config.update(tool_choice=_NAMED_CHOICE)
         elif kind == "required_retry":
-            config.update(tool_choice="required", reasoning_effort=None)
+            config.update(tool_choice="required")
         elif kind != "extraction":
             config["tool_choice"] = "auto"
         left = clock.time_left()

@@ -49,7 +49,8 @@ def run_calls(
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
-    suffix, so every call in a request has its own id; ``renamed`` says which. ``taken`` is updated.
+    suffix, so every call in a request has its own id; ``renamed`` says which (a call sent with
+    ``"id": ""`` too: the first such call is what ``""`` names). ``taken`` is updated.
     """
     running = running or Running()
     done = StepCalls()
@@ -61,6 +62,8 @@ def run_calls(
             args=dict(call.args) if isinstance(call.args, Mapping) else {},
             received=call.received,
         )
+        if not call.id:  # a reasoning block naming the call "" (a compat signature, LiteLLM) follows it
+            done.renamed.setdefault("", record.id)
         if not runs_in(ctx, call.name, mode):
             done.unexecuted.append({"id": record.id, "name": record.name, "args": dict(record.args)})
             checked.append(Checked(record, result=error_result(record, not_run(ctx, record, mode)), unexecuted=True))

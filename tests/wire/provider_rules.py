@@ -443,6 +443,22 @@ def gemini_thought_signatures(body: Body, path: str) -> Iterator[str]:
             yield f"contents[{index}]: functionCall without its thoughtSignature"
 
 
+# Gemini's thought-signatures FAQ: the placeholder for a call the model did not make, as bytes
+# (base64 in JSON). The emulator's own signatures all start with ``MINTED``.
+PLACEHOLDER = "c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I="
+MINTED = "CiQBVKhc7sIg"
+
+
+def gemini_signatures_genuine(body: Body, path: str) -> Iterator[str]:
+    """A replayed ``thoughtSignature`` is one Gemini returned or the documented placeholder; anything
+    else is refused ("Corrupted thought signature.", LiteLLM's ``rejected_thought_signature_retry``)."""
+    for index, content in enumerate(body.get("contents") or []):
+        for part in _parts(content):
+            value = part.get("thoughtSignature") or part.get("thought_signature")
+            if value and value != PLACEHOLDER and not str(value).startswith(MINTED):
+                yield f"contents[{index}]: Corrupted thought signature {value!r}"
+
+
 def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
     """``mode: ANY`` names only declared functions."""
     config = ((body.get("toolConfig") or body.get("tool_config") or {}).get("functionCallingConfig")) or {}
@@ -500,6 +516,7 @@ RULES: dict[str, Sequence[Rule]] = {
         gemini_nonempty_parts,
         gemini_call_pairing,
         gemini_thought_signatures,
+        gemini_signatures_genuine,
         gemini_forced_choice,
     ],
 }

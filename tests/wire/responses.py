@@ -303,11 +303,23 @@ def openrouter(
 # -- OpenAI Responses API -----------------------------------------------------------------------
 
 
-def reasoning_item(item_id: str, encrypted: str | None = None, summary: str | None = None) -> dict[str, Any]:
-    """A ``reasoning`` output item: ``encrypted_content`` when the request asked for it (``include``)."""
+def reasoning_item(
+    item_id: str,
+    encrypted: str | None = None,
+    summary: str | None = None,
+    *,
+    summaries: Sequence[str] = (),
+    text: str | None = None,
+) -> dict[str, Any]:
+    """A ``reasoning`` output item: ``encrypted_content`` when the request asked for it (``include``);
+    ``summaries``: several ``summary_text`` parts (as ``reasoning.summary: "detailed"`` serves them);
+    ``text``: a ``reasoning_text`` content part (openai-python's ``ResponseReasoningItem.content``, as
+    DeepSeek's and gpt-oss servers' Responses endpoints serve the raw reasoning)."""
     item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": []}
-    if summary:
-        item["summary"] = [{"type": "summary_text", "text": summary}]
+    if summary or summaries:
+        item["summary"] = [{"type": "summary_text", "text": t} for t in ([summary] if summary else summaries)]
+    if text is not None:
+        item["content"] = [{"type": "reasoning_text", "text": text}]
     if encrypted is not None:
         item["encrypted_content"] = encrypted
     return item

@@ -7,9 +7,10 @@ from turns_anthropic import ANTHROPIC
 from turns_chat import DEEPSEEK, OPENAI
 from turns_claude5 import CLAUDE5
 from turns_compat import COMPAT
+from turns_foreign import FOREIGN
 from turns_gemini import GEMINI
 from turns_responses import RESPONSES_API
 
-SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT, *RESPONSES_API]
+SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT, *RESPONSES_API, *FOREIGN]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

@@ -170,6 +170,12 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         "/v1beta/models/gemini-3-pro-preview:generateContent",
     ),
     (
+        "gemini",
+        "gemini_signatures_genuine",
+        {"contents": [{"role": "model", "parts": [{**FC, "thoughtSignature": "EqQBCkYIBxgCKkD_claude"}]}]},
+        "",
+    ),
+    (
         "openai",
         "chat_media_in_user_messages",
         {"messages": [{"role": "tool", "tool_call_id": "c", "content": [IMAGE_URL]}]},

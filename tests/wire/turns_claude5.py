@@ -60,6 +60,16 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
     assert bodies[1].get("tool_choice", {"type": "auto"})["type"] == "auto"
     (turn,) = assistant_turns(bodies, "anthropic")
     assert turn["content"][0]["type"] == "thinking"  # replayed: thinking stays on for that request
+    _same_thinking(bodies)
+
+
+def _same_thinking(bodies: list[Body]) -> None:
+    """Every request of the turn, the forced one too, asks for the same thinking (and effort): a change
+    would break the prompt cache, and these models take adaptive thinking with any request."""
+    settings = [(body.get("thinking"), body.get("output_config")) for body in bodies]
+    assert settings == [settings[0]] * len(bodies)
+    thinking, output = settings[0]
+    assert thinking["type"] == "adaptive" and output == {"effort": "low"}  # LiteLLM adds "display"
 
 
 def _expect_forced_with_note(bodies: list[Body], outcome: Outcome) -> None:
@@ -75,6 +85,7 @@ def _expect_forced_after_thought(bodies: list[Body], outcome: Outcome) -> None:
     _same_tools(bodies)
     assert "I will look it up." in str(bodies[1]["messages"][-1])
     assert "EqQBCkYIBxgCKkDplan" not in str(bodies[1])
+    _same_thinking(bodies)
 
 
 def _expect_forced_then_extracted(bodies: list[Body], outcome: Outcome) -> None:
@@ -127,7 +138,7 @@ ACTIONS_EARLIER = [
 def _expect_refused_before_sending(bodies: list[Body], outcome: Outcome) -> None:
     """Manual thinking on Fable 5.1 is refused by the loop, before any request (the provider's answer is a 400)."""
     assert bodies == []
-    assert isinstance(outcome.error, dspy_imp.StepError), outcome
+    assert isinstance(outcome.error, dspy_imp.ConfigurationError), outcome  # a bad option, named
     assert "takes only adaptive thinking" in str(outcome.error)
 
 
@@ -240,3 +251,27 @@ CLAUDE5: list[Scenario] = [
         history=ACTIONS_EARLIER,
     ),
 ]
+
+
+def _expect_forced_taken(bodies: list[Body], outcome: Outcome) -> None:
+    """Fable 5 (no minor version) takes a forced choice: the submit is named (docs/providers.md, facts)."""
+    assert outcome.error is None, outcome.error
+    assert outcome.prediction.metadata.termination_reason == "forced_submit"
+    assert len(bodies) == 2
+    assert bodies[1]["tool_choice"] == {"type": "tool", "name": "submit"}
+
+
+FABLE_5 = "anthropic/claude-fable-5"
+CLAUDE5.append(
+    Scenario(
+        "claude_fable5_forced_submit_is_named",
+        "anthropic",
+        [
+            anthropic(calls=[("toolu_01F", "get_weather", PARIS)], model="claude-fable-5"),
+            anthropic(calls=[("toolu_01S", "submit", {"answer": "Sunny, 21°C."})], model="claude-fable-5"),
+        ],
+        _expect_forced_taken,
+        model=FABLE_5,
+        agent={"finish": "submit", "max_iters": 1},
+    )
+)

@@ -100,6 +100,7 @@ def _expect_native_local(bodies: list[Body], outcome: Outcome) -> None:
     steps = outcome.prediction.metadata.history.messages
     assert [s.get("reasoning_content") for s in steps[:3]] == ["Weather first.", "Now the time.", "Lyon too."]
     assert all("Weather first." not in str(t.get("content")) for t in turns)
+    assert [t.get("reasoning_content") for t in turns] == ["Weather first.", "Now the time.", "Lyon too."]
 
 
 COMPAT.append(
@@ -158,9 +159,9 @@ def _expect_local_forced(bodies: list[Body], outcome: Outcome) -> None:
     ]
     assert [[c["id"] for c in t["tool_calls"]] for t in turns] == [[f"chatcmpl-tool-{i}"] for i in (1, 2, 3)]
     assert all("[[ ## tool_calls ## ]]" not in str(body["messages"]) for body in bodies)  # no written-calls format
-    # Recorded, never shown as text: LiteLLM sends it back in its own field, the native engine not at all.
+    # Never shown as text; sent back in its own field on both engines (the server's chat template reads it).
     assert all("Weather first." not in str(m.get("content")) for body in bodies for m in body["messages"])
-    assert [t.get("reasoning_content") for t in turns] in ([None] * 3, [thought for _, _, thought in LOCAL_STEPS])
+    assert [t.get("reasoning_content") for t in turns] == [thought for _, _, thought in LOCAL_STEPS]
     assert all(body["model"] == "Qwen/Qwen3-8B" for body in bodies)
     steps = meta.history.messages
     assert [s.get("reasoning_content") for s in steps[:3]] == ["Weather first.", "Now the time.", "Lyon too."]

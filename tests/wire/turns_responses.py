@@ -14,6 +14,9 @@ from typing import Any
 from responses import function_call, openai_response, output_message, reasoning_item
 from turns import PARIS, Body, Outcome, Scenario, answered
 
+import dspy_imp
+from dspy_imp import ReActAdapter
+
 RESPONSES = {"model_type": "responses"}
 CALLS = [
     ("call_w1", "get_weather", PARIS),
@@ -61,8 +64,9 @@ def _expect_forced(bodies: list[Body], outcome: Outcome) -> None:
 
 
 def _expect_misrouted(bodies: list[Body], outcome: Outcome) -> None:
-    """``openai/responses/<model>`` natively: refused before sending, naming the spelling that works."""
+    """``openai/responses/<model>``, on either engine: refused before sending, naming the spelling that works."""
     assert bodies == []
+    assert isinstance(outcome.error, dspy_imp.ConfigurationError), outcome  # not a StepError: a bad option
     assert "model_type='responses'" in str(outcome.error)
 
 
@@ -73,7 +77,6 @@ RESPONSES_API: list[Scenario] = [
         [],
         _expect_misrouted,
         model="openai/responses/gpt-5-mini",
-        engines=("native",),
     ),
     Scenario(
         "responses_three_steps",
@@ -101,5 +104,68 @@ RESPONSES_API: list[Scenario] = [
         _expect_forced,
         lm={**RESPONSES, "store": False},
         agent={"finish": "submit", "max_iters": 1},
+    ),
+]
+
+
+# -- The items go back as served: summary parts, ``reasoning_text`` content ----------------------
+
+PARTS = [["Weather first.", "Paris is the city."], ["Now the time.", "Same city."]]
+
+
+def _expect_summary_parts(bodies: list[Body], outcome: Outcome) -> None:
+    """Each replayed item has the summary parts it was served with, not one part joining them."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 3
+    replayed = [i for i in bodies[-1]["input"] if i.get("type") == "reasoning"]
+    assert [[p["text"] for p in i["summary"]] for i in replayed] == PARTS
+    assert all(p["type"] == "summary_text" for i in replayed for p in i["summary"])
+
+
+DEEPSEEK_TEXT = ["The user wants the weather; call get_weather.", "Now the time; call get_time."]
+
+
+def _expect_reasoning_text(bodies: list[Body], outcome: Outcome) -> None:
+    """Each replayed item keeps its ``reasoning_text`` content (before: only id, encrypted content, summary)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert len(bodies) == 3
+    replayed = [i for i in bodies[-1]["input"] if i.get("type") == "reasoning"]
+    assert [i.get("content") for i in replayed] == [[{"type": "reasoning_text", "text": t}] for t in DEEPSEEK_TEXT]
+    history = outcome.prediction.metadata.history.messages
+    assert history[0]["reasoning_details"][0]["content"] == [{"type": "reasoning_text", "text": DEEPSEEK_TEXT[0]}]
+
+
+RESPONSES_API += [
+    Scenario(
+        "responses_summary_parts_replayed",
+        "responses",
+        [
+            openai_response(reasoning_item("rs_p1", summaries=PARTS[0]), function_call(*CALLS[0])),
+            openai_response(reasoning_item("rs_p2", summaries=PARTS[1]), function_call(*CALLS[1])),
+            openai_response(reasoning_item("rs_p3", summary="Done."), output_message("Sunny and 14:05.")),
+        ],
+        _expect_summary_parts,
+        lm=RESPONSES,
+    ),
+    Scenario(
+        "deepseek_responses_reasoning_text_replayed",
+        "responses",
+        [
+            openai_response(
+                reasoning_item("rs_ds1", text=DEEPSEEK_TEXT[0]), function_call(*CALLS[0]), model="deepseek-v4-pro"
+            ),
+            openai_response(
+                reasoning_item("rs_ds2", text=DEEPSEEK_TEXT[1]), function_call(*CALLS[1]), model="deepseek-v4-pro"
+            ),
+            openai_response(
+                reasoning_item("rs_ds3", text="Both known."),
+                output_message("Sunny and 14:05."),
+                model="deepseek-v4-pro",
+            ),
+        ],
+        _expect_reasoning_text,
+        model="openai/deepseek-v4-pro",
+        lm=RESPONSES,
+        adapter=ReActAdapter(native_calls=True),  # DSPy does not know the name calls tools
     ),
 ]
