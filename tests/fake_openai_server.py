@@ -2,7 +2,8 @@
 
 It binds to 127.0.0.1 on a free port, answers each ``POST`` with the next scripted
 ``chat.completion`` body (or ``HTTPReply``: any status, headers such as ``Retry-After``, a
-delay), and records every request (path, parsed JSON body, arrival time). A request
+delay), and records every request (path, parsed JSON body, arrival time) and the connections
+it accepted (``keep_alive=True`` answers on the same connection, as a provider does). A request
 with ``"stream": true`` gets the same reply the way OpenAI streams it: server-sent events
 (``text/event-stream``, HTTP chunked transfer encoding), one ``chat.completion.chunk`` per
 word of text and per few characters of each tool call's arguments, the finish reason in a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -145,11 +147,13 @@ class FakeOpenAIServer:
     test with too few responses fails loudly instead of hanging); it is still recorded.
     """
 
-    def __init__(self, responses: Sequence[Mapping[str, Any] | HTTPReply]) -> None:
+    def __init__(self, responses: Sequence[Mapping[str, Any] | HTTPReply], *, keep_alive: bool = False) -> None:
         self.responses = list(responses)
         self.requests: list[ReceivedRequest] = []
+        self.keep_alive = keep_alive  # answer on the same connection, as a provider does (HTTP/1.1)
+        self.connections = 0  # the connections clients opened
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _Quiet(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True)
 
     @property
@@ -187,9 +191,22 @@ class FakeOpenAIServer:
         return HTTPReply(error_body(message), status=500)
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A client that stopped waiting (its timeout fired) is no server error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:  # one handler per connection
+            with server._lock:
+                server.connections += 1
+            super().setup()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -210,10 +227,11 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.send_header("Connection", "close")  # one request per connection: nothing lingers at shutdown
+            if not server.keep_alive:
+                self.send_header("Connection", "close")  # one request per connection: nothing lingers at shutdown
             self.end_headers()
             self.wfile.write(data)
-            self.close_connection = True
+            self.close_connection = not server.keep_alive
 
         def _stream(self, chunks: list[dict[str, Any]]) -> None:
             self.send_response(200)

@@ -458,6 +458,7 @@ def test_the_usage_span_attribute_shows_each_sub_agent():
             "output_tokens": 7,
             "total_tokens": 77,
             "cached_tokens": 0,
+            "cache_write_tokens": 0,
             "reasoning_tokens": 0,
         }
     }

@@ -55,6 +55,7 @@ from dspy_imp._prompt.render import render_request
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Reply
+from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.route import (
     call_options,
     canonical_request,
@@ -161,7 +162,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
         recorder = ReplyRecorder()
-        with recording(recorder), remembered_capabilities(lm, lm_kwargs):
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs), request_seconds(exchange.seconds):
             if sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
@@ -175,7 +176,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
         recorder = ReplyRecorder()
-        with recording(recorder), remembered_capabilities(lm, lm_kwargs):
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs), request_seconds(exchange.seconds):
             if sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:

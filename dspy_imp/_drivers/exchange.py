@@ -39,6 +39,7 @@ class Exchange:
     demos: list[Any] | None = None
     drop_block: bool = False  # a context policy changed the prefix: ask for drop_block (``settle_options``)
     context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
+    seconds: float | None = None  # a native request's read and write bound (``_routes.timeouts``)
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)

@@ -73,6 +73,10 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
         "input_tokens": int(usage.get("prompt_tokens") or 0),
         "output_tokens": int(usage.get("completion_tokens") or 0),
         "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
+        # lm15's spelling (DSPy's native usage), else LiteLLM's (Anthropic's own, at the top)
+        "cache_write_tokens": int(
+            prompt_details.get("cache_creation_tokens") or usage.get("cache_creation_input_tokens") or 0
+        ),
         "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0),
         "cost": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
     }

@@ -20,6 +20,7 @@ from dspy_imp._routes.route import (
     replays_state,
     settle_options,
 )
+from dspy_imp._routes.timeouts import native_seconds
 from dspy_imp._routes.warmup import warm_litellm
 
 
@@ -57,11 +58,12 @@ def json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, A
 
 def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The request's LM and options under the provider rules (``settle_options``), its route on
-    the exchange; LiteLLM's cold import paid before the last deadline check (in ``format``), not
-    inside the send."""
+    the exchange, a native request's timeout as its read and write bound (``_routes.timeouts``);
+    LiteLLM's cold import paid before the last deadline check (in ``format``), not inside the send."""
     lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
     default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
     exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
+    exchange.seconds = native_seconds(lm, exchange.route, settled)
     if exchange.route.engine == "litellm" and time_left() is not None:
         warm_litellm()
     return lm, settled

@@ -29,7 +29,10 @@ from dspy_imp._prompt.render import transcript
 from dspy_imp._prompt.signature import make_extraction_signature
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Extracted, Failed, Reply
+from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.failures import ContentFiltered, refused_call
+from dspy_imp._routes.route import route_for
+from dspy_imp._routes.timeouts import native_seconds
 from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._turn.effects import Extraction, ModelRequest, Summarize
 from dspy_imp._turn.plan import Program
@@ -84,12 +87,13 @@ def step_job(program: Program, effect: ModelRequest) -> Job:
 
 def extraction_job(program: Program, effect: Extraction) -> Job:
     """The extraction request: the program's ``Extractor`` with its own options, DSPy's JSON fallback off."""
-    predictor, kwargs = _extraction_call(program, effect)
+    predictor, kwargs, seconds = _extraction_call(program, effect)
     recorder = Recorder()
 
     def scope() -> AbstractContextManager[Any]:
         stack = contextlib.ExitStack()
         stack.enter_context(recording(recorder))
+        stack.enter_context(request_seconds(seconds))
         stack.enter_context(dspy.context(adapter=_extraction_adapter()))
         return stack
 
@@ -119,16 +123,19 @@ def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], 
     return kwargs, exchange
 
 
-def _extraction_call(program: Program, effect: Extraction) -> tuple[dspy.Module, dict[str, Any]]:
+def _extraction_call(program: Program, effect: Extraction) -> tuple[dspy.Module, dict[str, Any], float | None]:
+    """The extractor, its inputs, and a native request's read and write bound (``_routes.timeouts``)."""
     instructions = program.react.signature.instructions
     signature = make_extraction_signature(program.signature, instructions)
     kwargs: dict[str, Any] = {**effect.inputs, "history": transcript(effect.guidance)}
     options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
     config, lm = _pin_lm(program, options, effect.no_retries, effect.model)
+    sends_with = lm or program.react.lm or dspy.settings.lm
+    seconds = native_seconds(sends_with, route_for(sends_with, config), config) if sends_with is not None else None
     extractor = program.Extractor(signature, **config)  # built per request: its options are its own
     if lm is not None:
         extractor.set_lm(lm)
-    return extractor, kwargs
+    return extractor, kwargs, seconds
 
 
 def _pin_lm(

@@ -47,8 +47,9 @@ def deadline(*, seconds: float | None = None, at: datetime | float | None = None
     """Bound the turns run inside this block.
 
     Once the deadline has passed, no further request is sent: the turn ends ``"incomplete"``
-    with ``termination_cause="deadline_exceeded"``. While it is set, each request's timeout
-    is the time left and DSPy's own retries are disabled (they would sleep past it).
+    with ``termination_cause="deadline_exceeded"``. While it is set, each request waits at most
+    the time left (on one connection per model: ``_routes.timeouts``) and DSPy's own retries are
+    disabled (they would sleep past it).
 
     Args:
         seconds: Time from now, in seconds.
@@ -105,6 +106,21 @@ def time_left() -> float | None:
     """Seconds left before the current deadline (may be negative), or ``None`` without one."""
     end = _end()
     return None if end is None else end - _now()
+
+
+RUNG = 0.9
+
+
+def rung(left: float, previous: float | None) -> float:
+    """A request's ``timeout`` under the deadline: the turn's ``previous`` one while it still fits in
+    the time ``left``, else nine tenths of the time left (at least a millisecond).
+
+    A ladder, so that a turn's requests share one timeout (an HTTP client is keyed on it, and a new
+    one is a new connection) and it is never longer than the time left: at most a tenth shorter.
+    """
+    if previous is not None and previous <= left:
+        return previous
+    return max(left * RUNG, 0.001)
 
 
 def passed() -> bool:

@@ -92,6 +92,8 @@ class RequestUsage:
     agent: str | None = None
     """The sub-agent that sent it (``"researcher"``, ``"researcher/coder"`` for its own sub-agent), or
     ``None`` for the turn's own requests (``docs/agents-as-tools.md``)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens it wrote to the provider's prompt cache (last: fields keep their positions)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class Usage:
         input_tokens: Prompt tokens, summed over the calls.
         output_tokens: Completion tokens (reasoning included, as providers count them), summed.
         cached_tokens: Prompt tokens the provider read from its cache, summed.
+        cache_write_tokens: Prompt tokens the provider wrote to its cache (Anthropic's
+            ``cache_creation_input_tokens``; billed above the input price), summed.
         reasoning_tokens: Reasoning tokens, where the provider reports them, summed.
         cost: Summed cost in USD, or ``None`` when no call reported one.
         calls: Every model call in order, with its own usage.
@@ -118,6 +122,7 @@ class Usage:
     reasoning_tokens: int = 0
     cost: float | None = None
     calls: tuple[RequestUsage, ...] = ()
+    cache_write_tokens: int = 0
 
     @property
     def total_requests(self) -> int:
@@ -145,6 +150,7 @@ def plus(sums: Usage, call: RequestUsage) -> Usage:
         input_tokens=sums.input_tokens + call.input_tokens,
         output_tokens=sums.output_tokens + call.output_tokens,
         cached_tokens=sums.cached_tokens + call.cached_tokens,
+        cache_write_tokens=sums.cache_write_tokens + call.cache_write_tokens,
         reasoning_tokens=sums.reasoning_tokens + call.reasoning_tokens,
         cost=sums.cost if call.cost is None else (sums.cost or 0) + call.cost,
         calls=sums.calls,

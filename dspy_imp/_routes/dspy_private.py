@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 import dspy
@@ -213,6 +214,48 @@ def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
     wrapper: Any = functools.wraps(original)(wrap(original))
     wrapper.dspy_imp_wrapped = True
     setattr(owner, name, wrapper)
+
+
+_REQUEST_SECONDS: ContextVar[float | None] = ContextVar("dspy_imp_request_seconds", default=None)
+
+
+@contextlib.contextmanager
+def request_seconds(seconds: float | None) -> Iterator[None]:
+    """The native engine's HTTP requests sent in this block wait at most ``seconds`` for each read and write.
+
+    Why: DSPy keys its native engine store on the LM's client settings, ``timeout`` included
+    (``dspy.clients.execution._select_engine``), so a deadline's ``timeout`` option (the time left,
+    a new number at each request) built an engine, with its own connection pool and socket, per
+    request, and kept it for the LM's lifetime. lm15's transport takes a read and a write timeout
+    per request (``TransportRequest.read_timeout``/``write_timeout``), but nothing public sets
+    them; every dialect builds its HTTP requests with ``dspy._vendor.lm15.providers.common.
+    make_json_request``, looked up in its module at each call, so that attribute is the one hook.
+    The wrapper fills the two timeouts a dialect left unset from this block's ``seconds``; outside
+    such a block, or with ``None``, it changes nothing. Installed once.
+    """
+    if seconds is None:
+        yield
+        return
+    import importlib
+
+    wrap_once(importlib.import_module("dspy._vendor.lm15.providers.common"), "make_json_request", _bounded_request)
+    token = _REQUEST_SECONDS.set(seconds)
+    try:
+        yield
+    finally:
+        _REQUEST_SECONDS.reset(token)
+
+
+def _bounded_request(make: Callable[..., Any]) -> Callable[..., Any]:
+    def make_json_request(*args: Any, **kwargs: Any) -> Any:
+        seconds = _REQUEST_SECONDS.get()
+        if seconds is not None:
+            for name in ("read_timeout", "write_timeout"):
+                if kwargs.get(name) is None:
+                    kwargs[name] = seconds
+        return make(*args, **kwargs)
+
+    return make_json_request
 
 
 def install_closing_sync_streams() -> None:

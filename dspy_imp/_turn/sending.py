@@ -11,7 +11,8 @@ refusal leaves more earlier episodes out (``_turn.projection``) and sends again;
 is retried after the delay the failure allows (reference §3, §9).
 
 ``build(kind)`` makes the request of each kind: its guidance (what the model reads, rendered by
-``_prompt.render``), tool choice and timeout.
+``_prompt.render``), tool choice and timeout (under a deadline: the turn's rung of ``clock.rung``,
+which ``_routes.timeouts`` sends where no HTTP client is keyed on it).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Sender:
         self.policy: Policy | None = log.policy
         self.retries = retries
         self.summary_instruction = summary_instruction
+        self.timeout: float | None = None  # the deadline's, on its ladder (``clock.rung``)
 
     def stop(self) -> TerminationCause | None:
         """Why no request may leave now, if one may not."""
@@ -148,7 +150,7 @@ class Sender:
             config["tool_choice"] = "auto"
         left = clock.time_left()
         if left is not None:
-            config["timeout"] = max(left, 0.001)
+            config["timeout"] = self.timeout = clock.rung(left, self.timeout)
         if kind == "extraction":
             return Extraction(
                 guidance, dict(self.plan.inputs), config, no_retries=left is not None, model=self.models.index

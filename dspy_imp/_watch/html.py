@@ -168,7 +168,11 @@ def usage_html(usage: Any) -> str:
     return f'<table class="dspy-imp-usage"><tr>{header}</tr><tr>{row}</tr></table>'
 
 
-_EXTRA_TOKENS = (("cached tokens", "cached_tokens"), ("reasoning tokens", "reasoning_tokens"))
+_EXTRA_TOKENS = (
+    ("cached tokens", "cached_tokens"),
+    ("cache-write tokens", "cache_write_tokens"),
+    ("reasoning tokens", "reasoning_tokens"),
+)
 
 
 def metadata_html(metadata: Any, output_names: Sequence[str] = ()) -> str:

@@ -173,6 +173,7 @@ def usage_attribute(usage: Any) -> dict[str, Any] | None:
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
         "cost": usage.cost,
         "agents": {name: usage_attribute(used) for name, used in agents.items()} or None,

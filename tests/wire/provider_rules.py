@@ -11,7 +11,8 @@ Protocols: ``"openai"`` (Chat Completions), ``"deepseek"`` (Chat Completions plu
 rules), ``"anthropic"`` (Messages), ``"gemini"`` (generateContent).
 
 Sources: OpenAI Chat Completions API reference (messages, tool messages answer the preceding
-``tool_calls`` by ``tool_call_id``); Anthropic Messages API and the extended-thinking guide
+``tool_calls`` by ``tool_call_id``); Anthropic's prompt-caching guide (at most four
+``cache_control`` breakpoints, on cacheable blocks); Anthropic Messages API and the extended-thinking guide
 ("text content blocks must be non-empty"; each ``tool_use`` answered by a ``tool_result``
 in the next user turn; "a final assistant message must start with a thinking block";
 thinking is incompatible with a forced ``tool_choice``; thinking blocks are signed);
@@ -254,6 +255,63 @@ def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
         yield "ends on the assistant's turn while thinking is enabled"
 
 
+_UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _marked_blocks(body: Body) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every block carrying ``cache_control``, in the cache's order (tools, system, messages)."""
+    marked = [(f"tools[{i}]", t) for i, t in enumerate(body.get("tools") or []) if "cache_control" in t]
+    system = body.get("system")
+    if isinstance(system, list):
+        marked += [(f"system[{i}]", b) for i, b in enumerate(system) if "cache_control" in b]
+    for index, message in enumerate(body.get("messages") or []):
+        marked += [(f"messages[{index}]", b) for b in _blocks(message) if "cache_control" in b]
+    return marked
+
+
+def anthropic_cache_breakpoints(body: Body, path: str) -> Iterator[str]:
+    """Prompt caching (Anthropic's prompt-caching guide): "A maximum of 4 blocks with cache_control may
+    be provided"; ``cache_control`` is ``{"type": "ephemeral"}`` with an optional ``ttl`` of ``"5m"`` or
+    ``"1h"``, and a longer TTL never follows a shorter one; thinking blocks cannot be marked; an empty
+    text block cannot carry one ("cache_control cannot be set for empty text blocks"). A breakpoint
+    on a prefix under the model's minimum is no error: that prefix is just not cached."""
+    marked = _marked_blocks(body)
+    if len(marked) > 4:
+        yield f"A maximum of 4 blocks with cache_control may be provided. Found {len(marked)}."
+    seen_short = False
+    for where, block in marked:
+        mark = block.get("cache_control") or {}
+        ttl = mark.get("ttl", "5m")
+        if mark.get("type") != "ephemeral" or ttl not in ("5m", "1h"):
+            yield f"{where}: cache_control {dict(mark)} is not ephemeral with a 5m or 1h ttl"
+        if ttl == "1h" and seen_short:
+            yield f"{where}: a ttl='1h' cache_control block must not come after a ttl='5m' one"
+        seen_short = seen_short or ttl == "5m"
+        if block.get("type") in _UNCACHEABLE:
+            yield f"{where}: a {block.get('type')} block cannot carry cache_control"
+        if block.get("type") == "text" and not str(block.get("text") or "").strip():
+            yield f"{where}: cache_control cannot be set for empty text blocks"
+
+
+def no_openai_cache_fields(body: Body, path: str) -> Iterator[str]:
+    """A route without OpenAI's prompt-cache fields refuses them as unknown (``prompt_cache_key``,
+    ``prompt_cache_retention``: "Extra inputs are not permitted" on Anthropic's Messages API, an
+    unrecognized argument on the OpenAI-compatible servers that do not take them)."""
+    for key in ("prompt_cache_key", "prompt_cache_retention", "prompt_cache_options"):
+        if key in body:
+            yield f"{key}: Extra inputs are not permitted"
+
+
+def no_cache_control(body: Body, path: str) -> Iterator[str]:
+    """Anthropic's ``cache_control`` marks belong to Anthropic's API (and the routes that pass them
+    through, OpenRouter's Claude and Gemini): an OpenAI-compatible server that does not take them
+    refuses the unknown key on a message or a content part."""
+    for index, message in enumerate(body.get("messages") or []):
+        parts = message.get("content") if isinstance(message.get("content"), list) else []
+        if "cache_control" in message or any(isinstance(p, Mapping) and "cache_control" in p for p in parts):
+            yield f"messages[{index}]: unknown field cache_control"
+
+
 # Claude 5.x (the Fable 5.1 and Opus 5.5 migration guides, the preserved-thinking guide; LiteLLM's
 # model map agrees: ``supports_forced_tool_use: false``, ``thinking_always_on: true``).
 _REFUSES_FORCED = re.compile(r"claude-(fable-5-1|mythos-5-1|opus-5-5|sonnet-5-5)")
@@ -474,22 +532,40 @@ def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
 
 
 RULES: dict[str, Sequence[Rule]] = {
-    "openai": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "openai": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice, no_cache_control],
     "deepseek": [
         chat_roles,
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
         deepseek_reasoning_replayed,
+        no_openai_cache_fields,
+        no_cache_control,
     ],
-    "groq": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
-    "local": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice],
+    "groq": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        no_openai_cache_fields,
+        no_cache_control,
+    ],
+    "local": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        no_openai_cache_fields,
+        no_cache_control,
+    ],
     "gemini_compat": [
         chat_roles,
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
         gemini_compat_thought_signatures,
+        no_openai_cache_fields,
+        no_cache_control,
     ],
     "responses": [responses_call_pairing, responses_reasoning_followed, responses_reasoning_replayed],
     "openrouter": [
@@ -510,6 +586,8 @@ RULES: dict[str, Sequence[Rule]] = {
         anthropic_forced_choice_refused,
         anthropic_adaptive_only,
         anthropic_thinking_binding,
+        anthropic_cache_breakpoints,
+        no_openai_cache_fields,
     ],
     "gemini": [
         gemini_roles,

@@ -11,7 +11,7 @@ made up but shaped like the real ones. Nothing here is copied from a recording.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from emulator import Scripted
@@ -123,9 +123,11 @@ def anthropic(
     stop: str | None = None,
     model: str = "claude-sonnet-4-5-20250929",
     bound: bool = False,
+    usage: Mapping[str, Any] | None = None,
 ) -> Scripted:
     """``bound``: the thinking blocks are signed for the request they answer (Claude 5.1+ binds each
-    block to the prefix before it; ``provider_rules.anthropic_thinking_binding`` checks the replay)."""
+    block to the prefix before it; ``provider_rules.anthropic_thinking_binding`` checks the replay).
+    ``usage``: fields replacing the default usage (the prompt cache's counters, say)."""
     content = list(blocks)
     if text is not None:
         content.append({"type": "text", "text": text})
@@ -144,6 +146,7 @@ def anthropic(
             "cache_read_input_tokens": 0,
             "output_tokens": 64,
             "service_tier": "standard",
+            **(usage or {}),
         },
     }
     if not bound:

@@ -29,7 +29,43 @@ EDITED_PREFIX = {
     "messages": [USER, {"role": "assistant", "content": [SIGNED, TOOL_USE]}, RESULT],
 }
 
+EPHEMERAL = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+
+
+def _marked(text: str, mark: dict[str, Any] = EPHEMERAL) -> dict[str, Any]:
+    return {"type": "text", "text": text, "cache_control": mark}
+
+
 BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
+    (  # five breakpoints: one more than Anthropic takes
+        "anthropic",
+        "anthropic_cache_breakpoints",
+        {"system": [_marked("s")], "messages": [{"role": "user", "content": [_marked(f"u{n}") for n in range(4)]}]},
+        "",
+    ),
+    (  # an hour-long breakpoint after a five-minute one
+        "anthropic",
+        "anthropic_cache_breakpoints",
+        {"system": [_marked("s")], "messages": [{"role": "user", "content": [_marked("u", HOUR)]}]},
+        "",
+    ),
+    (  # a thinking block marked
+        "anthropic",
+        "anthropic_cache_breakpoints",
+        {
+            "messages": [
+                USER,
+                {"role": "assistant", "content": [{**SIGNED, "cache_control": EPHEMERAL}, TOOL_USE]},
+                RESULT,
+            ]
+        },
+        "",
+    ),
+    ("anthropic", "no_openai_cache_fields", {"messages": [USER], "prompt_cache_key": "conversation-1"}, ""),
+    ("deepseek", "no_openai_cache_fields", {"messages": [USER], "prompt_cache_retention": "24h"}, ""),
+    ("openai", "no_cache_control", {"messages": [{**USER, "cache_control": EPHEMERAL}]}, ""),
+    ("local", "no_cache_control", {"messages": [{"role": "user", "content": [_marked("hi")]}]}, ""),
     ("openai", "chat_roles", {"messages": [USER, {"role": "tool", "tool_call_id": "c1", "content": "x"}]}, ""),
     (
         "openai",
@@ -248,3 +284,18 @@ def test_a_bound_block_behind_its_own_prefix_is_accepted() -> None:
         "thinking": {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}},
     }
     assert "anthropic_thinking_binding" not in check("anthropic", dropping)
+
+
+def test_breakpoints_within_anthropics_rules_are_accepted() -> None:
+    """Four marks, the hour-long ones first, on text and tool results: what a cached turn sends."""
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "cache_control": EPHEMERAL}
+    body = {
+        "system": [_marked("s", HOUR)],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}, "cache_control": HOUR}],
+        "messages": [
+            {"role": "user", "content": [_marked("hi")]},
+            {"role": "assistant", "content": [TOOL_USE]},
+            {"role": "user", "content": [result]},
+        ],
+    }
+    assert "anthropic_cache_breakpoints" not in check("anthropic", body)

@@ -115,8 +115,36 @@ def _expect_resumed_thinking(bodies: list[Body], outcome: Outcome) -> None:
     assert turns[-1]["content"][0] == thinking("Again.", "EqQBCkYIBxgCKkDnew")
 
 
+# The prompt cache's counters as Anthropic reports them (its prompt-caching guide's usage objects):
+# the first request writes the prefix, the second reads it back and writes its own new part.
+CACHE_WRITTEN = {"input_tokens": 21, "cache_creation_input_tokens": 1800, "cache_read_input_tokens": 0}
+CACHE_READ = {"input_tokens": 21, "cache_creation_input_tokens": 120, "cache_read_input_tokens": 1800}
+
+
+def _expect_cache_counted(bodies: list[Body], outcome: Outcome) -> None:
+    """Each request's cache reads and writes reach ``metadata.usage``, per call and summed; the
+    prompt tokens count every input token, cached or not (as LiteLLM and DSPy both count them)."""
+    answered("Sunny, 21°C.")(outcome)
+    usage = outcome.prediction.metadata.usage
+    assert [(c.cached_tokens, c.cache_write_tokens, c.input_tokens) for c in usage.calls] == [
+        (0, 1800, 1821),
+        (1800, 120, 1941),
+    ]
+    assert (usage.cached_tokens, usage.cache_write_tokens, usage.input_tokens) == (1800, 1920, 3762)
+
+
 # ``thinking=`` sends engine="auto" through LiteLLM (DSPy's choice); ``reasoning_effort`` stays native.
 ANTHROPIC: list[Scenario] = [
+    Scenario(
+        "anthropic_cache_usage",
+        "anthropic",
+        [
+            anthropic(calls=[("toolu_01A9x", "get_weather", PARIS)], usage=CACHE_WRITTEN),
+            anthropic(text="Sunny, 21°C.", usage=CACHE_READ),
+        ],
+        _expect_cache_counted,
+        lm={"reasoning_effort": None},
+    ),
     Scenario(  # Claude without extended thinking (reasoning_effort=None turns DSPy's default "low" off)
         "anthropic_tool_then_answer",
         "anthropic",
