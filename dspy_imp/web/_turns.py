@@ -32,7 +32,12 @@ from dspy_imp.web._inputs import Call
 
 
 class Store(Protocol):
-    """Where conversations are kept between requests, by conversation id."""
+    """Where conversations are kept between requests, by conversation id.
+
+    A store shared by several processes may also keep the one-turn-per-conversation rule across
+    them: ``async claim(key) -> bool`` (``False``: a turn of that conversation runs elsewhere) and
+    ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn.
+    """
 
     async def load(self, key: str) -> dspy.History | None: ...
     async def save(self, key: str, history: dspy.History) -> None: ...
@@ -129,7 +134,7 @@ class Runner:
 
     async def run(self, key: str, call: Call) -> AsyncIterator[TurnEvent | Ended]:
         """The turn's events as they happen, then its ``Ended``."""
-        if key in self.busy:
+        if key in self.busy or not await self._claim(key):
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
         self.busy.add(key)
@@ -149,6 +154,16 @@ class Runner:
                 return
             yield item
 
+    async def _claim(self, key: str) -> bool:
+        """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""
+        claim = getattr(self.store, "claim", None)
+        return True if claim is None else bool(await claim(key))
+
+    async def _release(self, key: str) -> None:
+        release = getattr(self.store, "release", None)
+        if release is not None:
+            await release(key)
+
     async def _turn(self, key: str, call: Call, observe: Callable[[TurnEvent | Ended], None]) -> Ended:
         try:
             prediction = await self.turns.play(key, dict(call.kwargs), observe)
@@ -161,5 +176,6 @@ class Runner:
             ended = Ended(error=error)
         finally:
             self.busy.discard(key)
+            await self._release(key)
         observe(ended)
         return ended
