@@ -20,6 +20,7 @@ from web_scenarios import client, run_input, support_agent, with_lm
 import dspy_imp
 import dspy_imp.web
 from dspy_imp.testing import ScriptedLM, call, reply
+from dspy_imp.web import Conversation
 from dspy_imp.web._database import LeaseLost
 from dspy_imp.web._migrations import MIGRATIONS, migrate
 
@@ -77,10 +78,11 @@ async def test_a_history_round_trips_byte_for_byte_and_the_next_request_is_the_s
     agent.set_lm(lm)
     first = agent(question="Where is 42?") if sync else await agent.acall(question="Where is 42?")
     history = first.metadata.history
-    await dspy_imp.web.DatabaseStore(url).save("c", history)
+    await dspy_imp.web.DatabaseStore(url).save("c", Conversation(history))
 
-    loaded = await dspy_imp.web.DatabaseStore(url).load("c")  # another process: a new store, the same rows
-    assert loaded is not None
+    stored = await dspy_imp.web.DatabaseStore(url).load("c")  # another process: a new store, the same rows
+    assert stored is not None and stored.owner is None
+    loaded = stored.history
     assert json.dumps(dspy_imp.dump_history(loaded)) == json.dumps(dspy_imp.dump_history(history))
     before = len(lm.requests)
     kwargs = {"question": "And 43?"}
@@ -94,7 +96,7 @@ async def test_a_history_round_trips_byte_for_byte_and_the_next_request_is_the_s
 
 async def test_a_stored_history_is_input_and_is_validated(url: str) -> None:
     store = dspy_imp.web.DatabaseStore(url)
-    await store.save("c", dspy_imp.load_history({"type": "history", "messages": []}))
+    await store.save("c", Conversation(dspy_imp.load_history({"type": "history", "messages": []})))
     with store.engine.begin() as c:
         c.execute(sa.text("UPDATE dspy_imp_web_conversations SET history = :h"), {"h": '{"type": "nope"}'})
     with pytest.raises(dspy_imp.ConfigurationError):
@@ -111,7 +113,7 @@ async def test_the_schema_is_created_and_migrated_forward(url: str) -> None:
         )
     store = dspy_imp.web.DatabaseStore(url)
     old = await store.load("old")
-    assert old is not None and old.messages[0]["answer"] == "hello"
+    assert old is not None and old.history.messages[0]["answer"] == "hello" and old.owner is None
     with engine.begin() as c:
         assert c.execute(sa.text("SELECT version FROM dspy_imp_web_schema")).scalar() == len(MIGRATIONS) == 2
         row = c.execute(sa.text("SELECT owner, title, created FROM dspy_imp_web_conversations")).one()
@@ -128,8 +130,9 @@ async def test_one_turn_lease_per_conversation_across_stores_until_it_expires(ur
     clock = Clock()
     first = dspy_imp.web.DatabaseStore(url, lease=30, clock=clock)
     second = dspy_imp.web.DatabaseStore(url, lease=30, clock=clock)
-    history = dspy_imp.load_history({"type": "history", "messages": []})
+    history = Conversation(dspy_imp.load_history({"type": "history", "messages": []}))
     assert await first.claim("c")
+    assert not await first.claim("c")  # the same store (another request in this process) too
     assert not await second.claim("c")  # another process's turn of the same conversation waits
     assert await second.claim("other")  # another conversation does not
     await second.release("other")
@@ -152,12 +155,12 @@ async def test_a_users_conversations_are_theirs_alone(url: str) -> None:
     clock = Clock()
     store = dspy_imp.web.DatabaseStore(url, clock=clock)
     history = dspy_imp.load_history({"type": "history", "messages": [{"question": "q", "answer": "a"}]})
-    await store.save("a1", history, owner="alice")
+    await store.save("a1", Conversation(history, "alice"))
     clock.now += 1
-    await store.save("a2", history, owner="alice")
-    await store.save("b1", history, owner="bob")
+    await store.save("a2", Conversation(history, "alice"))
+    await store.save("b1", Conversation(history, "bob"))
     with pytest.raises(dspy_imp.ConfigurationError, match="belongs to another user"):
-        await store.save("a1", history, owner="bob")
+        await store.save("a1", Conversation(history, "bob"))
     assert [c.key for c in await store.conversations("alice")] == ["a2", "a1"]
     assert [c.key for c in await store.conversations("bob")] == ["b1"]
     assert await store.owner("a1") == "alice"
@@ -173,7 +176,7 @@ async def test_a_users_conversations_are_theirs_alone(url: str) -> None:
 async def test_retention_deletes_what_is_older_than_the_age_with_its_lease(url: str) -> None:
     clock = Clock()
     store = dspy_imp.web.DatabaseStore(url, clock=clock)
-    history = dspy_imp.load_history({"type": "history", "messages": []})
+    history = Conversation(dspy_imp.load_history({"type": "history", "messages": []}))
     await store.save("old", history)
     clock.now += 100
     await store.save("new", history)

@@ -120,8 +120,8 @@ def started(folder: Path, name: str) -> None:
 async def stored(url: str, key: str) -> list[Any]:
     store = dspy_imp.web.DatabaseStore(url)
     try:
-        history = await store.load(key)
-        return [] if history is None else list(dspy_imp.dump_history(history)["messages"])
+        stored = await store.load(key)
+        return [] if stored is None else list(dspy_imp.dump_history(stored.history)["messages"])
     finally:
         store.close()
 

@@ -14,7 +14,7 @@ from web_scenarios import client, paused_script, run_input, support_agent, tool_
 
 import dspy_imp.web
 from dspy_imp import durable
-from dspy_imp.testing import ScriptedLM
+from dspy_imp.testing import ScriptedLM, call, reply
 
 PROGRAM = support_agent()
 AGENTS: dict[str, durable.DurableAgent] = {}
@@ -37,8 +37,9 @@ async def agui(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def statuses(conversation: str) -> list[str]:
+    """The statuses of the conversation's workflows (ids ``dspy_imp.web:<conversation>:<hex>``)."""
     found = await DBOS.list_workflows_async(workflow_id_prefix=f"dspy_imp.web:{conversation}:")
-    return [workflow.status for workflow in found]
+    return [w.status for w in found if w.workflow_id.rsplit(":", 1)[0] == f"dspy_imp.web:{conversation}"]
 
 
 async def test_a_durable_turn_streams_like_any_turn() -> None:
@@ -91,3 +92,24 @@ async def test_the_ai_sdk_stream_resumes_a_durable_turn_too() -> None:
     verify_vercel(second, known_calls={"c9"})
     assert second[1] == {"type": "tool-output-available", "toolCallId": "c9", "output": "order 42 refunded"}
     assert second[-1]["messageMetadata"]["termination_reason"] == "finished_by_tool"
+
+
+async def test_an_approval_resumes_its_own_conversation_never_one_whose_id_it_begins() -> None:
+    """``alice`` and ``alice:work`` both wait on a call ``c9``: approving alice's runs alice's refund."""
+    refunds = [
+        reply("A refund needs approval.", calls=[call("refund", {"order_id": order}, id="c9")], usage=(20, 5))
+        for order in ("42", "43")
+    ]
+    lm = ScriptedLM([*refunds, reply(calls=[call("send", {"text": "Order 42 is refunded."}, id="c10")])])
+    PROGRAM.set_lm(lm)
+    app = dspy_imp.web.app(AGENTS["support"])
+    await agui(app, run_input("Refund order 42", thread="alice"))
+    await agui(app, run_input("Refund order 43", thread="alice:work"))
+    resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    resumed = await agui(app, run_input(thread="alice", run="r2", resume=resume))
+    verify_agui(resumed, known_calls={"c9"})
+    assert resumed[1]["content"] == "order 42 refunded"
+    assert resumed[-1]["result"]["outputs"] == {"reply": "Order 42 is refunded.", "declined": False}
+    assert await statuses("alice") == ["SUCCESS"]
+    assert await statuses("alice:work") == ["PENDING"]  # its refund of order 43 still waits
+    assert lm.remaining == 0

@@ -21,13 +21,14 @@ try:
 except ImportError as missing:  # the optional extra
     raise ImportError("dspy_imp.web needs its extra: pip install 'dspy-imp[web]'") from missing
 
-from dspy_imp.web._database import Conversation, DatabaseStore
-from dspy_imp.web._turns import FileStore, MemoryStore, Store
+from dspy_imp.web._database import ConversationInfo, DatabaseStore
+from dspy_imp.web._turns import Conversation, FileStore, MemoryStore, Store
 from dspy_imp.web.app import app
 from dspy_imp.web.messages import from_messages, to_messages
 
 __all__ = [
     "Conversation",
+    "ConversationInfo",
     "DatabaseStore",
     "FileStore",
     "MemoryStore",

@@ -3,7 +3,9 @@
 The agent is ``module:attribute`` (imported with the current directory on the path). Its LM is the
 one set on it, else the one ``--model`` names (or ``DSPY_IMP_MODEL``), else, when the module has
 one, the LM its ``offline_lm()`` returns (the examples' scripted model). The port is printed
-once the server listens: ``--port 0`` (the default) takes a free one.
+once the server listens: ``--port 0`` (the default) takes a free one. It binds 127.0.0.1 only:
+behind a reverse proxy, keep it there and name the proxy's public host with ``--allow-host``
+(requests for any other ``Host`` are refused, see ``docs/web.md``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--model", default=os.environ.get("DSPY_IMP_MODEL"), help="a dspy.LM model name")
     parser.add_argument("--sync", action="store_true", help="run turns with the sync call in worker threads")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name to answer for besides 127.0.0.1 (behind a proxy: its public name); repeatable",
+    )
     options = parser.parse_args(argv)
     module, agent = _load(options.agent)
     _choose_lm(module, agent, options.model)
@@ -37,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     listener.listen(128)  # connections made once the address is printed wait for the server
     port = listener.getsockname()[1]
     print(f"dspy-imp web: serving {options.agent} on http://127.0.0.1:{port}/", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app(agent, sync=options.sync), log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(app(agent, sync=options.sync, hosts=options.allow_host), log_level="warning")
+    )
     server.run(sockets=[listener])
 
 

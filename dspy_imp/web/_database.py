@@ -29,18 +29,18 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import dspy
 import sqlalchemy as sa
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp.web._migrations import MIGRATIONS, migrate
+from dspy_imp.web._turns import Conversation
 
 DEFAULT_URL = "sqlite:///conversations.db"
 
 
 @dataclass(frozen=True)
-class Conversation:
+class ConversationInfo:
     """One conversation as listed: its id, owner, title and times (seconds since the epoch)."""
 
     key: str
@@ -89,22 +89,22 @@ class DatabaseStore:
 
     # -- the Store protocol ------------------------------------------------------------------
 
-    async def load(self, key: str) -> dspy.History | None:
+    async def load(self, key: str) -> Conversation | None:
         row = await self._run(self._row, _key(key))
-        return None if row is None else load_history(json.loads(row.history))
+        return None if row is None else Conversation(load_history(json.loads(row.history)), row.owner)
 
-    async def save(self, key: str, history: dspy.History, owner: str | None = None) -> None:
+    async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
         naming another owner is refused)."""
-        text = json.dumps(dump_history(history), ensure_ascii=False)
-        await self._run(self._save, _key(key), text, owner)
+        text = json.dumps(dump_history(conversation.history))  # ASCII escapes: a lone surrogate too
+        await self._run(self._save, _key(key), text, conversation.owner)
 
     # -- the turn lease ------------------------------------------------------------------------
 
     async def claim(self, key: str) -> bool:
         """Take ``key``'s turn lease (``False``: another turn holds it) and renew it until ``release``."""
         key = _key(key)
-        if not await self._run(self._claim, key):
+        if key in self._held or not await self._run(self._claim, key):
             return False
         scope = anyio.CancelScope()
         self._held[key] = scope
@@ -125,7 +125,7 @@ class DatabaseStore:
         row = await self._run(self._row, _key(key))
         return None if row is None else row.owner
 
-    async def conversations(self, owner: str | None) -> list[Conversation]:
+    async def conversations(self, owner: str | None) -> list[ConversationInfo]:
         """``owner``'s conversations, the most recently updated first."""
         return await self._run(self._list, owner)
 
@@ -208,14 +208,14 @@ class DatabaseStore:
         with self._transaction() as c:
             c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k AND holder = :h"), {"k": key, "h": self.holder})
 
-    def _list(self, owner: str | None) -> list[Conversation]:
+    def _list(self, owner: str | None) -> list[ConversationInfo]:
         where = "owner IS NULL" if owner is None else "owner = :o"
         with self._transaction() as c:
             rows = c.execute(
                 sa.text(f"SELECT key, owner, title, created, updated FROM {T} WHERE {where} ORDER BY updated DESC"),
                 {"o": owner},
             )
-            return [Conversation(r.key, r.owner, r.title, r.created, r.updated) for r in rows]
+            return [ConversationInfo(r.key, r.owner, r.title, r.created, r.updated) for r in rows]
 
     def _update_title(self, key: str, title: str, owner: str | None) -> bool:
         with self._transaction() as c:

@@ -4,7 +4,8 @@ A new turn starts a workflow (``astart``, id ``dspy_imp.web:<conversation>:<rand
 request follows it until it ends or pauses. A paused turn keeps waiting in its workflow (DBOS
 records it): the request that paused it ends with the pending calls, and the request that answers
 them sends the decisions to that workflow (``adecide``), in this process or, after a restart, in
-the one DBOS recovered it in (the workflow is found by its id's prefix). The workflow keeps the
+the one DBOS recovered it in (the workflow is found by its exact id: the conversation, then a
+random tail). The workflow keeps the
 observer it started with, so each request renews the conversation's channel, the observer's
 target; a workflow recovered after a restart has no observer, and its resumed part is told at its
 end (the answer and the ``MESSAGES_SNAPSHOT``), not as it runs.
@@ -67,10 +68,13 @@ class Workflows:
         return workflow, set()
 
     async def _waiting(self, key: str) -> str:
+        """The conversation's own waiting workflow, by exact id: the prefix ``dspy_imp.web:alice:`` also
+        lists ``alice:work``'s workflows, so only an id whose random tail follows ``key`` itself counts."""
         found = await DBOS.list_workflows_async(workflow_id_prefix=f"{PREFIX}{key}:", status="PENDING")
-        if not found:
+        own = [str(w.workflow_id) for w in found if conversation_of(str(w.workflow_id)) == key]
+        if not own:
             raise ConfigurationError(f"conversation {key!r} has no turn waiting for a decision")
-        return str(found[-1].workflow_id)
+        return own[-1]
 
     async def _follow(self, workflow: str, decided: set[str]) -> Any:
         """The turn's end: its prediction, or a paused one built from the pending calls it publishes."""
@@ -85,6 +89,13 @@ class Workflows:
             return result.result()
         finally:
             result.cancel()
+
+
+def conversation_of(workflow: str) -> str | None:
+    """The conversation of a workflow id ``dspy_imp.web:<conversation>:<hex>`` (the tail has no colon)."""
+    if not workflow.startswith(PREFIX) or ":" not in workflow[len(PREFIX) :]:
+        return None
+    return workflow[len(PREFIX) :].rsplit(":", 1)[0]
 
 
 def _newly_paused(waiting: Any, decided: set[str]) -> bool:

@@ -31,6 +31,20 @@ from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web._inputs import Call
 
 
+@dataclass(frozen=True)
+class Conversation:
+    """What a store keeps of one conversation: its history and the user who started it.
+
+    Attributes:
+        history: The conversation so far (a paused one ends with its pending calls).
+        owner: The user ``auth`` named for the request that started it; ``None`` without ``auth``.
+            Only that user's requests may read or continue it.
+    """
+
+    history: dspy.History
+    owner: str | None = None
+
+
 class Store(Protocol):
     """Where conversations are kept between requests, by conversation id.
 
@@ -39,26 +53,27 @@ class Store(Protocol):
     ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn.
     """
 
-    async def load(self, key: str) -> dspy.History | None: ...
-    async def save(self, key: str, history: dspy.History) -> None: ...
+    async def load(self, key: str) -> Conversation | None: ...
+    async def save(self, key: str, conversation: Conversation) -> None: ...
 
 
 class MemoryStore:
     """Conversations in this process's memory (the default): gone when the server stops."""
 
     def __init__(self) -> None:
-        self._histories: dict[str, dspy.History] = {}
+        self._conversations: dict[str, Conversation] = {}
 
-    async def load(self, key: str) -> dspy.History | None:
-        return self._histories.get(key)
+    async def load(self, key: str) -> Conversation | None:
+        return self._conversations.get(key)
 
-    async def save(self, key: str, history: dspy.History) -> None:
-        self._histories[key] = history
+    async def save(self, key: str, conversation: Conversation) -> None:
+        self._conversations[key] = conversation
 
 
 class FileStore:
-    """Conversations as JSON files in ``directory`` (``dump_history``), one per conversation: they
-    survive a restart, a paused one too (its history holds the pending calls a resume answers).
+    """Conversations as JSON files in ``directory`` (the owner and ``dump_history``), one per
+    conversation: they survive a restart, a paused one too (its history holds the pending calls a
+    resume answers).
 
     Example:
         ```python
@@ -69,24 +84,30 @@ class FileStore:
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory)
 
-    async def load(self, key: str) -> dspy.History | None:
+    async def load(self, key: str) -> Conversation | None:
         return await anyio.to_thread.run_sync(self._load, key)
 
-    async def save(self, key: str, history: dspy.History) -> None:
-        await anyio.to_thread.run_sync(self._save, key, history)
+    async def save(self, key: str, conversation: Conversation) -> None:
+        await anyio.to_thread.run_sync(self._save, key, conversation)
 
     def _path(self, key: str) -> Path:
-        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"  # any id, no path in it
+        return self.directory / f"{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.json"
 
-    def _load(self, key: str) -> dspy.History | None:
+    def _load(self, key: str) -> Conversation | None:
         path = self._path(key)
-        return load_history(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "history" not in data:  # a file written before conversations had owners: the dump alone
+            return Conversation(load_history(data))
+        return Conversation(load_history(data["history"]), data.get("owner"))
 
-    def _save(self, key: str, history: dspy.History) -> None:
+    def _save(self, key: str, conversation: Conversation) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(key)
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(dump_history(history), ensure_ascii=False), encoding="utf-8")
+        data = {"owner": conversation.owner, "history": dump_history(conversation.history)}
+        partial.write_text(json.dumps(data), encoding="utf-8")  # ASCII escapes: a lone surrogate too
         partial.replace(path)  # a reader never sees half a file
 
 
@@ -132,21 +153,47 @@ class Runner:
         self.busy: set[str] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
 
-    async def run(self, key: str, call: Call) -> AsyncIterator[TurnEvent | Ended]:
-        """The turn's events as they happen, then its ``Ended``."""
-        if key in self.busy or not await self._claim(key):
+    async def run(
+        self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
+    ) -> AsyncIterator[Call | TurnEvent | Ended]:
+        """The call ``read`` makes of the stored history, the turn's events as they happen, then its ``Ended``.
+
+        The conversation is taken before its history is read, so two requests never both read
+        the same history (a twice-sent approval runs the call once; the second is refused). A
+        conversation another user started is refused like any bad request: an ``Ended`` error. A
+        store shared by several processes (``DatabaseStore``) is asked for the conversation's turn
+        lease too, before the read.
+        """
+        if key in self.busy:
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
-        self.busy.add(key)
+        self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
+        if not await self._claim(key):
+            self.busy.discard(key)
+            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
+            return
+        try:
+            stored = await self.store.load(key)
+            if stored is not None and stored.owner != user:
+                raise PermissionError(f"conversation {key!r} belongs to another user")
+            call = read(stored.history if stored is not None else None)
+        except Exception as error:  # refused input, or the store failed: told, never a hung stream
+            await self._free(key)
+            yield Ended(error=error)
+            return
+        except BaseException:
+            self.busy.discard(key)  # cancelled: the lease, if any, expires by itself
+            raise
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
 
         def observe(event: TurnEvent | Ended) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, event)  # in order, from any thread
 
-        task = asyncio.create_task(self._turn(key, call, observe))
+        task = asyncio.create_task(self._turn(key, user, call, observe))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        yield call
         while True:
             item = await queue.get()
             if isinstance(item, Ended):
@@ -159,23 +206,26 @@ class Runner:
         claim = getattr(self.store, "claim", None)
         return True if claim is None else bool(await claim(key))
 
-    async def _release(self, key: str) -> None:
+    async def _free(self, key: str) -> None:
+        """The conversation given back: here, and the store's lease."""
+        self.busy.discard(key)
         release = getattr(self.store, "release", None)
         if release is not None:
             await release(key)
 
-    async def _turn(self, key: str, call: Call, observe: Callable[[TurnEvent | Ended], None]) -> Ended:
+    async def _turn(
+        self, key: str, user: str | None, call: Call, observe: Callable[[TurnEvent | Ended], None]
+    ) -> Ended:
         try:
             prediction = await self.turns.play(key, dict(call.kwargs), observe)
             ended = Ended(prediction)
-            await self.store.save(key, prediction.metadata.history)
+            await self.store.save(key, Conversation(prediction.metadata.history, user))
         except StepError as error:
             ended = Ended(error=error)
-            await self.store.save(key, error.history)
+            await self.store.save(key, Conversation(error.history, user))
         except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
-            self.busy.discard(key)
-            await self._release(key)
+            await self._free(key)
         observe(ended)
         return ended

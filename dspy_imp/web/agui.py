@@ -24,9 +24,9 @@ A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt o
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
 external call.
 
-A run's messages are read as the conversation's history when the server holds none for the
-thread, and ``MESSAGES_SNAPSHOT`` writes the history as messages (``web.messages``): what this
-module sent comes back as the same history.
+The conversation's history is the one the server holds for the thread: of a run's messages only
+the last one is read, and only as a user's text (the new turn's inputs). ``MESSAGES_SNAPSHOT``
+writes the history as messages (``web.messages``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp.web._inputs import Call, paused_calls, summary
+from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
 from dspy_imp.web.messages import from_messages, to_messages
 
@@ -187,20 +187,30 @@ def _token_usage(usage: Any) -> TokenUsage:
 
 
 def read_run_input(run_input: RunAgentInput, signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
-    """The agent call a run asks for: new inputs (the last user message) or the decisions of a resume.
+    """The agent call a run asks for: new inputs (the last user message's text) or the decisions of a resume.
 
-    ``stored``: the conversation the server holds for the thread; without one, the history is read
-    from the run's messages (``from_messages``).
+    ``stored``: the conversation the server holds for the thread, the only history there is. The
+    run's other ``messages`` are never read as history (their entries, calls or results): a client
+    could write any step there, a paused call included, and "approve" it.
     """
-    entries, new_inputs = from_messages(run_input.messages, signature)
-    history = stored if stored is not None else dspy.History(messages=entries)
+    history = stored if stored is not None else dspy.History(messages=[])
+    last = run_input.messages[-1] if run_input.messages else None
+    new_text = _text(last) if last is not None and last.role == "user" else None
     if run_input.resume:
-        if stored is None and new_inputs:
-            raise ConfigurationError("a resumed run takes no new user message")
+        if stored is None:
+            raise ConfigurationError(f"thread {run_input.thread_id!r} has no turn waiting for a decision")
         return _resume(run_input, history)
-    if not new_inputs:
+    if new_text is None:
         raise ConfigurationError("the run has no new user message to answer (the last message is not the user's)")
-    return Call(kwargs={**new_inputs, "history": history})
+    return Call(kwargs={**inputs_from_text(signature, new_text), "history": history})
+
+
+def _text(message: Any) -> str:
+    """A user message's text: its content, or its text parts joined (media parts are not read)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") or "" for part in content or [])
 
 
 def _resume(run_input: RunAgentInput, history: dspy.History) -> Call:

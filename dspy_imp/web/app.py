@@ -5,13 +5,15 @@
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
 
-Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store.
+Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store,
+each owned by the user ``auth`` named when it started. What may reach the routes (``Host``,
+``Origin``, content type, body bounds) is ``_guard``'s.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,16 @@ import pydantic
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
+from dspy_imp.web._guard import Auth, Guard, Guarded, Refused, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call
 from dspy_imp.web._narration import Narration
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
@@ -33,7 +38,15 @@ from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
 STATIC = Path(__file__).parent / "static"
 
 
-def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starlette:
+def app(
+    agent: Any,
+    *,
+    store: Store | None = None,
+    sync: bool = False,
+    auth: Auth | None = None,
+    hosts: Sequence[str] = (),
+    origins: Sequence[str] = (),
+) -> ASGIApp:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
     Args:
@@ -45,6 +58,15 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
         sync: Run each turn with the sync call in a worker thread (for tools that must run in a
             thread of their own); by default turns run ``agent.acall`` on the event loop. A
             ``DurableAgent``'s turns always run its async workflow (``astart``).
+        auth: A function of the request (a Starlette ``Request``; sync or async) returning the
+            user's id, or ``None`` to refuse it (401). A conversation belongs to the user who
+            started it: another user's request on its id is refused. Without it, anyone who can
+            reach the server may use any conversation whose id they know.
+        hosts: Host names the app answers for besides the address it is served on (behind a
+            proxy: the public name). A request with another ``Host`` is refused (403).
+        origins: Origins (``"https://app.example.com"``) whose pages may call the app besides its
+            own page; CORS is on for them and off otherwise. A ``POST`` from another origin is
+            refused (403).
 
     Example:
         ```python
@@ -52,8 +74,9 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
         uvicorn.run(dspy_imp.web.app(agent), host="127.0.0.1", port=8000)
         ```
     """
+    guard = Guard(hosts, origins, auth)
     program, runner = _runner(agent, store or MemoryStore(), sync)
-    server = _Server(program, runner)
+    server = _Server(program, runner, guard)
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
@@ -61,7 +84,11 @@ def app(agent: Any, *, store: Store | None = None, sync: bool = False) -> Starle
         Route("/api/chat", server.chat, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
-    return Starlette(routes=routes)
+    guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
+    if not origins:
+        return guarded
+    allowed = [o.rstrip("/") for o in origins]
+    return CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
 
 
 def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
@@ -79,15 +106,20 @@ def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
 
 
 class _Server:
-    def __init__(self, agent: Any, runner: Any):
+    def __init__(self, agent: Any, runner: Any, guard: Guard):
         self.agent = agent
         self.runner = runner
+        self.guard = guard
         self.signature = agent.signature
 
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
     async def info(self, request: Request) -> Response:
+        try:
+            await self.guard.user(request)
+        except Refused as refused:
+            return refused.response()
         signature = self.signature
         return JSONResponse(
             {
@@ -101,8 +133,11 @@ class _Server:
 
     async def agui(self, request: Request) -> Response:
         try:
-            run_input = RunAgentInput.model_validate(await request.json())
-        except (ValueError, pydantic.ValidationError) as error:
+            user = await self.guard.user(request)
+            run_input = RunAgentInput.model_validate(await read_json(request))
+        except Refused as refused:
+            return refused.response()
+        except pydantic.ValidationError as error:
             return JSONResponse({"error": f"not an AG-UI RunAgentInput: {error}"}, status_code=422)
         encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
@@ -110,37 +145,34 @@ class _Server:
         def read(stored: Any) -> Call:
             return agui.read_run_input(run_input, self.signature, stored)
 
-        events = self._narrate(run_input.thread_id, narration, read)
+        events = self._narrate(run_input.thread_id, user, narration, read)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
     async def chat(self, request: Request) -> Response:
         try:
-            body = await request.json()
-        except ValueError as error:
-            return JSONResponse({"error": f"not JSON: {error}"}, status_code=422)
-        key = body.get("id") if isinstance(body, dict) else None
-        if not isinstance(key, str) or not key:
-            return JSONResponse({"error": "the request needs the chat's `id`"}, status_code=422)
-        run_id = f"{key}-{len(body.get('messages') or [])}"  # the parts' ids: new on every request
+            user = await self.guard.user(request)
+            body = vercel.checked_request(await read_json(request))
+        except Refused as refused:
+            return refused.response()
+        key = body["id"]
+        run_id = f"{key}-{len(body['messages'])}"  # the parts' ids: new on every request
         narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
 
         def read(stored: Any) -> Call:
             return vercel.read_request(body, self.signature, stored)
 
-        parts = self._narrate(key, narration, read)
+        parts = self._narrate(key, user, narration, read)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
-    async def _narrate(self, key: str, narration: Narration, read: Callable[[Any], Call]) -> AsyncIterator[Any]:
+    async def _narrate(
+        self, key: str, user: str | None, narration: Narration, read: Callable[[Any], Call]
+    ) -> AsyncIterator[Any]:
         for item in narration.start():
             yield item
-        try:
-            call = read(await self.runner.store.load(key))
-        except ConfigurationError as error:
-            for item in narration.failed(error):
-                yield item
-            return
-        narration.shown, narration.refused = call.shown, call.refused
-        async for event in self.runner.run(key, call):
+        async for event in self.runner.run(key, user, read):
+            if isinstance(event, Call):
+                narration.shown, narration.refused = event.shown, event.refused
+                continue
             if isinstance(event, Ended):
                 told = narration.finished(event.prediction) if event.error is None else narration.failed(event.error)
             else:
@@ -160,10 +192,13 @@ def _message_id(body: dict[str, Any]) -> str:
 
 async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:
     async for event in events:
-        yield encode(event)
+        try:
+            yield encode(event)
+        except ValueError:  # a lone surrogate (a tool's non-UTF-8 file name): the event with U+FFFD
+            yield encode(type(event).model_validate(scrubbed(event.model_dump())))
 
 
 async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
     async for part in parts:
-        yield vercel.encode(part)
+        yield encodable(vercel.encode(part))
     yield vercel.DONE

@@ -33,10 +33,11 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web._guard import Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
 
-__all__ = ["HEADERS", "VercelEncoder", "encode", "read_request"]
+__all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
 DONE = "data: [DONE]\n\n"
@@ -116,8 +117,41 @@ def _json(value: Any) -> Any:
 # -- reading a request ----------------------------------------------------------------------------
 
 
+def checked_request(body: Any) -> dict[str, Any]:
+    """``body`` when it has the shape of a ``useChat`` request, else ``Refused`` (422) saying what is wrong.
+
+    Checked: the chat ``id`` (a non-empty string), ``messages`` (a non-empty list of objects, each
+    with a string ``role`` and, when present, a list of object ``parts``), and in the last
+    message the parts read: text parts' ``text`` a string, tool parts' ``toolCallId`` a string
+    and ``approval`` an object.
+    """
+    if not isinstance(body, dict):
+        raise Refused(422, "the request must be a JSON object")
+    if not isinstance(body.get("id"), str) or not body["id"]:
+        raise Refused(422, "the request needs the chat's `id` (a string)")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise Refused(422, "`messages` must be a non-empty list of objects")
+    for message in messages:
+        parts = message.get("parts", [])
+        if not isinstance(message.get("role"), str) or not isinstance(parts, list):
+            raise Refused(422, "each message needs a string `role` and a list of `parts`")
+        if not all(isinstance(part, dict) for part in parts):
+            raise Refused(422, "each part of a message must be an object")
+    for part in messages[-1].get("parts", []):
+        if part.get("type") == "text" and not isinstance(part.get("text"), str):
+            raise Refused(422, "a text part's `text` must be a string")
+        if "toolCallId" in part and not isinstance(part["toolCallId"], str):
+            raise Refused(422, "a tool part's `toolCallId` must be a string")
+        if "approval" in part and not isinstance(part["approval"], dict):
+            raise Refused(422, "a tool part's `approval` must be an object")
+    return body
+
+
 def read_request(body: Mapping[str, Any], signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
-    """The agent call a ``useChat`` request asks for (``stored``: the chat's history on the server)."""
+    """The agent call a ``useChat`` request asks for (``stored``: the chat's history on the server).
+
+    ``body`` is one ``checked_request`` let through."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
         raise ConfigurationError("the request has no `messages`")
