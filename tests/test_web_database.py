@@ -218,3 +218,64 @@ async def test_the_app_keeps_its_conversations_in_the_database(url: str, sync: b
     assert resumed[1]["content"] == "order 42 refunded"
     assert resumed[-1]["result"]["termination_reason"] == "finished_by_tool"
     assert client is not None
+
+
+def signed_in(request: Any) -> str | None:
+    return request.headers.get("x-user")
+
+
+async def http(app: Any, method: str, path: str, user: str, body: Any = None) -> Any:
+    headers = {"x-user": user, "content-type": "application/json"}
+    async with client(app) as c:
+        return await c.request(method, path, headers=headers, content=None if body is None else json.dumps(body))
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_user_lists_reads_renames_and_deletes_only_their_own_conversations(url: str, sync: bool) -> None:
+    from test_web_agui import post
+    from web_scenarios import paused_script
+    from web_scenarios import text_script as hello
+
+    agent = support_agent()
+    with_lm(agent, paused_script() + hello())
+    store = dspy_imp.web.DatabaseStore(url)
+    app = dspy_imp.web.app(agent, sync=sync, store=store, auth=signed_in)
+    async with client(app) as c:
+        paused = await c.post("/ag-ui", json=run_input("Refund order 42", thread="a1"), headers={"x-user": "alice"})
+    assert '"interrupt"' in paused.text
+
+    assert (await http(app, "GET", "/api/conversations", "bob")).json() == []
+    mine = (await http(app, "GET", "/api/conversations", "alice")).json()
+    assert [c["id"] for c in mine] == ["a1"] and mine[0]["title"] is None
+    assert (await http(app, "GET", "/api/conversations/a1", "bob")).status_code == 404
+    read = await http(app, "GET", "/api/conversations/a1", "alice")
+    assert read.status_code == 200 and read.json()["messages"][0]["content"] == "Refund order 42"
+
+    resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    async with client(app) as c:  # bob cannot approve alice's refund, on either stream
+        refused = await c.post(
+            "/ag-ui", json=run_input(run="r2", thread="a1", resume=resume), headers={"x-user": "bob"}
+        )
+        chat = {"id": "a1", "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+        refused_chat = await c.post("/api/chat", json=chat, headers={"x-user": "bob"})
+    assert "RUN_ERROR" in refused.text and "another user" in refused.text
+    assert "another user" in refused_chat.text
+    waiting = (await store.load("a1")).history.messages[-1]
+    assert waiting["tool_calls"][0]["id"] == "c9" and waiting["tool_call_results"] == []  # alice's, unanswered
+
+    assert (await http(app, "PATCH", "/api/conversations/a1", "bob", {"title": "mine now"})).status_code == 404
+    renamed = await http(app, "PATCH", "/api/conversations/a1", "alice", {"title": "Refund 42"})
+    assert renamed.status_code == 200
+    assert (await http(app, "PATCH", "/api/conversations/a1", "alice", {"title": 3})).status_code == 422
+    assert [c["title"] for c in (await http(app, "GET", "/api/conversations", "alice")).json()] == ["Refund 42"]
+    assert (await http(app, "DELETE", "/api/conversations/a1", "bob")).status_code == 404
+    assert (await http(app, "DELETE", "/api/conversations/a1", "alice")).status_code == 204
+    assert await store.load("a1") is None
+    assert (await http(app, "GET", "/api/conversations", "alice")).json() == []
+    assert post is not None
+
+
+async def test_a_store_that_cannot_list_says_so() -> None:
+    app = dspy_imp.web.app(support_agent(), store=dspy_imp.web.MemoryStore())
+    listed = await http(app, "GET", "/api/conversations", "alice")
+    assert listed.status_code == 501 and "DatabaseStore" in listed.json()["error"]

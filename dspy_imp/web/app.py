@@ -4,6 +4,7 @@
     GET  /api/info    the agent: its signature, inputs, outputs and tools
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
+    /api/conversations  a user's conversations: list, read, rename, delete (``_conversations``)
 
 Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store,
 each owned by the user ``auth`` named when it started. What may reach the routes (``Host``,
@@ -30,6 +31,7 @@ from starlette.types import ASGIApp
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
+from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import Auth, Guard, Guarded, Refused, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call
 from dspy_imp.web._narration import Narration
@@ -82,6 +84,7 @@ def app(
         Route("/api/info", server.info),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
+        *Conversations(runner.store, guard, runner.turns, program.signature).routes(),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
