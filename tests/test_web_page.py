@@ -195,3 +195,35 @@ def _served_url(process: subprocess.Popen[Any]) -> str:
         if found:
             return found.group()
     raise AssertionError(f"no URL printed; stderr: {process.stderr.read() if process.stderr else ''}")
+
+
+def test_call_ids_that_name_object_properties_are_ids_like_any_other(page: Page) -> None:
+    """``constructor``, ``toString`` and ``__proto__`` as call ids: each has its card, and the
+    approval of ``__proto__`` resumes the turn."""
+
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return f"order {order_id} shipped"
+
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"order {order_id} refunded"
+
+    agent = dspy_imp.ReActV2("message -> reply", tools=[lookup, refund], needs_approval=["refund"])
+    lookups = [call("lookup", {"order_id": n}, id=i) for n, i in (("1", "constructor"), ("2", "toString"))]
+    lm = ScriptedLM(
+        [reply(calls=lookups), reply(calls=[call("refund", {"order_id": "2"}, id="__proto__")]), reply("Done.")]
+    )
+    agent.set_lm(lm)
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Refund my last order")
+        refund_card = page.locator('.tool-call[data-call-id="__proto__"]')
+        expect(refund_card.locator("button.approve")).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="constructor"] .result')).to_have_text("order 1 shipped")
+        expect(page.locator('.tool-call[data-call-id="toString"] .result')).to_have_text("order 2 shipped")
+        refund_card.locator("button.approve").click()
+        expect(refund_card.locator(".result")).to_have_text("order 2 refunded")
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+        expect(page.locator(".answer")).to_have_text("Done.")
+    assert lm.remaining == 0

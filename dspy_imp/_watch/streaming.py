@@ -40,6 +40,7 @@ from dspy_imp._routes.dspy_private import install_closing_sync_streams
 from dspy_imp._turn.effects import CheckGuardrails, DecidedCall, Extraction, Failure, ModelRequest, RunTool, Sleep
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.events import Reporter, current_observer
+from dspy_imp._watch.holding import Hold
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
 from dspy_imp._watch.reading import FieldReader, readers_for
@@ -57,9 +58,11 @@ class Watch:
         listeners: Sequence[StreamListener],
         progress: Progress | None,
         reporter: Reporter | None = None,
+        hold: Hold | None = None,
     ):
         self.program = program
         self.reporter = reporter
+        self.hold = hold if hold is not None else Hold(program)
         self.stream = stream
         self.listeners = tuple(listeners)
         self.progress = progress
@@ -82,11 +85,17 @@ class Watch:
             install_closing_sync_streams()  # for the streams opened from now on (see also ``ReActV2``)
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
-        return cls(program, stream, ours, progress, Reporter(observer) if observer is not None else None)
+        hold = Hold(program, observer)  # what a guardrail may still block is held (``_watch.holding``)
+        reporter = Reporter(hold.observe) if observer is not None else None
+        return cls(program, stream, ours, progress, reporter, hold)
 
     # -- status -------------------------------------------------------------------------------
 
     def before(self, effect: Any) -> list[Any]:
+        released = self.hold.before(effect)
+        return [*released, *self._before(effect)]
+
+    def _before(self, effect: Any) -> list[Any]:
         if self.reporter is not None:
             self.reporter.before(effect)
         hop = self._messages(self._hop(effect))
@@ -116,7 +125,8 @@ class Watch:
         if self.reporter is not None:
             self.reporter.after(effect, outcome)
         self.last_error = outcome.error if isinstance(outcome, Failed) else None
-        return self._messages(_after_line(self.provider, effect, outcome))
+        released = self.hold.after(effect, outcome)
+        return [*released, *self._messages(_after_line(self.provider, effect, outcome))]
 
     def _hop(self, effect: Any) -> str | None:
         """A request sent on to a fallback LM (``ModelRequest.model``): which one, after what."""
@@ -128,7 +138,8 @@ class Watch:
 
     def ended(self, outcome: Any) -> list[Any]:
         self.failed = isinstance(outcome, Failure)
-        return self._messages(status_for(self.provider, "end", outcome))
+        released = self.hold.ended(outcome)
+        return [*released, *self._messages(status_for(self.provider, "end", outcome))]
 
     def _messages(self, message: str | None) -> list[Any]:
         if not message:
@@ -145,11 +156,12 @@ class Watch:
         (and, for an observer, the request's text and reasoning)."""
         follower = self.reporter.follower(effect, exchange) if self.reporter is not None else None
         listened = self.stream is not None and bool(self.listeners)
-        if not listened and follower is None:
+        held = self.stream is not None and self.hold.holding  # what DSPy sends meanwhile is held too
+        if not listened and follower is None and not held:
             yield None
             return
         readers = readers_for(self.listeners, self.program, effect, exchange) if listened else []
-        relay = _Relay(self.stream, readers, follower, passthrough=not listened)
+        relay = _Relay(self.stream, readers, follower, passthrough=not listened, hold=self.hold)
         # ``stream_listeners=[]``: DSPy's ``Predict`` then streams whatever predictor runs in here.
         with dspy.context(send_stream=relay, stream_listeners=[]):
             yield relay
@@ -244,11 +256,19 @@ def _unread(stream: Any) -> bool:
 class _Relay:
     """DSPy's send stream during one request: raw chunks in, ``StreamResponse``s out."""
 
-    def __init__(self, target: Any, readers: Sequence[FieldReader], follower: Any = None, passthrough: bool = False):
+    def __init__(
+        self,
+        target: Any,
+        readers: Sequence[FieldReader],
+        follower: Any = None,
+        passthrough: bool = False,
+        hold: Hold | None = None,
+    ):
         self.target = target  # ``None``: only an observer follows this request
         self.readers = tuple(readers)
         self.follower = follower
         self.passthrough = passthrough  # no listener: raw chunks go on as they are (DSPy's behaviour)
+        self.hold = hold
 
     async def send(self, value: Any) -> None:
         chunk = _is_chunk(value)
@@ -256,7 +276,8 @@ class _Relay:
             self.follower.feed(value)
         if self.target is None:
             return
-        for item in self.read(value) if chunk and not self.passthrough else [value]:
+        items = self.read(value) if chunk and not self.passthrough else [value]
+        for item in self.hold.keep(items) if self.hold is not None else items:
             await self.target.send(item)
 
     def read(self, chunk: Any) -> list[StreamResponse]:
@@ -266,7 +287,8 @@ class _Relay:
         """The readers' last chunks, once the request is over (``reply``: what it answered)."""
         if self.follower is not None:
             self.follower.close(reply)
-        return [response for reader in self.readers for response in reader.close(reply)]
+        responses = [response for reader in self.readers for response in reader.close(reply)]
+        return self.hold.keep(responses) if self.hold is not None else responses
 
 
 def _after_line(provider: Any, effect: Any, outcome: Any) -> str | None:

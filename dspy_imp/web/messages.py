@@ -19,6 +19,7 @@ import dspy
 from ag_ui.core import AssistantMessage, FunctionCall, ReasoningMessage, ToolCall, ToolMessage, UserMessage
 
 from dspy_imp._records.history import dump_history, load_history
+from dspy_imp._turn.guardrails import OUTPUT_GUARDRAIL_KIND
 from dspy_imp.web._inputs import inputs_from_text, inputs_text
 from dspy_imp.web._narration import as_text
 
@@ -34,6 +35,9 @@ def _arguments(args: Any) -> str:
 def to_messages(history: dspy.History, signature: type[dspy.Signature], prefix: str = "h") -> list[Any]:
     """The AG-UI messages of a history: per entry, its inputs as a user message, then its step.
 
+    An answer an output guardrail turned down is left out (the text not sent, a rejected
+    ``submit``'s arguments): what a client is shown never holds a blocked answer.
+
     A step is its reasoning and thought (reasoning messages), an assistant message (the answer
     as content, the calls as ``toolCalls``, the entry itself under ``metadata["dspy_imp"]``) and
     one tool message per result.
@@ -41,7 +45,7 @@ def to_messages(history: dspy.History, signature: type[dspy.Signature], prefix: 
     inputs_names = list(signature.input_fields)
     outputs_names = list(signature.output_fields)
     messages: list[Any] = []
-    for index, entry in enumerate(dump_history(history)["messages"]):
+    for index, entry in enumerate(_withheld(e) for e in dump_history(history)["messages"]):
         inputs = {name: entry[name] for name in inputs_names if name in entry}
         rest = {key: value for key, value in entry.items() if key not in inputs}
         if inputs:
@@ -51,6 +55,19 @@ def to_messages(history: dspy.History, signature: type[dspy.Signature], prefix: 
         if rest:
             messages += _step_messages(f"{prefix}{index}", rest, outputs_names)
     return messages
+
+
+def _withheld(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry as a client may see it: an answer an output guardrail turned down (``retry=True``)
+    is not shown, neither the text that was ``not_sent`` nor a rejected ``submit``'s arguments (the
+    history keeps both for the model, which reads why they were turned down)."""
+    rejected = {r["id"] for r in entry.get("tool_call_results") or [] if r.get("error_kind") == OUTPUT_GUARDRAIL_KIND}
+    if "not_sent" not in entry and not rejected:
+        return entry
+    shown = {key: value for key, value in entry.items() if not ("not_sent" in entry and key == "next_thought")}
+    if rejected:
+        shown["tool_calls"] = [{**c, "args": {}} if c["id"] in rejected else c for c in entry["tool_calls"]]
+    return shown
 
 
 def _step_messages(message_id: str, entry: dict[str, Any], output_names: Sequence[str]) -> list[Any]:

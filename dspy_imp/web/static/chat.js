@@ -7,7 +7,7 @@
   const question = document.getElementById("question");
   const send = document.getElementById("send");
   const threadId = newId();
-  const calls = {}; // tool call id -> its card, across runs (a resumed run answers earlier calls)
+  const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
   let busy = false;
 
   function newId() {
@@ -88,37 +88,38 @@
   }
 
   function card(id, name) {
-    if (calls[id]) return calls[id];
+    if (calls.has(id)) return calls.get(id);
     const box = el("div", "tool-call");
     box.dataset.callId = id;
     box.append(el("span", "name", name || "tool"));
     const args = box.appendChild(el("pre", "args", ""));
     const result = box.appendChild(el("pre", "result pending", "running…"));
-    calls[id] = { box, args, result, argsText: "" };
-    return calls[id];
+    const made = { box, args, result, argsText: "" };
+    calls.set(id, made);
+    return made;
   }
 
   class RunView {
     constructor(root) {
       this.root = root;
-      this.messages = {};
+      this.messages = new Map(); // message id -> its node
       this.waiting = false;
     }
 
     handle(event) {
       switch (event.type) {
         case "TEXT_MESSAGE_START":
-          this.messages[event.messageId] = this.root.appendChild(el("div", "answer", ""));
+          this.messages.set(event.messageId, this.root.appendChild(el("div", "answer", "")));
           break;
         case "REASONING_MESSAGE_START": {
           const thought = this.root.appendChild(el("details", "thought"));
           thought.append(el("summary", null, "Thought"));
-          this.messages[event.messageId] = thought.appendChild(el("div", "body", ""));
+          this.messages.set(event.messageId, thought.appendChild(el("div", "body", "")));
           break;
         }
         case "TEXT_MESSAGE_CONTENT":
         case "REASONING_MESSAGE_CONTENT":
-          this.messages[event.messageId].textContent += event.delta;
+          this.messages.get(event.messageId).textContent += event.delta;
           break;
         case "TOOL_CALL_START":
           this.root.append(card(event.toolCallId, event.toolCallName).box);
@@ -138,7 +139,7 @@
         }
         case "MESSAGES_SNAPSHOT":
           for (const message of event.messages) {
-            const call = message.role === "tool" && calls[message.toolCallId];
+            const call = message.role === "tool" && calls.get(message.toolCallId);
             if (!call) continue;
             if (message.error) call.box.classList.add("error");
             if (call.result.classList.contains("pending") || call.waiting) {
