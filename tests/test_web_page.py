@@ -15,10 +15,12 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dspy
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from web_helpers import LiveServer
@@ -68,6 +70,15 @@ def ask(page: Page, text: str) -> None:
     page.click("#send")
 
 
+def expect_fields(answer: Any, fields: dict[str, str]) -> None:
+    """Each output field shown by its name and type, its value readable (a string as Markdown)."""
+    for name, value in fields.items():
+        field = answer.locator(f'.field[data-name="{name}"]')
+        expect(field.locator(".label")).to_contain_text(name)
+        expect(field.locator(".value")).to_have_text(value)
+    expect(answer.locator('.field[data-name="declined"] .type')).to_have_text(" · bool")
+
+
 def shot(page: Page, name: str) -> None:
     if SHOTS:
         ASSETS.mkdir(parents=True, exist_ok=True)
@@ -91,7 +102,7 @@ def test_a_question_shows_the_tool_calls_and_the_streamed_answer(page: Page, syn
         expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")  # markup shown as text
         assert lookup.locator("b").count() == 0
         expect(page.locator('.tool-call[data-call-id="c2"] .result')).to_have_text("delivered")
-        expect(page.locator(".answer")).to_have_text("reply: Order 42 shipped Monday.\ndeclined: false")
+        expect_fields(page.locator(".answer"), {"reply": "Order 42 shipped Monday.", "declined": "false"})
         thought = page.locator("details.thought")
         expect(thought).to_have_count(1)
         assert thought.get_attribute("open") is None  # folded
@@ -119,7 +130,7 @@ def test_a_paused_call_is_approved_with_its_button_and_the_turn_finishes(page: P
         refund.locator("button.approve").click()
         expect(refund.locator(".result")).to_have_text("order 42 refunded")
         expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
-        expect(page.locator(".answer")).to_have_text("reply: Order 42 is refunded.\ndeclined: false")
+        expect_fields(page.locator(".answer").last, {"reply": "Order 42 is refunded.", "declined": "false"})
         expect(page.locator("#question")).to_be_enabled()
         if not sync:
             shot(page, "approved")
@@ -227,3 +238,146 @@ def test_call_ids_that_name_object_properties_are_ids_like_any_other(page: Page)
         expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
         expect(page.locator(".answer")).to_have_text("Done.")
     assert lm.remaining == 0
+
+
+# -- a chat page people would choose ----------------------------------------------------------------
+
+
+def test_twenty_turns_scroll_and_the_input_stays_in_view(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    long = "A long answer. " * 40
+    agent.set_lm(ScriptedLM([reply(f"Answer {n}. {long}") for n in range(20)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        for n in range(20):
+            ask(page, f"Question {n}")
+            expect(page.locator(".termination")).to_have_count(n + 1)
+        expect(page.locator(".answer").last).to_contain_text("Answer 19.")
+        expect(page.locator(".answer").last).to_be_in_viewport()  # followed to the newest answer
+        expect(page.locator("#question")).to_be_in_viewport()
+        expect(page.locator("#question")).to_be_enabled()
+        assert page.evaluate("document.getElementById('log').scrollTop") > 0  # the log scrolls, not the page
+        assert page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight + 1")
+        shot(page, "scrolled")
+
+
+def test_a_reload_and_a_second_tab_show_the_conversation_and_its_waiting_approval(page: Page) -> None:
+    agent = support_agent()
+    lm = with_lm(agent, paused_script())
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        assert re.search(r"#c=.+", page.url), page.url  # the URL names the conversation
+
+        page.reload()
+        expect(page.locator(".user")).to_have_text("Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] .args')).to_contain_text('"order_id": "42"')
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        expect(page.locator("#question")).to_be_disabled()
+
+        other = page.context.new_page()
+        other.goto(page.url)
+        expect(other.locator(".user")).to_have_text("Refund order 42")
+        other.locator('.tool-call[data-call-id="c9"] button.approve').click()  # approved in the second tab
+        expect(other.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+        expect(other.locator('.tool-call[data-call-id="c9"] .result')).to_have_text("order 42 refunded")
+        other.close()
+    assert lm.remaining == 0
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["tool", "bounded-tool"])
+def test_stop_ends_the_turn_mid_tool_and_keeps_its_history(page: Page, bounded: bool) -> None:
+    release = threading.Event()
+
+    def slow(what: str) -> str:
+        """Take a long time."""
+        release.wait(60)
+        return "late"
+
+    timeouts = {"slow": 120} if bounded else None
+    agent = dspy_imp.ReActV2("question -> answer", tools=[slow], tool_timeouts=timeouts)
+    agent.set_lm(ScriptedLM([reply(calls=[call("slow", {"what": "x"}, id="c1")]), reply("Back again.")]))
+    try:
+        with LiveServer(dspy_imp.web.app(agent)) as server:
+            page.goto(server.url)
+            ask(page, "Take your time")
+            expect(page.locator('.tool-call[data-call-id="c1"] .result')).to_have_text("running…")
+            expect(page.locator("#stop")).to_be_visible()
+            page.click("#stop")
+            expect(page.locator(".termination.stopped")).to_contain_text("stopped")
+            expect(page.locator("#question")).to_be_enabled()
+            page.reload()
+            expect(page.locator(".user")).to_have_text("Take your time")  # the history is kept
+            ask(page, "Still there?")
+            expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+            expect(page.locator(".user")).to_have_count(2)
+    finally:
+        release.set()
+
+
+def test_markdown_answers_render_and_raw_html_shows_as_text(page: Page) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    text = (
+        "**Bold** and `code`\n\n- one\n- two\n\n"
+        '<script>window.injected = 1</script><img src=x onerror="window.injected = 2">\n\n'
+        "[a link](https://example.com)"
+    )
+    agent.set_lm(ScriptedLM([reply(text)]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Format it")
+        answer = page.locator(".answer")
+        expect(answer.locator("strong")).to_have_text("Bold")
+        expect(answer.locator("code")).to_have_text("code")
+        expect(answer.locator("li")).to_have_count(2)
+        expect(answer).to_contain_text("<script>window.injected = 1</script>")  # shown, never run
+        assert answer.locator("script, img").count() == 0
+        assert answer.locator("a").get_attribute("rel") == "noopener noreferrer"
+        assert page.evaluate("window.injected") is None
+        shot(page, "markdown")
+
+
+def test_the_page_fits_a_phone_and_follows_dark_mode(browser: Browser) -> None:
+    agent = support_agent()
+    with_lm(agent, tool_script())
+    context = browser.new_context(viewport={"width": 390, "height": 760}, color_scheme="dark")
+    phone = context.new_page()
+    phone.set_default_timeout(WAIT)
+    try:
+        with LiveServer(dspy_imp.web.app(agent)) as server:
+            phone.goto(server.url)
+            ask(phone, "Where is order 42?")
+            expect(phone.locator(".termination")).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+            assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+            expect(phone.locator("#question")).to_be_in_viewport()
+            background = phone.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert background == "rgb(20, 24, 29)", background
+            shot(phone, "phone-dark")
+    finally:
+        context.close()
+
+
+def test_the_title_and_new_chat(page: Page) -> None:
+    class SupportDesk(dspy.Signature):
+        """Answer the customer."""
+
+        question: str = dspy.InputField()
+        answer: str = dspy.OutputField()
+
+    agent = dspy_imp.ReActV2(SupportDesk)
+    agent.set_lm(ScriptedLM([reply("Hi."), reply("Hello again.")]))
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        expect(page).to_have_title("Support desk")
+        ask(page, "Hi")
+        expect(page.locator(".termination")).to_have_count(1)
+        first = page.url
+        page.click("#new-chat-top")
+        expect(page.locator(".user")).to_have_count(0)
+        assert page.url != first
+        ask(page, "Hello")
+        expect(page.locator(".termination")).to_have_count(1)
+        page.goto(first)
+        page.reload()
+        expect(page.locator(".user")).to_have_text("Hi")

@@ -1,7 +1,8 @@
 """A user's conversations over HTTP: list, read, rename, delete (the chat page's sidebar API).
 
     GET    /api/conversations        the user's conversations, newest first
-    GET    /api/conversations/{id}   one of them: its title and AG-UI messages
+    GET    /api/conversations/{id}   one of them: its AG-UI messages and waiting calls (interrupts)
+    POST   /api/conversations/{id}/stop  stop its running turn (what it did is kept)
     PATCH  /api/conversations/{id}   {"title": "..."}: rename it
     DELETE /api/conversations/{id}   delete it with everything it holds
 
@@ -20,20 +21,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.steps import from_entry
+from dspy_imp._turn.approval import pending_metadata
+from dspy_imp.web import agui
 from dspy_imp.web._guard import Guard, Refused, read_json
 from dspy_imp.web.messages import to_messages
 
 
 class Conversations:
-    def __init__(self, store: Any, guard: Guard, turns: Any, signature: Any):
-        self.store = store
+    def __init__(self, runner: Any, guard: Guard, signature: Any):
+        self.runner = runner
+        self.store = runner.store
         self.guard = guard
-        self.turns = turns
+        self.turns = runner.turns
         self.signature = signature
 
     def routes(self) -> list[Route]:
         return [
             Route("/api/conversations", self.index, methods=["GET"]),
+            Route("/api/conversations/{key:path}/stop", self.stop, methods=["POST"]),
             Route("/api/conversations/{key:path}", self.one, methods=["GET", "PATCH", "DELETE"]),
         ]
 
@@ -59,12 +65,32 @@ class Conversations:
         except Refused as refused:
             return refused.response()
 
+    async def stop(self, request: Request) -> Response:
+        """Stop the conversation's running turn: what it did so far is kept (its history saved)."""
+        key = request.path_params["key"]
+        try:
+            user = await self.guard.user(request)
+            await read_json(request)
+            stopped = await self.runner.stop(key, user)
+        except Refused as refused:
+            return refused.response()
+        if not stopped:
+            raise_ = Refused(409, "no turn of this conversation is running here")
+            return raise_.response()
+        return JSONResponse({"id": key, "stopped": True})
+
     async def _read(self, key: str, user: str | None) -> Response:
         stored = await self.store.load(key)
         if stored is None or stored.owner != user:
             raise _NOT_FOUND
         messages = to_messages(stored.history, self.signature)
-        return JSONResponse({"id": key, "messages": [m.model_dump(mode="json", by_alias=True) for m in messages]})
+        return JSONResponse(
+            {
+                "id": key,
+                "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
+                "interrupts": _interrupts(stored.history, self.signature),
+            }
+        )
 
     async def _rename(self, key: str, user: str | None, body: Any) -> Response:
         title = body.get("title") if isinstance(body, dict) else None
@@ -99,3 +125,13 @@ class Conversations:
 
 
 _NOT_FOUND = Refused(404, "no such conversation")
+
+
+def _interrupts(history: Any, signature: Any) -> list[dict[str, Any]]:
+    """The waiting calls of a paused conversation, as the AG-UI interrupts its turn ended with."""
+    entries = list(history.messages)
+    if not entries:
+        return []
+    last = from_entry(entries[-1], list(signature.input_fields), list(signature.output_fields), len(entries) - 1)
+    pending = pending_metadata(last.pending)
+    return [agui.interrupt(call).model_dump(mode="json", by_alias=True) for call in pending]

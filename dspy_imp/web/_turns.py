@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import dspy
 
+from dspy_imp._drivers.interrupts import HISTORY_ATTRIBUTE
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
@@ -129,12 +130,22 @@ class Turns(Protocol):
     async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any: ...
 
 
+class TurnStopped(ConfigurationError):
+    """The person stopped the turn (the page's Stop); its history up to then was saved."""
+
+
 class Calls:
-    """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread."""
+    """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread.
+
+    An async turn can be stopped (``stoppable``): cancelling its task cancels the turn, whose
+    history comes with the cancellation. A sync turn runs in a thread nothing can interrupt, so it
+    is not: stopping it would lose what it records.
+    """
 
     def __init__(self, agent: Any, sync: bool):
         self.agent = agent
         self.sync = sync
+        self.stoppable = not sync
 
     async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any:
         with observing(observe):
@@ -152,6 +163,16 @@ class Runner:
         self.store = store
         self.busy: set[str] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.running: dict[str, tuple[asyncio.Task[Any], str | None]] = {}  # key -> its turn, its user
+
+    async def stop(self, key: str, user: str | None) -> bool:
+        """Stop ``key``'s running turn, if ``user``'s and stoppable here (``Turns.stoppable``); what
+        it did so far is saved, and its stream ends with a ``TurnStopped`` error."""
+        found = self.running.get(key)
+        if found is None or found[1] != user or not getattr(self.turns, "stoppable", False):
+            return False
+        found[0].cancel()
+        return True
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -192,6 +213,7 @@ class Runner:
 
         task = asyncio.create_task(self._turn(key, user, call, observe))  # releases the conversation
         self.tasks.add(task)
+        self.running[key] = (task, user)
         task.add_done_callback(self.tasks.discard)
         yield call
         while True:
@@ -223,9 +245,15 @@ class Runner:
         except StepError as error:
             ended = Ended(error=error)
             await self.store.save(key, Conversation(error.history, user))
+        except asyncio.CancelledError as error:  # ``stop``: the turn's record so far is kept
+            ended = Ended(error=TurnStopped("the turn was stopped; what it did so far is kept"))
+            history = getattr(error, HISTORY_ATTRIBUTE, None)
+            if history is not None:
+                await self.store.save(key, Conversation(history, user))
         except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
+            self.running.pop(key, None)
             await self._free(key)
         observe(ended)
         return ended

@@ -123,7 +123,7 @@ class AGUIEncoder:
         messages = to_messages(metadata.history, self.signature)
         outcome: Any = RunFinishedSuccessOutcome()
         if pending:
-            outcome = RunFinishedInterruptOutcome(interrupts=[_interrupt(call) for call in pending])
+            outcome = RunFinishedInterruptOutcome(interrupts=[interrupt(call) for call in pending])
         return [
             MessagesSnapshotEvent(messages=messages),
             RunFinishedEvent(
@@ -150,7 +150,7 @@ def _arguments(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
 
 
-def _interrupt(call: Mapping[str, Any]) -> Interrupt:
+def interrupt(call: Mapping[str, Any]) -> Interrupt:
     approval = call["kind"] == "approval"
     args = _arguments(call.get("args") or {})
     if approval:

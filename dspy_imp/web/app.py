@@ -13,6 +13,7 @@ each owned by the user ``auth`` named when it started. What may reach the routes
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -84,7 +85,7 @@ def app(
         Route("/api/info", server.info),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
-        *Conversations(runner.store, guard, runner.turns, program.signature).routes(),
+        *Conversations(runner, guard, program.signature).routes(),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
@@ -130,7 +131,9 @@ class _Server:
                 "instructions": signature.instructions,
                 "inputs": list(signature.input_fields),
                 "outputs": list(signature.output_fields),
+                "output_types": {name: _type_name(f.annotation) for name, f in signature.output_fields.items()},
                 "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
+                "name": _title(signature),
             }
         )
 
@@ -205,3 +208,20 @@ async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
     async for part in parts:
         yield encodable(vercel.encode(part))
     yield vercel.DONE
+
+
+def _title(signature: Any) -> str:
+    """The page's title: the signature class's name in words (``SupportDesk`` -> "Support desk"),
+    "Agent" for a string signature."""
+    name = getattr(signature, "__name__", "") or ""
+    if not name or name == "StringSignature":
+        return "Agent"
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)
+    return " ".join(words).capitalize() if words else name
+
+
+def _type_name(annotation: Any) -> str:
+    """An output field's type as a reader writes it: ``str``, ``bool``, ``list[str]``."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
