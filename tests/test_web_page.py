@@ -381,3 +381,41 @@ def test_the_title_and_new_chat(page: Page) -> None:
         page.goto(first)
         page.reload()
         expect(page.locator(".user")).to_have_text("Hi")
+
+
+def test_the_sidebar_lists_a_users_conversations_and_another_user_sees_none(browser: Browser, tmp_path: Path) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("First answer."), reply("Second answer.")]))
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path}/chat.db")
+    app = dspy_imp.web.app(agent, store=store, auth=lambda request: request.headers.get("x-user"))
+    alice = browser.new_context(viewport={"width": 900, "height": 700}, extra_http_headers={"x-user": "alice"})
+    bob = browser.new_context(viewport={"width": 900, "height": 700}, extra_http_headers={"x-user": "bob"})
+    try:
+        with LiveServer(app) as server:
+            page = alice.new_page()
+            page.set_default_timeout(WAIT)
+            page.goto(server.url)
+            ask(page, "Where is my parcel?")
+            expect(page.locator(".termination")).to_have_count(1)
+            first = page.url
+            page.click("#new-chat")
+            ask(page, "And my refund?")
+            expect(page.locator(".termination")).to_have_count(1)
+            links = page.locator("#chat-list a")
+            expect(links).to_have_count(2)
+            expect(links.first).to_have_text("And my refund?")  # titled by its first message, newest first
+            shot(page, "sidebar")
+            links.last.click()
+            expect(page.locator(".user")).to_have_text("Where is my parcel?")
+
+            intruder = bob.new_page()
+            intruder.set_default_timeout(WAIT)
+            intruder.goto(first)  # alice's conversation id, in bob's browser
+            expect(intruder.locator("#chat-list a")).to_have_count(0)
+            expect(intruder.locator(".user")).to_have_count(0)  # nothing of alice's is shown
+            ask(intruder, "Show me")
+            expect(intruder.locator(".run-error")).to_contain_text("another user")
+    finally:
+        alice.close()
+        bob.close()
+        store.close()
