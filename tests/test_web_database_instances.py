@@ -188,3 +188,32 @@ async def test_an_instance_killed_mid_turn_frees_the_conversation_after_its_leas
     assert after[-1]["type"] == "RUN_FINISHED", told(after)
     messages = await stored(url, "killed")
     assert [m.get("message") for m in messages if m.get("message")] == ["before", "after"]  # what was saved
+
+
+def test_a_durable_agents_conversations_and_workflows_share_one_postgres(postgres: Server) -> None:
+    url = postgres.database("one_database")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "web_database_durable.py"), url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "paused": "interrupt",
+        "resumed": "finished_by_tool",
+        "entries": 2,
+    }
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as c:
+        tables = {
+            (r.table_schema, r.table_name)
+            for r in c.execute(sa.text("SELECT table_schema, table_name FROM information_schema.tables"))
+        }
+    engine.dispose()
+    assert ("public", "dspy_imp_web_conversations") in tables
+    assert any(schema == "dbos" for schema, _ in tables)  # DBOS's workflows, in the same database
