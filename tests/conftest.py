@@ -62,3 +62,16 @@ def _close_litellm_event_loop() -> Iterator[None]:
     if not loop.is_running():
         loop.close()
         asyncio.set_event_loop(None)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A throwaway Postgres server on 127.0.0.1 for this test process (``postgres_server.py``);
+    each test takes a fresh database of its own with ``postgres.database(name)``."""
+    from postgres_server import start
+
+    server, reason = start()
+    if server is None:
+        pytest.skip(f"Postgres tests skipped: {reason}")
+    yield server
+    server.stop()

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from postgres_server import Server, start
 from web_scenarios import client, run_input, support_agent, with_lm
 
 import dspy_imp
@@ -23,15 +22,6 @@ from dspy_imp.testing import ScriptedLM, call, reply
 from dspy_imp.web import Conversation
 from dspy_imp.web._database import LeaseLost
 from dspy_imp.web._migrations import MIGRATIONS, migrate
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Server]:
-    server, reason = start()
-    if server is None:
-        pytest.fail(f"Postgres could not be started: {reason}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from postgres_server import Server, start
+from postgres_server import Server
 from web_helpers import agui_events
 from web_scenarios import run_input
 
@@ -33,15 +33,6 @@ import dspy_imp.web
 
 ROOT = Path(__file__).parent.parent
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Server]:
-    server, reason = start()
-    if server is None:
-        pytest.fail(f"Postgres could not be started: {reason}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module", params=["postgres", "sqlite"])
