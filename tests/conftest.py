@@ -70,3 +70,16 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     from helpers import FakeClock
 
     return FakeClock().install(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A throwaway Postgres server on 127.0.0.1 for this test process (``postgres_server.py``);
+    each test takes a fresh database of its own with ``postgres.database(name)``."""
+    from postgres_server import start
+
+    server, reason = start()
+    if server is None:
+        pytest.skip(f"Postgres tests skipped: {reason}")
+    yield server
+    server.stop()

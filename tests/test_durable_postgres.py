@@ -11,11 +11,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from itertools import groupby
 from pathlib import Path
 
-import pytest
 from durable_crash import (
     TURNS,
     WAITING,
@@ -26,18 +24,9 @@ from durable_crash import (
     lines,
     program,
 )
-from postgres_server import Server, start
+from postgres_server import Server
 
 QUEUED = ["q1", "q2", "q3", "q4"]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Server]:
-    server, reason = start()
-    if server is None:
-        pytest.skip(f"Postgres tests skipped: {reason}")
-    yield server
-    server.stop()
 
 
 def test_a_killed_turn_finishes_in_the_next_process_on_postgres(postgres: Server, tmp_path: Path) -> None:

@@ -113,3 +113,21 @@ async def test_an_approval_resumes_its_own_conversation_never_one_whose_id_it_be
     assert await statuses("alice") == ["SUCCESS"]
     assert await statuses("alice:work") == ["PENDING"]  # its refund of order 43 still waits
     assert lm.remaining == 0
+
+
+async def test_deleting_a_conversation_cancels_its_waiting_workflow(tmp_path: Any) -> None:
+    lm = ScriptedLM(paused_script()[:1] * 2)
+    PROGRAM.set_lm(lm)
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path}/chat.db")
+    app = dspy_imp.web.app(AGENTS["support"], store=store)
+    paused = await agui(app, run_input("Refund order 42", thread="gone"))
+    assert paused[-1]["outcome"]["type"] == "interrupt"
+    await agui(app, run_input("Refund order 42", thread="gone:kept"))  # a conversation whose id extends it
+    assert await statuses("gone") == ["PENDING"] and await statuses("gone:kept") == ["PENDING"]
+    async with client(app) as http:
+        deleted = await http.delete("/api/conversations/gone", headers={"content-type": "application/json"})
+    assert deleted.status_code == 204
+    assert await statuses("gone") == ["CANCELLED"]
+    assert await statuses("gone:kept") == ["PENDING"]  # only the conversation's own workflow
+    assert await store.load("gone") is None
+    store.close()

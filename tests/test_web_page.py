@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,15 @@ def ask(page: Page, text: str) -> None:
     page.click("#send")
 
 
+def expect_fields(answer: Any, fields: dict[str, str]) -> None:
+    """Each output field shown by its name and type, its value readable (a string as Markdown)."""
+    for name, value in fields.items():
+        field = answer.locator(f'.field[data-name="{name}"]')
+        expect(field.locator(".label")).to_contain_text(name)
+        expect(field.locator(".value")).to_have_text(value)
+    expect(answer.locator('.field[data-name="declined"] .type')).to_have_text(" · bool")
+
+
 def shot(page: Page, name: str) -> None:
     if SHOTS:
         ASSETS.mkdir(parents=True, exist_ok=True)
@@ -96,7 +106,7 @@ def test_a_question_shows_the_tool_calls_and_the_streamed_answer(page: Page, syn
         expect(lookup.locator(".args")).to_be_hidden()
         lookup.locator("summary").click()
         expect(lookup.locator(".args")).to_be_visible()
-        expect(page.locator(".answer")).to_have_text("reply: Order 42 shipped Monday.\ndeclined: false")
+        expect_fields(page.locator(".answer"), {"reply": "Order 42 shipped Monday.", "declined": "false"})
         thought = page.locator("details.thought")
         expect(thought).to_have_count(1)
         assert thought.get_attribute("open") is None  # folded
@@ -124,7 +134,7 @@ def test_a_paused_call_is_approved_with_its_button_and_the_turn_finishes(page: P
         refund.locator("button.approve").click()
         expect(refund.locator(".result")).to_have_text("order 42 refunded")
         expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
-        expect(page.locator(".answer")).to_have_text("reply: Order 42 is refunded.\ndeclined: false")
+        expect_fields(page.locator(".answer").last, {"reply": "Order 42 is refunded.", "declined": "false"})
         expect(page.locator("#question")).to_be_enabled()
         if not sync:
             shot(page, "approved")
@@ -259,6 +269,7 @@ def test_twenty_turns_scroll_and_the_input_stays_in_view(page: Page) -> None:
             "document.documentElement.scrollHeight <= window.innerHeight + 1"
         )  # the log scrolls, not the page
         expect(page.locator(".answer").first).not_to_be_in_viewport()
+        shot(page, "scrolled")
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
@@ -314,6 +325,26 @@ def test_a_phone_sized_screen_shows_everything_without_sideways_scrolling(browse
         context.close()
 
 
+def test_the_page_follows_dark_mode(browser: Browser) -> None:
+    agent = support_agent()
+    with_lm(agent, tool_script())
+    context = browser.new_context(viewport={"width": 390, "height": 760}, color_scheme="dark")
+    phone = context.new_page()
+    phone.set_default_timeout(WAIT)
+    try:
+        with LiveServer(dspy_imp.web.app(agent)) as server:
+            phone.goto(server.url)
+            ask(phone, "Where is order 42?")
+            expect(phone.locator(".termination")).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+            assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+            expect(phone.locator("#question")).to_be_in_viewport()
+            background = phone.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert background == "rgb(17, 20, 24)", background
+            shot(phone, "phone-dark")
+    finally:
+        context.close()
+
+
 def test_an_answer_is_markdown_rendered_safely(page: Page) -> None:
     """Markdown becomes markup (vendored marked, sanitized by DOMPurify); raw HTML in the answer,
     a ``<script>`` included, is shown as text, and a ``javascript:`` link loses its target."""
@@ -340,11 +371,11 @@ def test_an_answer_is_markdown_rendered_safely(page: Page) -> None:
         page.reload()  # reopened from the server: rendered the same way
         expect(page.locator(".answer strong")).to_have_text("Order 42")
         assert page.locator("#log script, #log img").count() == 0
+        shot(page, "markdown")
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool) -> None:
-    import threading
 
     running, release = threading.Event(), threading.Event()
 
@@ -397,3 +428,43 @@ def test_the_answer_is_seen_to_stream(page: Page) -> None:
     assert seen[-1] == "The order shipped on Monday and arrives on Thursday."
     assert seen[:3] == ["The or", "The order sh", "The order shipped "]  # rendered piece by piece
     assert len(seen) == 9
+
+
+def test_the_sidebar_lists_a_users_conversations_and_another_user_sees_none(browser: Browser, tmp_path: Path) -> None:
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("First answer."), reply("Second answer.")]))
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path}/chat.db")
+    app = dspy_imp.web.app(agent, store=store, auth=lambda request: request.headers.get("x-user"))
+    alice = browser.new_context(viewport={"width": 900, "height": 700}, extra_http_headers={"x-user": "alice"})
+    bob = browser.new_context(viewport={"width": 900, "height": 700}, extra_http_headers={"x-user": "bob"})
+    try:
+        with LiveServer(app) as server:
+            page = alice.new_page()
+            page.set_default_timeout(WAIT)
+            page.goto(server.url)
+            ask(page, "Where is my parcel?")
+            expect(page.locator(".termination")).to_have_count(1)
+            first = page.url
+            page.click("#new-chat")
+            ask(page, "And my refund?")
+            expect(page.locator(".termination")).to_have_count(1)
+            page.click("#chats summary")
+            links = page.locator("#chat-list a")
+            expect(links).to_have_count(2)
+            expect(links.first).to_have_text("And my refund?")  # titled by its first message, newest first
+            shot(page, "sidebar")
+            links.last.click()
+            expect(page.locator(".user")).to_have_text("Where is my parcel?")
+
+            intruder = bob.new_page()
+            intruder.set_default_timeout(WAIT)
+            intruder.goto(first)  # alice's conversation id, in bob's browser
+            expect(intruder.locator("#chats")).to_be_hidden()
+            expect(intruder.locator("#chat-list a")).to_have_count(0)
+            expect(intruder.locator(".user")).to_have_count(0)  # nothing of alice's is shown
+            ask(intruder, "Show me")
+            expect(intruder.locator(".run-error")).to_contain_text("another user")
+    finally:
+        alice.close()
+        bob.close()
+        store.close()

@@ -16,12 +16,24 @@ Example:
 
 try:
     import ag_ui.core  # noqa: F401
+    import sqlalchemy  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as missing:  # the optional extra
     raise ImportError('dspy_imp.web needs its extra: pip install -e ".[web]" (from a clone)') from missing
 
+from dspy_imp.web._database import ConversationInfo, DatabaseStore
 from dspy_imp.web._turns import Conversation, FileStore, MemoryStore, Store
 from dspy_imp.web.app import app
 from dspy_imp.web.messages import from_messages, to_messages
 
-__all__ = ["Conversation", "FileStore", "MemoryStore", "Store", "app", "from_messages", "to_messages"]
+__all__ = [
+    "Conversation",
+    "ConversationInfo",
+    "DatabaseStore",
+    "FileStore",
+    "MemoryStore",
+    "Store",
+    "app",
+    "from_messages",
+    "to_messages",
+]

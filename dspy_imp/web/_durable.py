@@ -67,6 +67,15 @@ class Workflows:
             await self.agent.astart(workflow_id=workflow, **kwargs)
         return workflow, set()
 
+    async def forget(self, key: str) -> None:
+        """Cancel the conversation's waiting workflows (it is being deleted); their records stay
+        DBOS's, marked cancelled, and never resume."""
+        found = await DBOS.list_workflows_async(workflow_id_prefix=f"{PREFIX}{key}:", status="PENDING")
+        for workflow in found:
+            if conversation_of(str(workflow.workflow_id)) == key:
+                await DBOS.cancel_workflow_async(str(workflow.workflow_id))
+        self.channels.pop(key, None)
+
     async def _waiting(self, key: str) -> str:
         """The conversation's own waiting workflow, by exact id: the prefix ``dspy_imp.web:alice:`` also
         lists ``alice:work``'s workflows, so only an id whose random tail follows ``key`` itself counts."""

@@ -47,7 +47,12 @@ class Conversation:
 
 
 class Store(Protocol):
-    """Where conversations are kept between requests, by conversation id."""
+    """Where conversations are kept between requests, by conversation id.
+
+    A store shared by several processes may also keep the one-turn-per-conversation rule across
+    them: ``async claim(key) -> bool`` (``False``: a turn of that conversation runs elsewhere) and
+    ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn.
+    """
 
     async def load(self, key: str) -> Conversation | None: ...
     async def save(self, key: str, conversation: Conversation) -> None: ...
@@ -179,24 +184,30 @@ class Runner:
 
         The conversation is taken before its history is read, so two requests never both read
         the same history (a twice-sent approval runs the call once; the second is refused). A
-        conversation another user started is refused like any bad request: an ``Ended`` error.
+        conversation another user started is refused like any bad request: an ``Ended`` error. A
+        store shared by several processes (``DatabaseStore``) is asked for the conversation's turn
+        lease too, before the read.
         """
         if key in self.busy:
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
-        self.busy.add(key)
+        self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
         self.users[key] = user
+        if not await self._claim(key):
+            self._release(key)
+            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
+            return
         try:
             stored = await self.store.load(key)
             if stored is not None and stored.owner != user:
                 raise PermissionError(f"conversation {key!r} belongs to another user")
             call = read(stored.history if stored is not None else None)
         except Exception as error:  # refused input, or the store failed: told, never a hung stream
-            self._release(key)
+            await self._free(key)
             yield Ended(error=error)
             return
         except BaseException:
-            self._release(key)
+            self._release(key)  # cancelled: the store's lease, if any, expires by itself
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
         observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
@@ -215,6 +226,18 @@ class Runner:
         self.busy.discard(key)
         self.stopping.discard(key)
         self.users.pop(key, None)
+
+    async def _claim(self, key: str) -> bool:
+        """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""
+        claim = getattr(self.store, "claim", None)
+        return True if claim is None else bool(await claim(key))
+
+    async def _free(self, key: str) -> None:
+        """The conversation given back: here, and the store's lease."""
+        self._release(key)
+        release = getattr(self.store, "release", None)
+        if release is not None:
+            await release(key)
 
     async def _turn(
         self, key: str, user: str | None, call: Call, observe: Callable[[TurnEvent | Ended], None]
@@ -235,7 +258,7 @@ class Runner:
         except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
-            self._release(key)
+            await self._free(key)
         _log.log_turn(key, ended, started)
         observe(ended)
         return ended

@@ -6,6 +6,7 @@
     POST /api/conversations/<id>/stop   stop its running turn before its next effect (history kept)
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
+    /api/conversations  a user's conversations: list, read, rename, delete (``_conversations``)
 
 Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store,
 each owned by the user ``auth`` named when it started. What may reach the routes (``Host``,
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
+from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import Guard, Guarded, Refused, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._narration import Narration
@@ -87,6 +89,7 @@ def app(
         Route("/api/conversations/{key:path}", server.conversation),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
+        *Conversations(runner, guard, program.signature).routes(),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
@@ -134,6 +137,7 @@ class _Server:
                 "instructions": signature.instructions,
                 "inputs": list(signature.input_fields),
                 "outputs": list(signature.output_fields),
+                "output_types": {name: _type_name(f.annotation) for name, f in signature.output_fields.items()},
                 "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
             }
         )
@@ -242,3 +246,10 @@ async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
     async for part in parts:
         yield encodable(vercel.encode(part))
     yield vercel.DONE
+
+
+def _type_name(annotation: Any) -> str:
+    """An output field's type as a reader writes it: ``str``, ``bool``, ``list[str]``."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

@@ -62,7 +62,9 @@
     question.disabled = value;
   }
 
+  let declared = {}; // output field -> its type, as the signature declares it
   fetch("api/info").then((r) => r.json()).then((info) => {
+    declared = info.output_types || {};
     const tools = info.tools.map((t) => t.name).join(", ");
     document.getElementById("signature").textContent = `${info.signature}` + (tools ? ` · tools: ${tools}` : "");
     document.getElementById("title").textContent = info.title;
@@ -109,13 +111,48 @@
   }
   if (location.hash) reopen().catch(() => {});
 
+  // The user's conversations, when the store lists them (``DatabaseStore``): a menu in the header.
+  async function listChats() {
+    const response = await fetch("api/conversations").catch(() => null);
+    if (!response || !response.ok) return;
+    const chats = await response.json();
+    const menu = document.getElementById("chats");
+    const list = document.getElementById("chat-list");
+    list.replaceChildren();
+    for (const chat of chats) {
+      const link = list.appendChild(el("a", chat.id === threadId ? "current" : "", chat.title || chat.id));
+      link.href = `#c=${encodeURIComponent(chat.id)}`;
+    }
+    menu.hidden = chats.length === 0;
+  }
+  listChats();
+  window.addEventListener("hashchange", () => {
+    const id = fromUrl();
+    if (!id || id === threadId || busy) return;
+    threadId = id;
+    calls.clear();
+    log.replaceChildren();
+    document.getElementById("chats").open = false;
+    reopen().catch(() => {});
+    listChats();
+  });
+  async function titled(text) {
+    // A new conversation's title: its first message.
+    await fetch(`api/conversations/${encodeURIComponent(threadId)}`, {
+      method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ title: text.slice(0, 60) }),
+    }).catch(() => null);
+  }
+
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = question.value.trim();
     if (!text || busy) return;
     question.value = "";
     follow(() => log.append(el("div", "user", text)));
-    run({ messages: [{ id: newId(), role: "user", content: text }] });
+    const first = log.querySelectorAll(".user").length === 1;
+    run({ messages: [{ id: newId(), role: "user", content: text }] })
+      .then(() => (first ? titled(text) : null))
+      .then(listChats);
   });
   question.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); form.requestSubmit(); }
@@ -268,8 +305,30 @@
       }
     }
 
+    fields(values) {
+      // Each output field by its name and type; a string as Markdown. One string field stays as streamed.
+      const names = Object.keys(values);
+      if (names.length === 1 && typeof values[names[0]] === "string") return;
+      const answers = this.root.querySelectorAll(".answer");
+      const node = answers.length ? answers[answers.length - 1] : this.root.appendChild(el("div", "answer"));
+      node.replaceChildren();
+      for (const name of names) {
+        const value = values[name];
+        const field = node.appendChild(el("div", "field"));
+        field.dataset.name = name;
+        const label = field.appendChild(el("span", "label", name));
+        const type = declared[name] || (value === null ? "null" : Array.isArray(value) ? "list" : typeof value);
+        label.append(el("span", "type", ` · ${type}`));
+        const shown = field.appendChild(el("div", typeof value === "string" ? "value" : "value scalar"));
+        if (typeof value === "string") showMarkdown(shown, value);
+        else shown.textContent = JSON.stringify(value);
+      }
+    }
+
     finished(event) {
       const result = event.result || {};
+      const values = result.outputs || {};
+      if (result.termination_reason !== "paused" && Object.values(values).some((v) => v !== null)) this.fields(values);
       const usage = result.usage || {};
       const requests = Object.values(usage.requests || {}).reduce((a, b) => a + b, 0);
       let line = `Turn ended: ${result.termination_reason}`;
