@@ -83,7 +83,7 @@ docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 unit: $(VENV)/.installed-dev
-	$(BIN)/pytest --cov --cov-report=term --durations=10
+	$(BIN)/pytest -n 2 --dist loadfile --cov --cov-report=term --durations=10
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run

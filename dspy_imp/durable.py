@@ -30,10 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-try:
-    from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, Queue, SetWorkflowID, WorkflowSerializationFormat
-except ImportError as missing:  # the optional extra
-    raise ImportError('dspy_imp.durable runs on DBOS Transact: pip install -e ".[dbos]" (from a clone)') from missing
+from dspy_imp._records.errors import require_extra
+
+require_extra('dspy_imp.durable runs on DBOS Transact: pip install -e ".[dbos]" (from a clone)', "dbos")
+
+from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, Queue, SetWorkflowID, WorkflowSerializationFormat
 
 from dspy_imp._durable.codec import decode_value, encode_value
 from dspy_imp._durable.driver import DECISIONS_TOPIC, PENDING_EVENT, arun_turn, conclusion, decision, run_turn

@@ -42,7 +42,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, captu
 
     Raises:
         ConfigurationError: A provider that is not one, or a ``capture_content`` that is not a bool.
-        ImportError: OpenTelemetry is not installed (``pip install 'dspy-imp[tracing]'``).
+        ImportError: OpenTelemetry is not installed (the ``tracing`` extra: ``pip install -e ".[tracing]"`` in a clone).
     """
     genai.instrument(tracer_provider, meter_provider, capture_content)
 

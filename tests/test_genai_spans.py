@@ -127,7 +127,7 @@ def test_an_answered_turn_is_an_agent_span_over_its_requests_and_calls(spans, ru
             "dspy_imp.termination.reason": "answered",
             "dspy_imp.termination.complete": True,
             "dspy_imp.termination.finish_reason": "stop",
-            "dspy_imp.usage": json.dumps({**usage, "cached_tokens": 0, "reasoning_tokens": 0}),
+            "dspy_imp.usage": json.dumps({**usage, "cached_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0}),
         },
     )
     assert {s.status.status_code for s in spans.get_finished_spans()} == {StatusCode.UNSET}

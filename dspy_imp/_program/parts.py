@@ -30,6 +30,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._routes.state_loading import load_except
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
 
@@ -150,14 +151,7 @@ def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool)
     """
     optional = tuple(f"{name}." for name, _ in parts(program))
 
-    def apply(module: Any) -> None:
-        for name, param in module.named_parameters():
-            if name not in state and (name in OPTIONAL or name.startswith(optional)):
-                continue  # saved without this part: it keeps its defaults
-            if isinstance(param, dspy.Module):
-                param.load_state(state[name], allow_unsafe_lm_state=allow_unsafe_lm_state)
-            else:
-                param.load_state(state[name])
+    def skip(name: str) -> bool:  # saved without this part: it keeps its defaults
+        return name not in state and (name in OPTIONAL or name.startswith(optional))
 
-    apply(program.deepcopy())
-    apply(program)
+    load_except(program, state, skip, allow_unsafe_lm_state)

@@ -136,3 +136,15 @@ class ToolTimedOut(Exception):
         self.name = name
         self.seconds = seconds
         self.by_deadline = by_deadline
+
+
+def require_extra(message: str, *modules: str) -> None:
+    """Import ``modules`` (an optional extra's), or raise one ``ImportError(message)`` saying how to
+    install them, the import's own error as its cause."""
+    import importlib
+
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as missing:
+        raise ImportError(message) from missing

@@ -19,6 +19,8 @@ import dspy
 # Eager, as before: the adapter wraps every step's LM call in DSPy's capability planner.
 from dspy.clients.capabilities import with_capability_planning as with_capability_planning
 
+from dspy_imp._routes.state_loading import load_except
+
 # Eager, as before: the adapter wraps every step's LM call in it.
 
 
@@ -384,18 +386,7 @@ def install_part_tolerant_loading(optional: Callable[[Any], frozenset[int]]) -> 
             missing = {n for n, p in self.named_parameters() if n not in state and id(p) in skip}
             if not missing:
                 return original(self, state, allow_unsafe_lm_state=allow_unsafe_lm_state)
-
-            def apply(module: Any) -> None:
-                for name, param in module.named_parameters():
-                    if name in missing:
-                        continue
-                    if isinstance(param, dspy.Module):
-                        param.load_state(state[name], allow_unsafe_lm_state=allow_unsafe_lm_state)
-                    else:
-                        param.load_state(state[name])
-
-            apply(self.deepcopy())
-            apply(self)
+            load_except(self, state, missing.__contains__, allow_unsafe_lm_state)
             return None
 
         return load_state

@@ -57,10 +57,16 @@ class RefusedOption(ConfigurationError):
 
 def refused_option(error: BaseException) -> RefusedOption | None:
     """A ``RefusedOption`` anywhere in the chain."""
+    found = in_chain(error, RefusedOption)
+    return found if isinstance(found, RefusedOption) else None
+
+
+def in_chain(error: BaseException, kinds: type | tuple[type, ...]) -> BaseException | None:
+    """The first exception of ``kinds`` in ``error``'s chain (its causes and contexts), or ``None``."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, RefusedOption):
+        if isinstance(current, kinds):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -84,14 +90,7 @@ def is_fatal(error: BaseException) -> bool:
 
     No further request could succeed, so the turn fails at once with no last request.
     """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, _FATAL):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return in_chain(error, _FATAL) is not None
 
 
 # How OpenAI-compatible servers word a context-length refusal when their error ``code`` is not

@@ -13,6 +13,7 @@ across turns. The user's requests are counted apart from the agent's (``user_usa
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -194,20 +195,10 @@ def converse(
             return stop.value
 
 
-async def aconverse(
-    agent: ReActV2,
-    user: SimulatedUser,
-    *,
-    goal: str,
-    facts: str = "",
-    opening: str | None = None,
-    max_turns: int = 8,
-    until: Callable[[Conversation], bool] | None = None,
-    message_field: str | None = None,
-    reply_field: str | None = None,
-) -> Conversation:
-    """``converse`` through the async drivers (``agent.acall``, ``user.acall``)."""
-    steps = _conversation(check_options(agent, user, **_given(locals())))
+async def aconverse(agent: ReActV2, user: SimulatedUser, **options: Any) -> Conversation:
+    """``converse`` through the async drivers (``agent.acall``, ``user.acall``), with its options
+    (``goal``, ``facts``, ``opening``, ``max_turns``, ``until``, ``message_field``, ``reply_field``)."""
+    steps = _conversation(check_options(agent, user, **_defaults(options)))
     asked = next(steps)
     while True:
         if asked.agent:
@@ -223,6 +214,18 @@ async def aconverse(
 
 def _given(local: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in local.items() if k not in ("agent", "user")}
+
+
+def _defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """``converse``'s keyword options with its defaults, for ``aconverse``; an unknown one is refused."""
+    known = inspect.signature(converse).parameters
+    unknown = sorted(set(options) - set(known) - {"agent", "user"})
+    if unknown:
+        raise ConfigurationError(f"aconverse: unknown option(s) {unknown!r}; it takes converse's options")
+    if "goal" not in options:
+        raise ConfigurationError("aconverse needs `goal`: what the simulated user wants")
+    given = {name: p.default for name, p in known.items() if name not in ("agent", "user", "goal")}
+    return {**given, **options}
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,11 @@ Example:
     ```
 """
 
-try:
-    import ag_ui.core  # noqa: F401
-    import sqlalchemy  # noqa: F401
-    import starlette  # noqa: F401
-except ImportError as missing:  # the optional extra
-    raise ImportError('dspy_imp.web needs its extra: pip install -e ".[web]" (from a clone)') from missing
+from dspy_imp._records.errors import require_extra
+
+require_extra(
+    'dspy_imp.web needs its extra: pip install -e ".[web]" (from a clone)', "ag_ui.core", "sqlalchemy", "starlette"
+)
 
 from dspy_imp.web._database import ConversationInfo, DatabaseStore
 from dspy_imp.web._turns import Conversation, FileStore, MemoryStore, Store

@@ -144,14 +144,9 @@ class _Server:
 
     async def conversation(self, request: Request) -> Response:
         """The conversation the page reopens (a reload, a second tab): its messages and interrupts."""
-        key = encodable(request.path_params["key"])
-        try:
-            user = await self.guard.user(request)
-        except Refused as refused:
-            return refused.response()
-        stored = await self.runner.store.load(key)
-        if stored is None or stored.owner != user:  # another user's is as absent as a missing one
-            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+        key, _, stored = await self._owned(request)
+        if isinstance(stored, Response) or stored is None:  # another user's is as absent as a missing one
+            return stored or _no_conversation(key)
         messages = to_messages(stored.history, self.signature)
         interrupts = [agui.interrupt(call) for call in paused_calls(stored.history)]
         body = {
@@ -161,24 +156,36 @@ class _Server:
         }
         return JSONResponse(scrubbed(body))
 
-    async def stop(self, request: Request) -> Response:
-        """Stop the conversation's running turn (the page's Stop): it ends before its next effect."""
+    async def _owned(self, request: Request) -> tuple[str, str | None, Any]:
+        """The path's conversation id, the user, and the stored conversation if it is theirs: ``None``
+        when there is none, a refusal (a ``Response``) when the user is refused or it is another's."""
         key = encodable(request.path_params["key"])
         try:
             user = await self.guard.user(request)
         except Refused as refused:
-            return refused.response()
+            return key, None, refused.response()
         stored = await self.runner.store.load(key)
         if stored is not None and stored.owner != user:
-            return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
+            return key, user, _no_conversation(key)
+        return key, user, stored
+
+    async def stop(self, request: Request) -> Response:
+        """Stop the conversation's running turn (the page's Stop): it ends before its next effect."""
+        key, user, stored = await self._owned(request)
+        if isinstance(stored, Response):
+            return stored
         if not self.runner.stop(key, user):
             return JSONResponse({"error": f"conversation {key!r} runs no turn that can be stopped"}, status_code=409)
         return JSONResponse({"stopping": key})
 
+    async def _user_and(self, request: Request, read: Callable[[Any], Any]) -> tuple[str | None, Any]:
+        """The request's user, then its body (bounded) as ``read`` reads it; ``Refused`` as a refusal."""
+        user = await self.guard.user(request)
+        return user, read(await read_json(request))
+
     async def agui(self, request: Request) -> Response:
         try:
-            user = await self.guard.user(request)
-            run_input = RunAgentInput.model_validate(await read_json(request))
+            user, run_input = await self._user_and(request, RunAgentInput.model_validate)
         except Refused as refused:
             return refused.response()
         except pydantic.ValidationError as error:
@@ -194,8 +201,7 @@ class _Server:
 
     async def chat(self, request: Request) -> Response:
         try:
-            user = await self.guard.user(request)
-            body = vercel.checked_request(await read_json(request))
+            user, body = await self._user_and(request, vercel.checked_request)
         except Refused as refused:
             return refused.response()
         key = body["id"]
@@ -253,3 +259,7 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
+
+
+def _no_conversation(key: str) -> Response:
+    return JSONResponse({"error": f"no conversation {key!r}"}, status_code=404)
