@@ -58,10 +58,14 @@ class Instance:
         )
         self.base = f"http://127.0.0.1:{self.port}"
         end = time.monotonic() + 120
-        while not self._listening():
-            if self.process.poll() is not None or time.monotonic() > end:
-                raise AssertionError(f"instance did not start: {self.output()}")
-            time.sleep(0.05)
+        try:
+            while not self._listening():
+                if self.process.poll() is not None or time.monotonic() > end:
+                    raise AssertionError(f"instance did not start: {self.output()}")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()  # never left running behind a failed start
+            raise
 
     def _listening(self) -> bool:
         with socket.socket() as s:
