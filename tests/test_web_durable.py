@@ -4,9 +4,11 @@ a restart: nothing of the first app is kept but DBOS's records and the store's f
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import dspy
 import pytest
 from dbos import DBOS
 from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
@@ -14,10 +16,22 @@ from web_scenarios import client, paused_script, run_input, support_agent, tool_
 
 import dspy_imp.web
 from dspy_imp import durable
+from dspy_imp._watch.events import observing
 from dspy_imp.testing import ScriptedLM, call, reply
 
 PROGRAM = support_agent()
 AGENTS: dict[str, durable.DurableAgent] = {}
+GATES: dict[str, asyncio.Event] = {}
+
+
+async def slow_lookup(order_id: str) -> str:
+    """Look up an order (it waits for the test's gate: a lookup that takes its time)."""
+    GATES["started"].set()
+    await GATES["release"].wait()
+    return f"order {order_id} shipped"
+
+
+SLOW = dspy_imp.ReActV2("message -> reply", tools=[slow_lookup])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -25,6 +39,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     folder = tmp_path_factory.mktemp("dbos")
     DBOS(config=durable.config("dspy-imp-web", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR"))
     AGENTS["support"] = durable.DurableAgent(PROGRAM, name="web-support")
+    AGENTS["slow"] = durable.DurableAgent(SLOW, name="web-slow")
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
@@ -131,3 +146,74 @@ async def test_deleting_a_conversation_cancels_its_waiting_workflow(tmp_path: An
     assert await statuses("gone:kept") == ["PENDING"]  # only the conversation's own workflow
     assert await store.load("gone") is None
     store.close()
+
+
+async def test_stop_ends_a_durable_turn_before_its_next_step_and_the_conversation_goes_on() -> None:
+    """Stop during a tool call: no request after it, the workflow ends (its result the history so
+    far, saved by the app), and the next message continues the same conversation."""
+    GATES.update(started=asyncio.Event(), release=asyncio.Event())
+    lm = ScriptedLM(
+        [
+            reply(calls=[call("slow_lookup", {"order_id": "42"}, id="s1")], usage=(20, 5)),
+            reply("Never sent.", usage=(1, 1)),
+        ]
+    )
+    SLOW.set_lm(lm)
+    app = dspy_imp.web.app(AGENTS["slow"])
+    json_body = {"content-type": "application/json"}
+    async with client(app) as http:
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Where is 42?", thread="st")))
+        await GATES["started"].wait()  # the turn is inside its tool call
+        stopped = await http.post("/api/conversations/st/stop", json={}, headers=json_body)
+        GATES["release"].set()
+        events = agui_events((await running).text)
+        idle = await http.post("/api/conversations/st/stop", json={}, headers=json_body)
+        kept = (await http.get("/api/conversations/st")).json()
+        assert (stopped.status_code, stopped.json(), idle.status_code) == (200, {"stopping": "st"}, 409)
+        verify_agui(events)
+        assert events[-1] == {
+            "type": "RUN_ERROR",
+            "message": "StreamClosed: the turn was stopped",
+            "code": "StreamClosed",
+        }
+        assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["order 42 shipped"]
+        assert len(lm.requests) == 1  # stopped before its next request
+        assert await statuses("st") == ["SUCCESS"]  # the workflow ended, its result the history so far
+        assert [m["role"] for m in kept["messages"]] == ["user", "assistant", "tool"]
+        assert kept["running"] is False and kept["interrupts"] == []
+
+        lm_next = ScriptedLM([reply("Order 42 shipped; anything else?", usage=(30, 5))])
+        SLOW.set_lm(lm_next)
+        goes_on = agui_events((await http.post("/ag-ui", json=run_input("Thanks", thread="st", run="r2"))).text)
+    verify_agui(goes_on)
+    assert goes_on[-1]["result"]["outputs"] == {"reply": "Order 42 shipped; anything else?"}
+    sent = lm_next.requests[0].messages
+    assert "order 42 shipped" in str(sent) and "Where is 42?" in str(sent)  # the stopped turn's history went with it
+    assert await statuses("st") == ["SUCCESS", "SUCCESS"]
+
+
+async def test_a_stopped_durable_turn_keeps_its_history_on_the_stop() -> None:
+    """Without the web app: a workflow stopped by its observer's ``stopped()`` ends with the history
+    as its result, and ``aresult`` raises the ``StreamClosed`` carrying it."""
+    GATES.update(started=asyncio.Event(), release=asyncio.Event())
+    lm = ScriptedLM([reply(calls=[call("slow_lookup", {"order_id": "7"}, id="s1")], usage=(20, 5))])
+    SLOW.set_lm(lm)
+
+    class Observer:
+        def __call__(self, event: Any) -> None:
+            pass
+
+        def stopped(self) -> bool:
+            return GATES["release"].is_set()
+
+    with observing(Observer()):
+        handle = await AGENTS["slow"].astart(workflow_id="direct-stop", message="Where is 7?")
+    await GATES["started"].wait()
+    GATES["release"].set()
+    with pytest.raises(dspy_imp.StreamClosed, match="the turn was stopped") as stopped:
+        await handle.aresult(polling_interval_sec=0.01)
+    history = stopped.value.dspy_imp_history
+    assert isinstance(history, dspy.History)
+    assert history.messages[0]["message"] == "Where is 7?"
+    assert [r["result"] for r in history.messages[0]["tool_call_results"]] == ["order 7 shipped"]
+    assert await handle.astatus() == "SUCCESS" and len(lm.requests) == 1

@@ -44,6 +44,7 @@ from typing import Any
 from dbos import DBOS, StepOptions
 
 from dspy_imp._drivers.driver import Effects, adrive, drive
+from dspy_imp._drivers.interrupts import HISTORY_ATTRIBUTE, attach_history
 from dspy_imp._durable.codec import (
     decode_error,
     decode_outcome,
@@ -57,7 +58,7 @@ from dspy_imp._program.module import ReActV2, escaped
 from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
 from dspy_imp._records import clock as deadline_clock
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp._records.step_error import StepError
 from dspy_imp._turn.effects import (
     Alongside,
@@ -101,6 +102,15 @@ class DurableEffects(Effects):
     def __init__(self, program: Program, clock: _Clock):
         super().__init__(program)
         self.clock = clock
+        # An observer's ``stopped()`` (the web page's Stop) is asked here, before a step begins,
+        # never inside one: a stop is then the workflow's result, not a step that failed.
+        self.stopped = self.watch.stopped if self.watch is not None else None
+        if self.watch is not None:
+            self.watch.stopped = None
+
+    def _check_stop(self) -> None:
+        if self.stopped is not None and self.stopped():
+            raise StreamClosed("the turn was stopped")
 
     def child(self, program: Program) -> Effects:
         """A sub-agent's turn runs in this workflow, each of its effects a step of its own."""
@@ -114,6 +124,7 @@ class DurableEffects(Effects):
         # Not steps: a measure is pure (a replay measures the same); a sub-agent's own effects are (``child``).
         if isinstance(effect, Measure | RunAgent):
             return Effects.perform(self, effect)
+        self._check_stop()
         if isinstance(effect, Sleep):
             DBOS.sleep(effect.seconds)
             return self._advance({"at": DBOS.run_step(_CLOCK_STEP, time.time), "outcome": {"kind": "none"}})
@@ -126,6 +137,7 @@ class DurableEffects(Effects):
                 return await Effects.aperform(self, effect)
         if isinstance(effect, Measure | RunAgent):
             return await Effects.aperform(self, effect)
+        self._check_stop()
         if isinstance(effect, Sleep):
             await DBOS.sleep_async(effect.seconds)
             at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
@@ -209,6 +221,8 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
             turn = program._turn(kwargs)
             try:
                 outcome: Ending | Failure = drive(turn.run(), DurableEffects(program, clock))
+            except StreamClosed as stop:  # stopped (the web page's Stop): the history is the result
+                return _stopped(program, turn, stop)
             except BaseException as error:  # host code failing: a StepError with the history (``escaped``)
                 outcome = escaped(program, turn, error)
         if not _paused(outcome):
@@ -232,6 +246,8 @@ async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
             turn = program._turn(kwargs)
             try:
                 outcome: Ending | Failure = await adrive(turn.run(), DurableEffects(program, clock))
+            except StreamClosed as stop:
+                return _stopped(program, turn, stop)
             except BaseException as error:
                 outcome = escaped(program, turn, error)
         if not _paused(outcome):
@@ -322,8 +338,21 @@ def _concluded(program: ReActV2, turn: Turn, outcome: Ending | Failure) -> dict[
         }
 
 
+def _stopped(program: ReActV2, turn: Turn, stop: StreamClosed) -> dict[str, Any]:
+    """A stopped turn's result: why, and the history so far (the inputs too: the conversation goes on)."""
+    with contextlib.suppress(StreamClosed):
+        escaped(program, turn, stop)  # what any stop does: traced, the history attached
+    history = getattr(stop, HISTORY_ATTRIBUTE, None)
+    return {"stopped": str(stop), "history": encode_value(history)}
+
+
 def conclusion(result: dict[str, Any]) -> Prediction:
-    """The prediction a workflow's result holds, or its ``StepError`` raised."""
+    """The prediction a workflow's result holds; its ``StepError`` raised, or the ``StreamClosed``
+    of a stopped turn (its history on ``dspy_imp_history``, as on any stop)."""
+    if "stopped" in result:
+        stop = StreamClosed(result["stopped"])
+        attach_history(stop, decode_value(result["history"]))
+        raise stop
     if "failure" in result:
         error = decode_error(result["failure"])
         raise StepError(error, decode_value(result["history"]), usage=decode_value(result["usage"])) from error

@@ -8,7 +8,9 @@ the one DBOS recovered it in (the workflow is found by its exact id: the convers
 random tail). The workflow keeps the
 observer it started with, so each request renews the conversation's channel, the observer's
 target; a workflow recovered after a restart has no observer, and its resumed part is told at its
-end (the answer and the ``MESSAGES_SNAPSHOT``), not as it runs.
+end (the answer and the ``MESSAGES_SNAPSHOT``), not as it runs. Stop reaches the workflow through
+the same channel: the turn stops before its next step and the workflow ends with the history so
+far as its result (``_durable.driver``), which the app saves like any stopped turn's.
 """
 
 from __future__ import annotations
@@ -32,15 +34,20 @@ _POLL = 0.1  # seconds between looks at a running workflow's pending event
 
 
 class _Channel:
-    """A conversation's observer: events go to the request now following the turn (its ``observe``)."""
+    """A conversation's observer: events go to the request now following the turn (its ``observe``),
+    and ``stopped()`` is that request's (the page's Stop), asked before each of the turn's steps."""
 
     def __init__(self) -> None:
         self.target: Observer | None = None
 
-    def emit(self, event: TurnEvent) -> None:
+    def __call__(self, event: TurnEvent) -> None:
         target = self.target
         if target is not None:
             target(event)
+
+    def stopped(self) -> bool:
+        asked = getattr(self.target, "stopped", None)
+        return bool(asked is not None and asked())
 
 
 class Workflows:
@@ -63,7 +70,7 @@ class Workflows:
             await self.agent.adecide(workflow, approvals=approvals or None, results=results or None)
             return workflow, {*approvals, *results}
         workflow = f"{PREFIX}{key}:{uuid.uuid4().hex}"
-        with observing(channel.emit):  # the workflow's task copies the context: the channel is its observer
+        with observing(channel):  # the workflow's task copies the context: the channel is its observer
             await self.agent.astart(workflow_id=workflow, **kwargs)
         return workflow, set()
 

@@ -170,9 +170,9 @@ class Runner:
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def stop(self, key: str, user: str | None) -> bool:
-        """Ask the conversation's running turn to stop before its next effect (history kept);
-        ``False`` when none of ``user``'s runs or its turns cannot be stopped (a durable workflow's)."""
-        if key not in self.busy or self.users.get(key, user) != user or not isinstance(self.turns, Calls):
+        """Ask the conversation's running turn to stop before its next effect (history kept; a
+        durable workflow's too, which ends with it); ``False`` when none of ``user``'s runs."""
+        if key not in self.busy or self.users.get(key, user) != user:
             return False
         self.stopping.add(key)
         return True
