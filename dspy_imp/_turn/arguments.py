@@ -22,6 +22,9 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
     """The call's arguments against the tool's JSON schema (reference §2.6 step 5)."""
     if not isinstance(args, Mapping):
         return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
+    whole = getattr(tool, "parameters_schema", None)
+    if isinstance(whole, dict):
+        return _check_whole(whole, args)
     schema = tool.args or {}
     missing = [k for k, s in schema.items() if k not in args and not (isinstance(s, dict) and "default" in s)]
     if missing:
@@ -37,6 +40,18 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
             error = best_match(argument_validator(spec).iter_errors(value))
             if isinstance(error, ValidationError):
                 problems.append(f"{key} {error.message}")
+    return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
+
+
+def _check_whole(schema: dict[str, Any], args: Mapping[str, Any]) -> Rejection | None:
+    """A tool that carries its arguments' whole JSON schema (``parameters_schema``: a tool a web
+    client declared) is checked against all of it: ``required``, ``additionalProperties``, ``$defs``."""
+    required = schema.get("required") or ()
+    missing = [k for k in required if isinstance(k, str) and k not in args]
+    if missing:
+        return Rejection("missing_required", sentences.missing_arguments(missing))
+    errors = sorted(argument_validator(schema).iter_errors(dict(args)), key=lambda e: list(e.absolute_path))
+    problems = [f"{'.'.join(map(str, e.absolute_path)) or 'arguments'} {e.message}" for e in errors[:5]]
     return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
 
 

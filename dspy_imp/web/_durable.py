@@ -57,7 +57,9 @@ class Workflows:
         self.agent = agent
         self.channels: dict[str, _Channel] = {}
 
-    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any:
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer, tools: Mapping[str, Any]) -> Any:
+        if tools:  # ``app`` refuses ``client_tools=True`` for a durable agent: a workflow runs its own program
+            raise ConfigurationError("a DurableAgent's turns cannot offer client tools")
         channel = self.channels.setdefault(key, _Channel())
         channel.target = observe
         workflow, decided = await self._start_or_decide(key, kwargs, channel)

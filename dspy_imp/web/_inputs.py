@@ -22,11 +22,13 @@ class Call:
         kwargs: The agent's keyword arguments (inputs or decisions, and ``history``).
         shown: Call ids the client already shows (the paused step's calls, on a resume).
         refused: Call ids a person refused.
+        tools: The client tools this turn offers besides the agent's own (``_client_tools``).
     """
 
     kwargs: Mapping[str, Any]
     shown: Collection[str] = field(default_factory=frozenset)
     refused: Collection[str] = field(default_factory=frozenset)
+    tools: Mapping[str, Any] = field(default_factory=dict)
 
 
 def inputs_from_text(signature: type[dspy.Signature], text: str) -> dict[str, Any]:

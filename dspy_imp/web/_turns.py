@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import dspy
 
+from dspy_imp._program.extra_tools import with_external_tools
 from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
@@ -123,11 +124,12 @@ class Ended:
 class Turns(Protocol):
     """How one conversation's turn is played: the part a durable agent does its own way.
 
-    ``play`` runs the turn for ``kwargs``, sending its events to ``observe`` (thread-safe), and
-    returns its prediction or raises (a ``StepError``, refused input).
+    ``play`` runs the turn for ``kwargs``, offering the client's ``tools`` besides the agent's own
+    (as external tools), sending its events to ``observe`` (thread-safe), and returns its
+    prediction or raises (a ``StepError``, refused input).
     """
 
-    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any: ...
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer, tools: Mapping[str, Any]) -> Any: ...
 
 
 class Calls:
@@ -137,12 +139,13 @@ class Calls:
         self.agent = agent
         self.sync = sync
 
-    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer) -> Any:
+    async def play(self, key: str, kwargs: dict[str, Any], observe: Observer, tools: Mapping[str, Any]) -> Any:
+        agent = with_external_tools(self.agent, tools)  # the client's tools: this turn's external tools
         with observing(observe):
             if not self.sync:
-                return await self.agent.acall(**kwargs)
+                return await agent.acall(**kwargs)
             context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
-            return await anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))
+            return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
 
 
 class _Observer:
@@ -244,7 +247,7 @@ class Runner:
     ) -> Ended:
         started = _log.clock()
         try:
-            prediction = await self.turns.play(key, dict(call.kwargs), observe)
+            prediction = await self.turns.play(key, dict(call.kwargs), observe, call.tools)
             ended = Ended(prediction)
             await self.store.save(key, Conversation(prediction.metadata.history, user))
         except StepError as error:

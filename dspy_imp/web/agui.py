@@ -22,7 +22,10 @@ A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt o
 ``"tool_approval"`` or ``"external_tool"``. The next run resumes it with ``resume`` entries:
 ``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
-external call.
+external call. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
+external call: its ``TOOL_CALL_START``/``_ARGS``/``_END`` tell the client to run it, and the next
+run answers it with a ``ToolMessage`` (``toolCallId`` the call's id) ending its ``messages``, or
+with a ``resume`` entry.
 
 The conversation's history is the one the server holds for the thread: of a run's messages only
 the last one is read, and only as a user's text (the new turn's inputs). ``MESSAGES_SNAPSHOT``
@@ -66,6 +69,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
 from dspy_imp.web.messages import from_messages, to_messages
@@ -187,23 +191,29 @@ def _token_usage(usage: Any) -> TokenUsage:
 # -- reading a run's input ------------------------------------------------------------------------
 
 
-def read_run_input(run_input: RunAgentInput, signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
-    """The agent call a run asks for: new inputs (the last user message's text) or the decisions of a resume.
+def read_run_input(
+    run_input: RunAgentInput, signature: type[dspy.Signature], stored: dspy.History | None, offered: Offered
+) -> Call:
+    """The agent call a run asks for: new inputs (the last user message's text) or the answers of a resume.
 
     ``stored``: the conversation the server holds for the thread, the only history there is. The
     run's other ``messages`` are never read as history (their entries, calls or results): a client
-    could write any step there, a paused call included, and "approve" it.
+    could write any step there, a paused call included, and "approve" it. A paused thread is
+    answered by ``resume`` entries, or (AG-UI's client tools) by the tool messages ending the run's
+    ``messages``, each for a call the server's paused entry waits on. ``offered``: the agent's own
+    tool names and the client tools this run declares.
     """
     history = stored if stored is not None else dspy.History(messages=[])
     last = run_input.messages[-1] if run_input.messages else None
     new_text = _text(last) if last is not None and last.role == "user" else None
-    if run_input.resume:
-        if stored is None:
+    answers = _tool_messages(run_input.messages)
+    if run_input.resume or answers:
+        if stored is None or not paused_calls(history):
             raise ConfigurationError(f"thread {run_input.thread_id!r} has no turn waiting for a decision")
-        return _resume(run_input, history)
+        return _resume(run_input, history, answers, offered)
     if new_text is None:
         raise ConfigurationError("the run has no new user message to answer (the last message is not the user's)")
-    return Call(kwargs={**inputs_from_text(signature, new_text), "history": history})
+    return Call(kwargs={**inputs_from_text(signature, new_text), "history": history}, tools=offered.tools)
 
 
 def _text(message: Any) -> str:
@@ -214,10 +224,21 @@ def _text(message: Any) -> str:
     return "".join(getattr(part, "text", "") or "" for part in content or [])
 
 
-def _resume(run_input: RunAgentInput, history: dspy.History) -> Call:
+def _tool_messages(messages: Any) -> dict[str, Any]:
+    """The results the tool messages ending the run's messages carry (after the last other message)."""
+    answers: dict[str, Any] = {}
+    for message in reversed(messages or []):
+        if message.role != "tool":
+            break
+        error = message.error
+        answers[message.tool_call_id] = RuntimeError(error) if error else _text(message)
+    return answers
+
+
+def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, Any], offered: Offered) -> Call:
     pending = {call["id"]: call for call in paused_calls(history)}
     approvals: dict[str, bool | str] = {}
-    results: dict[str, Any] = {}
+    results = dict(answers)
     for entry in run_input.resume or ():
         call = pending.get(entry.interrupt_id)
         if call is None:
@@ -230,7 +251,9 @@ def _resume(run_input: RunAgentInput, history: dspy.History) -> Call:
             continue
         approvals[call["id"]] = _approval(entry.interrupt_id, entry.status, payload)
     refused = frozenset(k for k, v in approvals.items() if v is not True)
-    return Call({"history": history, "approvals": approvals, "results": results}, frozenset(pending), refused)
+    checked = offered.results(pending, results)
+    kwargs = {"history": history, "approvals": approvals, "results": checked}
+    return Call(kwargs, frozenset(pending), refused, offered.tools)
 
 
 def _approval(interrupt_id: str, status: str, payload: Mapping[str, Any]) -> bool | str:

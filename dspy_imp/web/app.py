@@ -31,8 +31,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
+from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import Guard, Guarded, Refused, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
@@ -51,6 +53,7 @@ def app(
     auth: Callable[[Request], Any] | None = None,
     hosts: Sequence[str] = (),
     origins: Sequence[str] = (),
+    client_tools: bool = False,
 ) -> ASGIApp:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
@@ -72,6 +75,11 @@ def app(
         origins: Origins (``"https://app.example.com"``) whose pages may call the app besides its
             own page; CORS is on for them and off otherwise. A ``POST`` from another origin is
             refused (403).
+        client_tools: Honour the tools a client declares and runs itself (AG-UI's
+            ``RunAgentInput.tools``; the AI SDK request's ``tools``): each becomes an external tool
+            of that turn, which pauses on its calls until the client sends their results. Off by
+            default: declared tools are then not offered to the model. A ``DurableAgent`` cannot
+            offer them (its workflows run the program it was made with).
 
     Example:
         ```python
@@ -80,8 +88,15 @@ def app(
         ```
     """
     guard = Guard(hosts, origins, auth)
+    if not isinstance(client_tools, bool):
+        raise ConfigurationError(f"`client_tools` must be True or False, got {client_tools!r}")
     program, runner = _runner(agent, store or MemoryStore(), sync)
-    server = _Server(program, runner, guard)
+    if client_tools and not isinstance(runner.turns, Calls):
+        raise ConfigurationError(
+            "`client_tools=True` needs a dspy_imp.ReActV2: a DurableAgent's workflows run the program it was "
+            "made with, which cannot take a client's tools"
+        )
+    server = _Server(program, runner, guard, client_tools)
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
@@ -114,11 +129,20 @@ def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
 
 
 class _Server:
-    def __init__(self, agent: Any, runner: Any, guard: Guard):
+    def __init__(self, agent: Any, runner: Any, guard: Guard, client_tools: bool):
         self.agent = agent
         self.runner = runner
         self.guard = guard
         self.signature = agent.signature
+        self.client_tools = client_tools
+        self.own = frozenset({*agent.tools, SUBMIT})
+
+    def _offered(self, declared_tools: Any, field: str, schema_key: str) -> Offered:
+        """The client tools a request declares, checked (``Refused`` naming the field), when the app
+        honours them; none otherwise (the declaration is not read)."""
+        if not self.client_tools:
+            return Offered(self.own)
+        return Offered(self.own, declared(declared_tools, self.own, field, schema_key))
 
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
@@ -186,6 +210,8 @@ class _Server:
     async def agui(self, request: Request) -> Response:
         try:
             user, run_input = await self._user_and(request, RunAgentInput.model_validate)
+            tools = [t.model_dump(mode="json") for t in run_input.tools] if run_input.tools is not None else None
+            offered = self._offered(tools, "tools", "parameters")
         except Refused as refused:
             return refused.response()
         except pydantic.ValidationError as error:
@@ -194,7 +220,7 @@ class _Server:
         narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
 
         def read(stored: Any) -> Call:
-            return agui.read_run_input(run_input, self.signature, stored)
+            return agui.read_run_input(run_input, self.signature, stored, offered)
 
         events = self._narrate(run_input.thread_id, user, narration, read)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
@@ -202,6 +228,7 @@ class _Server:
     async def chat(self, request: Request) -> Response:
         try:
             user, body = await self._user_and(request, vercel.checked_request)
+            offered = self._offered(body.get("tools"), "tools", "inputSchema")
         except Refused as refused:
             return refused.response()
         key = body["id"]
@@ -209,7 +236,7 @@ class _Server:
         narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
 
         def read(stored: Any) -> Call:
-            return vercel.read_request(body, self.signature, stored)
+            return vercel.read_request(body, self.signature, stored, offered)
 
         parts = self._narrate(key, user, narration, read)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)

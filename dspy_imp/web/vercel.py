@@ -22,6 +22,12 @@ is the assistant's, with its tool parts answered: ``state: "approval-responded"`
 ``approval: {"id", "approved", "reason"?}`` (AI SDK 6's ``addToolApprovalResponse``), or
 ``state: "output-available"`` for an external call (``addToolResult``). The history is the one
 the server keeps for the chat id (``dspy_imp.web.app``).
+
+Client tools (``app(..., client_tools=True)``): the request's ``tools``, ``[{"name",
+"description", "inputSchema"}]`` (sent with ``useChat``'s transport ``body``), are offered for the
+turn. A call of one streams as ``tool-input-available`` and the turn ends ``finishReason:
+"tool-calls"``: ``useChat``'s ``onToolCall`` runs it, ``addToolResult`` answers it, and the next
+request (its tool part ``output-available``) resumes the turn.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
@@ -148,36 +155,45 @@ def checked_request(body: Any) -> dict[str, Any]:
     return body
 
 
-def read_request(body: Mapping[str, Any], signature: type[dspy.Signature], stored: dspy.History | None) -> Call:
+def read_request(
+    body: Mapping[str, Any], signature: type[dspy.Signature], stored: dspy.History | None, offered: Offered
+) -> Call:
     """The agent call a ``useChat`` request asks for (``stored``: the chat's history on the server).
 
-    ``body`` is one ``checked_request`` let through."""
+    ``body`` is one ``checked_request`` let through; ``offered``: the agent's own tool names and the
+    client tools the request declares (its ``tools``)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
         raise ConfigurationError("the request has no `messages`")
     history = stored if stored is not None else dspy.History(messages=[])
     last = messages[-1]
     if last.get("role") == "assistant":
-        return _resume(last, history)
+        return _resume(last, history, offered)
     if last.get("role") != "user":
         raise ConfigurationError(f"the last message must be the user's or the assistant's, got {last.get('role')!r}")
     text = "".join(
         p.get("text", "") for p in last.get("parts") or [] if isinstance(p, Mapping) and p.get("type") == "text"
     )
-    return Call({**inputs_from_text(signature, text), "history": history})
+    return Call({**inputs_from_text(signature, text), "history": history}, tools=offered.tools)
 
 
-def _resume(message: Mapping[str, Any], history: dspy.History) -> Call:
+def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered) -> Call:
+    """The answers in the assistant message's tool parts. A part for a call the server recorded as
+    done is the client's copy of it (ignored); one for a call the server never saw is refused."""
     pending = {call["id"]: call for call in paused_calls(history)}
     if not pending:
         raise ConfigurationError("the conversation is not waiting for any tool decision")
+    recorded = {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
     approvals: dict[str, bool | str] = {}
     results: dict[str, Any] = {}
     for part in message.get("parts") or []:
-        call = pending.get(part.get("toolCallId")) if isinstance(part, Mapping) else None
+        call_id = part.get("toolCallId") if isinstance(part, Mapping) else None
+        state = part.get("state") if isinstance(part, Mapping) else None
+        call = pending.get(call_id) if isinstance(call_id, str) else None
         if call is None:
+            if state in _ANSWERS and call_id not in recorded:
+                raise ConfigurationError(f"a tool part answers call {call_id!r}, which this chat is not waiting for")
             continue
-        state = part.get("state")
         if call["kind"] == "approval" and state in ("approval-responded", "output-denied"):
             approvals[call["id"]] = _approval(part.get("approval") or {})
         elif call["kind"] == "external" and state == "output-available":
@@ -185,7 +201,13 @@ def _resume(message: Mapping[str, Any], history: dspy.History) -> Call:
         elif call["kind"] == "external" and state == "output-error":
             results[call["id"]] = RuntimeError(str(part.get("errorText") or "the tool failed"))
     refused = frozenset(k for k, v in approvals.items() if v is not True)
-    return Call({"history": history, "approvals": approvals, "results": results}, frozenset(pending), refused)
+    checked = offered.results(pending, results)
+    return Call(
+        {"history": history, "approvals": approvals, "results": checked}, frozenset(pending), refused, offered.tools
+    )
+
+
+_ANSWERS = frozenset({"output-available", "output-error", "approval-responded", "output-denied"})
 
 
 def _approval(approval: Mapping[str, Any]) -> bool | str:
