@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
+import pydantic
 from jsonschema import SchemaError, validators
 
 from dspy_imp.web._guard import Refused
@@ -38,6 +39,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 class ClientTool(dspy.Tool):
     """A tool the client runs: the model is told its declared schema, and its calls are checked
     against all of it (``parameters_schema``) before the turn pauses on them. It never runs here."""
+
+    parameters_schema: dict[str, Any] = pydantic.Field(default_factory=dict)
 
     def __init__(self, name: str, description: str, parameters: dict[str, Any]):
         properties = parameters.get("properties") or {}
