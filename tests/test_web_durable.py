@@ -217,3 +217,8 @@ async def test_a_stopped_durable_turn_keeps_its_history_on_the_stop() -> None:
     assert history.messages[0]["message"] == "Where is 7?"
     assert [r["result"] for r in history.messages[0]["tool_call_results"]] == ["order 7 shipped"]
     assert await handle.astatus() == "SUCCESS" and len(lm.requests) == 1
+
+
+def test_a_durable_agent_cannot_offer_client_tools() -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match="`client_tools=True` needs a dspy_imp.ReActV2"):
+        dspy_imp.web.app(AGENTS["support"], client_tools=True)

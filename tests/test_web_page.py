@@ -22,6 +22,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse
+from starlette.routing import Mount, Route
 from web_helpers import LiveServer
 from web_scenarios import paused_script, support_agent, tool_script, with_lm
 
@@ -468,3 +471,30 @@ def test_the_sidebar_lists_a_users_conversations_and_another_user_sees_none(brow
         alice.close()
         bob.close()
         store.close()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_client_tool_runs_in_the_browser_and_its_result_resumes_the_turn(page: Page, sync: bool) -> None:
+    """A small AG-UI client page (``web_pages/client_tool.html``) declares ``browser_time``; the
+    agent calls it, the page runs it and sends its result as a ``ToolMessage``, the answer arrives."""
+    agent = dspy_imp.ReActV2("question -> answer", tools=[])
+    lm = ScriptedLM([reply(calls=[call("browser_time", {"zone": "UTC"}, id="k1")]), reply("It is 12:00 UTC.")])
+    agent.set_lm(lm)
+    client_page = (Path(__file__).parent / "web_pages" / "client_tool.html").read_text(encoding="utf-8")
+
+    async def served_page(request: Any) -> HTMLResponse:
+        return HTMLResponse(client_page)
+
+    app = Starlette(
+        routes=[Route("/client", served_page), Mount("/", dspy_imp.web.app(agent, sync=sync, client_tools=True))]
+    )
+    with LiveServer(app) as server:
+        page.goto(f"{server.url}client")
+        page.click("#go")
+        expect(page.locator("#answer")).to_have_text("It is 12:00 UTC.")
+        ran = page.locator("#log li", has_text="ran ")
+        expect(ran).to_have_text('ran browser_time({"zone": "UTC"}) -> 12:00 (the page\'s clock) in UTC')
+    assert lm.remaining == 0
+    assert [(m["tool_call_id"], m["content"]) for m in lm.requests[1].messages if m["role"] == "tool"] == [
+        ("k1", "12:00 (the page's clock) in UTC")
+    ]
