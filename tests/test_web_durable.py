@@ -5,9 +5,12 @@ a restart: nothing of the first app is kept but DBOS's records and the store's f
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from collections.abc import Iterator
 from typing import Any
 
+import anyio.to_thread
 import dspy
 import pytest
 from dbos import DBOS
@@ -32,6 +35,16 @@ async def slow_lookup(order_id: str) -> str:
 
 
 SLOW = dspy_imp.ReActV2("message -> reply", tools=[slow_lookup])
+STOP_ASKED: list[str] = []
+
+
+def stopping_lookup(order_id: str) -> str:
+    """Look up an order (a sync tool; the person watching presses Stop while it runs)."""
+    STOP_ASKED.append(order_id)
+    return f"order {order_id} shipped"
+
+
+STOPPING = dspy_imp.ReActV2("message -> reply", tools=[stopping_lookup])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,6 +53,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     DBOS(config=durable.config("dspy-imp-web", system_database_url=f"sqlite:///{folder}/sys.sqlite", log_level="ERROR"))
     AGENTS["support"] = durable.DurableAgent(PROGRAM, name="web-support")
     AGENTS["slow"] = durable.DurableAgent(SLOW, name="web-slow")
+    AGENTS["stopping"] = durable.DurableAgent(STOPPING, name="web-stopping")
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
@@ -219,6 +233,52 @@ async def test_a_stopped_durable_turn_keeps_its_history_on_the_stop() -> None:
     assert await handle.astatus() == "SUCCESS" and len(lm.requests) == 1
 
 
+class StopAfterTheTool:
+    """An observer whose ``stopped()`` is true once the tool has run (Stop pressed during it)."""
+
+    def __call__(self, event: Any) -> None:
+        pass
+
+    def stopped(self) -> bool:
+        return bool(STOP_ASKED)
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_durable_turn_stopped_by_its_observer_ends_with_its_history(sync: bool) -> None:
+    """Both drivers of the workflow: stopped before the request after the tool, the workflow ends
+    ``SUCCESS`` with the history as its result, and the call raises the ``StreamClosed`` carrying it."""
+    STOP_ASKED.clear()
+    lm = ScriptedLM([reply(calls=[call("stopping_lookup", {"order_id": "9"}, id="s1")]), reply("Never sent.")])
+    STOPPING.set_lm(lm)
+    agent, workflow = AGENTS["stopping"], f"stopped-{'sync' if sync else 'async'}"
+    with observing(StopAfterTheTool()), pytest.raises(dspy_imp.StreamClosed, match="the turn was stopped") as stop:
+        if sync:  # in a worker thread, as the web runner runs a sync turn (its observer reports through anyio)
+            call_it = functools.partial(agent, workflow_id=workflow, message="Where is 9?")
+            asyncio.run(anyio.to_thread.run_sync(contextvars.copy_context().run, call_it))
+        else:
+            asyncio.run(agent.acall(workflow_id=workflow, message="Where is 9?"))
+    history = stop.value.dspy_imp_history
+    assert history.messages == [
+        {
+            "message": "Where is 9?",
+            "tool_calls": [{"id": "s1", "name": "stopping_lookup", "args": {"order_id": "9"}}],
+            "tool_call_results": [
+                {
+                    "id": "s1",
+                    "name": "stopping_lookup",
+                    "result": "order 9 shipped",
+                    "error": False,
+                    "returned_at": history.messages[0]["tool_call_results"][0]["returned_at"],
+                }
+            ],
+        }
+    ]
+    assert len(lm.requests) == 1 and STOP_ASKED == ["9"]
+    assert durable.handle(workflow).status() == "SUCCESS"
+    with pytest.raises(dspy_imp.StreamClosed):  # the recorded outcome, asked again
+        durable.handle(workflow).result(polling_interval_sec=0.01)
+
+
 def test_a_durable_agent_cannot_offer_client_tools() -> None:
-    with pytest.raises(dspy_imp.ConfigurationError, match="`client_tools=True` needs a dspy_imp.ReActV2"):
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"`client_tools=True` needs a dspy_imp\.ReActV2"):
         dspy_imp.web.app(AGENTS["support"], client_tools=True)
