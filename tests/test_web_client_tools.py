@@ -276,3 +276,21 @@ async def test_without_client_tools_a_declaration_is_not_offered(sync: bool) -> 
 def test_client_tools_is_a_flag(sync: bool) -> None:
     with pytest.raises(dspy_imp.ConfigurationError, match="`client_tools` must be True or False, got 'yes'"):
         dspy_imp.web.app(text_agent(), sync=sync, client_tools="yes")  # type: ignore[arg-type]
+
+
+async def test_a_client_tool_that_failed_is_an_error_the_model_reads(sync: bool) -> None:
+    agent = text_agent()
+    lm = with_lm(agent, [reply(calls=[call("browser_time", {"zone": "UTC"}, id="k1")]), reply("No clock, sorry.")])
+    app = dspy_imp.web.app(agent, sync=sync, client_tools=True)
+    first = await agui(app, run_input("What time is it?", tools=[AGUI_TOOL]))
+    snapshot = next(e for e in first if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    failed = {"id": "result-k1", "role": "tool", "toolCallId": "k1", "content": "", "error": "no clock permission"}
+    second = await agui(app, {**run_input(run="r2", tools=[AGUI_TOOL]), "messages": [*snapshot, failed]})
+    verify_agui(second, known_calls={"k1"})
+    assert [(e["toolCallId"], e["content"]) for e in second if e["type"] == "TOOL_CALL_RESULT"] == [
+        ("k1", "browser_time failed: no clock permission")
+    ]
+    assert second[-1]["result"]["outputs"] == {"answer": "No clock, sorry."}
+    assert [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"] == [
+        "browser_time failed: no clock permission"
+    ]
