@@ -292,5 +292,5 @@ async def test_a_client_tool_that_failed_is_an_error_the_model_reads(sync: bool)
     ]
     assert second[-1]["result"]["outputs"] == {"answer": "No clock, sorry."}
     assert [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"] == [
-        "browser_time failed: no clock permission"
+        "Error: browser_time failed: no clock permission"
     ]
