@@ -13,7 +13,7 @@ import pytest
 from web_scenarios import client, failed_script, run_input, support_agent, text_agent, text_script, tool_script, with_lm
 
 import dspy_imp.web
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp.web import _log
 from dspy_imp.web._inputs import Call
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner
@@ -101,6 +101,27 @@ def test_a_refused_turn_is_a_warning_with_its_reason(sync: bool, caplog: pytest.
             "error=ConfigurationError: max_iters must be a positive int, got 0",
         )
     ]
+
+
+class Stopped:
+    """An agent whose every call is stopped from the page before its first request."""
+
+    def __call__(self, **kwargs: Any) -> Any:
+        raise StreamClosed("the turn was stopped")
+
+    async def acall(self, **kwargs: Any) -> Any:
+        return self(**kwargs)
+
+
+def test_a_stopped_turn_is_an_info_line_that_says_so(sync: bool, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="dspy_imp.web")
+    runner = Runner(Calls(Stopped(), sync), MemoryStore())
+
+    async def play() -> list[Any]:
+        return [item async for item in runner.run("c4", None, lambda stored: Call(kwargs={"question": "hi"}))]
+
+    asyncio.run(play())
+    assert logged(caplog) == [("INFO", "turn conversation='c4' ended=stopped duration=1.25s")]
 
 
 def test_nothing_is_printed_unless_logging_is_configured(sync: bool, capsys: pytest.CaptureFixture[str]) -> None:

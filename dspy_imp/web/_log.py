@@ -3,7 +3,8 @@
     INFO     turn conversation='c1' ended=answered requests=2 duration=0.42s
     WARNING  turn conversation='c1' ended=failed requests=1 duration=0.10s error=StepError: ...
 
-A turn that ended (answered, paused, incomplete, ...) is INFO; one that raised (a ``StepError``,
+A turn that ended (answered, paused, incomplete, ...) or was stopped (``ended=stopped``, its history
+kept; no count of requests travels with a stop, so the line has none) is INFO; one that raised (a ``StepError``,
 refused input, a bug) is WARNING, with its error on the same line. The logger has a
 ``NullHandler``, so a program (or a test) that configures no logging sees nothing; ``python -m
 dspy_imp.web`` shows the INFO lines on standard error.
@@ -15,7 +16,7 @@ import logging
 import time
 from typing import Any
 
-from dspy_imp._records.errors import describe_reason
+from dspy_imp._records.errors import StreamClosed, describe_reason
 from dspy_imp._records.step_error import StepError
 
 logger = logging.getLogger("dspy_imp.web")
@@ -28,6 +29,10 @@ def log_turn(key: str, ended: Any, started: float) -> None:
     """Log the turn of conversation ``key`` that started at ``clock()`` time ``started`` and ended
     as ``ended`` (a ``_turns.Ended``)."""
     error = ended.error
+    took = f"duration={clock() - started:.2f}s"
+    if isinstance(error, StreamClosed):  # Stop from the page: an ending chosen by a person, not a failure
+        logger.info("turn conversation=%r ended=stopped %s", key, took)
+        return
     if error is None:
         metadata = ended.prediction.metadata
         ending, usage = metadata.termination_reason, metadata.usage
@@ -35,7 +40,7 @@ def log_turn(key: str, ended: Any, started: float) -> None:
         failed = isinstance(error, StepError)  # else refused input, or a bug: no request was the cause
         ending, usage = ("failed" if failed else "refused"), error.usage if failed else None
     requests = sum(usage.requests.values()) if usage is not None else 0
-    line = f"turn conversation={key!r} ended={ending} requests={requests} duration={clock() - started:.2f}s"
+    line = f"turn conversation={key!r} ended={ending} requests={requests} {took}"
     if error is None:
         logger.info(line)
     else:
