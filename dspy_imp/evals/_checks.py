@@ -129,37 +129,39 @@ class Budget(Metric):
 
     def judge(self, example: Any, record: Record) -> Verdict:
         record = self._scoped(record)
-        kept, used_lines, took = 0, [], ""
+        kept, used, took = 0, [], []
         for key, limit in self.limits.items():
             if key == "seconds":
                 seconds = _seconds(record)
                 ok = seconds is not None and seconds <= limit
-                took = _took(seconds, limit, ok)
+                took.append(_took(seconds, limit, ok))
             else:
-                label, used = _BUDGETS[key][0], _BUDGETS[key][1](record)
-                label = label[:-1] if used == 1 and label.endswith("s") else label
-                ok = used <= limit
-                used_lines.append(f"{_number(used)} {label} (budget {_number(limit)}{'' if ok else ', over'})")
+                label, value = _BUDGETS[key][0], _BUDGETS[key][1](record)
+                label = label[:-1] if value == 1 and label.endswith("s") else label
+                ok = value <= limit
+                used.append(f"{_number(value)} {label} (budget {_number(limit)}{'' if ok else ', over'})")
             kept += ok
-        who = (
-            f"`{self.agent}`" if self.agent else "the agent's turns" if record.conversation is not None else "the turn"
-        )
-        text = f"{who} " + " and ".join(p for p in (f"used {', '.join(used_lines)}" if used_lines else "", took) if p)
-        text += "."
+        parts = ([f"used {', '.join(used)}"] if used else []) + took
+        text = f"{self._who(record)} {' and '.join(parts)}."
         over = kept < len(self.limits)
         return Verdict(
             kept / len(self.limits), f"Over budget: {text}" if over else text[0].upper() + text[1:], self.name
         )
 
-    def _scoped(self, record: Record) -> Record:
+    def _who(self, record: Record) -> str:
         if self.agent is not None:
-            usage = record.usage.agents.get(self.agent, Usage())
-            calls = tuple(c for c in record.calls if c.agent and c.agent.split("/")[0] == self.agent)
-            return replace(record, calls=calls, metadata=replace(record.metadata, usage=usage))
+            return f"`{self.agent}`"
+        return "the agent's turns" if isinstance(record.conversation, Conversation) else "the turn"
+
+    def _scoped(self, record: Record) -> Record:
+        """The record with the usage the limits count: a conversation's agent turns', or one sub-agent's."""
         talk = record.conversation
-        if isinstance(talk, Conversation):  # a conversation: all its agent turns
-            return replace(record, metadata=replace(record.metadata, usage=talk.agent_usage))
-        return record
+        usage = talk.agent_usage if isinstance(talk, Conversation) else record.usage
+        calls = record.calls
+        if self.agent is not None:
+            usage = usage.agents.get(self.agent, Usage())
+            calls = tuple(c for c in calls if c.agent and c.agent.split("/")[0] == self.agent)
+        return replace(record, calls=calls, metadata=replace(record.metadata, usage=usage))
 
 
 def _seconds(record: Record) -> float | None:
