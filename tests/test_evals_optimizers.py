@@ -143,3 +143,32 @@ def test_a_conversation_program_under_gepa_with_conversation_metrics() -> None:
     assert [name for name, _ in compiled.named_predictors()] == ["agent.react"]  # the user stayed as it was
     assert teaching.LESSON in compiled.agent.react.signature.instructions
     assert score(compiled) == 100.0
+
+
+# -- wall time: each request takes 1 s on the test's clock ------------------------------------------
+
+
+def test_a_wall_time_budget_in_dspy_evaluate_and_in_a_real_gepa_run(fake_clock):
+    def slow(request: RecordedRequest) -> Any:
+        fake_clock.advance(1.0)
+        return teaching._task_reply(request)
+
+    metric = evals.Budget(seconds=1.5)
+    with dspy.context(lm=ScriptedLM(slow)):
+        result = dspy.Evaluate(devset=DEVSET, metric=metric, num_threads=1, display_progress=False)(agent())
+        assert result.score == 100.0  # the untaught agent answers at once: one request, 1 s
+        looked = dspy.Evaluate(devset=TRAINSET[:2], metric=metric, num_threads=1, display_progress=False)(agent())
+        assert looked.score == 0.0  # "(look first)": a look and an answer, 2 s
+        reflection = prompt_lm()
+        optimizer = dspy.GEPA(
+            metric=metric,
+            reflection_lm=reflection,
+            max_metric_calls=12,
+            num_threads=1,
+            reflection_minibatch_size=2,
+            use_merge=False,
+            track_stats=False,
+        )
+        optimizer.compile(agent(), trainset=TRAINSET[:2], valset=TRAINSET[:2])
+    shown = "\n".join(str(m.get("content")) for r in reflection.requests for m in r.messages)
+    assert "Over budget: the turn took 2 s (budget 1.5 s, over)." in shown
