@@ -81,10 +81,12 @@ def example(**labels: Any) -> dspy.Example:
     return dspy.Example(**fields).with_inputs("ticket")
 
 
-def recorded(name: str, run: Any) -> dspy.Prediction:
-    """The prediction of one recorded turn, through the sync or the async driver (``run``)."""
+def recorded(name: str, run: Any, clock: Any = None) -> dspy.Prediction:
+    """The prediction of one recorded turn, through the sync or the async driver (``run``); with the
+    test's ``clock`` (``fake_clock``), each request takes 1.5 s on it."""
     agent = triage(approval=name == "paused", requests=3 if name == "incomplete" else None)
-    lm = ScriptedLM(SCRIPTS[name])
+    script = SCRIPTS[name] if clock is None else [clock.after(1.5, item) for item in SCRIPTS[name]]
+    lm = ScriptedLM(script)
     with dspy.context(lm=lm):
         pred = run(agent, ticket=TICKET)
     lm.assert_complete()

@@ -471,6 +471,22 @@ def test_recorded_time_replays_to_the_same_deadline_decisions(napping: Any) -> N
     assert dspy_imp.dump_history(again.metadata.history) == dspy_imp.dump_history(first.metadata.history)
 
 
+def test_a_durable_turns_duration_is_the_time_between_its_records_the_same_on_replay(fake_clock: Any) -> None:
+    """``metadata.duration`` reads the recorded clock: from the turn's first clock step to its last
+    record, so a replay long after gives the same duration."""
+    script = [
+        fake_clock.after(1.5, reply(calls=[call("look", {"thing": "shelf"}, id="c1")])),
+        fake_clock.after(0.5, reply(calls=[call("submit", {"answer": "on the shelf"})])),
+    ]
+    with dspy.context(lm=ScriptedLM(script)):
+        first = AGENTS["look"](question="Where?", workflow_id="timed")
+    assert first.metadata.duration == 2.0
+    fake_clock.advance(60.0)
+    steps = DBOS.list_workflow_steps("timed")
+    again = durable.TurnHandle(DBOS.fork_workflow("timed", len(steps) + 1)).result()
+    assert again.metadata.duration == 2.0
+
+
 def test_a_deadline_passed_during_a_tool_ends_the_turn_the_same_way(run: Any, napping: Any) -> None:
     """The nap passes the deadline on the test's clock (a loaded machine cannot pass it before the
     first request), then outlives its bound: both turns stop waiting for it the same way."""

@@ -198,6 +198,29 @@ def test_conversations_under_dspy_evaluate_with_conversation_metrics(run):
     assert len(table.failing()) == 0
 
 
+def test_a_conversations_wall_time_and_its_budget_count_the_agents_turns(run, talk, fake_clock):
+    """On the turns' clock: each agent request takes 1 s, each of the user's 0.5 s."""
+    simulated, _lm = user([fake_clock.after(0.5, item) for item in USER_SCRIPT])
+    timed = [fake_clock.after(1.0, item) for item in AGENT_SCRIPT]
+    with dspy.context(lm=ScriptedLM(timed)):
+        conversation = talk(agent(), simulated, goal=GOAL, facts=FACTS)
+    assert [e.agent.metadata.duration for e in conversation.exchanges if e.agent is not None] == [2.0, 2.0]
+    assert (conversation.agent_duration, conversation.duration) == (4.0, 5.5)
+
+    # Under dspy.Evaluate, a Budget on a conversation counts all its agent turns, the user's apart.
+    simulated, _lm = user([fake_clock.after(0.5, item) for item in USER_SCRIPT * 2])  # a run, then Evaluate's
+    program = evals.Conversing(agent(), simulated, max_turns=4)
+    devset = [dspy.Example(goal=GOAL, facts=FACTS).with_inputs("goal", "facts")]
+    metric = evals.Budget(requests=4, seconds=3)
+    with dspy.context(lm=ScriptedLM([fake_clock.after(1.0, item) for item in AGENT_SCRIPT * 2])):
+        pred = run(program, **devset[0].inputs())
+        result = dspy.Evaluate(devset=devset, metric=metric, num_threads=1, display_progress=False)(program)
+    feedback = "Over budget: the agent's turns used 4 requests (budget 4) and took 4 s (budget 3 s, over)."
+    assert metric.verdict(devset[0], pred).feedback == feedback
+    assert (result.score, metric.verdict(*result.results[0][:2]).feedback) == (50.0, feedback)
+    assert evals.report(result, metric).rows[0].seconds == 4.0
+
+
 def test_the_user_is_frozen_for_optimizers_unless_asked():
     simulated, _lm = user()
     frozen = evals.Conversing(agent(), simulated)

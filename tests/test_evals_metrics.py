@@ -146,6 +146,38 @@ def test_budgets_of_the_turn_and_of_one_sub_agent(run):
     )
 
 
+class Replay(dspy.Module):
+    """Gives back recorded predictions in turn: ``dspy.Evaluate`` over recorded turns."""
+
+    def __init__(self, *preds: dspy.Prediction):
+        super().__init__()
+        self.preds = list(preds)
+
+    def forward(self, **inputs: object) -> dspy.Prediction:
+        return self.preds.pop(0)
+
+
+def test_a_wall_time_budget_on_recorded_turns_under_dspy_evaluate(run, fake_clock):
+    slow, quick = recorded("right", run, fake_clock), recorded("no_refund", run, fake_clock)
+    assert (slow.metadata.duration, quick.metadata.duration) == (10.5, 6.0)  # 7 and 4 requests of 1.5 s
+    metric = evals.Budget(seconds=10)
+    result = dspy.Evaluate(devset=[example(), example()], metric=metric, num_threads=1, display_progress=False)(
+        Replay(slow, quick)
+    )
+    assert (result.score, [score for _, _, score in result.results]) == (50.0, [0.0, 1.0])
+    gepa = metric(example(), slow, None, "react", [])
+    assert (gepa.score, gepa.feedback) == (0.0, "Over budget: the turn took 10.5 s (budget 10 s, over).")
+    assert metric.verdict(example(), quick).feedback == "The turn took 6 s (budget 10 s)."
+    both = evals.Budget(requests=8, seconds=10).verdict(example(), slow)
+    assert (both.score, both.feedback) == (
+        0.5,
+        "Over budget: the turn used 7 requests (budget 8) and took 10.5 s (budget 10 s, over).",
+    )
+    table = evals.report(result, metric)
+    assert [row.seconds for row in table.rows] == [10.5, 6.0]
+    assert "<td>7</td><td></td><td>10.5 s</td>" in table._repr_html_()
+
+
 def test_answer_fields_exact_by_function_and_by_an_lm_judge(run):
     pred = recorded("right", run)
     assert (
@@ -225,6 +257,8 @@ def test_a_prediction_without_a_record_scores_zero():
         (lambda: evals.Ended(cause="tired"), "`cause` must be one of"),
         (lambda: evals.Budget(), "Budget needs at least one limit"),
         (lambda: evals.Budget(requests=-1), "`requests` must be a non-negative number"),
+        (lambda: evals.Budget(seconds=float("nan")), "`seconds` must be a non-negative number or None, got nan"),
+        (lambda: evals.Budget(seconds=5, agent="researcher"), "it cannot be scoped to `agent` 'researcher'"),
         (lambda: evals.Answer("reply", match="fuzzy"), "`match` must be 'exact', a function"),
         (lambda: evals.Weighted({evals.Ended(): 0}), "`parts` weight of ended must be a positive number"),
         (lambda: evals.AllOf(), "`metrics` must be one or more"),

@@ -62,6 +62,24 @@ METRICS: dict[str, tuple[evals.Metric, float, str, bool]] = {
 DEVSET = [teaching.example("desk"), teaching.example("drawer")]
 
 
+def _gepa(metric: Any, program: dspy.Module, trainset: list[dspy.Example], calls: int = 12) -> tuple[Any, str]:
+    """A real GEPA compile (under the context's LM, ``prompt_lm`` reflecting): the compiled program, and
+    every message the reflection model read (JSON's escaped quotes undone)."""
+    reflection = prompt_lm()
+    optimizer = dspy.GEPA(
+        metric=metric,
+        reflection_lm=reflection,
+        max_metric_calls=calls,
+        num_threads=1,
+        reflection_minibatch_size=2,
+        use_merge=False,
+        track_stats=False,
+    )
+    compiled = optimizer.compile(program, trainset=trainset, valset=trainset)
+    shown = "\n".join(str(m.get("content")) for r in reflection.requests for m in r.messages)
+    return compiled, shown.replace('\\"', '"')
+
+
 def _score(program: dspy.Module, metric: Any) -> float:
     with dspy.context(lm=task_lm()):
         return float(dspy.Evaluate(devset=DEVSET, metric=metric, num_threads=1, display_progress=False)(program).score)
@@ -71,20 +89,8 @@ def _score(program: dspy.Module, metric: Any) -> float:
 def test_the_metric_in_dspy_evaluate_and_in_a_real_gepa_run(name: str) -> None:
     metric, untaught, line, taught = METRICS[name]
     assert _score(agent(), metric) == untaught
-    reflection = prompt_lm()
     with dspy.context(lm=task_lm()):
-        optimizer = dspy.GEPA(
-            metric=metric,
-            reflection_lm=reflection,
-            max_metric_calls=12,
-            num_threads=1,
-            reflection_minibatch_size=2,
-            use_merge=False,
-            track_stats=False,
-        )
-        compiled = optimizer.compile(agent(), trainset=TRAINSET, valset=TRAINSET)
-    shown = "\n".join(str(m.get("content")) for r in reflection.requests for m in r.messages)
-    shown = shown.replace('\\"', '"')  # the reflection prompt shows the feedback inside JSON
+        compiled, shown = _gepa(metric, agent(), TRAINSET)
     assert line in shown
     if taught:
         assert teaching.LESSON in compiled.react.signature.instructions
@@ -126,20 +132,27 @@ def test_a_conversation_program_under_gepa_with_conversation_metrics() -> None:
             )
 
     assert score(evals.Conversing(agent(), user, max_turns=2)) == 0.0
-    reflection = prompt_lm()
     with dspy.context(lm=task_lm()):
-        optimizer = dspy.GEPA(
-            metric=metric,
-            reflection_lm=reflection,
-            max_metric_calls=16,
-            num_threads=1,
-            reflection_minibatch_size=2,
-            use_merge=False,
-            track_stats=False,
-        )
-        compiled = optimizer.compile(evals.Conversing(agent(), user, max_turns=2), trainset=trainset, valset=trainset)
-    shown = "\n".join(str(m.get("content")) for r in reflection.requests for m in r.messages).replace('\\"', '"')
+        compiled, shown = _gepa(metric, evals.Conversing(agent(), user, max_turns=2), trainset, calls=16)
     assert "[goal_reached 0.00] The user's goal was not reached after 1 agent turn (ended `user_done`)." in shown
     assert [name for name, _ in compiled.named_predictors()] == ["agent.react"]  # the user stayed as it was
     assert teaching.LESSON in compiled.agent.react.signature.instructions
     assert score(compiled) == 100.0
+
+
+# -- wall time: each request takes 1 s on the test's clock ------------------------------------------
+
+
+def test_a_wall_time_budget_in_dspy_evaluate_and_in_a_real_gepa_run(fake_clock):
+    def slow(request: RecordedRequest) -> Any:
+        fake_clock.advance(1.0)
+        return teaching._task_reply(request)
+
+    metric = evals.Budget(seconds=1.5)
+    with dspy.context(lm=ScriptedLM(slow)):
+        result = dspy.Evaluate(devset=DEVSET, metric=metric, num_threads=1, display_progress=False)(agent())
+        assert result.score == 100.0  # the untaught agent answers at once: one request, 1 s
+        looked = dspy.Evaluate(devset=TRAINSET[:2], metric=metric, num_threads=1, display_progress=False)(agent())
+        assert looked.score == 0.0  # "(look first)": a look and an answer, 2 s
+        _compiled, shown = _gepa(metric, agent(), TRAINSET[:2])
+    assert "Over budget: the turn took 2 s (budget 1.5 s, over)." in shown

@@ -48,14 +48,19 @@ EXPECTED = {
         "  t1: researcher ended answered, 2 steps kept",
     ],
     "customer_service.py": [
+        "the team's predictors: ['react', 'researcher.react']",
         "before compiling: held-out conversations score 33%",
         "    Call `refund(order_id='D-44', amount=14.5)`: argument `amount` was 14.5, expected 7.25.",
-        "GEPA's instruction for the triage agent: 'Look the order up with the researcher before any refund, "
-        "and refund only the duplicate charge.'",
-        "BootstrapFewShot put 1 demo(s) on the triage agent",
+        "GEPA taught the team:\n"
+        "  react: instruction 'Look the order up with the researcher before any refund, "
+        "and refund only the duplicate charge.'\n"
+        "  researcher.react: instruction 'Look the order up with `lookup_order` before you answer, "
+        "and report its duplicate charge.'",
+        "BootstrapFewShot taught the team:\n  react: 1 demo(s)\n  researcher.react: 1 demo(s)",
+        "  0.00 with no agent taught\n  0.33 with react taught\n  1.00 with react and researcher.react taught",
         "after GEPA: held-out conversations score 100%",
         "after BootstrapFewShot: held-out conversations score 100%",
-        "pass^3 over 3 trials: 0.00 before, 1.00 after GEPA",
+        "pass^3 over 3 trials: 0.00 before, 1.00 after GEPA, 1.00 after BootstrapFewShot",
     ],
     "compiled_team.py": [
         "the program's predictors: ['react', 'researcher.react']",

@@ -362,6 +362,7 @@ class ReActV2(dspy.Module):
             guardrail=outcome.guardrail,
             fallbacks=tuple(turn.models.hops),
             context=turn.policy.metadata() if turn.policy is not None else (),
+            duration=turn.duration,
         )
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}

@@ -46,6 +46,11 @@ class Metadata:
             turn, in order: ``{"request": kind, "tokens_before", "tokens", "applied": [...]}``,
             each applied tier ``{"tier": "clear" | "summarize" | "leave_out", "tokens_before",
             "tokens_after", ...counts}``; ``()`` without a policy.
+        duration: How long the call took, in seconds, on the turn's clock (the one the deadline
+            reads; a test's fake clock makes it exact): from the turn's start to its ending, its
+            sub-agents' turns and tools included. A resumed call counts itself only, not the wait
+            for the decision; a durable turn's is the time between its records, the same on replay.
+            ``None`` for a prediction no turn made (a durable workflow's pending view).
     """
 
     history: dspy.History
@@ -61,6 +66,7 @@ class Metadata:
     guardrail: Mapping[str, str] | None = None
     fallbacks: tuple[Mapping[str, str], ...] = ()
     context: tuple[Mapping[str, Any], ...] = ()
+    duration: float | None = None
 
     @property
     def complete(self) -> bool:

@@ -13,7 +13,8 @@ moves both.
 
 A durable driver replays a turn from recorded results, so the time that decides the turn must
 replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
-records (epoch seconds), for the deadline and for ``returned_at``.
+records (epoch seconds), for the deadline and for ``returned_at``, and a turn's duration
+(``metadata.duration``, two readings of ``now``) is the same on replay.
 """
 
 from __future__ import annotations
@@ -161,6 +162,12 @@ def utc_now() -> datetime:
 def _now() -> float:
     clock = dspy.settings.get(_CLOCK)
     return time.monotonic() if clock is None else clock()
+
+
+def now() -> float:
+    """The turn's clock, in seconds: the one the deadline reads (``time.monotonic()``, or the recorded
+    clock inside a durable turn). Only differences of two readings mean anything: a turn's duration."""
+    return _now()
 
 
 def sleep(seconds: float) -> None:

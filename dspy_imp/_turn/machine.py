@@ -25,7 +25,9 @@ The machine calls each capability through one small interface, all in ``_turn/``
 State, all local to one call: the ``log``; ``step_index`` (ordinary requests sent),
 ``thoughts`` (consecutive thought-only steps; only a step with a call resets it),
 ``retried`` (the one extra step a ``"tools"`` turn gets after a failed request), ``call_ids``
-(every call id recorded, so a new call never reuses one), ``watchdog``; and in the ``sender``:
+(every call id recorded, so a new call never reuses one), ``watchdog``, ``started``/``ended`` (the
+turn's clock, ``_records.clock.now``, read when ``run`` starts and when it returns: the duration);
+and in the ``sender``:
 ``meter``, ``models``, ``projection``, ``guards``.
 
 A tripped guardrail ends the turn ``"blocked"``. An output guardrail's verdict may change the
@@ -104,6 +106,8 @@ class Turn:
         self.step_index = 0
         self.thoughts = 0
         self.retried = False
+        self.started: float | None = None  # the turn's clock when ``run`` started, and when it ended
+        self.ended: float | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
         self.watchdog = Watchdog(setup.calls.limits)
         context = self.options.context
@@ -164,14 +168,21 @@ class Turn:
     # -- the step loop ---------------------------------------------------------------------
 
     def run(self) -> Generator[Effect, Any, Outcome]:
+        self.started = clock.now()
         outcome = yield from self._start()
         while True:
             if outcome is None:
                 outcome = yield from self._steps()
             final = yield from self._checked(outcome)
             if final is not None:
+                self.ended = clock.now()
                 return final
             outcome = None  # an output guardrail asked the model to try again
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the start of ``run`` to its ending, on the turn's clock (``None`` before it ended)."""
+        return None if self.ended is None or self.started is None else max(self.ended - self.started, 0.0)
 
     def _start(self) -> Generator[Effect, Any, Outcome | None]:
         """Input guardrails that run before any request, then a paused step's calls."""

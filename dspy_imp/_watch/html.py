@@ -115,7 +115,8 @@ def _view(body: str) -> str:
 
 
 def termination_html(metadata: Any) -> str:
-    """The badge (reason, cause, short facts), then errors and the other ending facts, then the usage."""
+    """The badge (reason, cause, short facts, how long the turn took), then errors and the other
+    ending facts, then the usage."""
     reason = str(metadata.termination_reason)
     head = f'<span class="dspy-imp-reason tone-{_TONE.get(reason, "none")}">{html.escape(reason)}</span>'
     cause = metadata.termination_cause
@@ -125,12 +126,20 @@ def termination_html(metadata: Any) -> str:
         value = getattr(metadata, name)
         if value is not None:
             head += f'<span class="dspy-imp-fact">{name}: <code>{html.escape(str(value))}</code></span>'
+    duration = getattr(metadata, "duration", None)
+    if duration is not None:
+        head += f'<span class="dspy-imp-fact">took <code>{seconds_text(duration)}</code></span>'
     facts = _facts(metadata)
     parts = [f'<div class="dspy-imp-head">{head}</div>']
     if facts:
         parts.append(_table(facts, "dspy-imp-facts"))
     parts.append(usage_html(getattr(metadata, "usage", None)))
     return f'<div class="dspy-imp-termination">{"".join(parts)}</div>'
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration as the views show it: ``12.5 s``, ``0.0031 s``."""
+    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:.0f} s"
 
 
 def _facts(metadata: Any) -> list[tuple[str, str]]:

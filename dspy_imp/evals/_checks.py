@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, get_args
@@ -13,6 +14,7 @@ from dspy_imp._records.kinds import TerminationCause, TerminationReason
 from dspy_imp._records.usage import Usage
 from dspy_imp.evals._metric import Metric, Verdict
 from dspy_imp.evals._record import Record, show
+from dspy_imp.evals._users import Conversation
 
 
 class Ended(Metric):
@@ -73,15 +75,18 @@ class Budget(Metric):
     """What the turn used, against a budget (its sub-agents' requests and calls included).
 
     Each limit given is one part; the score is the share of them kept. ``None`` means no limit.
+    On a ``Conversing`` program's prediction it counts the whole conversation's agent turns (the
+    simulated user's requests and time apart).
 
     Args:
         requests: Model requests of any kind. input_tokens, output_tokens, total_tokens: Tokens.
         cost: USD, where the LM reported it. tool_calls: Calls made by the whole team.
+        seconds: Wall time, ``metadata.duration`` (a conversation: its agent turns' durations summed).
         agent: Count only this sub-agent's requests, tokens and cost (``Usage.agents``) and calls.
 
     Example:
         ```python
-        evals.Budget(requests=8, tool_calls=4)  # feedback: "used 12 requests (budget 8)"
+        evals.Budget(requests=8, seconds=10)  # "used 12 requests (budget 8, over) and took 12.5 s (budget 10 s, over)"
         ```
     """
 
@@ -94,6 +99,7 @@ class Budget(Metric):
         total_tokens: int | None = None,
         cost: float | None = None,
         tool_calls: int | None = None,
+        seconds: float | None = None,
         agent: str | None = None,
         name: str = "budget",
     ):
@@ -104,38 +110,69 @@ class Budget(Metric):
             total_tokens=total_tokens,
             cost=cost,
             tool_calls=tool_calls,
+            seconds=seconds,
         )
         limits = {k: v for k, v in given.items() if v is not None}
         for key, value in limits.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
                 raise ConfigurationError(f"`{key}` must be a non-negative number or None, got {value!r}")
         if not limits:
             raise ConfigurationError("Budget needs at least one limit (`requests`, `tool_calls`, `cost`, ...)")
+        if seconds is not None and agent is not None:
+            raise ConfigurationError(
+                f"Budget(seconds=...) times the whole turn; it cannot be scoped to `agent` {agent!r}"
+                " (a sub-agent's time is part of its caller's)"
+            )
         super().__init__(name=name)
         self.limits = limits
         self.agent = agent
 
     def judge(self, example: Any, record: Record) -> Verdict:
         record = self._scoped(record)
-        kept, lines = 0, []
+        kept, used, took = 0, [], []
         for key, limit in self.limits.items():
-            label, used = _BUDGETS[key][0], _BUDGETS[key][1](record)
-            label = label[:-1] if used == 1 and label.endswith("s") else label
-            kept += used <= limit
-            lines.append(f"{_number(used)} {label} (budget {_number(limit)}{'' if used <= limit else ', over'})")
-        who = f"`{self.agent}` used" if self.agent else "the turn used"
-        text = f"{who} " + ", ".join(lines) + "."
+            if key == "seconds":
+                seconds = _seconds(record)
+                ok = seconds is not None and seconds <= limit
+                took.append(_took(seconds, limit, ok))
+            else:
+                label, value = _BUDGETS[key][0], _BUDGETS[key][1](record)
+                label = label[:-1] if value == 1 and label.endswith("s") else label
+                ok = value <= limit
+                used.append(f"{_number(value)} {label} (budget {_number(limit)}{'' if ok else ', over'})")
+            kept += ok
+        parts = ([f"used {', '.join(used)}"] if used else []) + took
+        text = f"{self._who(record)} {' and '.join(parts)}."
         over = kept < len(self.limits)
         return Verdict(
             kept / len(self.limits), f"Over budget: {text}" if over else text[0].upper() + text[1:], self.name
         )
 
+    def _who(self, record: Record) -> str:
+        if self.agent is not None:
+            return f"`{self.agent}`"
+        return "the agent's turns" if isinstance(record.conversation, Conversation) else "the turn"
+
     def _scoped(self, record: Record) -> Record:
-        if self.agent is None:
-            return record
-        usage = record.usage.agents.get(self.agent, Usage())
-        calls = tuple(c for c in record.calls if c.agent and c.agent.split("/")[0] == self.agent)
+        """The record with the usage the limits count: a conversation's agent turns', or one sub-agent's."""
+        talk = record.conversation
+        usage = talk.agent_usage if isinstance(talk, Conversation) else record.usage
+        calls = record.calls
+        if self.agent is not None:
+            usage = usage.agents.get(self.agent, Usage())
+            calls = tuple(c for c in calls if c.agent and c.agent.split("/")[0] == self.agent)
         return replace(record, calls=calls, metadata=replace(record.metadata, usage=usage))
+
+
+def _seconds(record: Record) -> float | None:
+    talk = record.conversation
+    return talk.agent_duration if isinstance(talk, Conversation) else record.metadata.duration
+
+
+def _took(seconds: float | None, limit: float, ok: bool) -> str:
+    if seconds is None:
+        return f"has no recorded duration (budget {_number(limit)} s)"
+    return f"took {_number(seconds)} s (budget {_number(limit)} s{'' if ok else ', over'})"
 
 
 def _number(value: float) -> str:

@@ -2,7 +2,8 @@
 
 ``report(result, metric)`` re-judges each (example, prediction) pair of an ``EvaluationResult``
 with the metric (deterministic metrics give the same verdicts; an LM judge is asked again) and
-shows one row per example: score, feedback, termination reason, requests, cost. In a notebook the
+shows one row per example: score, feedback, termination reason, requests, cost, time (a
+conversation's: its agent turns'). In a notebook the
 report is an HTML table; ``report.failing()`` shows each failing turn in ``dspy_imp``'s notebook
 view of a prediction, its feedback above it.
 """
@@ -30,6 +31,7 @@ class Row:
     reason: str
     requests: int
     cost: float | None
+    seconds: float | None = None
 
 
 class Report:
@@ -52,19 +54,22 @@ class Report:
         for r in self.rows:
             first = r.verdict.feedback.splitlines()[0] if r.verdict.feedback else ""
             cost = "-" if r.cost is None else f"{r.cost:.4f}"
-            lines.append(f"{r.index:>3}  {r.verdict.score:.2f}  {r.reason:<16} {r.requests:>3} req  {cost:>8}  {first}")
+            took = "-" if r.seconds is None else view.seconds_text(r.seconds)
+            line = f"{r.index:>3}  {r.verdict.score:.2f}  {r.reason:<16} {r.requests:>3} req  {cost:>8}  {took:>8}"
+            lines.append(f"{line}  {first}")
         return "\n".join(lines)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in ("#", "score", "feedback", "reason", "requests", "cost"))
+        head = "".join(f"<th>{h}</th>" for h in ("#", "score", "feedback", "reason", "requests", "cost", "time"))
         body = "".join(
             "<tr>"
             f"<td>{r.index}</td><td>{r.verdict.score:.2f}</td>"
             f"<td style='text-align:left;white-space:pre-wrap'>{html.escape(r.verdict.feedback)}</td>"
             f"<td>{html.escape(r.reason)}</td><td>{r.requests}</td>"
             f"<td>{'' if r.cost is None else f'{r.cost:.4f}'}</td>"
+            f"<td>{'' if r.seconds is None else view.seconds_text(r.seconds)}</td>"
             "</tr>"
             for r in self.rows
         )
@@ -104,12 +109,14 @@ def report(result: Any, metric: Metric) -> Report:
     for index, (example, pred, _score) in enumerate(results):
         verdict = metric.verdict(example, pred)
         reason: str = "(no record)"
-        requests, cost = 0, None
+        requests, cost, seconds = 0, None, None
         try:
             record = read(example, pred)
-            usage = record.conversation.agent_usage if record.conversation is not None else record.usage
+            talk = record.conversation
+            usage = talk.agent_usage if talk is not None else record.usage
             reason, requests, cost = record.metadata.termination_reason, usage.total_requests, usage.cost
+            seconds = talk.agent_duration if talk is not None else record.metadata.duration
         except NotARecord:
             pass
-        rows.append(Row(index, example, pred, verdict, reason, requests, cost))
+        rows.append(Row(index, example, pred, verdict, reason, requests, cost, seconds))
     return Report(rows, metric.name)

@@ -8,7 +8,8 @@ like any program and an optimizer can tune it (make it more realistic, more stub
 ``until`` holds after an agent turn, the agent's turn ends without an answer, or ``max_turns``
 agent turns have run. Each agent turn continues the agent's history (``history=``), so the last
 prediction's record holds the whole conversation and every metric of ``dspy_imp.evals`` reads it
-across turns. The user's requests are counted apart from the agent's (``user_usage``).
+across turns. The user's requests are counted apart from the agent's (``user_usage``), and its time
+too: ``duration`` is the whole conversation's, ``agent_duration`` the agent's turns'.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import dspy
 from dspy_imp._drivers.recorder import Recorder, measured, recording
 from dspy_imp._program.module import ReActV2
 from dspy_imp._program.prediction import Prediction
+from dspy_imp._records import clock
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.usage import Usage, summed
 
@@ -83,12 +85,20 @@ class Conversation:
         ended: Why it ended (``ConversationEnd``).
         agent_usage: What the agent's turns used, summed (its sub-agents' included).
         user_usage: What the simulated user's requests used, apart from the agent's.
+        duration: Seconds the whole conversation took, the simulated user's turns included, on
+            the turns' clock (the one the deadline reads); ``agent_duration`` is the agent's share.
     """
 
     exchanges: tuple[Exchange, ...]
     ended: ConversationEnd
     agent_usage: Usage
     user_usage: Usage
+    duration: float = 0.0
+
+    @property
+    def agent_duration(self) -> float:
+        """Seconds the agent's turns took, summed (each turn's ``metadata.duration``)."""
+        return sum(e.agent.metadata.duration or 0.0 for e in self.exchanges if e.agent is not None)
 
     @property
     def turns(self) -> int:
@@ -265,6 +275,7 @@ class _Talk:
         self.options = options
         self.exchanges: list[Exchange] = []
         self.recorder = Recorder()
+        self.started = clock.now()
 
     @property
     def turns(self) -> int:
@@ -273,7 +284,8 @@ class _Talk:
     def so_far(self, ended: ConversationEnd) -> Conversation:
         agent_calls = [c for e in self.exchanges if e.agent is not None for c in e.agent.metadata.usage.calls]
         user_calls = [measured("step", [entry], 0)[0] for entry in self.recorder.history]
-        return Conversation(tuple(self.exchanges), ended, summed(agent_calls), summed(user_calls))
+        took = max(clock.now() - self.started, 0.0)
+        return Conversation(tuple(self.exchanges), ended, summed(agent_calls), summed(user_calls), took)
 
     def asking(self) -> _Ask:
         """The user's next call: its goal, its facts, the conversation so far."""
