@@ -12,7 +12,9 @@ checks apply to every page the build writes, whoever added it:
 - nothing loads from another host at run time: the diagrams use the vendored Mermaid;
 - every notebook is on the site with its outputs, the HTML view of a prediction included;
 - no code block is wider than its content area at 1280 px (measured in headless Chromium), and
-  no page names one of the project's issue numbers.
+  no page names one of the project's issue numbers;
+- the notebooks' kernels print no warning that their ports are unencrypted (their manager gives
+  them CurveZMQ keys: ``docs/generate/jupyter/``, on Jupyter's config path for the build).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.slow  # left out of `make check`; under `pytest -n`, `-
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+JUPYTER_CONFIG = ROOT / "docs" / "generate" / "jupyter"  # jupyter_nbconvert_config.json
 # Written for contributors, about the code itself: the decisions log and the architecture page.
 EXEMPT = {"decisions/index.html", "architecture/index.html"}
 PRIVATE_MODULE = re.compile(r"\b_[a-z][a-z0-9_]*\.py\b|\bdspy_imp[./]_[a-z][a-z0-9_./]*")
@@ -44,10 +47,15 @@ ISSUE_NUMBER_PENDING = {"performance/index.html"}
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The built site and what the build printed on standard error."""
     out = tmp_path_factory.mktemp("site")
     env = {
         **os.environ,
+        # The notebooks' kernels get CurveZMQ keys from their manager, as `make docs` does.
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(
+            [str(JUPYTER_CONFIG), *filter(None, [os.environ.get("JUPYTER_CONFIG_PATH")])]
+        ),
         "NO_MKDOCS_2_WARNING": "1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONWARNINGS": "ignore",
@@ -65,7 +73,17 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stdout}\n{built.stderr}"
-    return out
+    return out, built.stderr
+
+
+@pytest.fixture(scope="session")
+def site(build: tuple[Path, str]) -> Path:
+    return build[0]
+
+
+def test_the_notebooks_kernels_do_not_warn_of_unencrypted_ports(build: tuple[Path, str]) -> None:
+    _, printed = build  # ipykernel's warning: "Kernel is running over TCP without encryption ..."
+    assert "eavesdropping" not in printed, printed
 
 
 def pages(site: Path) -> dict[str, str]:
