@@ -16,12 +16,12 @@ from dspy_imp.testing import ScriptedLM, fail
 
 CALLS, STEPS = 60, READS_PER_CALL
 
-# About 15 s on a quiet 2-core machine (each request is counted by the tokenizer twice, the
-# policy's and the provider's): in the slow set, which `make test` (and so CI) runs.
+# Over 10 s a driver on a quiet 2-core machine (each request is counted by the tokenizer twice,
+# the policy's and the provider's): in the slow set, which `make test` (and so CI) runs.
 pytestmark = pytest.mark.slow
 
 
-def test_sixty_calls_with_big_results_never_meet_the_wall():
+def test_sixty_calls_with_big_results_never_meet_the_wall(run):
     sizes: list[int] = []  # each request's tokens, counted once, in the order sent
 
     def scripted(request):
@@ -38,7 +38,7 @@ def test_sixty_calls_with_big_results_never_meet_the_wall():
     history = None
     with dspy.context(lm=lm):
         for index in range(CALLS):
-            pred = agent(intent=f"What does page set {index} say?", history=history)
+            pred = run(agent, intent=f"What does page set {index} say?", history=history)
             assert pred.metadata.termination_reason == "answered", index
             history = pred.metadata.history
 
