@@ -80,9 +80,10 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 # The notebooks' kernels get CurveZMQ keys from their manager (docs/generate/jupyter/, added to
-# Jupyter's config path), so ipykernel does not warn that its TCP ports are unencrypted.
+# Jupyter's config path), so ipykernel does not warn that its TCP ports are unencrypted. No
+# --quiet: it drops mkdocs' warnings before --strict counts them.
 docs: $(VENV)/.installed-dev
-	JUPYTER_CONFIG_PATH=$(CURDIR)/docs/generate/jupyter NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
+	JUPYTER_CONFIG_PATH=$(CURDIR)/docs/generate/jupyter NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --site-dir site
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest -n 2 --dist loadfile --cov --cov-report=term --durations=10

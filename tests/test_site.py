@@ -65,7 +65,8 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     }
     env.pop("DSPY_IMP_MODEL", None)
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        # No --quiet: it drops mkdocs' warnings before --strict counts them (a broken anchor passed).
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
