@@ -5,7 +5,7 @@
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
 #   make example NAME=support_agent   any script of examples/, offline (add ARGS=--live for a real model)
 #   make dist          the sdist and the wheel into dist/, checked with twine (pip install "dist/<wheel>[web]")
-#   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the site build left out (< 3 min)
+#   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the slow tests left out (< 3 min)
 #   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked), the ten slowest tests listed
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
@@ -79,8 +79,11 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
+# The notebooks' kernels get CurveZMQ keys from their manager (docs/generate/jupyter/, added to
+# Jupyter's config path), so ipykernel does not warn that its TCP ports are unencrypted. No
+# --quiet: it drops mkdocs' warnings before --strict counts them.
 docs: $(VENV)/.installed-dev
-	NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --quiet --site-dir site
+	JUPYTER_CONFIG_PATH=$(CURDIR)/docs/generate/jupyter NO_MKDOCS_2_WARNING=1 PYTHONPATH=$(CURDIR) $(BIN)/mkdocs build --strict --site-dir site
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest -n 2 --dist loadfile --cov --cov-report=term --durations=10

@@ -83,7 +83,14 @@ def test_every_example_is_listed() -> None:
     assert scripts - {"mcp_server.py"} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("script", sorted(EXPECTED))
+# Three Python processes (the story, the run that is killed, the one that recovers), each importing
+# DSPy and DBOS: over 10 s on a quiet 2-core machine, so in the slow set `make test` (and CI) runs.
+SLOW = {"durable_agent.py"}
+
+
+@pytest.mark.parametrize(
+    "script", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in sorted(EXPECTED)]
+)
 def test_the_example_runs_offline(script: str) -> None:
     env = {key: value for key, value in os.environ.items() if key != "DSPY_IMP_MODEL"}
     done = subprocess.run(

@@ -360,6 +360,9 @@ def run_case(case: Case) -> None:
         assert caller_history.messages == snapshot
 
 
+# 200 generated turns, each resumed twice: about 20 s of CPU, so in the slow set (`make test`, and
+# so CI, runs it; `make check` does not).
+@pytest.mark.slow
 @BUDGET
 @given(case=cases)
 def test_every_generated_turn_keeps_the_loops_invariants(case: Case) -> None:

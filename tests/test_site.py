@@ -12,7 +12,9 @@ checks apply to every page the build writes, whoever added it:
 - nothing loads from another host at run time: the diagrams use the vendored Mermaid;
 - every notebook is on the site with its outputs, the HTML view of a prediction included;
 - no code block is wider than its content area at 1280 px (measured in headless Chromium), and
-  no page names one of the project's issue numbers.
+  no page names one of the project's issue numbers;
+- the notebooks' kernels print no warning that their ports are unencrypted (their manager gives
+  them CurveZMQ keys: ``docs/generate/jupyter/``, on Jupyter's config path for the build).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.slow  # left out of `make check`; under `pytest -n`, `-
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+JUPYTER_CONFIG = ROOT / "docs" / "generate" / "jupyter"  # jupyter_nbconvert_config.json
 # Written for contributors, about the code itself: the decisions log and the architecture page.
 EXEMPT = {"decisions/index.html", "architecture/index.html"}
 PRIVATE_MODULE = re.compile(r"\b_[a-z][a-z0-9_]*\.py\b|\bdspy_imp[./]_[a-z][a-z0-9_./]*")
@@ -44,10 +47,15 @@ ISSUE_NUMBER_PENDING = {"performance/index.html"}
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The built site and what the build printed on standard error."""
     out = tmp_path_factory.mktemp("site")
     env = {
         **os.environ,
+        # The notebooks' kernels get CurveZMQ keys from their manager, as `make docs` does.
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(
+            [str(JUPYTER_CONFIG), *filter(None, [os.environ.get("JUPYTER_CONFIG_PATH")])]
+        ),
         "NO_MKDOCS_2_WARNING": "1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONWARNINGS": "ignore",
@@ -57,7 +65,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     env.pop("DSPY_IMP_MODEL", None)
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        # No --quiet: it drops mkdocs' warnings before --strict counts them (a broken anchor passed).
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -65,7 +74,17 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stdout}\n{built.stderr}"
-    return out
+    return out, built.stderr
+
+
+@pytest.fixture(scope="session")
+def site(build: tuple[Path, str]) -> Path:
+    return build[0]
+
+
+def test_the_notebooks_kernels_do_not_warn_of_unencrypted_ports(build: tuple[Path, str]) -> None:
+    _, printed = build  # ipykernel's warning: "Kernel is running over TCP without encryption ..."
+    assert "eavesdropping" not in printed, printed
 
 
 def pages(site: Path) -> dict[str, str]:
@@ -246,6 +265,9 @@ def test_no_code_block_is_wider_than_the_page_at_1280_px(site: Path) -> None:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(120_000)  # a wait on a loaded machine, not a timed assertion
+        # The widths are the stylesheets' (with the scripts, every block measured the same), and
+        # running the scripts, the 3.5 MB Mermaid on every page, took two thirds of the check.
+        page.route("**/*.js", lambda route: route.abort())
         measured = 0
         for path in pages(site):
             page.goto((site / path).as_uri(), wait_until="load")
