@@ -392,3 +392,18 @@ def install_part_tolerant_loading(optional: Callable[[Any], frozenset[int]]) -> 
         return load_state
 
     wrap_once(dspy.BaseModule, "load_state", wrap)
+
+
+@contextlib.contextmanager
+def adapter_call_to(lm: Any, sender: Any) -> Iterator[None]:
+    """An adapter's message call to ``lm`` sent through ``sender``, a copy made after the adapter
+    chose ``lm``: DSPy's deprecation check (``dspy.clients._deprecation._adapter_call``) knows the
+    adapter's call by its LM's identity, and would warn of the copy's messages as a user's."""
+    from dspy.clients import _deprecation
+
+    origin = _deprecation._adapter_call.get()
+    if sender is lm or origin is None or origin[0] is not lm:
+        yield
+        return
+    with _deprecation.adapter_message_call(sender, origin[1]):
+        yield

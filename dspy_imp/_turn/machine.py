@@ -112,12 +112,13 @@ class Turn:
         self.log = Log(setup.prior, setup.prior_entries, plan.inputs, policy)
         known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
         earlier = next((step.inputs for step in reversed(known) if step.inputs), {})  # a resumed turn's inputs
+        meter = Meter(tighter(self.options.usage_limits, setup.budget))  # the guardrails' model calls too
         self.sender = Sender(
             plan,
             self.guidance,
             self.log,
-            meter=Meter(tighter(self.options.usage_limits, setup.budget)),
-            guards=Guards(self.options, plan.inputs, setup.paused is not None, earlier),
+            meter=meter,
+            guards=Guards(self.options, plan.inputs, setup.paused is not None, earlier, meter),
             models=ModelChain(setup.models),
             projection=Projection(setup.prior, names),
             retries=setup.retries,
