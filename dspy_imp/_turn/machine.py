@@ -28,9 +28,10 @@ State, all local to one call: the ``log``; ``step_index`` (ordinary requests sen
 (every call id recorded, so a new call never reuses one), ``watchdog``; and in the ``sender``:
 ``meter``, ``models``, ``projection``, ``guards``.
 
-A tripped guardrail ends the turn ``"blocked"``. An output guardrail's verdict may change the
-step recorded last (nothing has shown it to the model yet): its ``submit`` becomes an error
-observation (the one retry) or the blocked answer is withdrawn.
+A tripped guardrail ends the turn ``"blocked"``; a check whose own model call a usage limit or the
+deadline stopped (``guardrails.Stopped``) ends it ``"incomplete"`` for that cause. An output
+guardrail's verdict may change the step recorded last (nothing has shown it to the model yet): its
+``submit`` becomes an error observation (the one retry) or the blocked answer is withdrawn.
 
 A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
 approvals or external results, ``_turn.approval``) first answers that step's calls with the
