@@ -390,3 +390,36 @@ def test_a_bad_summary_is_not_used_and_the_next_tier_follows(run, summary, reaso
         "tokens_after": applied[0]["tokens_after"],
     }
     assert "summary" not in meta.history.messages[-1]["prompt_view"]
+
+
+def test_a_summary_request_is_one_of_the_turns_requests_under_its_limits(run):
+    lm = ScriptedLM(agent_answer)
+    agent = program(target=320)
+    with dspy.context(lm=lm):
+        first = run(agent, intent="read 0")
+        sent = len(lm.requests)
+        pred = run(agent, intent="read 1", history=first.metadata.history, usage_limits={"requests": 2})
+    meta = pred.metadata
+    assert len(lm.requests) - sent == 2  # the summary took the second request: no step was sent after it
+    assert meta.usage.requests == {"step": 1, "summary": 1}
+    assert (meta.termination_reason, meta.termination_cause) == ("incomplete", "usage_limit_exceeded")
+
+
+def test_no_step_leaves_after_a_summary_request_that_used_up_the_deadline(run, fake_clock):
+    instruction = dspy_imp.ReActV2(TA, tools=[fetch]).summary_predictor().signature.instructions
+
+    def slow_summary(request):
+        if request.messages[-1] == inputs(intent=instruction):
+            fake_clock.advance(60)  # the summary comes back after the deadline
+        return agent_answer(request)
+
+    lm = ScriptedLM(slow_summary)
+    agent = program(target=320)
+    with dspy.context(lm=lm):
+        first = run(agent, intent="read 0")
+        sent = len(lm.requests)
+        with dspy_imp.deadline(seconds=30):
+            pred = run(agent, intent="read 1", history=first.metadata.history)
+    meta = pred.metadata
+    assert len(lm.requests) - sent == 2 and meta.usage.requests == {"step": 1, "summary": 1}
+    assert (meta.termination_reason, meta.termination_cause) == ("incomplete", "deadline_exceeded")

@@ -39,6 +39,20 @@ def no_homework(inputs: dict) -> str | None:
     return "no homework" if "solve" in inputs["question"] else None
 
 
+class Judge(dspy.Module):
+    """A guardrail that asks its own model (its calls are the turn's: counted and limited)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judge = dspy.Predict("text -> blocked: bool, reason: str")
+        self.judge.set_lm(JUDGE)
+
+    def forward(self, question: str, answer: str | None = None) -> dspy.Prediction:
+        return self.judge(text=answer or question)
+
+
+PASS = "[[ ## blocked ## ]]\nFalse\n\n[[ ## reason ## ]]\nfine\n\n[[ ## completed ## ]]"
+JUDGE = ScriptedLM(lambda request: reply(PASS, usage=(500, 50)), model="openai/judge")
 BACKUP_SCRIPT: list[Any] = []
 BACKUP = ScriptedLM(lambda request: BACKUP_SCRIPT.pop(0), model="openai/backup")
 PROGRAMS = {
@@ -52,6 +66,7 @@ PROGRAMS = {
         output_guardrails=[dspy_imp.Guardrail(no_secret, retry=True)],
         fallback=[BACKUP],
     ),
+    "judged": dspy_imp.ReActV2("question -> answer", output_guardrails=[Judge()], usage_limits={"requests": 3}),
 }
 AGENTS: dict[str, durable.DurableAgent] = {}
 
@@ -108,3 +123,20 @@ def test_a_durable_turn_blocked_alongside_sends_one_request(run: Any) -> None:
     assert pred.metadata.termination_reason == "blocked"
     assert pred.metadata.guardrail == {"stage": "input", "name": "no_homework", "reason": "no homework"}
     assert len(lm.requests) == 1 and pred.metadata.history.messages == []
+
+
+def test_a_durable_turn_counts_and_limits_a_module_guardrails_calls(run: Any) -> None:
+    lm = ScriptedLM([reply("Here.", usage=(100, 10))], model="openai/primary")
+    before = len(JUDGE.requests)
+    with dspy.context(lm=lm):
+        pred = run(AGENTS["judged"], question="Where?")
+    assert (pred.answer, len(JUDGE.requests) - before) == ("Here.", 1)
+    assert pred.metadata.usage.requests == {"step": 1, "guardrail": 1}
+    assert (pred.metadata.usage.input_tokens, pred.metadata.usage.output_tokens) == (600, 60)
+
+    steps = [reply(calls=[call("submit", {"answer": "x"}, id="s0")])]  # no such tool: one more step
+    lm = ScriptedLM([*steps * 2, reply("Here.")], model="openai/primary")
+    with dspy.context(lm=lm):
+        pred = run(AGENTS["judged"], question="Where?")
+    assert len(JUDGE.requests) - before == 1  # the three requests reached the limit: the judge was not asked
+    assert (pred.metadata.termination_cause, pred.answer) == ("usage_limit_exceeded", None)

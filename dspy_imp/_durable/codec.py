@@ -11,6 +11,7 @@ chain, ``_routes.failures``). Records are JSON-safe dicts, readable in the datab
     {"kind": "extracted", "outputs", "usage"}    {"kind": "failed", "error", "usage"}
     {"kind": "returned", "value", "at"}          {"kind": "raised", "error", "at"}
     {"kind": "batch", "outcomes": [...]}         (parallel tool calls, in call order)
+    {"kind": "checked", "value", "usage", "stopped"}   (guardrails: the tripped one, their model calls)
 
 ``usage`` is the request's model calls (``RequestUsage`` fields), so a replayed turn reports
 what the first run used.
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._durable.values import RecordedError, decode_error, decode_value, encode_error, encode_value
-from dspy_imp._records.outcomes import Extracted, Failed, Raised, RawCall, Reply, Returned
+from dspy_imp._records.outcomes import Checked, Extracted, Failed, Raised, RawCall, Reply, Returned
 from dspy_imp._records.usage import RequestUsage
 
 __all__ = [
@@ -59,6 +60,9 @@ def encode_outcome(outcome: Any) -> dict[str, Any]:
         }
     if isinstance(outcome, Failed):
         return {"kind": "failed", "error": encode_error(outcome.error), "usage": _encode_usage(outcome.usage)}
+    if isinstance(outcome, Checked):
+        usage, stopped = _encode_usage(outcome.usage), outcome.stopped
+        return {"kind": "checked", "value": encode_value(outcome.value), "usage": usage, "stopped": stopped}
     if isinstance(outcome, Returned):
         return {"kind": "returned", "value": encode_value(outcome.value), "at": outcome.at}
     if isinstance(outcome, Raised):
@@ -85,6 +89,8 @@ def decode_outcome(record: Mapping[str, Any]) -> Any:
         return Extracted(decode_value(record["outputs"]), _decode_usage(record["usage"]))
     if kind == "failed":
         return Failed(decode_error(record["error"]), _decode_usage(record["usage"]))
+    if kind == "checked":
+        return Checked(decode_value(record["value"]), usage=_decode_usage(record["usage"]), stopped=record["stopped"])
     if kind == "returned":
         return Returned(decode_value(record["value"]), record["at"])
     if kind == "raised":

@@ -18,7 +18,9 @@ seconds (``call["deadline"]``), fixed when the turn was submitted.
 A turn that ends ``"paused"`` does not end the workflow: it publishes the pending calls (the
 ``dspy_imp.pending`` event), waits with ``DBOS.recv`` for the decisions ``DurableAgent.decide``
 sends, and runs the resuming call (``history=``, ``approvals=``, ``results=``) in the same
-workflow. The received decisions are recorded like any step, so a replay resumes the same way.
+workflow. The received decisions are recorded like any step, so a replay resumes the same way. A
+sync turn's wait never keeps the process from exiting (``_durable.waiting``): the turn stays
+pending for the next process.
 
 Records are JSON-safe (``_durable.codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
@@ -54,6 +56,7 @@ from dspy_imp._durable.codec import (
     encode_value,
 )
 from dspy_imp._durable.values import revive_fields
+from dspy_imp._durable.waiting import receive
 from dspy_imp._program.module import ReActV2, escaped
 from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
@@ -231,7 +234,7 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
         DBOS.set_event(PENDING_EVENT, _waiting(paused))
         resumed = None
         while resumed is None:  # each wait is recorded: a replay gets the same messages, and ignores the same
-            sent = DBOS.recv(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
+            sent = receive(DECISIONS_TOPIC, _WAIT_SECONDS)  # never holds the process at exit
             resumed = _accepted(program, kwargs, paused, sent)
         DBOS.set_event(PENDING_EVENT, None)
         clock.at = DBOS.run_step(_CLOCK_STEP, time.time)

@@ -8,8 +8,8 @@ and ``check_before_send`` reads it again at the last moment before bytes leave
 (after rendering, a tool result renderer and any lazy import of the LM client).
 
 The loop's own pauses (a retry's ``Sleep``) are this module's ``sleep``/``asleep``: the clock that
-decides the deadline is the one that pauses, so a test that moves the clock by hand (``time`` here)
-moves both.
+decides the deadline is the one that pauses, so a test that moves the clock by hand (``time`` here,
+or ``dspy_imp.testing.FakeClock``, which puts its clock and its pause in DSPy's settings) moves both.
 
 A durable driver replays a turn from recorded results, so the time that decides the turn must
 replay too: ``recorded_clock`` makes the turns inside read a clock the driver advances from its
@@ -34,6 +34,9 @@ _KEY = "dspy_imp_deadline"
 
 
 _CLOCK = "dspy_imp_clock"
+
+
+_SLEEP = "dspy_imp_sleep"  # a test clock's pause (``dspy_imp.testing.FakeClock.running``)
 
 
 class DeadlinePassed(Exception):
@@ -172,11 +175,19 @@ def now() -> float:
 
 def sleep(seconds: float) -> None:
     """The loop's own pause (a retry's ``Sleep``), on this module's clock."""
+    fake = dspy.settings.get(_SLEEP)
+    if fake is not None:
+        fake(seconds)
+        return
     time.sleep(seconds)
 
 
 async def asleep(seconds: float) -> None:
     """``sleep`` for the async driver."""
+    fake = dspy.settings.get(_SLEEP)
+    if fake is not None:
+        fake(seconds)
+        return
     await asyncio.sleep(seconds)
 
 

@@ -68,10 +68,13 @@ RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "e
 """Which request of the turn is being sent (``"summary"``: a context policy's summary request)."""
 
 
-UsageKind = Literal["step", "last_text", "forced_submit", "required_retry", "extraction", "summary", "json_fallback"]
+UsageKind = Literal[
+    "step", "last_text", "forced_submit", "required_retry", "extraction", "summary", "json_fallback", "guardrail"
+]
 
 
-"""How ``metadata.usage`` counts a model call: a request kind, or DSPy's JSON fallback for a step."""
+"""How ``metadata.usage`` counts a model call: a request kind, DSPy's JSON fallback for a step, or a
+model call a guardrail made (a ``dspy.Module`` guardrail, or a function that calls an LM)."""
 
 
 PendingKind = Literal["approval", "external"]

@@ -59,6 +59,16 @@ class Returned:
 
 
 @dataclass(frozen=True)
+class Checked(Returned):
+    """The guardrails' answer (``value``: ``None`` or the tripped one's ``{"name", "reason"}``), with
+    the model calls they made for the turn (``usage``) and, when a guardrail's model call was not
+    sent because the turn's deadline had passed or a usage limit was reached, why (``stopped``)."""
+
+    usage: tuple[RequestUsage, ...] = ()
+    stopped: str | None = None
+
+
+@dataclass(frozen=True)
 class Raised:
     error: BaseException
     at: str | None = None

@@ -5,7 +5,9 @@ Counting rules (``docs/controls.md#usage-limits``):
 - A *request* is one model call. Each request the machine sends counts once under its kind
   (``step``, ``last_text``, ``forced_submit``, ``required_retry``, ``extraction``), whether it
   succeeded or not; a JSON fallback DSPy's adapter made for a step counts under
-  ``json_fallback``. Retries DSPy's LM makes inside one request are not seen, so not counted.
+  ``json_fallback``; a model call a guardrail made counts under ``guardrail`` (``_drivers.guard_books``),
+  checked against the limits before it leaves as the loop's requests are. Retries DSPy's LM makes
+  inside one request are not seen, so not counted.
 - Tokens and cost are what the LM reported for each call (DSPy's history entry: LiteLLM's or
   lm15's usage and cost), read whether or not ``track_usage`` is on, and under
   ``dspy.configure(disable_history=True)`` too (``_drivers.recorder``). A call that failed or a

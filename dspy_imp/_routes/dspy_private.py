@@ -21,8 +21,6 @@ from dspy.clients.capabilities import with_capability_planning as with_capabilit
 
 from dspy_imp._routes.state_loading import load_except
 
-# Eager, as before: the adapter wraps every step's LM call in it.
-
 
 def select_backend(lm: Any, lm_kwargs: dict[str, Any]) -> Any:
     """DSPy's own engine choice for an LM and options (``dspy.clients.backend_selection``).
@@ -392,3 +390,15 @@ def install_part_tolerant_loading(optional: Callable[[Any], frozenset[int]]) -> 
         return load_state
 
     wrap_once(dspy.BaseModule, "load_state", wrap)
+
+
+@contextlib.contextmanager
+def adapter_call_to(lm: Any, sender: Any) -> Iterator[None]:
+    """The adapter's message call to ``lm`` sent through ``sender`` (a copy made after the adapter
+    chose ``lm``): DSPy's deprecation check knows the adapter's call by its LM (``_adapter_call``)."""
+    from dspy.clients import _deprecation
+
+    origin = _deprecation._adapter_call.get()
+    same = sender is lm or origin is None or origin[0] is not lm
+    with contextlib.nullcontext() if same else _deprecation.adapter_message_call(sender, origin[1]):
+        yield

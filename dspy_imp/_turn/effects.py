@@ -12,8 +12,8 @@ loop logic::
     RunTools     -> tuple[Returned | Raised, ...]
                                           several tool calls at once, results in call order
     Sleep        -> None                  a deadline-bounded retry's pause
-    CheckGuardrails -> Returned            guardrails on the inputs or outputs (``_turn.guardrails``)
-    Alongside    -> (Reply | Failed, Returned)
+    CheckGuardrails -> Checked            guardrails on the inputs or outputs (``_turn.guardrails``)
+    Alongside    -> (Reply | Failed, Checked)
                                           the first request and the input guardrails at once
 
 ``ModelRequest.model``/``Extraction.model`` name the LM of the program's chain the request goes
@@ -157,15 +157,18 @@ class Sleep:
 
 @dataclass(frozen=True)
 class CheckGuardrails:
-    """Run guardrails in order until one trips -> ``Returned(None | {"name", "reason"})``.
+    """Run guardrails in order until one trips -> ``Checked(None | {"name", "reason"})``.
 
     ``guardrails`` are ``_turn.guardrails.Guardrail``s; ``outputs`` is ``None`` for input guardrails.
+    ``budget``: what the turn's usage limits leave for the guardrails' own model calls (``None``: no
+    limits); under a deadline each of those calls also waits at most the time left.
     """
 
     stage: GuardrailStage
     guardrails: tuple[Any, ...]
     inputs: Mapping[str, Any]
     outputs: Mapping[str, Any] | None = None
+    budget: UsageLimits | None = None
 
 
 @dataclass(frozen=True)

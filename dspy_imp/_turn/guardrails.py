@@ -34,9 +34,10 @@ from typing import Any, Literal
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.kinds import GuardrailStage
+from dspy_imp._records.kinds import GuardrailStage, TerminationCause
 from dspy_imp._records.steps import Step, ToolResult
 from dspy_imp._turn.effects import Alongside, CheckGuardrails, ModelRequest
+from dspy_imp._turn.meter import Meter
 
 GuardrailRun = Literal["before", "alongside"]
 """When an input guardrail runs: before the first request, or at the same time."""
@@ -124,8 +125,17 @@ class Tripped:
         return {"stage": self.stage, "name": self.name, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """A guardrail's model call was not sent: the turn's deadline passed or a usage limit was
+    reached. The guardrails could not decide, so the turn ends as for that cause (``"incomplete"``)."""
+
+    stage: GuardrailStage
+    cause: TerminationCause
+
+
 def tripped(check: CheckGuardrails, answer: Any) -> Tripped | None:
-    """The driver's answer to ``check`` (a ``Returned``'s value) as a ``Tripped``, or ``None``."""
+    """The driver's answer to ``check`` (a ``Checked``'s value) as a ``Tripped``, or ``None``."""
     value = getattr(answer, "value", answer)
     if not isinstance(value, Mapping):
         return None
@@ -153,9 +163,10 @@ def verdict(value: Any, name: str) -> str | None:
 @dataclass(frozen=True)
 class Verdict:
     """What a tripped output guardrail makes of the turn: ``retry`` (the model tries again) or a
-    block; ``changed``: the last recorded step becomes ``last`` (``None``: it goes)."""
+    block (a ``Stopped``: the turn ends for its cause); ``changed``: the last recorded step becomes
+    ``last`` (``None``: it goes)."""
 
-    trip: Tripped
+    trip: Tripped | Stopped
     retry: bool = False
     changed: bool = False
     last: Step | None = None
@@ -165,41 +176,61 @@ class Guards:
     """One turn's guardrails: the input ones still to run, and whether the output retry is spent.
 
     Each method is a generator the machine delegates to: it yields the checks (and the first
-    request, when input guardrails run alongside it) and returns what came of them.
+    request, when input guardrails run alongside it) and returns what came of them. The model calls
+    a guardrail makes are the turn's (``meter``): each check carries what the limits leave, and what
+    the calls used is counted; a check that a limit or the deadline stopped is a ``Stopped``.
     """
 
-    def __init__(self, options: Any, inputs: Mapping[str, Any], resumed: bool, earlier: Mapping[str, Any]):
+    def __init__(
+        self, options: Any, inputs: Mapping[str, Any], resumed: bool, earlier: Mapping[str, Any], meter: Meter
+    ):
         guards = options.input_guardrails if inputs and not resumed else ()  # a resumed turn has no new inputs
         self.before = tuple(g for g in guards if g.run == "before")
         self.alongside = tuple(g for g in guards if g.run == "alongside")
         self.output: tuple[Guardrail, ...] = tuple(options.output_guardrails)
         self.inputs = dict(inputs) or dict(earlier)  # output guardrails of a call without inputs: the turn's
         self.retried = False
+        self.meter = meter
 
-    def check_inputs(self) -> Generator[CheckGuardrails, Any, Tripped | None]:
+    def check_inputs(self) -> Generator[CheckGuardrails, Any, Tripped | Stopped | None]:
         if not self.before:
             return None
-        check = CheckGuardrails("input", self.before, self.inputs)
-        return tripped(check, (yield check))
+        check = CheckGuardrails("input", self.before, self.inputs, budget=self.meter.remaining())
+        return self._read(check, (yield check))
 
-    def send(self, request: Any) -> Generator[Any, Any, tuple[Any, Tripped | None]]:
-        """Yield ``request``; the first step request goes together with the alongside guardrails."""
+    def send(self, request: Any) -> Generator[Any, Any, tuple[Any, Tripped | Stopped | None]]:
+        """Yield ``request``; the first step request goes together with the alongside guardrails
+        (whose budget leaves out that request: it is sent at the same time)."""
         if not self.alongside or not isinstance(request, ModelRequest):
             return (yield request), None
-        check = CheckGuardrails("input", self.alongside, self.inputs)
+        budget = self.meter.remaining()
+        if budget is not None and budget.requests is not None:
+            budget = replace(budget, requests=max(budget.requests - 1, 0))
+        check = CheckGuardrails("input", self.alongside, self.inputs, budget=budget)
         self.alongside = ()
         outcome, answer = yield Alongside(request, check)
-        return outcome, tripped(check, answer)
+        return outcome, self._read(check, answer)
+
+    def _read(self, check: CheckGuardrails, answer: Any) -> Tripped | Stopped | None:
+        """What came of ``check``, its guardrails' model calls counted on the turn's meter."""
+        self.meter.add(getattr(answer, "usage", ()))
+        stopped = getattr(answer, "stopped", None)
+        if stopped is not None:
+            return Stopped(check.stage, stopped)
+        return tripped(check, answer)
 
     def check_outputs(self, ending: Any, last: Step | None) -> Generator[CheckGuardrails, Any, Verdict | None]:
         """``None`` when the ending's outputs pass (or it has none); else the verdict on ``last``,
-        the step recorded last in this turn (``None`` when the turn recorded none)."""
+        the step recorded last in this turn (``None`` when the turn recorded none). Outputs the
+        guardrails could not check (``Stopped``) are withdrawn like blocked ones (fail closed)."""
         if not self.output or ending.outputs is None or all(v is None for v in ending.outputs.values()):
             return None  # no outputs to check (an empty last-text answer is not an answer either)
-        check = CheckGuardrails("output", self.output, self.inputs, dict(ending.outputs))
-        trip = tripped(check, (yield check))
+        check = CheckGuardrails("output", self.output, self.inputs, dict(ending.outputs), self.meter.remaining())
+        trip = self._read(check, (yield check))
         if trip is None:
             return None
+        if isinstance(trip, Stopped):
+            return Verdict(trip, changed=last is not None and last.is_answer, last=withdrawn(last) if last else None)
         if trip.retry and not self.retried and ending.reason in ("submit", "answered") and last is not None:
             self.retried = True
             turned_down = rejected_submit if ending.reason == "submit" else not_sent

@@ -24,7 +24,7 @@ from dspy_imp._records.window import Window
 from dspy_imp._routes.reasoning import with_call_ids
 from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import Ending, Failure
-from dspy_imp._turn.guardrails import Tripped
+from dspy_imp._turn.guardrails import Stopped, Tripped
 from dspy_imp._turn.tools import StepCalls
 
 Outcome = Ending | Failure
@@ -107,8 +107,11 @@ class Log:
             cause = "deadline_exceeded"
         return Ending("incomplete", None, cause, error=dict(self.errors) or None, unexecuted=unexecuted)
 
-    def blocked(self, trip: Tripped, unexecuted: tuple = ()) -> Ending:
-        """A guardrail tripped; a blocked input is not part of the conversation."""
+    def blocked(self, trip: Tripped | Stopped, unexecuted: tuple = ()) -> Ending:
+        """A guardrail tripped; a blocked input is not part of the conversation. A guardrail stopped
+        before its model call (``Stopped``) decided nothing: the turn is ``incomplete`` for that cause."""
+        if isinstance(trip, Stopped):
+            return self.incomplete(trip.cause, unexecuted)
         self.pending = {}
         return Ending("blocked", None, guardrail=trip.metadata(), unexecuted=unexecuted)
 

@@ -30,9 +30,10 @@ turn's clock, ``_records.clock.now``, read when ``run`` starts and when it retur
 and in the ``sender``:
 ``meter``, ``models``, ``projection``, ``guards``.
 
-A tripped guardrail ends the turn ``"blocked"``. An output guardrail's verdict may change the
-step recorded last (nothing has shown it to the model yet): its ``submit`` becomes an error
-observation (the one retry) or the blocked answer is withdrawn.
+A tripped guardrail ends the turn ``"blocked"``; a check whose own model call a usage limit or the
+deadline stopped (``guardrails.Stopped``) ends it ``"incomplete"`` for that cause. An output
+guardrail's verdict may change the step recorded last (nothing has shown it to the model yet): its
+``submit`` becomes an error observation (the one retry) or the blocked answer is withdrawn.
 
 A turn that resumes a paused one (``Setup.paused``: the history's last step waits for
 approvals or external results, ``_turn.approval``) first answers that step's calls with the
@@ -116,12 +117,13 @@ class Turn:
         self.log = Log(setup.prior, setup.prior_entries, plan.inputs, policy)
         known = (*setup.prior, setup.paused) if setup.paused is not None else setup.prior
         earlier = next((step.inputs for step in reversed(known) if step.inputs), {})  # a resumed turn's inputs
+        meter = Meter(tighter(self.options.usage_limits, setup.budget))  # the guardrails' model calls too
         self.sender = Sender(
             plan,
             self.guidance,
             self.log,
-            meter=Meter(tighter(self.options.usage_limits, setup.budget)),
-            guards=Guards(self.options, plan.inputs, setup.paused is not None, earlier),
+            meter=meter,
+            guards=Guards(self.options, plan.inputs, setup.paused is not None, earlier, meter),
             models=ModelChain(setup.models),
             projection=Projection(setup.prior, names),
             retries=setup.retries,

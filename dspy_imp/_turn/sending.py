@@ -125,13 +125,17 @@ class Sender:
             yield Sleep(delay)
 
     def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
-        """Fit one request to the context policy, yield it (the first with the alongside input
-        guardrails) and count it."""
+        """Fit one request to the context policy (its summary request is one of the turn's: the
+        limits and the deadline are read again after it), yield it (the first with the alongside
+        input guardrails) and count it."""
         if self.policy is not None and kind != "extraction":
             fits = yield from self.policy.fit(kind, self.log.recorded, self.build, self.meter, self.stop)
             if not fits:
                 self.log.errors["initial" if kind == "step" else kind] = _OVER_WINDOW
                 return self.log.incomplete("context_window_exceeded")
+            stop = self.stop()  # the policy's summary request may have reached a limit or the deadline
+            if stop is not None:
+                return self.log.incomplete(stop)
         outcome, trip = yield from self.guards.send(self.build(kind))
         self.meter.add(outcome.usage or (RequestUsage(kind),))
         return outcome if trip is None else self.log.blocked(trip)

@@ -12,7 +12,8 @@ chunks, the tool lines of a decided call). What is held is
   check alongside, when no output guardrails follow; the output check), or the turn moves on to
   something that is not the answer's check (a tool runs, another request starts, a retry
   sleeps), or the turn ends with its answer;
-- *dropped* when a guardrail trips (its retry, if any, is the next request) or the turn ends
+- *dropped* when a guardrail trips (its retry, if any, is the next request) or could not check
+  (a model call of its was stopped by the deadline or a usage limit), or the turn ends
   ``"blocked"`` or fails.
 
 Status lines the watch writes itself (a request starting, a guardrail tripping, the end) are not
@@ -67,7 +68,8 @@ class Hold:
         """After a guardrail check: released when it passed (and nothing else may block), dropped when it tripped."""
         if not isinstance(effect, CheckGuardrails) or not self.holding:
             return []
-        if isinstance(getattr(outcome, "value", None), Mapping):  # tripped: ``{"name", "reason"}``
+        tripped = isinstance(getattr(outcome, "value", None), Mapping)  # ``{"name", "reason"}``
+        if tripped or getattr(outcome, "stopped", None) is not None:  # stopped: nothing was checked
             self.drop()
             return []
         if effect.stage == "input" and self.output:

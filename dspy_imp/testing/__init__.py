@@ -10,7 +10,8 @@ Example:
 
 The parts stand alone, like the whole (it imports nothing else of ``dspy_imp``): what a script is
 made of in ``_script``, the failures in ``_failures``, the Chat Completions wire they are read
-and recorded in in ``_wire``, and the engine that answers in ``_engine``.
+and recorded in in ``_wire``, and the engine that answers in ``_engine``. ``FakeClock`` (``_clock``)
+is the time a deadline reads, moved by the test, so deadline tests do not depend on the machine.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import dspy
 
+from dspy_imp.testing._clock import FakeClock
 from dspy_imp.testing._engine import _AsyncScript, _Script
 from dspy_imp.testing._failures import Fail, fail
 from dspy_imp.testing._script import (
@@ -38,6 +40,7 @@ __all__ = [
     "Call",
     "Fail",
     "Failure",
+    "FakeClock",
     "RecordedRequest",
     "Reply",
     "Responder",
