@@ -19,6 +19,8 @@ from dspy_imp._routes.caching import conversation_key
 BRIEFING = "Weather and time in Paris? " + " ".join(
     f"Note {i}: the traveller lands at terminal {i}." for i in range(220)
 )
+# Claude Sonnet 4.5's prices, dollars per million tokens: cache writes 1.25x (5m) or 2x (1h), reads 0.1x.
+SONNET_45 = {"input": 3.0, "write_5m": 3.75, "write_1h": 6.0, "read": 0.3, "output": 15.0}
 TWO_STEPS = [("get_weather", PARIS), ("get_time", PARIS)]
 INSTRUCTIONS = "Given the fields `question`, produce the fields `answer`."
 
@@ -62,6 +64,12 @@ def _expect_breakpoints(mark: dict[str, str]) -> Callable[[list[Body], Outcome],
         assert reads[1] == writes[0] and reads[2] == writes[0] + writes[1]  # each later one reads it all back
         assert all(0 < w < 200 for w in writes[1:])  # and writes only what it added
         assert all(c.input_tokens >= c.cached_tokens + c.cache_write_tokens for c in calls)
+        write_price = SONNET_45["write_1h" if mark.get("ttl") == "1h" else "write_5m"]
+        for call in calls:  # the cost at cache prices, on both engines (LiteLLM's price map; DSPy's)
+            fresh = call.input_tokens - call.cached_tokens - call.cache_write_tokens
+            dollars = fresh * SONNET_45["input"] + call.cache_write_tokens * write_price
+            dollars += call.cached_tokens * SONNET_45["read"] + call.output_tokens * SONNET_45["output"]
+            assert abs(call.cost - dollars / 1e6) < 1e-12, (call, dollars / 1e6)
 
     return expect
 
