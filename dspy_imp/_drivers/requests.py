@@ -127,6 +127,7 @@ def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], 
         context=effect.context,
         prompt_cache=effect.prompt_cache,
         first_inputs=_first_inputs(effect),
+        cache_bust=effect.cache_bust,
     )
     return kwargs, exchange
 

@@ -13,9 +13,9 @@ from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history, tool_failure
 from dspy_imp._drivers.requests import Extractor
+from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
-from dspy_imp._program import parts
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.guidance import check_demos, program_guidance
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
@@ -276,6 +276,7 @@ class ReActV2(dspy.Module):
     def _turn(self, kwargs: dict[str, Any], budget: UsageLimits | None = None) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
+        edited = continuity.edited(entries)  # before a paused step is taken off to be answered
         if not plan.inputs and not entries:  # the request would hold nothing to answer
             names = ", ".join(f"`{n}`" for n in self.signature.input_fields) or "no input fields"
             raise ConfigurationError(
@@ -301,6 +302,7 @@ class ReActV2(dspy.Module):
             models=self._models(plan),
             summary_instruction=self.summary_predictor().signature.instructions,
             budget=budget,
+            history_edited=edited,
         )
         return Turn(plan, setup)
 
@@ -367,7 +369,9 @@ class ReActV2(dspy.Module):
             guardrail=outcome.guardrail,
             fallbacks=tuple(turn.models.hops),
             context=turn.policy.metadata() if turn.policy is not None else (),
+            cache_busts=turn.cache_busts,
         )
+        continuity.remember(turn.entries)
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}

@@ -46,6 +46,10 @@ class Metadata:
             turn, in order: ``{"request": kind, "tokens_before", "tokens", "applied": [...]}``,
             each applied tier ``{"tier": "clear" | "summarize" | "leave_out", "tokens_before",
             "tokens_after", ...counts}``; ``()`` without a policy.
+        cache_busts: Each request that did not extend the one before it, so the provider's
+            prompt cache served only the prefix they share: ``{"request", "kind", "reason"}``,
+            ``request`` its index in ``usage.calls``, ``reason`` a ``CacheBustReason``
+            (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``).
     """
 
     history: dspy.History
@@ -61,6 +65,7 @@ class Metadata:
     guardrail: Mapping[str, str] | None = None
     fallbacks: tuple[Mapping[str, str], ...] = ()
     context: tuple[Mapping[str, Any], ...] = ()
+    cache_busts: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:

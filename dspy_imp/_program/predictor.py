@@ -76,7 +76,8 @@ class StepPredictor(dspy.Predict):
     def _forward_preprocess(self, **kwargs: Any) -> Any:
         exchange = current_exchange().get()
         if exchange is not None:
-            tracing.annotate(self, tracing.request_attributes(exchange.guidance.kind, exchange.context))
+            attributes = tracing.request_attributes(exchange.guidance.kind, exchange.context, exchange.cache_bust)
+            tracing.annotate(self, attributes)
         return super()._forward_preprocess(**kwargs)
 
     def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:

@@ -112,6 +112,21 @@ PromptCache = bool | CacheTTL
 ``False`` (nothing sent), or a lifetime."""
 
 
+CacheBustReason = Literal["context_policy", "fallback", "tools_changed", "history_edited"]
+
+
+"""Why a request did not extend the one before it (``metadata.cache_busts``), so the provider's
+prompt cache could serve only what the two still share.
+
+- ``"context_policy"``: a context tier cleared, summarized or left out earlier entries (or a
+  context-window refusal left more out).
+- ``"fallback"``: the request went to another LM of the chain, whose cache has none of the turn.
+- ``"tools_changed"``: the ``"required"`` retry offers ``submit`` alone.
+- ``"history_edited"``: the call's ``history`` is not the one this conversation last returned
+  (an edited or rebuilt history); only the first request of the call.
+"""
+
+
 FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
 
 

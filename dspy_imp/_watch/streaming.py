@@ -117,6 +117,8 @@ class Watch:
         if self.reporter is not None:
             self.reporter.before(effect)
         hop = self._messages(self._hop(effect))
+        if isinstance(effect, ModelRequest) and effect.cache_bust is not None:
+            hop += self._messages(status_for(self.provider, "cache_bust", effect.cache_bust))
         message = None
         if isinstance(effect, ModelRequest):
             shortened = bool(effect.context and effect.context.get("applied"))
