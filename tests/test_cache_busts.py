@@ -75,13 +75,17 @@ def test_an_edited_history_is_a_bust_of_the_next_calls_first_request(run):
     lm.assert_complete()
 
 
-def test_a_shortened_history_is_an_edit_too(run):
+def test_a_history_trimmed_at_its_start_is_an_edit_and_one_cut_at_its_end_is_not(run):
     agent = dspy_imp.ReActV2(TA, tools=[fetch])
-    lm = ScriptedLM([reply("", calls=[call("fetch", {"key": "a"}, id="c1")]), reply("one"), reply("two")])
+    lm = ScriptedLM([reply("one"), reply("two"), reply("three"), reply("four")])
     with dspy.context(lm=lm):
         first = run(agent, intent="read")
-        trimmed = run(agent, intent="more", history=dspy.History(messages=first.metadata.history.messages[:1]))
+        second = run(agent, intent="more", history=first.metadata.history)
+        entries = second.metadata.history.messages
+        trimmed = run(agent, intent="again", history=dspy.History(messages=entries[1:]))
+        branched = run(agent, intent="back", history=dspy.History(messages=entries[:1]))  # an earlier point
     assert trimmed.metadata.cache_busts == ({"request": 0, "kind": "step", "reason": "history_edited"},)
+    assert (second.metadata.cache_busts, branched.metadata.cache_busts) == ((), ())
     lm.assert_complete()
 
 

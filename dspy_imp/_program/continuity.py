@@ -1,11 +1,12 @@
 """Whether a call's history is the one its conversation last returned (a cache bust if not).
 
 A conversation continued with the ``metadata.history`` its last call returned sends a first
-request that extends that call's last one: the provider's prompt cache serves it. An edited,
-trimmed or rebuilt history does not. The process remembers, for the most recent conversations,
-how many entries a call returned and a digest of them, found again by the history's first entry
-or by its last one (so an edit of either is still found by the other); a history this process
-never returned is not judged.
+request that extends that call's last one: the provider's prompt cache serves it. A history
+whose entries were edited, or trimmed at the start, does not. (One cut at the end, going back to
+an earlier point of the conversation, still extends a prefix an earlier request sent.) The
+process remembers, for the most recent conversations, a digest of each entry a call returned,
+found again by the history's first entry or by its last one (so an edit of either is still
+found by the other); a history this process never returned is not judged.
 """
 
 from __future__ import annotations
@@ -19,38 +20,45 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _KEPT = 1024
-_LAST: OrderedDict[str, tuple[int, str, int]] = OrderedDict()  # key -> (entries, digest, when)
+_LAST: OrderedDict[str, tuple[tuple[str, ...], int]] = OrderedDict()  # key -> (entry digests, when)
 _STAMPS = itertools.count()
 _LOCK = threading.Lock()
 
 
-def _digest(entries: Sequence[Mapping[str, Any]]) -> str:
-    text = json.dumps(list(entries), sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _digest(entry: Mapping[str, Any]) -> str:
+    try:
+        text = json.dumps(entry, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):  # keys JSON cannot write (a tuple): the entry as Python shows it
+        text = repr(sorted(entry.items(), key=repr))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def edited(entries: Sequence[Mapping[str, Any]]) -> bool:
-    """The history does not begin with the entries its conversation's last call returned."""
+    """The history's entries differ from those its conversation's last call returned."""
     if not entries:
         return False
+    digests = [_digest(entry) for entry in entries]
     with _LOCK:
-        known = [_LAST.get("first:" + _digest(entries[:1]))]
-        known += [_LAST.get(f"last:{i}:" + _digest(entries[i : i + 1])) for i in range(len(entries))]
-    found = [k for k in known if k is not None]
-    if not found:
+        found = [(0, _LAST.get("first:" + digests[0]))]
+        found += [(i, _LAST.get("last:" + d)) for i, d in enumerate(digests)]
+    known = [(i, k) for i, k in found if k is not None]
+    if not known:
         return False
-    count, digest, _ = max(found, key=lambda k: k[2])  # the conversation's latest call
-    return len(entries) < count or _digest(entries[:count]) != digest
+    at, (returned, _) = max(known, key=lambda k: k[1][1])  # the conversation's latest call
+    if at not in (0, len(returned) - 1):  # found by its last entry, moved: the start was trimmed
+        return True
+    shared = min(len(returned), len(digests))
+    return tuple(digests[:shared]) != returned[:shared]
 
 
 def remember(entries: Sequence[Mapping[str, Any]]) -> None:
     """The history a call returned, as its conversation's latest."""
     if not entries:
         return
-    value = (len(entries), _digest(entries), next(_STAMPS))
-    keys = ("first:" + _digest(entries[:1]), f"last:{len(entries) - 1}:" + _digest(entries[-1:]))
+    digests = tuple(_digest(entry) for entry in entries)
+    value = (digests, next(_STAMPS))
     with _LOCK:
-        for key in keys:
+        for key in ("first:" + digests[0], "last:" + digests[-1]):
             _LAST[key] = value
             _LAST.move_to_end(key)
         while len(_LAST) > _KEPT:

@@ -117,8 +117,6 @@ class Watch:
         if self.reporter is not None:
             self.reporter.before(effect)
         hop = self._messages(self._hop(effect))
-        if isinstance(effect, ModelRequest) and effect.cache_bust is not None:
-            hop += self._messages(status_for(self.provider, "cache_bust", effect.cache_bust))
         message = None
         if isinstance(effect, ModelRequest):
             shortened = bool(effect.context and effect.context.get("applied"))
@@ -126,8 +124,12 @@ class Watch:
             self.omitted = effect.guidance.omitted
             if shortened:
                 messages = self._messages(status_for(self.provider, "context", dict(effect.context or {})))
-                return messages + self._messages(
-                    status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, False)
+                return (
+                    messages
+                    + self._messages(
+                        status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, False)
+                    )
+                    + self._bust(effect)
                 )
             message = status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, recovered)
             if message is None and self.progress is not None:
@@ -139,7 +141,13 @@ class Watch:
             message = status_for(self.provider, "retry", effect.seconds, self.last_error)
         elif self.progress is not None and _calls_a_tool(effect):
             self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
-        return [*hop, *self._messages(message)]
+        return [*hop, *self._messages(message), *self._bust(effect)]
+
+    def _bust(self, effect: Any) -> list[Any]:
+        """After the request's own line: that it does not extend the request before (``_turn.busts``)."""
+        if not isinstance(effect, ModelRequest) or effect.cache_bust is None:
+            return []
+        return self._messages(status_for(self.provider, "cache_bust", effect.cache_bust))
 
     def after(self, effect: Any, outcome: Any) -> list[Any]:
         if self.reporter is not None:

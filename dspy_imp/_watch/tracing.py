@@ -61,6 +61,7 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | summary | json_fallback",
     "dspy_imp.request.context": "what a context policy measured and applied before this request (`metadata.context`)",
     "dspy_imp.request.json_fallback": "true when DSPy's JSON fallback re-sent this request",
+    "dspy_imp.request.cache_bust": "why this request does not extend the one before (a `CacheBustReason`)",
     "dspy_imp.reply.answer": "the reply's text as the task output it answers (text-answer requests)",
 }
 
