@@ -11,7 +11,7 @@ from dspy_imp._program.prediction import Metadata, Prediction, is_complete
 from dspy_imp._records.clock import deadline
 from dspy_imp._records.errors import ConfigurationError, RetryTool, StreamClosed, ToolCallRejected
 from dspy_imp._records.history import dump_history, load_history, redact_history
-from dspy_imp._records.kinds import GuardrailStage, RequestKind, TerminationCause, TerminationReason
+from dspy_imp._records.kinds import CacheBustReason, GuardrailStage, RequestKind, TerminationCause, TerminationReason
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.stock import to_dspy_history
 from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
@@ -30,6 +30,7 @@ ReAct = ReActV2
 """DSPy 3.5 renames ``dspy.ReActV2`` to ``dspy.ReAct``: the same class under that name, for a drop-in."""
 
 __all__ = [
+    "CacheBustReason",
     "ConfigurationError",
     "Context",
     "Finish",

@@ -224,6 +224,7 @@ def test_streaming_reports_each_tier_and_the_summary_request(how):
     assert statuses(items) == [
         "Summarizing the earlier conversation to save context",
         f"Context: summarized 3 earlier entries ({record['tokens_before']:,} -> {record['tokens']:,} tokens)",
+        "Prompt cache: this request starts a new prefix (the context policy changed earlier entries)",
         "Turn ended: answered",
     ]
 

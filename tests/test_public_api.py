@@ -15,6 +15,7 @@ from dspy_imp import durable
 def test_all_is_sorted_and_exact():
     assert dspy_imp.__all__ == sorted(dspy_imp.__all__)
     assert set(dspy_imp.__all__) == {
+        "CacheBustReason",
         "ConfigurationError",
         "Context",
         "Finish",

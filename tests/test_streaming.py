@@ -82,6 +82,7 @@ def test_required_retry_then_extraction(how):
         *LOOKED,
         "Asking the model to submit its answer (forced submit)",
         "Asking again for submit (tool_choice=required)",
+        "Prompt cache: this request starts a new prefix (a different tool list)",
         "Extracting the outputs from the conversation",
         "Turn ended: extracted (max_iters)",
     ]
@@ -124,6 +125,7 @@ def test_context_window_recovery(how):
     items = streamed(agent, lm, how, "answer", intent="q4", history=dspy.History(messages=prior))
     assert statuses(items) == [
         "Context window exceeded: resending with 2 earlier entries left out",
+        "Prompt cache: this request starts a new prefix (the context policy changed earlier entries)",
         "Turn ended: answered",
     ]
     assert segments(chunks(items, "answer")) == ["fits now"]

@@ -13,9 +13,9 @@ from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history, tool_failure
 from dspy_imp._drivers.requests import Extractor
+from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
-from dspy_imp._program import parts
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.guidance import check_demos, program_guidance
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
@@ -88,6 +88,9 @@ class ReActV2(dspy.Module):
         context: A ``dspy_imp.Context``: count each request's tokens before it is sent and keep
             long conversations under the model's window (``docs/context.md``). With its summarize
             tier, the program holds a summary predictor at ``agent.summarizer``.
+        prompt_cache: Provider prompt caching (``docs/providers.md#prompt-caching``): ``True`` (the
+            default: cache breakpoints or a cache key where the route takes them), ``False``, or a
+            lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
 
     Example:
         ```python
@@ -128,6 +131,7 @@ class ReActV2(dspy.Module):
         output_guardrails: Iterable[Any] = (),
         fallback: Iterable[dspy.BaseLM] = (),
         context: Context | None = None,
+        prompt_cache: bool | str = True,
         **unknown: Any,
     ):
         super().__init__()
@@ -165,6 +169,7 @@ class ReActV2(dspy.Module):
             output_guardrails=lim.check_guardrails(output_guardrails, "output_guardrails"),
             fallback=lim.check_fallback(fallback),
             context=check_context(context),
+            prompt_cache=opts.check_prompt_cache(prompt_cache),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)
@@ -271,6 +276,7 @@ class ReActV2(dspy.Module):
     def _turn(self, kwargs: dict[str, Any], budget: UsageLimits | None = None) -> Turn:
         plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
         entries = coerce_history(plan.history)
+        edited = continuity.edited(entries)  # before a paused step is taken off to be answered
         if not plan.inputs and not entries:  # the request would hold nothing to answer
             names = ", ".join(f"`{n}`" for n in self.signature.input_fields) or "no input fields"
             raise ConfigurationError(
@@ -296,6 +302,7 @@ class ReActV2(dspy.Module):
             models=self._models(plan),
             summary_instruction=self.summary_predictor().signature.instructions,
             budget=budget,
+            history_edited=edited,
         )
         return Turn(plan, setup)
 
@@ -363,7 +370,9 @@ class ReActV2(dspy.Module):
             fallbacks=tuple(turn.models.hops),
             context=turn.policy.metadata() if turn.policy is not None else (),
             duration=turn.duration,
+            cache_busts=turn.cache_busts,
         )
+        continuity.remember(turn.entries)
         trace_turn(self, metadata, turn.errors)
         values = outcome.outputs or {}
         outputs = {name: values.get(name) for name in self.signature.output_fields}

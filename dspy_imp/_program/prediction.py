@@ -51,6 +51,10 @@ class Metadata:
             sub-agents' turns and tools included. A resumed call counts itself only, not the wait
             for the decision; a durable turn's is the time between its records, the same on replay.
             ``None`` for a prediction no turn made (a durable workflow's pending view).
+        cache_busts: Each request that did not extend the one before it, so the provider's
+            prompt cache served only the prefix they share: ``{"request", "kind", "reason"}``,
+            ``request`` its index in ``usage.calls``, ``reason`` a ``CacheBustReason``
+            (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``).
     """
 
     history: dspy.History
@@ -67,6 +71,7 @@ class Metadata:
     fallbacks: tuple[Mapping[str, str], ...] = ()
     context: tuple[Mapping[str, Any], ...] = ()
     duration: float | None = None
+    cache_busts: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:

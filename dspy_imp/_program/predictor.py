@@ -48,6 +48,7 @@ _SAVED = (
     "usage_limits",
     "needs_approval",
     "external_tools",
+    "prompt_cache",
 )
 
 
@@ -75,7 +76,8 @@ class StepPredictor(dspy.Predict):
     def _forward_preprocess(self, **kwargs: Any) -> Any:
         exchange = current_exchange().get()
         if exchange is not None:
-            tracing.annotate(self, tracing.request_attributes(exchange.guidance.kind, exchange.context))
+            attributes = tracing.request_attributes(exchange.guidance.kind, exchange.context, exchange.cache_bust)
+            tracing.annotate(self, attributes)
         return super()._forward_preprocess(**kwargs)
 
     def _forward_postprocess(self, completions: Any, signature: Any, **kwargs: Any) -> Any:
@@ -161,6 +163,7 @@ def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, 
         "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
         "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
         "usage_limits": check_usage_limits(saved.get("usage_limits")),
+        "prompt_cache": opts.check_prompt_cache(saved.get("prompt_cache", _DEFAULTS.prompt_cache)),
     }
     held = dict.fromkeys(tool_names)
     for key in _TOOL_LISTS:

@@ -95,7 +95,45 @@ GuardrailStage = Literal["input", "output"]
 """Which guardrails tripped in a ``"blocked"`` turn: on the call's inputs, or on its outputs."""
 
 
+CacheTTL = Literal["5m", "1h", "24h"]
+
+
+"""How long a provider keeps a cached prompt prefix (``prompt_cache=``).
+
+- ``"5m"``: Anthropic's default lifetime (refreshed at each hit); on OpenAI, its default in-memory
+  retention.
+- ``"1h"``: Anthropic's long lifetime (cache writes cost 2x input instead of 1.25x).
+- ``"24h"``: OpenAI's extended retention (``prompt_cache_retention="24h"``); on Anthropic, its
+  longest lifetime, ``"1h"``.
+"""
+
+
+PromptCache = bool | CacheTTL
+
+
+"""A program's (or a call's) ``prompt_cache``: ``True`` (the provider's default lifetime),
+``False`` (nothing sent), or a lifetime."""
+
+
+CacheBustReason = Literal["context_policy", "fallback", "tools_changed", "history_edited"]
+
+
+"""Why a request did not extend the one before it (``metadata.cache_busts``), so the provider's
+prompt cache could serve only what the two still share.
+
+- ``"context_policy"``: a context tier cleared, summarized or left out earlier entries (or a
+  context-window refusal left more out).
+- ``"fallback"``: the request went to another LM of the chain, whose cache has none of the turn.
+- ``"tools_changed"``: the ``"required"`` retry offers ``submit`` alone.
+- ``"history_edited"``: the call's ``history`` is not the one this conversation last returned
+  (an edited or rebuilt history); only the first request of the call.
+"""
+
+
 FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
+
+
+CACHE_TTLS: tuple[str, ...] = get_args(CacheTTL)
 
 
 HISTORY_REPLAYS: tuple[str, ...] = get_args(HistoryReplay)

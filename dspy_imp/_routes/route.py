@@ -78,7 +78,8 @@ _NATIVE_KINDS = {
 }
 
 
-_NOT_OPTIONS = frozenset({"n", "rollout_id", "num_generations", "prompt_cache", "cache"})
+_CACHE_OPTIONS = ("prompt_cache", "prompt_cache_key", "prompt_cache_retention")  # ``caching``: decide no route
+_NOT_OPTIONS = frozenset({"n", "rollout_id", "num_generations", "cache", *_CACHE_OPTIONS})
 
 
 @dataclass(frozen=True)

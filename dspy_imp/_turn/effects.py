@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from dspy_imp._prompt.guidance import Guidance
-from dspy_imp._records.kinds import GuardrailStage, TerminationCause, TerminationReason
+from dspy_imp._records.kinds import CacheBustReason, GuardrailStage, TerminationCause, TerminationReason
 from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult
 from dspy_imp._records.usage import UsageLimits
 from dspy_imp._turn.approval import Decisions
@@ -67,6 +67,8 @@ class ModelRequest:
     model: int = 0
     context: Mapping[str, Any] | None = None  # what a context policy applied before this request
     drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+    prompt_cache: bool | str = True  # the call's ``prompt_cache`` (``_routes.caching`` says what it sends)
+    cache_bust: CacheBustReason | None = None  # why it does not extend the request before (``_turn.busts``)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from dspy_imp._records.usage import UsageLimits, tighter
 from dspy_imp._records.window import Window
 from dspy_imp._routes.failures import cause_of, describe
 from dspy_imp._turn.approval import Decisions
+from dspy_imp._turn.busts import CacheWatch
 from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import Effect, Ending
 from dspy_imp._turn.fallback import ModelChain
@@ -94,6 +95,7 @@ class Setup:
     models: tuple[str, ...] = ()
     summary_instruction: str = SUMMARY_INSTRUCTIONS
     budget: UsageLimits | None = None  # a sub-agent's: what its caller's limits have left
+    history_edited: bool = False  # the history is not the one this conversation last returned
 
 
 class Turn:
@@ -128,6 +130,7 @@ class Turn:
             projection=Projection(setup.prior, names),
             retries=setup.retries,
             summary_instruction=setup.summary_instruction,
+            cache=CacheWatch(setup.history_edited),
         )
 
     # -- what the program reads after the turn -----------------------------------------------
@@ -146,6 +149,11 @@ class Turn:
     def errors(self) -> dict[str, str]:
         """The failed requests' errors, by role (``metadata.error``)."""
         return self.log.errors
+
+    @property
+    def cache_busts(self) -> tuple[Mapping[str, Any], ...]:
+        """The requests that did not extend the one before (``metadata.cache_busts``)."""
+        return tuple(self.sender.cache.busts)
 
     @property
     def meter(self) -> Meter:

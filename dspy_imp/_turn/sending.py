@@ -38,6 +38,7 @@ from dspy_imp._routes.failures import (
     is_fatal,
     retry_delay,
 )
+from dspy_imp._turn.busts import CacheWatch
 from dspy_imp._turn.context import Policy
 from dspy_imp._turn.effects import Effect, Ending, Extraction, Failure, ModelRequest, Sleep, Summarize
 from dspy_imp._turn.fallback import ModelChain
@@ -69,6 +70,7 @@ class Sender:
         projection: Projection,
         retries: int,
         summary_instruction: str,
+        cache: CacheWatch | None = None,
     ):
         self.plan = plan
         self.guidance = guidance
@@ -80,6 +82,7 @@ class Sender:
         self.policy: Policy | None = log.policy
         self.retries = retries
         self.summary_instruction = summary_instruction
+        self.cache = cache or CacheWatch()
         self.timeout: float | None = None  # the deadline's, on its ladder (``clock.rung``)
 
     def stop(self) -> TerminationCause | None:
@@ -136,7 +139,10 @@ class Sender:
             stop = self.stop()  # the policy's summary request may have reached a limit or the deadline
             if stop is not None:
                 return self.log.incomplete(stop)
-        outcome, trip = yield from self.guards.send(self.build(kind))
+        request = self.build(kind)
+        if isinstance(request, ModelRequest):  # does it extend the request before? (``_turn.busts``)
+            request = self.cache.note(request, len(self.meter.calls))
+        outcome, trip = yield from self.guards.send(request)
         self.meter.add(outcome.usage or (RequestUsage(kind),))
         return outcome if trip is None else self.log.blocked(trip)
 
@@ -168,6 +174,7 @@ class Sender:
             no_retries=left is not None,
             fallback=self.meter.allows_fallback(),
             model=self.models.index,
+            prompt_cache=self.plan.options.prompt_cache,
         )
         return request if self.policy is None else self.policy.annotate(request, self.log.recorded)
 

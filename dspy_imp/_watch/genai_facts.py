@@ -29,6 +29,8 @@ GENAI_ATTRIBUTES: dict[str, str] = {
     ),
     "dspy_imp.tool.error_kind": "the error kind of the result the model read (`tool_denied`, `unknown_tool`, ...)",
     "dspy_imp.usage.cost": "the turn's summed cost in USD, where the LM reported one (`invoke_agent` spans)",
+    "dspy_imp.cache_bust": "an event on a `chat` span whose request does not extend the one before",
+    "dspy_imp.cache_bust.reason": "that event's `CacheBustReason` (`metadata.cache_busts`)",
 }
 """The attributes only these spans carry, beside the ``dspy_imp.*`` of ``_watch.tracing.ATTRIBUTES``."""
 

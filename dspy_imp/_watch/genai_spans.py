@@ -46,6 +46,10 @@ INVOKE_AGENT = facts.OPERATION.INVOKE_AGENT.value
 _PENDING: ContextVar[_PendingToolSpan | None] = ContextVar("dspy_imp_genai_pending", default=None)
 
 
+CACHE_BUST = "dspy_imp.cache_bust"
+"""The event on a request's span when it does not extend the request before (attribute ``.reason``)."""
+
+
 class _PendingToolSpan:
     """A sub-agent's ``execute_tool`` span, made only when its turn makes its own agent span."""
 
@@ -148,7 +152,11 @@ class TurnSpans:
         if isinstance(effect, ModelRequest | Extraction):
             attributes = self._request_attributes(effect)
             name = f"{facts.OPERATION.CHAT.value} {attributes.get(ga.GEN_AI_REQUEST_MODEL, '')}".rstrip()
-            return self.tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes), attributes
+            span = self.tracer.start_span(name, context, kind=SpanKind.CLIENT, attributes=attributes)
+            bust = getattr(effect, "cache_bust", None)
+            if bust is not None:  # the request does not extend the one before (``_turn.busts``)
+                span.add_event(CACHE_BUST, {CACHE_BUST + ".reason": bust})
+            return span, attributes
         if isinstance(effect, RunTool | DecidedCall):
             attributes = facts.tool_attributes(effect)
             name = f"{facts.OPERATION.EXECUTE_TOOL.value} {attributes[ga.GEN_AI_TOOL_NAME]}"

@@ -97,6 +97,11 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         why = f" after {type(error).__name__}" if error is not None else ""
         return f"Trying {model}{why}"
 
+    def cache_bust_status_message(self, reason: str) -> str | None:
+        """Before a request that does not extend the one before (``reason``: a ``CacheBustReason``):
+        the provider's prompt cache serves only what the two share."""
+        return f"Prompt cache: this request starts a new prefix ({_BUST_WORDS.get(reason, reason)})"
+
     def tool_timeout_status_message(self, name: str, seconds: float) -> str | None:
         """When the loop stopped waiting for a tool (its timeout, or the deadline)."""
         return f"{name} timed out after {seconds:.3g} s"
@@ -118,6 +123,14 @@ _TIER_WORDS = {
 }
 
 
+_BUST_WORDS = {
+    "context_policy": "the context policy changed earlier entries",
+    "fallback": "another model",
+    "tools_changed": "a different tool list",
+    "history_edited": "an edited history",
+}
+
+
 _DEFAULT = StatusMessageProvider()
 
 
@@ -132,7 +145,7 @@ def status_for(provider: Any, event: str, *args: Any) -> str | None:
             return _call(provider, "turn_end_status_message", "error", type(outcome.error).__name__)
         assert isinstance(outcome, Ending)
         return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
-    if event in ("retry", "fallback", "tool_timeout", "guardrail"):
+    if event in ("retry", "fallback", "tool_timeout", "guardrail", "cache_bust"):
         return _call(provider, f"{event}_status_message", *args)
     if event == "context":
         return _call(provider, "context_status_message", *args)

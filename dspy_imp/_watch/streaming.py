@@ -124,8 +124,12 @@ class Watch:
             self.omitted = effect.guidance.omitted
             if shortened:
                 messages = self._messages(status_for(self.provider, "context", dict(effect.context or {})))
-                return messages + self._messages(
-                    status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, False)
+                return (
+                    messages
+                    + self._messages(
+                        status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, False)
+                    )
+                    + self._bust(effect)
                 )
             message = status_for(self.provider, "request", effect.guidance.kind, effect.guidance.omitted, recovered)
             if message is None and self.progress is not None:
@@ -137,7 +141,13 @@ class Watch:
             message = status_for(self.provider, "retry", effect.seconds, self.last_error)
         elif self.progress is not None and _calls_a_tool(effect):
             self.progress.show(_tool_line(self.provider, effect))  # streamed: DSPy's tool callbacks send it
-        return [*hop, *self._messages(message)]
+        return [*hop, *self._messages(message), *self._bust(effect)]
+
+    def _bust(self, effect: Any) -> list[Any]:
+        """After the request's own line: that it does not extend the request before (``_turn.busts``)."""
+        if not isinstance(effect, ModelRequest) or effect.cache_bust is None:
+            return []
+        return self._messages(status_for(self.provider, "cache_bust", effect.cache_bust))
 
     def after(self, effect: Any, outcome: Any) -> list[Any]:
         if self.reporter is not None:

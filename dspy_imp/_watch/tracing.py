@@ -61,6 +61,7 @@ ATTRIBUTES: dict[str, str] = {
     "dspy_imp.request.kind": "step | last_text | forced_submit | required_retry | extraction | summary | json_fallback",
     "dspy_imp.request.context": "what a context policy measured and applied before this request (`metadata.context`)",
     "dspy_imp.request.json_fallback": "true when DSPy's JSON fallback re-sent this request",
+    "dspy_imp.request.cache_bust": "why this request does not extend the one before (a `CacheBustReason`)",
     "dspy_imp.reply.answer": "the reply's text as the task output it answers (text-answer requests)",
 }
 
@@ -214,10 +215,16 @@ def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:
     return {PREFIX + key: value for key, value in values.items() if value is not None}
 
 
-def request_attributes(kind: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def request_attributes(
+    kind: str, context: Mapping[str, Any] | None = None, cache_bust: str | None = None
+) -> dict[str, Any]:
+    """A request span's attributes: its kind, what a context policy did before it, and why it does
+    not extend the request before (``dspy_imp.request.cache_bust``, a ``CacheBustReason``)."""
     attributes: dict[str, Any] = {PREFIX + "request.kind": kind}
     if context is not None:
         attributes[PREFIX + "request.context"] = dict(context)
+    if cache_bust is not None:
+        attributes[PREFIX + "request.cache_bust"] = cache_bust
     return attributes
 
 

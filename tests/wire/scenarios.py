@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from turns import BASE_SUFFIX, Outcome, Scenario
 from turns_anthropic import ANTHROPIC
+from turns_cache import CACHE
 from turns_chat import DEEPSEEK, OPENAI
 from turns_claude5 import CLAUDE5
 from turns_compat import COMPAT
@@ -11,6 +12,16 @@ from turns_foreign import FOREIGN
 from turns_gemini import GEMINI
 from turns_responses import RESPONSES_API
 
-SCENARIOS: list[Scenario] = [*ANTHROPIC, *CLAUDE5, *GEMINI, *DEEPSEEK, *OPENAI, *COMPAT, *RESPONSES_API, *FOREIGN]
+SCENARIOS: list[Scenario] = [
+    *ANTHROPIC,
+    *CLAUDE5,
+    *GEMINI,
+    *DEEPSEEK,
+    *OPENAI,
+    *COMPAT,
+    *RESPONSES_API,
+    *FOREIGN,
+    *CACHE,
+]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

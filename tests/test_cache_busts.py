@@ -1,0 +1,134 @@
+"""Cache busts: a request that does not extend the one before is reported, with its reason, in
+``metadata.cache_busts``, the status line and the request's span (``_turn.busts``)."""
+
+from __future__ import annotations
+
+import dspy
+from helpers import TA, SubmitSig
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from streaming_helpers import statuses, stream_items
+
+import dspy_imp
+import dspy_imp.tracing
+from dspy_imp.testing import ScriptedLM, call, fail, reply
+
+
+def fetch(key: str) -> str:
+    """Fetch a document."""
+    return " ".join(f"{key}{i}" for i in range(200))
+
+
+def words(messages, tools, model):
+    return sum(91 if m["role"] == "system" else len(str(m.get("content") or "").split()) for m in messages)
+
+
+def three_fetches():
+    return [reply("", calls=[call("fetch", {"key": k}, id=f"c{i}")]) for i, k in enumerate("abc", 1)] + [reply("done")]
+
+
+def test_a_turn_that_only_extends_its_requests_reports_no_bust(run):
+    lm = ScriptedLM(three_fetches())
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[fetch]), intent="read")
+    assert pred.metadata.cache_busts == ()
+    lm.assert_complete()
+
+
+def test_a_context_tier_is_a_bust_of_that_request(run):
+    lm = ScriptedLM(three_fetches())
+    policy = dspy_imp.Context(trigger=500, target=300, window=1000, keep_results=1, counter=words, summarize=False)
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(TA, tools=[fetch], context=policy), intent="read")
+    assert pred.metadata.cache_busts == ({"request": 3, "kind": "step", "reason": "context_policy"},)
+    assert [bool(c.get("applied")) for c in pred.metadata.context] == [False, False, False, True]
+    lm.assert_complete()
+
+
+def test_a_fallback_hop_is_a_bust_and_coming_back_is_not(run):
+    primary = ScriptedLM([fail.server_error(), reply("", calls=[call("fetch", {"key": "a"}, id="c1")]), reply("done")])
+    backup = ScriptedLM([reply("", calls=[call("fetch", {"key": "b"}, id="c0")])], model="openai/backup")
+    with dspy.context(lm=primary):
+        pred = run(dspy_imp.ReActV2(TA, tools=[fetch], fallback=[backup]), intent="read")
+    # request 1 goes to the backup (nothing of the turn in its cache); 2 and 3 extend the primary's own first
+    assert pred.metadata.cache_busts == ({"request": 1, "kind": "step", "reason": "fallback"},)
+    assert len(pred.metadata.usage.calls) == 4
+    primary.assert_complete()
+    backup.assert_complete()
+
+
+def test_an_edited_history_is_a_bust_of_the_next_calls_first_request(run):
+    agent = dspy_imp.ReActV2(TA, tools=[fetch])
+    lm = ScriptedLM(
+        [reply("", calls=[call("fetch", {"key": "a"}, id="c1")]), reply("one"), reply("two"), reply("3"), reply("4")]
+    )
+    with dspy.context(lm=lm):
+        first = run(agent, intent="read")
+        again = run(agent, intent="more", history=first.metadata.history)  # as returned: it extends
+        entries = [dict(e) for e in again.metadata.history.messages]
+        entries[0]["intent"] = "read it all"  # edited
+        edited = run(agent, intent="last", history=dspy.History(messages=entries))
+        rebuilt = run(agent, intent="and", history=edited.metadata.history)
+    assert (first.metadata.cache_busts, again.metadata.cache_busts, rebuilt.metadata.cache_busts) == ((), (), ())
+    assert edited.metadata.cache_busts == ({"request": 0, "kind": "step", "reason": "history_edited"},)
+    lm.assert_complete()
+
+
+def test_a_history_trimmed_at_its_start_is_an_edit_and_one_cut_at_its_end_is_not(run):
+    agent = dspy_imp.ReActV2(TA, tools=[fetch])
+    lm = ScriptedLM([reply("one"), reply("two"), reply("three"), reply("four")])
+    with dspy.context(lm=lm):
+        first = run(agent, intent="read")
+        second = run(agent, intent="more", history=first.metadata.history)
+        entries = second.metadata.history.messages
+        trimmed = run(agent, intent="again", history=dspy.History(messages=entries[1:]))
+        branched = run(agent, intent="back", history=dspy.History(messages=entries[:1]))  # an earlier point
+    assert trimmed.metadata.cache_busts == ({"request": 0, "kind": "step", "reason": "history_edited"},)
+    assert (second.metadata.cache_busts, branched.metadata.cache_busts) == ((), ())
+    lm.assert_complete()
+
+
+def test_the_status_line_names_a_bust(how):
+    primary = ScriptedLM([fail.server_error()], model="openai/a")
+    backup = ScriptedLM([reply("Paris.")], model="openai/b")
+    agent = dspy_imp.ReActV2(TA, tools=[fetch], fallback=[backup])
+    with dspy.context(lm=primary):
+        lines = statuses(stream_items(agent, how, [], intent="capital?"))
+    assert lines == [
+        "Trying openai/b after LMServerError",
+        "Prompt cache: this request starts a new prefix (another model)",
+        "Turn ended: answered",
+    ]
+
+
+def test_the_requests_span_carries_a_bust_event(run):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    primary = ScriptedLM([fail.server_error()], model="openai/a")
+    backup = ScriptedLM([reply("Paris.")], model="openai/b")
+    dspy_imp.tracing.instrument(tracer_provider=provider)
+    try:
+        with dspy.context(lm=primary):
+            run(dspy_imp.ReActV2(TA, tools=[fetch], fallback=[backup]), intent="capital?")
+    finally:
+        dspy_imp.tracing.uninstrument()
+    requests = sorted(
+        (s for s in exporter.get_finished_spans() if s.name.startswith("chat")), key=lambda s: s.start_time
+    )
+    assert [s.name for s in requests] == ["chat a", "chat b"]
+    assert [[(e.name, dict(e.attributes)) for e in s.events] for s in requests] == [
+        [],
+        [("dspy_imp.cache_bust", {"dspy_imp.cache_bust.reason": "fallback"})],
+    ]
+
+
+def test_the_required_retrys_smaller_tool_list_is_a_bust(run):
+    answer = call("submit", {"answer": "Paris", "confidence": 0.9}, id="s2")
+    lm = ScriptedLM([reply(calls=[call("submit", {}, id="s0")]), fail.tool_choice_refused(), reply(calls=[answer])])
+    with dspy.context(lm=lm):
+        pred = run(dspy_imp.ReActV2(SubmitSig, tools=[fetch], max_iters=1), intent="capital of France?")
+    assert pred.metadata.termination_reason == "forced_submit"
+    assert pred.metadata.cache_busts == ({"request": 2, "kind": "required_retry", "reason": "tools_changed"},)
+    lm.assert_complete()

@@ -1,0 +1,187 @@
+"""Prompt caching on the wire: where each route's requests mark the prefix, and what the caches report.
+
+The prompts here are long enough to cache (the emulator's caches, ``prompt_cache.py``, store only a
+prefix of at least 1,024 tokens), so the usage each request reports is the cache's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from provider_rules import _marked_blocks
+from responses import anthropic, chat, openrouter, reasoning_text
+from turns import EARLIER, PARIS, Body, Outcome, Scenario, answered
+
+from dspy_imp._routes.caching import conversation_key
+
+# About 2,500 tokens of question: past every model's minimum cacheable prefix.
+BRIEFING = "Weather and time in Paris? " + " ".join(
+    f"Note {i}: the traveller lands at terminal {i}." for i in range(220)
+)
+# Claude Sonnet 4.5's prices, dollars per million tokens: cache writes 1.25x (5m) or 2x (1h), reads 0.1x.
+SONNET_45 = {"input": 3.0, "write_5m": 3.75, "write_1h": 6.0, "read": 0.3, "output": 15.0}
+TWO_STEPS = [("get_weather", PARIS), ("get_time", PARIS)]
+INSTRUCTIONS = "Given the fields `question`, produce the fields `answer`."
+
+
+def _anthropic_script() -> list[Any]:
+    steps = [anthropic(calls=[(f"toolu_c{i}", name, args)]) for i, (name, args) in enumerate(TWO_STEPS)]
+    return [*steps, anthropic(text="Sunny and 14:05.")]
+
+
+def _chat_script() -> list[Any]:
+    steps = [chat(calls=[(f"call_c{i}", name, args)]) for i, (name, args) in enumerate(TWO_STEPS)]
+    return [*steps, chat("Sunny and 14:05.")]
+
+
+def _openrouter_script() -> list[Any]:
+    signed = [[reasoning_text(f"Step {i}.", f"EqQBCkYIBxgCKkDorc{i}")] for i in range(3)]
+    steps = [
+        openrouter(calls=[(f"toolu_orc{i}", name, args)], details=signed[i]) for i, (name, args) in enumerate(TWO_STEPS)
+    ]
+    return [*steps, openrouter("Sunny and 14:05.", details=signed[2])]
+
+
+def _anthropic_marks(body: Body) -> list[tuple[str, Any]]:
+    return [(where, block["cache_control"]) for where, block in _marked_blocks(body)]
+
+
+def _expect_breakpoints(mark: dict[str, str]) -> Callable[[list[Body], Outcome], None]:
+    """Two breakpoints on every request, the end of system + tools and the end of its last message,
+    moving forward with the turn; each request reads what the one before wrote."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        answered("Sunny and 14:05.")(outcome)
+        assert [_anthropic_marks(b) for b in bodies] == [
+            [("system[0]", mark), (f"messages[{len(b['messages']) - 1}]", mark)] for b in bodies
+        ]
+        assert [len(b["messages"]) for b in bodies] == [1, 3, 5]
+        calls = outcome.prediction.metadata.usage.calls
+        reads = [c.cached_tokens for c in calls]
+        writes = [c.cache_write_tokens for c in calls]
+        assert reads[0] == 0 and writes[0] > 2000  # the first request writes the whole prefix
+        assert reads[1] == writes[0] and reads[2] == writes[0] + writes[1]  # each later one reads it all back
+        assert all(0 < w < 200 for w in writes[1:])  # and writes only what it added
+        assert all(c.input_tokens >= c.cached_tokens + c.cache_write_tokens for c in calls)
+        write_price = SONNET_45["write_1h" if mark.get("ttl") == "1h" else "write_5m"]
+        for call in calls:  # the cost at cache prices, on both engines (LiteLLM's price map; DSPy's)
+            fresh = call.input_tokens - call.cached_tokens - call.cache_write_tokens
+            dollars = fresh * SONNET_45["input"] + call.cache_write_tokens * write_price
+            dollars += call.cached_tokens * SONNET_45["read"] + call.output_tokens * SONNET_45["output"]
+            assert abs(call.cost - dollars / 1e6) < 1e-12, (call, dollars / 1e6)
+
+    return expect
+
+
+def _expect_unmarked(bodies: list[Body], outcome: Outcome) -> None:
+    """Off: nothing of the cache is sent (OpenAI still caches by itself; Anthropic then caches nothing)."""
+    answered("Sunny and 14:05.")(outcome)
+    assert all("cache_control" not in str(b) and not any("prompt_cache" in k for k in b) for b in bodies)
+    if "system" in bodies[0]:
+        assert all((c.cached_tokens, c.cache_write_tokens) == (0, 0) for c in outcome.prediction.metadata.usage.calls)
+
+
+def _key_for(question: str) -> str:
+    return conversation_key("openai/gpt-4o", INSTRUCTIONS, {"question": question})
+
+
+def _expect_key(question: str, retention: str | None = None) -> Callable[[list[Body], Outcome], None]:
+    """One ``prompt_cache_key`` on every request, from the conversation's first question (the same
+    on every turn of it); OpenAI's automatic cache reads the prefix back from the second request on."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        answered("Sunny and 14:05.")(outcome)
+        assert [b.get("prompt_cache_key") for b in bodies] == [_key_for(question)] * 3
+        assert [b.get("prompt_cache_retention") for b in bodies] == [retention] * 3
+        assert all("cache_control" not in str(b) for b in bodies)
+        reads = [c.cached_tokens for c in outcome.prediction.metadata.usage.calls]
+        assert reads[0] == 0 and 1024 <= reads[1] <= reads[2] and all(r % 128 == 0 for r in reads)
+
+    return expect
+
+
+def _expect_openrouter_marks(bodies: list[Body], outcome: Outcome) -> None:
+    """OpenRouter's Claude: the marks on content parts (it passes them to Anthropic), no OpenAI key."""
+    answered("Sunny and 14:05.")(outcome)
+    mark = {"type": "ephemeral"}
+    for body in bodies:
+        messages = body["messages"]
+        marked = [i for i, m in enumerate(messages) if "cache_control" in str(m)]
+        assert marked == [0, len(messages) - 1]
+        for index in marked:
+            content = messages[index]["content"]
+            assert isinstance(content, list) and content[-1]["cache_control"] == mark
+            assert all("cache_control" not in part for part in content[:-1])
+        assert not any("prompt_cache" in k for k in body)
+
+
+LONG = {"question": BRIEFING}
+
+CACHE: list[Scenario] = [
+    Scenario(
+        "anthropic_cache_breakpoints_move_forward",
+        "anthropic",
+        _anthropic_script(),
+        _expect_breakpoints({"type": "ephemeral"}),
+        lm={"reasoning_effort": None},
+        inputs=LONG,
+    ),
+    Scenario(  # a lifetime asked for per call
+        "anthropic_cache_one_hour_per_call",
+        "anthropic",
+        _anthropic_script(),
+        _expect_breakpoints({"type": "ephemeral", "ttl": "1h"}),
+        lm={"reasoning_effort": None},
+        inputs={**LONG, "prompt_cache": "1h"},
+    ),
+    Scenario(
+        "anthropic_cache_off",
+        "anthropic",
+        _anthropic_script(),
+        _expect_unmarked,
+        lm={"reasoning_effort": None},
+        agent={"prompt_cache": False},
+        inputs=LONG,
+    ),
+    Scenario(  # the program's off, this call's on
+        "anthropic_cache_on_per_call",
+        "anthropic",
+        _anthropic_script(),
+        _expect_breakpoints({"type": "ephemeral"}),
+        lm={"reasoning_effort": None},
+        agent={"prompt_cache": False},
+        inputs={**LONG, "prompt_cache": True},
+    ),
+    Scenario("openai_cache_key_stable", "openai", _chat_script(), _expect_key(BRIEFING), inputs=LONG),
+    Scenario(
+        "openai_cache_extended_retention",
+        "openai",
+        _chat_script(),
+        _expect_key(BRIEFING, "24h"),
+        agent={"prompt_cache": "24h"},
+        inputs=LONG,
+    ),
+    Scenario(  # a later turn of a conversation: the key of its first question
+        "openai_cache_key_across_turns",
+        "openai",
+        _chat_script(),
+        _expect_key(str(EARLIER[0]["question"])),
+        inputs={"question": BRIEFING},
+        history=EARLIER,
+    ),
+    Scenario(
+        "openai_cache_off_per_call",
+        "openai",
+        _chat_script(),
+        _expect_unmarked,
+        inputs={**LONG, "prompt_cache": False},
+    ),
+    Scenario(
+        "openrouter_claude_cache_marks",
+        "openrouter",
+        _openrouter_script(),
+        _expect_openrouter_marks,
+        inputs=LONG,
+    ),
+]
