@@ -134,3 +134,53 @@ def connections_table(results: dict[str, Any]) -> str:
                         ]
                     )
     return _table(["model", "loop", "steps", "requests", "connections used", "opened in the turn"], rows, "llrrrr")
+
+
+_COST = """## What a turn costs
+
+Every loop runs the six shared scenarios ({shared}) and long turns of N tool steps against the
+bench server three times (`benchmarks/costs.py`): speaking Anthropic's Messages API as Claude
+Sonnet 4.5 and as Claude Haiku 4.5, whose cache minimums differ (1,024 and 4,096 tokens), and
+speaking Chat Completions as `gpt-4o-mini`, priced at OpenAI's and at DeepSeek's rates. Each
+loop runs as its users run it, its own prompt caching on where it has one: `dspy_imp` with its
+defaults; `dspy.ReActV2` with DSPy's `prompt_cache=dspy.lm15.CacheConfig(prefix="history")` on
+Claude; pydantic-ai with its `Caching()` capability on Claude; the Agents SDK, which has no
+cache setting, through its `LitellmModel` on Claude. A 1,000-step turn runs on Claude Sonnet 4.5
+only.
+
+The server reports each request's usage as the provider does (`benchmarks/caches.py`): on
+Anthropic, `cache_read_input_tokens` for the longest prefix an earlier breakpoint wrote (found
+at one of the request's `cache_control` breakpoints or up to 20 blocks before one),
+`cache_creation_input_tokens` for the rest up to its last breakpoint at or above the model's
+minimum, `input_tokens` for what follows, and a 400 for more than four breakpoints; on Chat
+Completions, `prompt_tokens_details.cached_tokens` for the longest prefix an earlier request
+sent, from 1,024 tokens in 128-token steps (OpenAI), and in 64-token units for DeepSeek
+(`prompt_cache_hit_tokens`). Tokens are `cl100k_base` counts of each block, an estimate for
+every provider; every turn starts with a cold cache. Dollars use LiteLLM's price map (input,
+cache read, cache write and output prices), replies included; *uncached* prices the same
+requests with every prompt token at the input price. Scenario cost is the dollars summed over
+the six scenarios divided by the turns that ended with an answer (µ$: millionths of a dollar;
+m$: thousandths); failed requests are not billed.
+
+{table}
+
+{targets}
+
+Connections: the ones that carried each long turn's requests, and of those the ones opened
+during the turn, counted at the server (a loop built for the turn; a connection its client
+kept from an earlier turn is used, not opened).
+
+{connections}
+"""
+
+
+def cost_page(results: dict[str, Any]) -> str:
+    if "cost" not in results:
+        return ""
+    shared = ", ".join(f"*{s.replace('_', ' ')}*" for s in results["cost"]["scenarios"])
+    return _COST.format(
+        shared=shared,
+        table=summary_table(results),
+        targets=targets_table(results),
+        connections=connections_table(results),
+    )
