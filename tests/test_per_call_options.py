@@ -387,3 +387,25 @@ def test_per_call_last_request_tools_run_in_the_last_text_request(run):
 def test_per_call_last_request_tools_must_be_held(run):
     agent = dspy_imp.ReActV2(TA, tools=[Look()])
     refused(run, agent, "last_request_tools", intent="hello", last_request_tools=["publish"])
+
+
+# -- prompt_cache ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [None, "on", "2h", 1, {"ttl": "1h"}])
+def test_an_invalid_prompt_cache_is_refused_before_any_request(run, value):
+    agent = dspy_imp.ReActV2(TA, tools=[lookup])
+    message = refused(run, agent, "prompt_cache", intent="find it", prompt_cache=value)
+    assert repr(value) in message
+    with pytest.raises(dspy_imp.ConfigurationError, match="`prompt_cache`"):
+        dspy_imp.ReActV2(TA, tools=[lookup], prompt_cache=value)
+
+
+@pytest.mark.parametrize("value", [True, False, "5m", "1h", "24h"])
+def test_prompt_cache_takes_on_off_and_a_lifetime(run, value):
+    lm = ScriptedLM([reply("done")])
+    agent = dspy_imp.ReActV2(TA, tools=[lookup], prompt_cache=value)
+    with dspy.context(lm=lm):
+        pred = run(agent, intent="find it", prompt_cache=not value if isinstance(value, bool) else "5m")
+    assert (pred.answer, agent.options.prompt_cache) == ("done", value)
+    lm.assert_complete()

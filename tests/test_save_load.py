@@ -139,6 +139,20 @@ def test_production_controls_are_saved_and_loaded(tmp_path):
     assert (options.needs_approval, options.external_tools) == (("send",), ("look",))
 
 
+@pytest.mark.parametrize("value", [False, "1h", "24h"])
+def test_prompt_cache_is_saved_loaded_and_copied(tmp_path, value):
+    import copy
+
+    path = tmp_path / "agent.json"
+    dspy_imp.ReActV2(TA, tools=[Look()], prompt_cache=value).save(path)
+    assert json.loads(path.read_text())["react"]["dspy_imp"] == {"prompt_cache": value}
+    fresh = dspy_imp.ReActV2(TA, tools=[Look()])
+    fresh.load(path)
+    assert fresh.options.prompt_cache == value
+    assert copy.deepcopy(fresh).options.prompt_cache == value
+    assert fresh.deepcopy().options.prompt_cache == value
+
+
 @pytest.mark.parametrize(
     ("saved", "named"),
     [
@@ -146,6 +160,8 @@ def test_production_controls_are_saved_and_loaded(tmp_path):
         ({"external_tools": "look"}, "external_tools"),
         ({"usage_limits": {"requests": -2}}, "usage_limits.requests"),
         ({"parallel_tools": "yes"}, "parallel_tools"),
+        ({"prompt_cache": "forever"}, "prompt_cache"),
+        ({"prompt_cache": {"api_base": "http://elsewhere"}}, "prompt_cache"),
     ],
 )
 def test_tampered_controls_are_refused(tmp_path, saved, named):

@@ -23,7 +23,8 @@ in ``_drivers.request_options``, and the raw reply is read in ``_drivers.replies
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -55,6 +56,7 @@ from dspy_imp._prompt.render import render_request
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Reply
+from dspy_imp._routes.caching import marked, marking, native_cache
 from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.route import (
     call_options,
@@ -162,7 +164,7 @@ class ReActAdapter(dspy.ChatAdapter):
             return (self.base or dspy.ChatAdapter())(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
         recorder = ReplyRecorder()
-        with recording(recorder), remembered_capabilities(lm, lm_kwargs), request_seconds(exchange.seconds):
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs), self._sending(exchange):
             if sends_request(lm, exchange):
                 values = self._call_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
@@ -176,13 +178,21 @@ class ReActAdapter(dspy.ChatAdapter):
             return await (self.base or dspy.ChatAdapter()).acall(lm, lm_kwargs, signature, demos, inputs)
         lm, lm_kwargs = settled(exchange, lm, lm_kwargs)
         recorder = ReplyRecorder()
-        with recording(recorder), remembered_capabilities(lm, lm_kwargs), request_seconds(exchange.seconds):
+        with recording(recorder), remembered_capabilities(lm, lm_kwargs), self._sending(exchange):
             if sends_request(lm, exchange):
                 values = await self._acall_with_state(lm, lm_kwargs, signature, demos, inputs)
             else:
                 values = await super().acall(lm, lm_kwargs, signature, demos, inputs)
         note_raw_reply(exchange, recorder)
         return values
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _sending(exchange: Exchange) -> Iterator[None]:
+        """A native request's read and write bound; natively to OpenRouter, its cache marks."""
+        native_mark = exchange.caching.mark if exchange.route.engine == "native" else None
+        with request_seconds(exchange.seconds), marking(native_mark):
+            yield
 
     @planned
     def _call_with_state(self, lm, lm_kwargs, signature, demos, inputs):
@@ -207,6 +217,7 @@ class ReActAdapter(dspy.ChatAdapter):
         task = exchange.guidance.task
         exchange.dialect = dialect_for(self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native)
         exchange.media_family = family_of(lm)
+        exchange.sent = (lm, lm_kwargs)  # the dict DSPy sends with: ``format`` may add the prompt cache
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -226,7 +237,7 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.messages = _render(exchange, signature, demos, inputs)
         refuse_unsendable(exchange.messages, exchange.media_family)
         check_before_send()  # rendering (a slow tool_result_renderer) may have used up the time left
-        return exchange.messages
+        return _cached(exchange, exchange.messages)
 
     def preview(self, lm: Any, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> tuple[list[Any], Any]:
         """The current exchange's request as it would be sent, ``(messages, tools)``: rendered as
@@ -277,6 +288,20 @@ class ReActAdapter(dspy.ChatAdapter):
             reasoning_details=output.get("reasoning_details"),
         )
         return [{STEP_TEXT: text, STEP_CALLS: [call_dict(c) for c in calls]}]
+
+
+def _cached(exchange: Exchange, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as sent, with the prompt cache's marks where they are ours to place (LiteLLM),
+    or DSPy's own ``prompt_cache`` added to the options they go out with (``_routes.caching``)."""
+    caching = exchange.caching
+    if caching.mark is not None and exchange.route.engine == "litellm":
+        return marked(messages, caching.mark, openrouter=exchange.route.provider == "openrouter")
+    if caching.native is not None and exchange.sent is not None:
+        lm, options = exchange.sent
+        config = native_cache(lm, caching, messages)
+        if config is not None:
+            options["prompt_cache"] = config
+    return messages
 
 
 def _render(exchange: Exchange, signature: Any, demos: Any, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:

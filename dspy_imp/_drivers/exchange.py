@@ -12,6 +12,7 @@ from typing import Any
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._prompt.guidance import Guidance
 from dspy_imp._records.outcomes import Reply
+from dspy_imp._routes.caching import NOTHING, Caching
 from dspy_imp._routes.route import Route
 
 
@@ -40,6 +41,10 @@ class Exchange:
     drop_block: bool = False  # a context policy changed the prefix: ask for drop_block (``settle_options``)
     context: Mapping[str, Any] | None = None  # what a context policy did before this request (for its span)
     seconds: float | None = None  # a native request's read and write bound (``_routes.timeouts``)
+    prompt_cache: bool | str = True  # the call's setting; ``caching``: what is left to place (``_routes.caching``)
+    first_inputs: Mapping[str, Any] = field(default_factory=dict)  # the conversation's first (its cache key)
+    caching: Caching = NOTHING
+    sent: tuple[Any, dict[str, Any]] | None = None  # the LM and the options DSPy sends the messages with
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)

@@ -13,6 +13,7 @@ import dspy
 from dspy_imp._drivers.exchange import Exchange
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._records.clock import time_left
+from dspy_imp._routes.caching import cache_options, conversation_key
 from dspy_imp._routes.route import (
     encrypted_reasoning,
     forced_keeps_thinking,
@@ -58,12 +59,17 @@ def json_response_format(base: dspy.JSONAdapter, lm: Any, lm_kwargs: dict[str, A
 
 def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The request's LM and options under the provider rules (``settle_options``), its route on
-    the exchange, a native request's timeout as its read and write bound (``_routes.timeouts``);
+    the exchange, its prompt-cache options (``_routes.caching``: the marks ours to place on the
+    exchange), a native request's timeout as its read and write bound (``_routes.timeouts``);
     LiteLLM's cold import paid before the last deadline check (in ``format``), not inside the send."""
     lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
     default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
     exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
     exchange.seconds = native_seconds(lm, exchange.route, settled)
+    key = conversation_key(
+        str(getattr(lm, "model", "")), exchange.guidance.task.signature.instructions, exchange.first_inputs
+    )
+    exchange.caching = cache_options(lm, exchange.route, settled, exchange.prompt_cache, key)
     if exchange.route.engine == "litellm" and time_left() is not None:
         warm_litellm()
     return lm, settled

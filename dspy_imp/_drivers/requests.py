@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -119,8 +119,26 @@ def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], 
     kwargs: dict[str, Any] = dict(effect.pending)
     kwargs.update(history=effect.guidance.history, tools=tool_listing(effect.guidance.roster))
     config, lm = _pin_lm(program, dict(effect.config), effect.no_retries, effect.model)
-    exchange = Exchange(effect.guidance, config=config, lm=lm, drop_block=effect.drop_block, context=effect.context)
+    exchange = Exchange(
+        effect.guidance,
+        config=config,
+        lm=lm,
+        drop_block=effect.drop_block,
+        context=effect.context,
+        prompt_cache=effect.prompt_cache,
+        first_inputs=_first_inputs(effect),
+    )
     return kwargs, exchange
+
+
+def _first_inputs(effect: ModelRequest) -> Mapping[str, Any]:
+    """The conversation's first inputs: its first recorded entry's, else this call's (the cache key's)."""
+    names = effect.guidance.task.input_names
+    for entry in getattr(effect.guidance.history, "messages", None) or ():
+        found = {name: entry[name] for name in names if name in entry}
+        if found:
+            return found
+    return dict(effect.pending)
 
 
 def _extraction_call(program: Program, effect: Extraction) -> tuple[dspy.Module, dict[str, Any], float | None]:

@@ -88,6 +88,9 @@ class ReActV2(dspy.Module):
         context: A ``dspy_imp.Context``: count each request's tokens before it is sent and keep
             long conversations under the model's window (``docs/context.md``). With its summarize
             tier, the program holds a summary predictor at ``agent.summarizer``.
+        prompt_cache: Provider prompt caching (``docs/providers.md#prompt-caching``): ``True`` (the
+            default: cache breakpoints or a cache key where the route takes them), ``False``, or a
+            lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
 
     Example:
         ```python
@@ -128,6 +131,7 @@ class ReActV2(dspy.Module):
         output_guardrails: Iterable[Any] = (),
         fallback: Iterable[dspy.BaseLM] = (),
         context: Context | None = None,
+        prompt_cache: bool | str = True,
         **unknown: Any,
     ):
         super().__init__()
@@ -165,6 +169,7 @@ class ReActV2(dspy.Module):
             output_guardrails=lim.check_guardrails(output_guardrails, "output_guardrails"),
             fallback=lim.check_fallback(fallback),
             context=check_context(context),
+            prompt_cache=opts.check_prompt_cache(prompt_cache),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)

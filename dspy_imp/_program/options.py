@@ -17,7 +17,7 @@ import dspy
 from dspy_imp._program.limits import LIMIT_OPTIONS, call_limits
 from dspy_imp._prompt.signature import SUBMIT, is_text_answer
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.kinds import FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay
+from dspy_imp._records.kinds import CACHE_TTLS, FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay, PromptCache
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
 from dspy_imp._routes.dspy_private import checked_tool
@@ -42,6 +42,7 @@ CALL_OPTIONS = (
     "results",
     *LIMIT_OPTIONS,
     "context",
+    "prompt_cache",
 )
 
 
@@ -95,6 +96,15 @@ def check_flag(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigurationError(f"`{where}` must be True or False, got {value!r}")
     return value
+
+
+def check_prompt_cache(value: Any) -> PromptCache:
+    """``True``, ``False``, or a cache lifetime (``"5m"``, ``"1h"``, ``"24h"``)."""
+    if isinstance(value, bool) or (isinstance(value, str) and value in CACHE_TTLS):
+        return value  # type: ignore[return-value]
+    raise ConfigurationError(
+        f"`prompt_cache` must be True, False or one of {', '.join(map(repr, CACHE_TTLS))}; got {value!r}"
+    )
 
 
 def check_note(value: Any, where: str = "last_request_note") -> str | None:
@@ -298,6 +308,8 @@ def plan_call(
     changes.update(call_limits(given, held))
     if "context" in given:
         changes["context"] = check_context(given["context"])
+    if "prompt_cache" in given:
+        changes["prompt_cache"] = check_prompt_cache(given["prompt_cache"])
     decisions = Decisions.of(given.get("approvals"), given.get("results"))
     config = {**options.config, **check_config(given.get("config"))}
     runners = _swap_runners(held, given.get("tools"))

@@ -48,6 +48,7 @@ _SAVED = (
     "usage_limits",
     "needs_approval",
     "external_tools",
+    "prompt_cache",
 )
 
 
@@ -161,6 +162,7 @@ def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, 
         "finish_on": _restore_hooks(current, saved.get("finish_on", [])),
         "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
         "usage_limits": check_usage_limits(saved.get("usage_limits")),
+        "prompt_cache": opts.check_prompt_cache(saved.get("prompt_cache", _DEFAULTS.prompt_cache)),
     }
     held = dict.fromkeys(tool_names)
     for key in _TOOL_LISTS:

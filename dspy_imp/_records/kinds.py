@@ -92,7 +92,30 @@ GuardrailStage = Literal["input", "output"]
 """Which guardrails tripped in a ``"blocked"`` turn: on the call's inputs, or on its outputs."""
 
 
+CacheTTL = Literal["5m", "1h", "24h"]
+
+
+"""How long a provider keeps a cached prompt prefix (``prompt_cache=``).
+
+- ``"5m"``: Anthropic's default lifetime (refreshed at each hit); on OpenAI, its default in-memory
+  retention.
+- ``"1h"``: Anthropic's long lifetime (cache writes cost 2x input instead of 1.25x).
+- ``"24h"``: OpenAI's extended retention (``prompt_cache_retention="24h"``); on Anthropic, its
+  longest lifetime, ``"1h"``.
+"""
+
+
+PromptCache = bool | CacheTTL
+
+
+"""A program's (or a call's) ``prompt_cache``: ``True`` (the provider's default lifetime),
+``False`` (nothing sent), or a lifetime."""
+
+
 FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
+
+
+CACHE_TTLS: tuple[str, ...] = get_args(CacheTTL)
 
 
 HISTORY_REPLAYS: tuple[str, ...] = get_args(HistoryReplay)

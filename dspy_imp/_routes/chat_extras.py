@@ -16,7 +16,9 @@ stays in ``Response.provider_data``, where ``_routes.reasoning`` finds them) but
 the wire messages it builds get the fields added: *only* from continuation state that
 ``route.canonical_request`` attaches (``openrouter``/``reasoning_details`` on an assistant
 ``Message``, ``gemini``/``thought_signature`` on a call of a request to an OpenAI-compatible
-server). Every other request lm15 writes is unchanged.
+server). Every other request lm15 writes is unchanged, but for one more field: a native request
+to OpenRouter's Claude or Gemini models gets the prompt cache's ``cache_control`` marks
+(``_routes.caching.marking``), which lm15's writer has no slot for either.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dspy_imp._routes import dspy_private
+from dspy_imp._routes import caching, dspy_private
 from dspy_imp._routes.local_servers import reasoning_of
 
 OPENROUTER, DETAILS = "openrouter", "reasoning_details"
@@ -35,7 +37,9 @@ def install() -> None:
 
     def wrap(original: Any) -> Any:
         def build(self: Any, request: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-            return with_extras(original(self, request, *args, **kwargs), request.messages)
+            items = with_extras(original(self, request, *args, **kwargs), request.messages)
+            mark = caching.current_mark() if getattr(self, "provider", None) == OPENROUTER else None
+            return caching.marked(items, mark, openrouter=True) if mark is not None else items
 
         return build
 

@@ -67,6 +67,7 @@ class ModelRequest:
     model: int = 0
     context: Mapping[str, Any] | None = None  # what a context policy applied before this request
     drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
+    prompt_cache: bool | str = True  # the call's ``prompt_cache`` (``_routes.caching`` says what it sends)
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,7 @@ class Sender:
             no_retries=left is not None,
             fallback=self.meter.allows_fallback(),
             model=self.models.index,
+            prompt_cache=self.plan.options.prompt_cache,
         )
         return request if self.policy is None else self.policy.annotate(request, self.log.recorded)
 

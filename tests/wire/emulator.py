@@ -3,8 +3,10 @@
 Stdlib only (``http.server`` in a background thread on 127.0.0.1), so both ``dspy.LM``
 engines reach it: the native lm15 engine (stdlib sockets, which VCR cannot see) and LiteLLM
 (httpx, which VCR records). The response bodies are built by ``responses.py`` in each
-provider's own format; the emulator only plays them in order. Headers are fixed (no ``Date``,
-no ``Server`` version) so cassettes recorded from it are byte-for-byte reproducible.
+provider's own format; the emulator plays them in order, with the usage a provider's prompt
+cache reports (``prompt_cache.py``: Anthropic's breakpoints, OpenAI's automatic cache). Headers
+are fixed (no ``Date``, no ``Server`` version) so cassettes recorded from it are byte-for-byte
+reproducible.
 
 A request beyond the script gets HTTP 500 with a message naming it, and is still recorded:
 a test with too few responses fails loudly instead of hanging.
@@ -18,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from prompt_cache import PromptCaches
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Emulator:
     def __init__(self, script: Sequence[Scripted], port: int = 0) -> None:
         self.script = list(script)
         self.requests: list[Received] = []
+        self.caches = PromptCaches()  # Anthropic's and OpenAI's prompt caches (``prompt_cache.py``)
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="emulator", daemon=True)
@@ -89,8 +94,11 @@ def _handler_for(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             received = Received("POST", self.path, json.loads(raw) if raw else None)
             scripted = emulator.answer(received)
-            data = json.dumps(scripted.body_for(received.body), ensure_ascii=False).encode()
-            self.send_response(scripted.status)
+            status, body = emulator.caches.answer(
+                self.path, received.body, scripted.status, scripted.body_for(received.body)
+            )
+            data = json.dumps(body, ensure_ascii=False).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")

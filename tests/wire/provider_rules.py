@@ -339,9 +339,27 @@ def anthropic_adaptive_only(body: Body, path: str) -> Iterator[str]:
         yield f'"thinking.type.{kind}" is not supported for {body.get("model")}'
 
 
+def unmarked(value: Any) -> Any:
+    """``value`` without cache marks, a string content (or system) as its one text block: a
+    ``cache_control`` mark says where to cache, not what the prompt is, so it never changes what a
+    block is bound to."""
+    if isinstance(value, Mapping):
+        out = {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+        for key in ("content", "system"):
+            if isinstance(out.get(key), str):
+                out[key] = [{"type": "text", "text": out[key]}]
+        return out
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
 def binding_key(body: Body, upto: int) -> str:
-    """What a thinking block is bound to: the system prompt, the tools and the messages before it."""
-    prefix = {"system": body.get("system"), "tools": body.get("tools"), "messages": (body.get("messages") or [])[:upto]}
+    """What a thinking block is bound to: the system prompt, the tools and the messages before it
+    (their content: cache marks aside)."""
+    prefix = unmarked(
+        {"system": body.get("system"), "tools": body.get("tools"), "messages": (body.get("messages") or [])[:upto]}
+    )
     return hashlib.sha256(json.dumps(prefix, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator, Received, Scripted
-from provider_rules import assert_accepted
+from provider_rules import assert_accepted, unmarked
 from responses import anthropic, anthropic_error, thinking
 from turns import BASE_SUFFIX, PARIS, TOOLS
 
@@ -36,8 +36,9 @@ MODEL = "anthropic/claude-opus-5-5"
 
 
 def _digest(body: dict[str, Any], messages: list[Any]) -> str:
+    """The prefix's content: cache marks say where to cache, not what the prompt is."""
     prefix = {"system": body.get("system"), "tools": body.get("tools"), "messages": messages}
-    return hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(unmarked(prefix), sort_keys=True).encode()).hexdigest()
 
 
 class BindingEmulator(Emulator):

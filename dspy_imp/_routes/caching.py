@@ -1,0 +1,181 @@
+"""Prompt caching per route: what a request carries so the provider caches the prefix it shares
+with the next one (``prompt_cache=``, ``docs/providers.md#prompt-caching``).
+
+Each request of a turn is a byte-exact extension of the one before, the best case for a cache,
+but some providers cache only where the request marks a breakpoint, and OpenAI routes a request
+to a warm cache by a key. Per route, with ``prompt_cache`` on:
+
+- **Anthropic** (native engine, LiteLLM, and LiteLLM's Bedrock and Vertex AI Claude models): two
+  breakpoints, where the request's stable prefix ends: the end of tools + system (a mark on the
+  system message) and the end of the last message (moving forward with the turn, so each request
+  reads what the one before wrote). The TTL is the provider's default (5 minutes) or ``"1h"``
+  (``"1h"``/``"24h"``). Natively this is DSPy's own setting, ``prompt_cache`` with an lm15
+  ``CacheConfig(prefix="history")``; on LiteLLM, ``cache_control`` on those two messages (LiteLLM
+  puts it on their last content block, and turns it into Bedrock's ``cachePoint``).
+- **OpenRouter**'s Claude and Gemini models: the same two marks in the content parts (OpenRouter
+  passes them through); natively, the ``_routes.chat_extras`` writer adds them.
+- **OpenAI** models (Chat Completions and the Responses API): ``prompt_cache_key`` from the
+  conversation (``conversation_key``), and ``prompt_cache_retention="24h"`` for ``"24h"``.
+- **Nothing** to Gemini (implicit caching), DeepSeek (automatic), Groq, a server of your own,
+  Gemini's OpenAI-compatible endpoint, or a custom engine: they refuse or ignore the fields.
+
+A user's own ``prompt_cache`` (on the LM or in ``config``), or their own ``prompt_cache_key``,
+wins: nothing of ours is added beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from dspy.lm15 import CacheConfig
+
+from dspy_imp._routes.route import Route
+
+_ANTHROPIC_ROUTES = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_ai"})
+_OPENAI_ROUTES = frozenset({"openai", "openai-chat", "openai-responses"})
+# OpenAI's own model names (a server of your own or Gemini's compatible endpoint also use ``openai/``).
+_OPENAI_MODEL = re.compile(r"^(gpt-|o\d|chatgpt-|codex-|computer-use-)")
+_OPENROUTER_FAMILIES = ("anthropic/", "google/")
+
+
+def cache_mark(ttl: str | None) -> dict[str, str]:
+    """Anthropic's ``cache_control``: ephemeral, with ``"1h"`` where the long lifetime is asked for."""
+    return {"type": "ephemeral", "ttl": "1h"} if ttl in ("1h", "24h") else {"type": "ephemeral"}
+
+
+def family(lm: Any, route: Route) -> str | None:
+    """``"anthropic"``, ``"openrouter"``, ``"openai"`` or ``None`` (nothing to send on this route)."""
+    model = str(getattr(lm, "model", "")).lower()
+    name = model.rsplit("/", 1)[-1]
+    if route.engine == "custom" or route.provider is None:
+        return None
+    if route.provider in _ANTHROPIC_ROUTES and "claude" in model:
+        return "anthropic"
+    if route.provider == "openrouter":
+        rest = model.removeprefix("openrouter/")
+        return "openrouter" if rest.startswith(_OPENROUTER_FAMILIES) else None
+    if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name):
+        return "openai"
+    return None
+
+
+@dataclass(frozen=True)
+class Caching:
+    """What a request's prompt cache still needs once its options are set (``cache_options``):
+    ``mark``, the ``cache_control`` to place on its messages (LiteLLM's Anthropic routes, OpenRouter);
+    ``native``, DSPy's own ``prompt_cache`` setting to add once the messages are known (``native_cache``)."""
+
+    mark: dict[str, str] | None = None
+    native: CacheConfig | None = None
+
+
+NOTHING = Caching()
+
+
+def cache_options(lm: Any, route: Route, options: dict[str, Any], setting: bool | str, key: str) -> Caching:
+    """Put this route's cache options into ``options`` (a request's keyword options); what is left
+    to do with the messages is returned. ``setting`` is the call's ``prompt_cache``.
+
+    OpenAI's key and retention are ordinary options on both engines (DSPy's native conversion reads
+    them as its own cache setting). Natively, Anthropic's marks are DSPy's ``prompt_cache``.
+    """
+    kin = family(lm, route)
+    own = (getattr(lm, "kwargs", None) or {}).get("prompt_cache") is not None or options.get("prompt_cache")
+    if setting is False or kin is None or own:
+        return NOTHING
+    ttl = setting if isinstance(setting, str) else None
+    if kin == "openai":
+        if "prompt_cache_key" not in options and "prompt_cache_key" not in (getattr(lm, "kwargs", None) or {}):
+            options["prompt_cache_key"] = key
+        if ttl == "24h":
+            options.setdefault("prompt_cache_retention", "24h")
+        return NOTHING
+    if kin == "anthropic" and route.engine == "native":
+        return Caching(native=CacheConfig(prefix="history", retention="long" if ttl in ("1h", "24h") else None))
+    return Caching(mark=cache_mark(ttl))  # natively to OpenRouter, the ``chat_extras`` writer places it
+
+
+def native_cache(lm: Any, caching: Caching, messages: Sequence[Mapping[str, Any]]) -> CacheConfig | None:
+    """DSPy's ``prompt_cache`` for these messages, or ``None``.
+
+    With it set, DSPy's ``engine="auto"`` no longer dry-runs a request to move one the native
+    engine cannot carry to LiteLLM (where DSPy refuses ``prompt_cache``). An audio part is such a
+    request on Anthropic's route, so it goes out uncached, as before.
+    """
+    if caching.native is None:
+        return None
+    if getattr(lm, "_engine_spec", None) == "auto" and any(_has_audio(m) for m in messages):
+        return None
+    return caching.native
+
+
+def _has_audio(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") == "input_audio" for p in content)
+
+
+_MARK: ContextVar[dict[str, str] | None] = ContextVar("dspy_imp_cache_mark", default=None)
+
+
+@contextlib.contextmanager
+def marking(mark: Mapping[str, str] | None) -> Iterator[None]:
+    """Native requests to OpenRouter sent in this block get ``mark`` (``chat_extras`` writes it)."""
+    token = _MARK.set(dict(mark) if mark is not None else None)
+    try:
+        yield
+    finally:
+        _MARK.reset(token)
+
+
+def current_mark() -> dict[str, str] | None:
+    return _MARK.get()
+
+
+def conversation_key(model: str, instructions: str, first: Mapping[str, Any]) -> str:
+    """OpenAI's ``prompt_cache_key`` for a conversation: the same on every request of a turn and
+    on every turn of one conversation (it hashes what stays first: the program's instructions and
+    the conversation's first inputs), never a random value."""
+    text = json.dumps([model, instructions, dict(first)], sort_keys=True, default=str, ensure_ascii=False)
+    return "dspy-imp-" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def marked(messages: Sequence[Mapping[str, Any]], mark: Mapping[str, str], openrouter: bool = False) -> list[Any]:
+    """``messages`` (new dicts) with ``mark`` on the system message and the last message.
+
+    LiteLLM's Anthropic routes take a message-level ``cache_control``; OpenRouter takes it on a
+    content part, so a string content becomes one text part there. A message that is not text
+    (an assistant's calls alone) is marked at the message level, which LiteLLM puts on its last
+    block. Never on an empty text (Anthropic refuses it).
+    """
+    out = [dict(m) for m in messages]
+    targets = {len(out) - 1}
+    if out and out[0].get("role") == "system":
+        targets.add(0)
+    for index in sorted(targets):
+        if index < 0:
+            continue
+        out[index] = _mark(out[index], dict(mark), openrouter)
+    return out
+
+
+def _mark(message: dict[str, Any], mark: dict[str, str], openrouter: bool) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content.strip():
+            return message
+        if not openrouter:
+            return {**message, "cache_control": mark}
+        return {**message, "content": [{"type": "text", "text": content, "cache_control": mark}]}
+    if isinstance(content, list) and content and isinstance(content[-1], Mapping):
+        last = dict(content[-1])
+        if last.get("type") == "text" and not str(last.get("text") or "").strip():
+            return message
+        return {**message, "content": [*content[:-1], {**last, "cache_control": mark}]}
+    return message if openrouter else {**message, "cache_control": mark}

@@ -1,0 +1,153 @@
+"""The emulator's prompt caches: Anthropic's (breakpoints) and OpenAI's (automatic, routed by key).
+
+What the providers document and return (Anthropic's prompt-caching guide and its usage objects;
+OpenAI's prompt-caching guide; public recordings of both):
+
+- **Anthropic** caches only at ``cache_control`` breakpoints, in the order tools, system, messages.
+  A request reads the longest prefix written before that ends at one of its block boundaries, at or
+  up to 20 blocks before a breakpoint, and writes the prefix up to each of its breakpoints; a prefix
+  under the model's minimum (1,024 tokens; 4,096 on Haiku 4.5 and Opus 4.5; 2,048 on Haiku 3.x) is
+  not cached, and nothing is an error. ``usage`` then says ``cache_read_input_tokens`` and
+  ``cache_creation_input_tokens`` (with ``cache_creation.ephemeral_5m/1h_input_tokens``), and
+  ``input_tokens`` counts only the tokens after the last breakpoint (or the read). More than four
+  breakpoints is a 400 with Anthropic's body ("A maximum of 4 blocks with cache_control may be
+  provided. Found 5.").
+- **OpenAI** (Chat Completions) caches every prompt of 1,024 tokens or more by itself, in steps of
+  128 tokens; a ``prompt_cache_key`` routes requests sharing a prefix to the same cache (here: the
+  cache is per key). ``usage.prompt_tokens_details.cached_tokens`` says what was read;
+  ``prompt_tokens`` counts all the prompt, cached or not.
+
+Tokens are estimated from the JSON (a token per 4 characters). A request that reads and writes
+nothing keeps its scripted usage, so scenarios with short prompts answer exactly as scripted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+LOOKBACK = 20
+MAX_BREAKPOINTS = 4
+
+
+def tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+def _digest(blocks: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(blocks, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def anthropic_minimum(model: str) -> int:
+    model = model.lower().replace(".", "-")
+    if re.search(r"haiku-4-5|opus-4-5", model):
+        return 4096
+    if re.search(r"haiku-3|3-haiku|3-5-haiku", model):
+        return 2048
+    return 1024
+
+
+def anthropic_blocks(body: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]]]:
+    """The request as the cache sees it: its blocks in order (marks taken off) and its breakpoints
+    (block index, ttl)."""
+    blocks: list[Any] = []
+    marks: list[tuple[int, str]] = []
+
+    def add(block: Any, owner: str) -> None:
+        mark = block.get("cache_control") if isinstance(block, dict) else None
+        plain = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+        blocks.append([owner, plain])
+        if mark is not None:
+            marks.append((len(blocks) - 1, str(mark.get("ttl") or "5m")))
+
+    for tool in body.get("tools") or []:
+        add(tool, "tool")
+    system = body.get("system")
+    for block in [{"type": "text", "text": system}] if isinstance(system, str) else system or []:
+        add(block, "system")
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            add(block, message.get("role"))
+    return blocks, marks
+
+
+class PromptCaches:
+    """What each provider has cached, across the requests one emulator receives."""
+
+    def __init__(self) -> None:
+        self.anthropic: dict[str, int] = {}  # digest of a written prefix -> its tokens
+        self.openai: dict[tuple[Any, str], int] = {}  # (prompt_cache_key, digest of a prefix) -> tokens
+
+    def answer(self, path: str, request: Any, status: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if not isinstance(request, dict) or status != 200:
+            return status, body
+        if path.endswith("/messages"):
+            return self._anthropic(request, body)
+        if path.endswith("/chat/completions") and isinstance(body.get("usage"), dict):
+            return 200, self._openai(request, body)
+        return status, body
+
+    def _anthropic(self, request: dict[str, Any], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        blocks, marks = anthropic_blocks(request)
+        if len(marks) > MAX_BREAKPOINTS:
+            message = f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}."
+            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        sizes = [tokens(b) for b in blocks]
+        total = sum(sizes)
+        read = 0
+        for index, _ in marks:
+            for end in range(index, max(-1, index - LOOKBACK - 1), -1):
+                if _digest(blocks[: end + 1]) in self.anthropic:
+                    read = max(read, sum(sizes[: end + 1]))
+                    break
+        minimum = anthropic_minimum(str(request.get("model") or ""))
+        written, by_ttl = read, {"5m": 0, "1h": 0}
+        for index, ttl in marks:
+            upto = sum(sizes[: index + 1])
+            if upto < minimum:
+                continue
+            self.anthropic.setdefault(_digest(blocks[: index + 1]), upto)
+            if upto > written:
+                by_ttl[ttl] += upto - written
+                written = upto
+        write = written - read
+        if not (read or write):
+            return 200, body
+        usage = {
+            **body.get("usage", {}),
+            "input_tokens": max(total - written, 1),
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": write,
+            "cache_creation": {"ephemeral_5m_input_tokens": by_ttl["5m"], "ephemeral_1h_input_tokens": by_ttl["1h"]},
+        }
+        return 200, {**body, "usage": usage}
+
+    def _openai(self, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        key = request.get("prompt_cache_key")
+        head = [request.get("tools") or []]
+        items = [*head, *(request.get("messages") or [])]
+        sizes = [tokens(item) for item in items]
+        total = sum(sizes)
+        read = 0
+        for end in range(len(items), 0, -1):
+            if (key, _digest(items[:end])) in self.openai:
+                read = sum(sizes[:end])
+                break
+        for end in range(1, len(items) + 1):
+            upto = sum(sizes[:end])
+            if upto >= 1024:
+                self.openai.setdefault((key, _digest(items[:end])), upto)
+        cached = read // 128 * 128 if read >= 1024 else 0
+        if not cached:
+            return body
+        usage = dict(body["usage"])
+        completion = int(usage.get("completion_tokens") or 0)
+        usage.update(
+            prompt_tokens=total,
+            total_tokens=total + completion,
+            prompt_tokens_details={**(usage.get("prompt_tokens_details") or {}), "cached_tokens": cached},
+        )
+        return {**body, "usage": usage}
