@@ -112,11 +112,14 @@ def measure(
     long_steps: Sequence[int],
     models: Iterable[str] = (SONNET, HAIKU, GPT),
     only: dict[int, list[str]] | None = None,
+    long_loops: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every loop, on every model: each scenario once, each long turn once (a fresh loop for each).
 
-    ``only`` limits a long turn to some models (``{1000: [SONNET]}``).
+    ``only`` limits a long turn to some models (``{1000: [SONNET]}``); ``long_loops`` limits the
+    longest turn to some loops (a peer's 1,000-step turn takes many minutes).
     """
+    longest = max(long_steps, default=0)
     rows = []
     for model in models:
         for name in COST_LOOPS:
@@ -131,6 +134,8 @@ def measure(
                 rows.append({"loop": name, "model": model, "what": scenario, **row})
             for steps in long_steps:
                 if only and steps in only and model not in only[steps]:
+                    continue
+                if long_loops is not None and steps == longest and name not in long_loops:
                     continue
                 turn = make(server.base_url, "text", steps + 5, model=model)
                 row = _one(server, turn, "steps", steps, {"answer": "found"})

@@ -129,16 +129,26 @@ def split_table(results: dict[str, Any]) -> str:
     return _table(header, rows, "rrrrr")
 
 
-def load_line(results: dict[str, Any]) -> str:
-    machine = results["machine"]
+def _load(machine: dict[str, Any]) -> str | None:
     before, after = machine.get("load_before"), machine.get("load_after")
     if not before:
-        return "The machine's load was not recorded in this run."
-    load = f"{before[0]:.2f} when it started" + (f" and {after[0]:.2f} when it ended" if after else "")
-    return (
-        f"The load average (1 minute) was {load}, on {machine['cpus']} CPUs: other work shared the "
-        "machine, which is what the spreads show."
-    )
+        return None
+    return f"{before[0]:.2f} at the start" + (f" and {after[0]:.2f} at the end" if after else "")
+
+
+def load_line(results: dict[str, Any]) -> str:
+    """The load (1-minute load average) each part ran under, on how many CPUs."""
+    cpus = results["machine"]["cpus"]
+    cost = (results.get("cost") or {}).get("machine")
+    lines = []
+    if cost:
+        lines.append(
+            f"The cost and engine parts ran in {cost['elapsed_s']:,.0f} s under a load average (1 minute) of "
+            f"{_load(cost)}, on {cpus} CPUs"
+        )
+    rest = _load(results["machine"])
+    lines.append(f"the other parts under {rest}" if rest else "the other parts recorded no load average")
+    return "; ".join(lines) + ". Other work shared the machine: that is what the spreads show."
 
 
 _SUMMARY = """## Summary

@@ -68,7 +68,7 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, long_loops: list[str] | None = None) -> dict[str, Any]:
     sizes = SIZES["quick" if quick else "full"]
     started = time.perf_counter()
     results: dict[str, Any] = {
@@ -98,7 +98,7 @@ def run(quick: bool) -> dict[str, Any]:
     results["ledger"] = compare.ledger_summary(results["scenarios"], results["loops"], report_e2e.SHARED)
     print("\n[7/7] the prefix in a long conversation under a context policy", flush=True)
     results["context"] = context_prefix.run(sizes["conversation"])
-    results.update(run_cost(sizes))
+    results.update(run_cost(sizes, long_loops))
     results["targets"] = report.targets(results)
     results["targets_e2e"] = report_e2e.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
@@ -106,18 +106,25 @@ def run(quick: bool) -> dict[str, Any]:
     return results
 
 
-def run_cost(sizes: dict[str, Any]) -> dict[str, Any]:
-    """What a turn costs (dollars, connections) and the engine choice at a long history."""
+def run_cost(sizes: dict[str, Any], long_loops: list[str] | None = None) -> dict[str, Any]:
+    """What a turn costs (dollars, connections) and the engine choice at a long history.
+
+    ``long_loops``: the loops that run the longest turn (all of them unless given).
+    """
     out: dict[str, Any] = {}
+    started, load = time.perf_counter(), _load()
     with BenchServer() as server:
         print("\n[cost] dollars per answered turn, every loop on every model's prices", flush=True)
         only = {int(k): v for k, v in sizes["cost_long_only"].items()}
-        rows = costs.measure(server, LOOPS, report_e2e.SHARED, sizes["cost_long"], only=only)
+        longest = max(sizes["cost_long"])
+        rows = costs.measure(server, LOOPS, report_e2e.SHARED, sizes["cost_long"], only=only, long_loops=long_loops)
         out["cost"] = costs.summary(rows, report_e2e.SHARED, sizes["cost_long"])
         out["cost"]["rows"] = rows
+        out["cost"]["longest"] = {"steps": longest, "models": only.get(longest), "loops": long_loops}
         print("\n[engine] engine='lm15' against the default at a long history", flush=True)
         out["engines"] = engines.measure(server, sizes["engine_steps"], sizes["engine_rounds"])
     out["targets_cost"] = report_cost.targets(out["cost"])
+    out["cost"]["machine"] = {"load_before": load, "load_after": _load(), "elapsed_s": time.perf_counter() - started}
     return out
 
 
@@ -150,15 +157,18 @@ def main() -> None:
     parser.add_argument(
         "--cost-only", type=Path, metavar="JSON", help="rerun only the cost and engine parts into saved results"
     )
+    parser.add_argument(
+        "--long-loops", help="comma-separated loops that run the cost part's longest turn (default: all)"
+    )
     args = parser.parse_args()
     _quiet()
+    long_loops = args.long_loops.split(",") if args.long_loops else None
     if args.cost_only:
         results = json.loads(args.cost_only.read_text())
-        results.update(run_cost(SIZES["quick" if args.quick else "full"]))
-        results["machine"]["load_after"] = _load()
+        results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops))
         args.out = args.out or args.cost_only
     else:
-        results = json.loads(args.render.read_text()) if args.render else run(args.quick)
+        results = json.loads(args.render.read_text()) if args.render else run(args.quick, long_loops)
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
