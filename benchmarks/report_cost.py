@@ -145,8 +145,7 @@ speaking Chat Completions as `gpt-4o-mini`, priced at OpenAI's and at DeepSeek's
 loop runs as its users run it, its own prompt caching on where it has one: `dspy_imp` with its
 defaults; `dspy.ReActV2` with DSPy's `prompt_cache=dspy.lm15.CacheConfig(prefix="history")` on
 Claude; pydantic-ai with its `Caching()` capability on Claude; the Agents SDK, which has no
-cache setting, through its `LitellmModel` on Claude. A 1,000-step turn runs on Claude Sonnet 4.5
-only.
+cache setting, through its `LitellmModel` on Claude. {longest}
 
 The server reports each request's usage as the provider does (`benchmarks/caches.py`): on
 Anthropic, `cache_read_input_tokens` for the longest prefix an earlier breakpoint wrote (found
@@ -178,7 +177,14 @@ def cost_page(results: dict[str, Any]) -> str:
     if "cost" not in results:
         return ""
     shared = ", ".join(f"*{s.replace('_', ' ')}*" for s in results["cost"]["scenarios"])
+    longest = results["cost"].get("longest") or {}
+    text = ""
+    if longest.get("models"):
+        text = f"The {longest['steps']:,}-step turn runs on {', '.join(longest['models'])} only"
+        loops = longest.get("loops")
+        text += f", for {', '.join(f'`{x}`' for x in loops)} in this run (`--long-loops`)." if loops else "."
     return _COST.format(
+        longest=text,
         shared=shared,
         table=summary_table(results),
         targets=targets_table(results),

@@ -98,6 +98,38 @@ def _time_rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The timed headline figures of one run, kept in ``results["runs"]`` to show their spread across runs."""
+    cost = results.get("cost") or {}
+    engines = results.get("engines") or {}
+    e2e = results.get("e2e") or {}
+    request = next(
+        (r["request_ms"] for r in e2e.get("table", []) if r["loop"] == "dspy_imp" and r["steps"] == 100), None
+    )
+    return {
+        "load": (cost.get("machine") or results["machine"]).get("load_before"),
+        "engine_ratio": (engines.get("ratio") or {}).get("median"),
+        "request_ms_100": (request or {}).get("median"),
+    }
+
+
+def runs_line(results: dict[str, Any]) -> str:
+    runs = results.get("runs") or []
+    parts = []
+    for key, what in (
+        ("request_ms_100", "ours per request at 100 steps (ms)"),
+        ("engine_ratio", '`engine="lm15"` / the default'),
+    ):
+        values = sorted({r[key] for r in runs if r.get(key) is not None})
+        if values:
+            shown = f"{values[0]:,.2f}" + (f"–{values[-1]:,.2f}" if len(values) > 1 else "")
+            parts.append(f"{what} {shown}")
+    if not parts:
+        return ""
+    where = "In the one run" if len(runs) == 1 else f"Across the {len(runs)} runs"
+    return f"{where} kept in `benchmarks/results.json` (medians of each run): " + "; ".join(parts) + "."
+
+
 def summary_table(results: dict[str, Any]) -> str:
     rows = _cost_rows(results) + _time_rows(results)
     return _table(["figure", "`dspy_imp`", "peers, same run"], rows, "lrl")
@@ -160,6 +192,8 @@ and highest round and the number of rounds. {load}
 
 {table}
 
+{runs}
+
 ## The per-request split at 10, 100 and 1,000 steps
 
 In-process, one turn of N tool steps against a scripted engine that answers at once (the
@@ -192,6 +226,7 @@ def summary_page(results: dict[str, Any]) -> str:
     return _SUMMARY.format(
         load=load_line(results),
         table=summary_table(results),
+        runs=runs_line(results),
         split=split_table(results),
         engine_steps=f"{engines['steps']:,}" if engines else "1,000",
         engine=_spread(engines["ratio"]) if engines else "not measured in this run",

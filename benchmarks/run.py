@@ -20,12 +20,25 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from . import compare, context_prefix, costs, e2e, engines, overhead, parallel, report, report_cost, report_e2e
+from . import (
+    compare,
+    context_prefix,
+    costs,
+    e2e,
+    engines,
+    overhead,
+    parallel,
+    report,
+    report_cost,
+    report_e2e,
+    report_summary,
+)
 from .loops import E2E_LOOPS, LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS_KEPT = 10  # the headline figures of the last runs, kept in results.json for their spread
 SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "steps": [1, 10, 100],
@@ -172,6 +185,9 @@ def main() -> None:
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
+    if out is not None and not args.render:
+        previous = json.loads(out.read_text()) if out.exists() and not args.cost_only else results
+        results["runs"] = [*previous.get("runs", []), report_summary.headline(results)][-RUNS_KEPT:]
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")
     if out is not None:
         out.write_text(json.dumps(results, indent=2) + "\n")
