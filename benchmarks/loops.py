@@ -8,6 +8,12 @@ tracing is off, since it would upload traces). DSPy's response cache is off (a r
 turn would otherwise never reach the server). ``dspy.ReActV2`` runs with native function
 calling (``ChatAdapter(use_native_function_calling=True)``), as ours always does.
 
+Given a Claude ``model`` (``benchmarks.costs``), every loop speaks Anthropic's Messages API to
+the same server instead, each with its own prompt caching on where it has one: ours by default,
+``dspy.ReActV2`` with DSPy's ``prompt_cache=dspy.lm15.CacheConfig(prefix="history")``,
+pydantic-ai with its ``Caching()`` capability over ``AnthropicModel``; the Agents SDK goes
+through its ``LitellmModel`` and has no cache setting.
+
 A loop runs one *kind* of turn: ``"text"`` (``question -> answer``, the answer in plain text
 where the loop allows it) or ``"typed"`` (an answer plus a ``confidence``, or an enum answer:
 every loop then needs its own way to hand over structured outputs). ``turn`` returns whether
@@ -91,36 +97,60 @@ def _dspy_turn(module: dspy.Module, lm: dspy.LM, adapter: dspy.Adapter | None) -
     return turn
 
 
-def ours(base_url: str, kind: str, max_steps: int, engine: str = "auto") -> Turn:
-    options: dict[str, Any] = {} if engine == "auto" else {"engine": engine}
-    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False, **options)
+def _claude(model: str) -> bool:
+    return model.startswith("claude")
+
+
+def _dspy_lm(base_url: str, model: str, engine: str, **options: Any) -> dspy.LM:
+    if engine != "auto":
+        options["engine"] = engine
+    provider = "anthropic" if _claude(model) else "openai"
+    return dspy.LM(f"{provider}/{model}", api_base=base_url, api_key=KEY, cache=False, **options)
+
+
+def ours(base_url: str, kind: str, max_steps: int, engine: str = "auto", model: str = MODEL) -> Turn:
+    """Ours as a user runs it: the defaults (``prompt_cache`` on)."""
     agent = dspy_imp.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps)
-    return _dspy_turn(agent, lm, None)
+    return _dspy_turn(agent, _dspy_lm(base_url, model, engine), None)
 
 
-def ours_litellm(base_url: str, kind: str, max_steps: int) -> Turn:
-    return ours(base_url, kind, max_steps, engine="litellm")
+def ours_litellm(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
+    return ours(base_url, kind, max_steps, engine="litellm", model=model)
 
 
-def dspy_react(base_url: str, kind: str, max_steps: int, engine: str = "auto") -> Turn:
-    options: dict[str, Any] = {} if engine == "auto" else {"engine": engine}
-    lm = dspy.LM(f"openai/{MODEL}", api_base=base_url, api_key=KEY, cache=False, **options)
+def dspy_react(base_url: str, kind: str, max_steps: int, engine: str = "auto", model: str = MODEL) -> Turn:
+    """DSPy's own loop; on Claude with DSPy's prompt-cache setting on (a mark at the end of the history)."""
+    options: dict[str, Any] = {}
+    if _claude(model) and engine == "auto":
+        options["prompt_cache"] = dspy.lm15.CacheConfig(prefix="history")
     agent = dspy.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps)
+    lm = _dspy_lm(base_url, model, engine, **options)
     return _dspy_turn(agent, lm, dspy.ChatAdapter(use_native_function_calling=True))
 
 
-def dspy_react_litellm(base_url: str, kind: str, max_steps: int) -> Turn:
-    return dspy_react(base_url, kind, max_steps, engine="litellm")
+def dspy_react_litellm(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
+    return dspy_react(base_url, kind, max_steps, engine="litellm", model=model)
 
 
-def pydantic_ai(base_url: str, kind: str, max_steps: int) -> Turn:
+def pydantic_ai(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
+    """pydantic-ai; on Claude with its caching capability on (``Caching()``: instructions, tools, messages)."""
     from pydantic_ai import Agent
-    from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.providers.openai import OpenAIProvider
     from pydantic_ai.usage import UsageLimits
 
-    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key=KEY))
-    agent = Agent(model, output_type=MODELS[kind], tools=[look], instructions=TextTask.__doc__)
+    options: dict[str, Any] = {}
+    if _claude(model):
+        from pydantic_ai.capabilities import Caching
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        chosen: Any = AnthropicModel(model, provider=AnthropicProvider(base_url=_root(base_url), api_key=KEY))
+        options["capabilities"] = [Caching()]
+    else:
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        chosen = OpenAIChatModel(model, provider=OpenAIProvider(base_url=base_url, api_key=KEY))
+    agent = Agent(chosen, output_type=MODELS[kind], tools=[look], instructions=TextTask.__doc__, **options)
     limits = UsageLimits(request_limit=max_steps)
 
     def turn() -> bool:
@@ -133,14 +163,24 @@ def pydantic_ai(base_url: str, kind: str, max_steps: int) -> Turn:
     return turn
 
 
-def openai_agents(base_url: str, kind: str, max_steps: int) -> Turn:
+def openai_agents(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
+    """The Agents SDK; on Claude through its LiteLLM model (it has no prompt-cache setting of its own)."""
     from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
-    model = OpenAIChatCompletionsModel(MODEL, openai_client=AsyncOpenAI(base_url=base_url, api_key=KEY))
+    if _claude(model):
+        from agents.extensions.models.litellm_model import LitellmModel
+
+        chosen: Any = LitellmModel(f"anthropic/{model}", base_url=_root(base_url), api_key=KEY)
+    else:
+        chosen = OpenAIChatCompletionsModel(model, openai_client=AsyncOpenAI(base_url=base_url, api_key=KEY))
     agent = Agent(
-        name="finder", instructions=TextTask.__doc__, tools=[function_tool(look)], model=model, output_type=MODELS[kind]
+        name="finder",
+        instructions=TextTask.__doc__,
+        tools=[function_tool(look)],
+        model=chosen,
+        output_type=MODELS[kind],
     )
 
     def turn() -> bool:
@@ -151,6 +191,16 @@ def openai_agents(base_url: str, kind: str, max_steps: int) -> Turn:
         return bool(output) if kind == "text" else _answered(output)
 
     return turn
+
+
+def _root(base_url: str) -> str:
+    """The server's root (the Anthropic clients add ``/v1/messages`` themselves)."""
+    return base_url.removesuffix("/v1")
+
+
+def _root(base_url: str) -> str:
+    """The server's root (the Anthropic clients add ``/v1/messages`` themselves)."""
+    return base_url.removesuffix("/v1")
 
 
 LOOPS: dict[str, Callable[..., Turn]] = {

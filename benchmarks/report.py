@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import report_e2e
+from . import report_cost, report_e2e, report_summary
 
 FLAT_LIMIT = 1.5  # ours at 1,000 steps against ours at 10
 RATIO_LIMIT = 0.2  # ours + DSPy's plumbing against dspy.ReActV2, per request at 100 steps
@@ -247,7 +247,9 @@ def tables(results: dict[str, Any]) -> str:
     parts = [
         ("End to end", report_e2e.e2e_table),
         ("End to end: paired ratios", report_e2e.e2e_ratios_table),
-        ("Targets (issue 29)", report_e2e.targets_table),
+        ("What a turn costs", report_cost.summary_table),
+        ("Cost targets", report_cost.targets_table),
+        ("Speed targets", report_e2e.targets_table),
         ("Token ledger per answered turn", report_e2e.ledger_table),
         ("Per-request cost against recorded steps", curve_table),
         ("Same model, five loops", loops_table),
@@ -338,7 +340,9 @@ make bench            # installs the `bench` extra (pydantic-ai, OpenAI Agents S
 .venv/bin/python -m benchmarks.run --quick   # tiny sizes, writes nothing: checks the scripts run
 ```
 
-This run: Python {python} on {platform}, {cpus} CPUs, {elapsed:.0f} s for the whole of `make bench`.
+This run: Python {python} on {platform}, {cpus} CPUs, {elapsed:.0f} s for the whole of `make bench`
+(`.venv/bin/python -m benchmarks.run --cost-only benchmarks/results.json` reruns only the cost
+and engine parts into the saved results).
 The end-to-end figures are medians of interleaved rounds shown with their spread, and the
 ratios are taken within a round; the in-process breakdown takes the least disturbed of several
 samples, as its section says.
@@ -385,7 +389,7 @@ with DSPy's `lm.history`, which keeps every request. These are what a caller of 
 pays; we do not reach around them into private APIs.
 """
 
-_TARGETS = """## Targets
+_TARGETS = """## In-process targets
 
 {targets}
 
@@ -401,7 +405,7 @@ since DSPy still converts a typed request to a dict, checks it and snapshots it)
 LM callbacks would then receive a `Request` and return an `lm15.Response` instead of the
 message list and outputs they see today, `lm.history` would record no options, and the
 request could carry neither a deadline's `timeout` nor DSPy's JSON fallback
-(`docs/decisions.md`, issue 29).
+(`docs/decisions.md`).
 """
 
 _LOOPS = """## Same model, five loops: what each sends
@@ -500,6 +504,8 @@ def page(results: dict[str, Any]) -> str:
     machine = results["machine"]
     parts = [
         _INTRO.format(elapsed=results["elapsed_s"], **machine),
+        report_summary.summary_page(results),
+        report_cost.cost_page(results),
         report_e2e.e2e_page(results),
         _CURVE.format(curve=curve_table(results)),
         _TARGETS.format(targets=targets_table(results), flat=_flat_text(results["targets"])),

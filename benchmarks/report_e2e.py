@@ -1,4 +1,4 @@
-"""The end-to-end tables, the token ledger's tables and issue 29's targets (from the results dict)."""
+"""The end-to-end tables, the token ledger's tables and the speed targets (from the results dict)."""
 
 from __future__ import annotations
 
@@ -286,7 +286,7 @@ the same load), then the median over rounds, with the lowest and highest round:
 
 {ratios}
 
-## Targets (issue 29)
+## Speed targets
 
 {targets}
 """
@@ -301,8 +301,9 @@ same place (replayed), *new* every other message; *reply tokens* are the scripte
 replies as each loop's model writes them. Tokens are `cl100k_base` counts of the serialized
 parts, an estimate for every provider. *Cached* is what each provider's automatic prompt cache
 would reuse: the leading parts identical to the previous request's, from 1,024 tokens in 128-token
-steps on OpenAI, in 64-token units on DeepSeek, and nothing on Anthropic, which caches only behind
-`cache_control` breakpoints that none of these loops sets. Dollars (millionths per answered turn)
+steps on OpenAI, in 64-token units on DeepSeek, and nothing on Anthropic: these are Chat
+Completions requests, which carry no `cache_control` breakpoints (*What a turn costs* above runs
+every loop on Anthropic's own API, with the usage it reports). Dollars (millionths per answered turn)
 use LiteLLM's bundled price map: {prices}.
 
 {table}

@@ -20,12 +20,25 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from . import compare, context_prefix, e2e, overhead, parallel, report, report_e2e
+from . import (
+    compare,
+    context_prefix,
+    costs,
+    e2e,
+    engines,
+    overhead,
+    parallel,
+    report,
+    report_cost,
+    report_e2e,
+    report_summary,
+)
 from .loops import E2E_LOOPS, LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS_KEPT = 10  # the headline figures of the last runs, kept in results.json for their spread
 SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "steps": [1, 10, 100],
@@ -37,6 +50,12 @@ SIZES: dict[str, dict[str, Any]] = {
         "e2e": [10, 50, 100],
         "e2e_long": 1000,
         "rounds": {"10": 7, "50": 5, "100": 5, "1000": 3},
+        # What a turn costs: long turns on every model; 1,000 steps on Claude Sonnet 4.5 only (a
+        # peer's 1,000-step turn takes minutes, and the price list shares one history).
+        "cost_long": [100, 1000],
+        "cost_long_only": {"1000": [costs.SONNET]},
+        "engine_steps": 1000,
+        "engine_rounds": 3,
     },
     "quick": {
         "steps": [1, 2],
@@ -48,6 +67,10 @@ SIZES: dict[str, dict[str, Any]] = {
         "e2e": [2, 3],
         "e2e_long": 5,
         "rounds": {"2": 2, "3": 2, "5": 2},
+        "cost_long": [3],
+        "cost_long_only": {},
+        "engine_steps": 5,
+        "engine_rounds": 2,
     },
 }
 
@@ -58,11 +81,16 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, long_loops: list[str] | None = None) -> dict[str, Any]:
     sizes = SIZES["quick" if quick else "full"]
     started = time.perf_counter()
     results: dict[str, Any] = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_before": _load(),
+        },
         "sizes": sizes,
     }
     with BenchServer() as server:
@@ -83,10 +111,39 @@ def run(quick: bool) -> dict[str, Any]:
     results["ledger"] = compare.ledger_summary(results["scenarios"], results["loops"], report_e2e.SHARED)
     print("\n[7/7] the prefix in a long conversation under a context policy", flush=True)
     results["context"] = context_prefix.run(sizes["conversation"])
+    results.update(run_cost(sizes, long_loops))
     results["targets"] = report.targets(results)
     results["targets_e2e"] = report_e2e.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
+    results["machine"]["load_after"] = _load()
     return results
+
+
+def run_cost(sizes: dict[str, Any], long_loops: list[str] | None = None) -> dict[str, Any]:
+    """What a turn costs (dollars, connections) and the engine choice at a long history.
+
+    ``long_loops``: the loops that run the longest turn (all of them unless given).
+    """
+    out: dict[str, Any] = {}
+    started, load = time.perf_counter(), _load()
+    with BenchServer() as server:
+        print("\n[cost] dollars per answered turn, every loop on every model's prices", flush=True)
+        only = {int(k): v for k, v in sizes["cost_long_only"].items()}
+        longest = max(sizes["cost_long"])
+        rows = costs.measure(server, LOOPS, report_e2e.SHARED, sizes["cost_long"], only=only, long_loops=long_loops)
+        out["cost"] = costs.summary(rows, report_e2e.SHARED, sizes["cost_long"])
+        out["cost"]["rows"] = rows
+        out["cost"]["longest"] = {"steps": longest, "models": only.get(longest), "loops": long_loops}
+        print("\n[engine] engine='lm15' against the default at a long history", flush=True)
+        out["engines"] = engines.measure(server, sizes["engine_steps"], sizes["engine_rounds"])
+    out["targets_cost"] = report_cost.targets(out["cost"])
+    out["cost"]["machine"] = {"load_before": load, "load_after": _load(), "elapsed_s": time.perf_counter() - started}
+    return out
+
+
+def _load() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (the load the figures were measured under)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _profiles(server: BenchServer, steps: int) -> dict[str, Any]:
@@ -110,12 +167,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="results JSON (default: benchmarks/results.json unless --quick)")
     parser.add_argument("--docs", type=Path, help="markdown page (default: docs/performance.md unless --quick)")
     parser.add_argument("--render", type=Path, metavar="JSON", help="rebuild the page from saved results")
+    parser.add_argument(
+        "--cost-only", type=Path, metavar="JSON", help="rerun only the cost and engine parts into saved results"
+    )
+    parser.add_argument(
+        "--long-loops", help="comma-separated loops that run the cost part's longest turn (default: all)"
+    )
     args = parser.parse_args()
     _quiet()
-    results = json.loads(args.render.read_text()) if args.render else run(args.quick)
+    long_loops = args.long_loops.split(",") if args.long_loops else None
+    if args.cost_only:
+        results = json.loads(args.cost_only.read_text())
+        results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops))
+        args.out = args.out or args.cost_only
+    else:
+        results = json.loads(args.render.read_text()) if args.render else run(args.quick, long_loops)
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
+    if out is not None and not args.render:
+        previous = json.loads(out.read_text()) if out.exists() and not args.cost_only else results
+        results["runs"] = [*previous.get("runs", []), report_summary.headline(results)][-RUNS_KEPT:]
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")
     if out is not None:
         out.write_text(json.dumps(results, indent=2) + "\n")

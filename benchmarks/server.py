@@ -25,6 +25,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from . import caches, messages_api
+
 ANSWER = "found"
 SCENARIOS = (
     "steps",  # N tool steps, then the answer
@@ -49,17 +51,66 @@ class Script:
         self.statuses: list[int] = []
         self.times: list[list[float]] = []  # per request: [read, replied], time.monotonic()
         self.replies: list[dict[str, Any] | None] = []  # the reply's message (None for an error)
+        self.usage: list[dict[str, Any] | None] = []  # as the provider reports it, per request
+        self.deepseek: list[dict[str, int] | None] = []  # what DeepSeek's cache would report (Chat Completions)
+        self.connections: set[int] = set()  # the connections that carried this turn's requests
+        self.opened = 0  # of which opened after the reset
+        self.count = count = _counter()
+        self.openai, self.deepseek_cache = caches.openai_cache(count), caches.deepseek_cache(count)
+        self.anthropic: dict[str, caches.AnthropicCache] = {}
 
-    def respond(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    def respond(self, raw: bytes, wire: str = "chat") -> tuple[int, dict[str, Any]]:
+        """The reply to one request: ``wire`` is ``"chat"`` (Chat Completions) or ``"messages"`` (Anthropic)."""
         index = len(self.bodies)
         self.bodies.append(raw)
-        body = json.loads(raw)
+        received = json.loads(raw)
+        body = messages_api.chat_view(received) if wire == "messages" else received
         status, reply = self._decide(index, body)
         if self.scenario != "never_submits":  # that model writes plain text, whatever it is asked
             reply = _shaped(reply, body, self.answer)
+        if status == 200 and wire == "messages":
+            status, reply = self._anthropic_usage(received, reply)
+        elif status == 200:
+            self._chat_usage(received, reply)
+        else:
+            self.usage.append(None)
+            self.deepseek.append(None)
         self.statuses.append(status)
         self.replies.append(reply["choices"][0]["message"] if status == 200 else None)
+        if wire == "messages":
+            model = received.get("model", "")
+            return status, messages_api.reply(status, reply, model, self.usage[-1] or {})
         return status, reply
+
+    def _output(self, reply: dict[str, Any]) -> int:
+        return self.count(json.dumps(reply["choices"][0]["message"], separators=(",", ":")))
+
+    def _chat_usage(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
+        prompt, cached = self.openai.usage(body)
+        _, hit = self.deepseek_cache.usage(body)
+        output = self._output(reply)
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": output,
+            "total_tokens": prompt + output,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        }
+        reply["usage"] = usage
+        self.usage.append(usage)
+        self.deepseek.append({"prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": prompt - hit})
+
+    def _anthropic_usage(self, body: dict[str, Any], reply: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        model = body.get("model", "")
+        cache = self.anthropic.setdefault(model, caches.AnthropicCache.for_model(self.count, model))
+        try:
+            usage: dict[str, Any] = {**cache.usage(body), "output_tokens": self._output(reply)}
+        except caches.TooManyBreakpoints as error:
+            self.usage.append(None)
+            self.deepseek.append(None)
+            return 400, _error(str(error), "invalid_request_error")
+        self.usage.append(usage)
+        self.deepseek.append(None)
+        return 200, reply
 
     def _decide(self, index: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         scenario, tools = self.scenario, _tool_names(body)
@@ -91,7 +142,7 @@ class Script:
         answer = self.answer
         if self.scenario == "enum_output" and not _answered_before(body):
             answer = {**answer, "answer": "maybe"}
-        for name in (named, "submit", "final_result"):
+        for name in (named, "submit", "final_result", "json_tool_call"):
             if name and name in tools:
                 return _call(name, answer, f"call_{name}_{len(self.bodies)}")
         if _structured(body):
@@ -129,7 +180,7 @@ def _answered_before(body: dict[str, Any]) -> bool:
     """Whether an earlier answer attempt is in the conversation (the enum scenario's second try)."""
     for message in body.get("messages", []):
         for call in message.get("tool_calls") or []:
-            if call.get("function", {}).get("name") in ("submit", "final_result"):
+            if call.get("function", {}).get("name") in ("submit", "final_result", "json_tool_call"):
                 return True
         if message.get("role") == "assistant" and "maybe" in str(message.get("content") or ""):
             return True
@@ -173,16 +224,47 @@ def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
+_COUNTERS: list[caches.Counter] = []
+
+
+def _counter() -> caches.Counter:
+    """One memoised token counter per process (turns resend the same blocks)."""
+    if not _COUNTERS:
+        _COUNTERS.append(caches.Counter(_encoding()))
+    return _COUNTERS[0]
+
+
+def _encoding() -> Any:
+    """``cl100k_base`` from the copy LiteLLM bundles (no download, and no LiteLLM import in the server)."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.submodule_search_locations
+    bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base").encode
+
+
 # -- the server process ----------------------------------------------------------------------
 
 
 def serve() -> None:
-    state = {"script": Script()}
+    state: dict[str, Any] = {"script": Script(), "connections": 0, "at_reset": 0}
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # one reply is two writes: no 40 ms delayed-ACK stall
+
+        def setup(self) -> None:  # one handler per accepted connection
+            super().setup()
+            with lock:
+                state["connections"] += 1
+                self.connection_id = state["connections"]
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -191,13 +273,19 @@ def serve() -> None:
                 if self.path == "/_bench/reset":
                     config = json.loads(raw)
                     state["script"] = Script(config["scenario"], config["steps"], config.get("answer"))
-                    status, reply = 200, {"ok": True}
+                    state["at_reset"] = state["connections"]
+                    status, reply, stream = 200, {"ok": True}, False
                 else:
                     script = state["script"]
-                    status, reply = script.respond(raw)
+                    wire = "messages" if self.path.rstrip("/").endswith("/messages") else "chat"
+                    status, reply = script.respond(raw, wire)
+                    stream = wire == "messages" and status == 200 and json.loads(raw).get("stream") is True
                     script.times.append([received, 0.0])
                     timing = script.times[-1]
-            self._send(status, reply)
+                    if self.connection_id not in script.connections:
+                        script.connections.add(self.connection_id)
+                        script.opened += self.connection_id > state["at_reset"]
+            self._send(status, reply, stream)
             if self.path != "/_bench/reset":
                 timing[1] = time.monotonic()
 
@@ -209,13 +297,17 @@ def serve() -> None:
                     "statuses": script.statuses,
                     "times": script.times,
                     "replies": script.replies,
+                    "usage": script.usage,
+                    "deepseek": script.deepseek,
+                    "connections": len(script.connections),
+                    "opened": script.opened,
                 }
             self._send(200, reply)
 
-        def _send(self, status: int, reply: dict[str, Any]) -> None:
-            data = json.dumps(reply).encode()
+        def _send(self, status: int, reply: dict[str, Any], stream: bool = False) -> None:
+            data = messages_api.events(reply) if stream else json.dumps(reply).encode()
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", "text/event-stream" if stream else "application/json")
             self.send_header("content-length", str(len(data)))
             if status >= 500:
                 self.send_header("retry-after", "0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks import e2e, ledger, overhead, report, report_e2e
+from benchmarks import costs, e2e, ledger, overhead, report, report_cost, report_e2e
 from benchmarks.compare import ledger_summary, request_stats
 from benchmarks.server import Script
 
@@ -80,8 +80,21 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results["targets"] = report.targets(results)
     results["ledger"] = ledger_summary(results["scenarios"], results["loops"], ("step_limit",))
     results["targets_e2e"] = report_e2e.targets(results)
+    results["cost"] = costs.summary(_cost_rows(), ("step_limit",), [2])
+    results["targets_cost"] = report_cost.targets(results["cost"])
+    results["engines"] = {"steps": 2, "ratio": e2e.spread([0.7, 0.8]), "answered": True}
 
     page = report.page(results)
+    sections = [line for line in page.splitlines() if line.startswith("## ")]
+    assert sections[:4] == [
+        "## Summary",
+        "## The per-request split at 10, 100 and 1,000 steps",
+        "## What you can do today",
+        "## What a turn costs",
+    ]
+    assert "| Claude Sonnet 4.5 | `dspy_imp` | 3,000 (3,000) | 4.5 (4.5) | 1.00 |" in page
+    assert '| `engine="lm15"` / the default, per request at 2 steps | 0.75 (0.70–0.80, 2 rounds) | – |' in page
+    assert "issue" not in page.lower()
     assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "samples", "dspy_ms"}
     assert curve[0]["samples"] >= overhead.SAMPLES
     assert f"{curve[0]['ours_ms']:,.2f}" in page
@@ -93,6 +106,18 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     assert targets["ahead:pydantic-ai:2"]["met"] and targets["flat:dspy_imp"]["met"]
     # pydantic-ai answered nothing: it has no tokens per answered turn, and ours are compared with the rest.
     assert targets["tokens"] == {"ours": 10.0, "peers": {"pydantic-ai": None}, "met": True}
+
+
+def _cost_rows() -> list[dict]:
+    usage = {"anthropic": {"input": 1000, "write": 0, "read": 0, "output": 0}}
+    return [
+        {"loop": "dspy_imp", "model": costs.SONNET, "what": what, "answered": True, "requests": 3, "connections": 1}
+        | {
+            "opened": 1,
+            "usage": usage if what == "step_limit" else {"anthropic": {**usage["anthropic"], "output": 100}},
+        }
+        for what in ("step_limit", "steps:2")
+    ]
 
 
 def _totals(requests: int) -> dict[str, float]:

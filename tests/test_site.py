@@ -41,9 +41,6 @@ PRIVATE_MODULE = re.compile(r"\b_[a-z][a-z0-9_]*\.py\b|\bdspy_imp[./]_[a-z][a-z0
 SPEC_CODE = re.compile(r"\([A-Z][0-9]{1,2}\)")
 # "issue 29", "issues 28 and 103", "#1273": a page speaks of the topic, and links an external report.
 ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+|(?<![\w&])#\d{2,}\b", re.IGNORECASE)
-# docs/performance.md is being rewritten (a summary table first) in parallel with this check; its
-# "Targets (issue 29)" heading goes with that rewrite, and this exemption with it.
-ISSUE_NUMBER_PENDING = {"performance/index.html"}
 
 
 @pytest.fixture(scope="session")
@@ -246,7 +243,7 @@ def test_no_page_names_an_issue_number(site: Path) -> None:
     found = {}
     for path, html in pages(site).items():
         hits = sorted(set(ISSUE_NUMBER.findall(parsed(html).visible)))
-        if hits and path not in ISSUE_NUMBER_PENDING:
+        if hits:
             found[path] = hits
     assert not found, f"issue numbers on the site: {found}"
 

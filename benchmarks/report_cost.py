@@ -1,0 +1,192 @@
+"""The cost tables and targets: dollars per answered turn, with and without caching, and connections per turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .costs import COST_LOOPS, PRICES
+
+SAVING_LIMIT = 0.3  # ours with caching against ours without, a 100-step turn on Claude Sonnet 4.5
+SAVING_PRICE, SAVING_STEPS = "Claude Sonnet 4.5", 100
+PEER_CACHING = "pydantic-ai"  # the peer with a caching capability of its own on Claude
+
+
+def _usd(value: float | None, scale: float = 1e6, digits: int = 0) -> str:
+    return "–" if value is None else f"{value * scale:,.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]], align: str) -> str:
+    rule = ["---" if a == "l" else "---:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def targets(cost: dict[str, Any]) -> dict[str, Any]:
+    """Caching's saving on a long Claude turn, ours against pydantic-ai there, ours per answered turn."""
+    out: dict[str, Any] = {}
+    loops = cost["prices"].get(SAVING_PRICE, {}).get("loops", {})
+    key = f"steps:{SAVING_STEPS}"
+    ours, peer = loops.get("dspy_imp", {}).get(key), loops.get(PEER_CACHING, {}).get(key)
+    if ours and ours["cached"] is not None and ours["uncached"]:
+        ratio = ours["cached"] / ours["uncached"]
+        out["saving"] = {"ratio": ratio, "limit": SAVING_LIMIT, "met": ratio <= SAVING_LIMIT, **ours}
+    if ours and peer:
+        below = peer["cached"] is None or (ours["cached"] is not None and ours["cached"] < peer["cached"])
+        out["below_peer"] = {"ours": ours["cached"], "peer": peer["cached"], "met": below}
+    for label, entry in cost["prices"].items():
+        mine = entry["loops"].get("dspy_imp", {}).get("scenarios_cached")
+        peers = {k: v["scenarios_cached"] for k, v in entry["loops"].items() if k != "dspy_imp"}
+        met = mine is not None and all(v is None or mine <= v for v in peers.values())
+        out[f"scenarios:{label}"] = {"ours": mine, "peers": peers, "met": met}
+    return out
+
+
+def _met(value: bool) -> str:
+    return "yes" if value else "**no**"
+
+
+def targets_table(results: dict[str, Any]) -> str:
+    t = results["targets_cost"]
+    rows = []
+    if "saving" in t:
+        s = t["saving"]
+        rows.append(
+            [
+                f"`dspy_imp`, one {SAVING_STEPS}-step turn on {SAVING_PRICE}: with caching / without",
+                f"≤ {s['limit']:.2f}",
+                f"{s['ratio']:.2f} (µ$ {_usd(s['cached'])} / {_usd(s['uncached'])})",
+                _met(s["met"]),
+            ]
+        )
+    if "below_peer" in t:
+        b = t["below_peer"]
+        rows.append(
+            [
+                f"the same turn, `dspy_imp` against `{PEER_CACHING}` with its caching on (µ$)",
+                f"< {_usd(b['peer'])}",
+                _usd(b["ours"]),
+                _met(b["met"]),
+            ]
+        )
+    for label in PRICES:
+        s = t.get(f"scenarios:{label}")
+        if s is None:
+            continue
+        peers = ", ".join(f"{k} {_usd(v)}" for k, v in s["peers"].items())
+        rows.append(
+            [
+                f"µ$ per answered turn, six scenarios, {label}: no higher than any peer's",
+                f"≤ {peers}",
+                _usd(s["ours"]),
+                _met(s["met"]),
+            ]
+        )
+    return _table(["target", "limit", "measured", "met"], rows, "lrrr")
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """Per price and loop: µ$ per answered turn over the six scenarios, and per long turn, with caching (without)."""
+    cost = results["cost"]
+    rows = []
+    for label, entry in cost["prices"].items():
+        for loop in COST_LOOPS:
+            r = entry["loops"].get(loop)
+            if r is None:
+                continue
+            cells = [f"{_usd(r['scenarios_cached'])} ({_usd(r['scenarios_uncached'])})"]
+            for steps in cost["long"]:
+                turn = r.get(f"steps:{steps}")
+                if not turn:
+                    cells.append("–")
+                elif not turn["answered"]:
+                    cells.append("no answer")
+                else:
+                    cells.append(f"{_usd(turn['cached'], 1e3, 1)} ({_usd(turn['uncached'], 1e3, 1)})")
+            rows.append([label, f"`{loop}`", *cells, f"{r['opened_per_turn']:.2f}"])
+    header = [
+        "prices",
+        "loop",
+        "µ$ per answered turn, six scenarios: cached (uncached)",
+        *(f"m$ per {steps:,}-step turn: cached (uncached)" for steps in cost["long"]),
+        "connections opened per turn",
+    ]
+    return _table(header, rows, "ll" + "r" * (len(cost["long"]) + 2))
+
+
+def connections_table(results: dict[str, Any]) -> str:
+    cost = results["cost"]
+    rows = []
+    for label, entry in cost["prices"].items():
+        if PRICES[label][1] == "deepseek":
+            continue  # the same run as OpenAI's
+        for loop, r in entry["loops"].items():
+            for steps in cost["long"]:
+                turn = r.get(f"steps:{steps}")
+                if turn:
+                    rows.append(
+                        [
+                            PRICES[label][0],
+                            f"`{loop}`",
+                            f"{steps:,}",
+                            f"{turn['requests']:,}",
+                            str(turn["connections"]),
+                            str(turn["opened"]),
+                        ]
+                    )
+    return _table(["model", "loop", "steps", "requests", "connections used", "opened in the turn"], rows, "llrrrr")
+
+
+_COST = """## What a turn costs
+
+Every loop runs the six shared scenarios ({shared}) and long turns of N tool steps against the
+bench server three times (`benchmarks/costs.py`): speaking Anthropic's Messages API as Claude
+Sonnet 4.5 and as Claude Haiku 4.5, whose cache minimums differ (1,024 and 4,096 tokens), and
+speaking Chat Completions as `gpt-4o-mini`, priced at OpenAI's and at DeepSeek's rates. Each
+loop runs as its users run it, its own prompt caching on where it has one: `dspy_imp` with its
+defaults; `dspy.ReActV2` with DSPy's `prompt_cache=dspy.lm15.CacheConfig(prefix="history")` on
+Claude; pydantic-ai with its `Caching()` capability on Claude; the Agents SDK, which has no
+cache setting, through its `LitellmModel` on Claude. {longest}
+
+The server reports each request's usage as the provider does (`benchmarks/caches.py`): on
+Anthropic, `cache_read_input_tokens` for the longest prefix an earlier breakpoint wrote (found
+at one of the request's `cache_control` breakpoints or up to 20 blocks before one),
+`cache_creation_input_tokens` for the rest up to its last breakpoint at or above the model's
+minimum, `input_tokens` for what follows, and a 400 for more than four breakpoints; on Chat
+Completions, `prompt_tokens_details.cached_tokens` for the longest prefix an earlier request
+sent, from 1,024 tokens in 128-token steps (OpenAI), and in 64-token units for DeepSeek
+(`prompt_cache_hit_tokens`). Tokens are `cl100k_base` counts of each block, an estimate for
+every provider; every turn starts with a cold cache. Dollars use LiteLLM's price map (input,
+cache read, cache write and output prices), replies included; *uncached* prices the same
+requests with every prompt token at the input price. Scenario cost is the dollars summed over
+the six scenarios divided by the turns that ended with an answer (µ$: millionths of a dollar;
+m$: thousandths); failed requests are not billed.
+
+{table}
+
+{targets}
+
+Connections: the ones that carried each long turn's requests, and of those the ones opened
+during the turn, counted at the server (a loop built for the turn; a connection its client
+kept from an earlier turn is used, not opened).
+
+{connections}
+"""
+
+
+def cost_page(results: dict[str, Any]) -> str:
+    if "cost" not in results:
+        return ""
+    shared = ", ".join(f"*{s.replace('_', ' ')}*" for s in results["cost"]["scenarios"])
+    longest = results["cost"].get("longest") or {}
+    text = ""
+    if longest.get("models"):
+        text = f"The {longest['steps']:,}-step turn runs on {', '.join(longest['models'])} only"
+        loops = longest.get("loops")
+        text += f", for {', '.join(f'`{x}`' for x in loops)} in this run (`--long-loops`)." if loops else "."
+    return _COST.format(
+        longest=text,
+        shared=shared,
+        table=summary_table(results),
+        targets=targets_table(results),
+        connections=connections_table(results),
+    )

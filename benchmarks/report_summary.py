@@ -1,0 +1,233 @@
+"""The top of ``docs/performance.md``: the summary table, the per-request split, and what a user can do today.
+
+Every figure is read from the results dictionary; a figure the run did not measure shows as "–".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .costs import PRICES
+
+SPLIT_STEPS = (10, 100, 1000)
+
+
+def _table(header: list[str], rows: list[list[str]], align: str) -> str:
+    rule = ["---" if a == "l" else "---:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _spread(entry: dict[str, Any] | None, digits: int = 2, suffix: str = "") -> str:
+    if not entry:
+        return "–"
+    median, low, high = (f"{entry[k]:,.{digits}f}{suffix}" for k in ("median", "low", "high"))
+    return f"{median} ({low}–{high}, {entry['rounds']} rounds)"
+
+
+def _usd(value: float | None, scale: float = 1e6, digits: int = 0) -> str:
+    return "–" if value is None else f"{value * scale:,.{digits}f}"
+
+
+def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
+    cost = results.get("cost")
+    if not cost:
+        return []
+    rows = []
+    for label in PRICES:
+        loops = cost["prices"].get(label, {}).get("loops", {})
+        if "dspy_imp" not in loops:
+            continue
+        peers = ", ".join(f"`{k}` {_usd(v['scenarios_cached'])}" for k, v in loops.items() if k != "dspy_imp")
+        ours = loops["dspy_imp"]["scenarios_cached"]
+        rows.append([f"µ$ per answered turn, six scenarios, {label} prices, caching on", _usd(ours), peers])
+    sonnet = cost["prices"].get("Claude Sonnet 4.5", {}).get("loops", {})
+    for steps in cost["long"]:
+        key = f"steps:{steps}"
+        if key not in sonnet.get("dspy_imp", {}):
+            continue
+        ours = sonnet["dspy_imp"][key]
+        peers = ", ".join(
+            f"`{k}` {_usd(v[key]['cached'], 1e3, 1)}" for k, v in sonnet.items() if k != "dspy_imp" and key in v
+        )
+        rows.append(
+            [
+                f"m$ per {steps:,}-step turn, Claude Sonnet 4.5, with caching (without)",
+                f"{_usd(ours['cached'], 1e3, 1)} ({_usd(ours['uncached'], 1e3, 1)})",
+                peers,
+            ]
+        )
+        opened = ", ".join(f"`{k}` {v[key]['opened']}" for k, v in sonnet.items() if k != "dspy_imp" and key in v)
+        rows.append(
+            [f"connections opened in a {steps:,}-step turn (counted at the server)", str(ours["opened"]), opened]
+        )
+    return rows
+
+
+def _time_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    e2e = results.get("e2e") or {}
+    for r in e2e.get("table", []):
+        if r["loop"] == "dspy_imp" and r["steps"] in (10, 100):
+            peers = ", ".join(
+                f"`{x['loop']}` {x['request_ms']['median']:,.2f}"
+                for x in e2e["table"]
+                if x["steps"] == r["steps"]
+                and x["loop"] in ("dspy.ReActV2", "pydantic-ai", "openai-agents")
+                and x["request_ms"]
+            )
+            rows.append(
+                [
+                    f"ms of the loop's own time per request, {r['steps']}-step turn, end to end",
+                    _spread(r["request_ms"]),
+                    peers,
+                ]
+            )
+    for r in e2e.get("flat", []):
+        if r["loop"] == "dspy_imp":
+            rows.append([f"the same at {r['long']:,} steps", _spread(r["long_ms"]), "–"])
+    engines = results.get("engines")
+    if engines:
+        rows.append(
+            [
+                f'`engine="lm15"` / the default, per request at {engines["steps"]:,} steps',
+                _spread(engines["ratio"]),
+                "–",
+            ]
+        )
+    return rows
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The timed headline figures of one run, kept in ``results["runs"]`` to show their spread across runs."""
+    cost = results.get("cost") or {}
+    engines = results.get("engines") or {}
+    e2e = results.get("e2e") or {}
+    request = next(
+        (r["request_ms"] for r in e2e.get("table", []) if r["loop"] == "dspy_imp" and r["steps"] == 100), None
+    )
+    return {
+        "load": (cost.get("machine") or results["machine"]).get("load_before"),
+        "engine_ratio": (engines.get("ratio") or {}).get("median"),
+        "request_ms_100": (request or {}).get("median"),
+    }
+
+
+def runs_line(results: dict[str, Any]) -> str:
+    runs = results.get("runs") or []
+    parts = []
+    for key, what in (
+        ("request_ms_100", "ours per request at 100 steps (ms)"),
+        ("engine_ratio", '`engine="lm15"` / the default'),
+    ):
+        values = sorted({r[key] for r in runs if r.get(key) is not None})
+        if values:
+            shown = f"{values[0]:,.2f}" + (f"–{values[-1]:,.2f}" if len(values) > 1 else "")
+            parts.append(f"{what} {shown}")
+    if not parts:
+        return ""
+    where = "In the one run" if len(runs) == 1 else f"Across the {len(runs)} runs"
+    return f"{where} kept in `benchmarks/results.json` (medians of each run): " + "; ".join(parts) + "."
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    rows = _cost_rows(results) + _time_rows(results)
+    return _table(["figure", "`dspy_imp`", "peers, same run"], rows, "lrl")
+
+
+def split_table(results: dict[str, Any]) -> str:
+    """Ours against DSPy's share of each request at 10, 100 and 1,000 recorded steps (in-process)."""
+    rows = []
+    for r in results["curve"]:
+        if r["steps"] not in SPLIT_STEPS or "ours_ms" not in r:
+            continue
+        ours, plumbing = r["ours_ms"], r["plumbing_ms"]
+        rows.append(
+            [
+                f"{r['steps']:,}",
+                f"{ours:,.2f}",
+                f"{plumbing:,.2f}",
+                f"{100 * ours / (ours + plumbing):.0f}%",
+                f"{r['dspy_ms']:,.2f}" if r.get("dspy_ms") else "–",
+            ]
+        )
+    header = [
+        "recorded steps",
+        "ours ms/request",
+        "DSPy's ms/request (`Predict`, adapter base, `dspy.LM`)",
+        "ours, share of the two",
+        "`dspy.ReActV2` whole, ms/request",
+    ]
+    return _table(header, rows, "rrrrr")
+
+
+def _load(machine: dict[str, Any]) -> str | None:
+    before, after = machine.get("load_before"), machine.get("load_after")
+    if not before:
+        return None
+    return f"{before[0]:.2f} at the start" + (f" and {after[0]:.2f} at the end" if after else "")
+
+
+def load_line(results: dict[str, Any]) -> str:
+    """The load (1-minute load average) each part ran under, on how many CPUs."""
+    cpus = results["machine"]["cpus"]
+    cost = (results.get("cost") or {}).get("machine")
+    lines = []
+    if cost:
+        lines.append(
+            f"The cost and engine parts ran in {cost['elapsed_s']:,.0f} s under a load average (1 minute) of "
+            f"{_load(cost)}, on {cpus} CPUs"
+        )
+    rest = _load(results["machine"])
+    lines.append(f"the other parts under {rest}" if rest else "the other parts recorded no load average")
+    return "; ".join(lines) + ". Other work shared the machine: that is what the spreads show."
+
+
+_SUMMARY = """## Summary
+
+Dollars are computed from the requests each loop sent and the usage the bench server reported
+for them as each provider does (cache reads and writes), at LiteLLM's price map: they do not
+depend on the machine. Times do: each is the median over interleaved rounds, with the lowest
+and highest round and the number of rounds. {load}
+
+{table}
+
+{runs}
+
+## The per-request split at 10, 100 and 1,000 steps
+
+In-process, one turn of N tool steps against a scripted engine that answers at once (the
+method is in *Where a request's time goes* below). *Ours* is the state machine, the rendering
+and reading of each request; *DSPy's* is `Predict`, the adapter base and `dspy.LM`, which on the
+default native engine re-reads the whole message list into an lm15 request on every request.
+Ours stays flat; DSPy's grows with the history.
+
+{split}
+
+## What you can do today
+
+- **Name the engine where the route is known.** `dspy.LM("openai/gpt-4o-mini", engine="lm15")`
+  sends through DSPy's native engine directly; the default (`engine="auto"`) decides on every
+  request whether lm15 can carry it, and falls back to LiteLLM when it cannot. Measured here,
+  ours on `engine="lm15"` against the default, per request at {engine_steps} steps, end to end:
+  {engine}. `engine="lm15"` raises where a request needs LiteLLM (a client setting only LiteLLM
+  has, a route lm15 does not know), so use it on the routes you know it serves.
+- **Freeze the start-up heap.** Python's cyclic garbage collector walks every tracked object on
+  a full collection, and a long turn allocates enough to trigger them. An application can call
+  `gc.freeze()` once after start-up (imports done, programs built): what is alive then moves
+  to a permanent generation the collector no longer walks. Not measured by this bench.
+- **Leave `prompt_cache` on** (the default): on Claude the breakpoints are what the cost table
+  above prices as *with caching*.
+"""
+
+
+def summary_page(results: dict[str, Any]) -> str:
+    engines = results.get("engines")
+    return _SUMMARY.format(
+        load=load_line(results),
+        table=summary_table(results),
+        runs=runs_line(results),
+        split=split_table(results),
+        engine_steps=f"{engines['steps']:,}" if engines else "1,000",
+        engine=_spread(engines["ratio"]) if engines else "not measured in this run",
+    )
