@@ -20,6 +20,7 @@ import dspy
 from dspy.clients.capabilities import with_capability_planning as with_capability_planning
 
 from dspy_imp._routes.state_loading import load_except
+from dspy_imp._routes.sync_streams import closing_sync_stream
 
 
 def select_backend(lm: Any, lm_kwargs: dict[str, Any]) -> Any:
@@ -275,54 +276,7 @@ def install_closing_sync_streams() -> None:
 
     module: Any = importlib.import_module("dspy.streaming.streamify")  # the package's name is the function's
     if not getattr(module.apply_sync_streaming, "dspy_imp_closing", False):
-        module.apply_sync_streaming = _closing_sync_stream
-
-
-_CLOSE_SECONDS = 5.0
-
-
-def _closing_sync_stream(stream: Any) -> Iterator[Any]:
-    """The items of an async ``stream`` as a sync generator (see ``install_closing_sync_streams``)."""
-    import asyncio
-    import contextvars
-    import queue
-    import threading
-
-    items: queue.Queue[tuple[str, Any]] = queue.Queue()
-    running: dict[str, Any] = {}
-    started = threading.Event()
-
-    async def produce() -> None:
-        running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
-        started.set()
-        try:
-            async for item in stream:
-                items.put(("item", item))
-        except BaseException as error:  # the consumer gets the program's error, as DSPy hands it on
-            items.put(("error", error))
-        finally:
-            items.put(("end", None))
-
-    context = contextvars.copy_context()  # the caller's settings and request ids, as DSPy passes them
-    producer = threading.Thread(target=context.run, args=(asyncio.run, produce()), daemon=True)
-    producer.start()
-    try:
-        while True:
-            kind, value = items.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    except GeneratorExit:
-        if producer.is_alive() and started.wait(_CLOSE_SECONDS):
-            with contextlib.suppress(RuntimeError):  # its loop already closed: nothing left to stop
-                running["loop"].call_soon_threadsafe(running["task"].cancel)
-            producer.join(_CLOSE_SECONDS)
-        raise
-
-
-_closing_sync_stream.dspy_imp_closing = True  # type: ignore[attr-defined]
+        module.apply_sync_streaming = closing_sync_stream
 
 
 def install_loop_finetune_data(data_for: Any) -> None:
