@@ -29,6 +29,11 @@ def _usd(value: float | None, scale: float = 1e6, digits: int = 0) -> str:
     return "–" if value is None else f"{value * scale:,.{digits}f}"
 
 
+def _answered(loop: dict[str, Any]) -> str:
+    """How many of the scenarios the loop answered: the cost is divided by that number."""
+    return f" ({loop['answered']} of {loop['turns']})" if "answered" in loop else ""
+
+
 def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
     cost = results.get("cost")
     if not cost:
@@ -38,9 +43,12 @@ def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
         loops = cost["prices"].get(label, {}).get("loops", {})
         if "dspy_imp" not in loops:
             continue
-        peers = ", ".join(f"`{k}` {_usd(v['scenarios_cached'])}" for k, v in loops.items() if k != "dspy_imp")
-        ours = loops["dspy_imp"]["scenarios_cached"]
-        rows.append([f"µ$ per answered turn, six scenarios, {label} prices, caching on", _usd(ours), peers])
+        peers = ", ".join(
+            f"`{k}` {_usd(v['scenarios_cached'])}{_answered(v)}" for k, v in loops.items() if k != "dspy_imp"
+        )
+        ours = loops["dspy_imp"]
+        figure = f"µ$ per answered turn over six scenarios (turns answered), {label} prices, caching on"
+        rows.append([figure, _usd(ours["scenarios_cached"]) + _answered(ours), peers])
     sonnet = cost["prices"].get("Claude Sonnet 4.5", {}).get("loops", {})
     for steps in cost["long"]:
         key = f"steps:{steps}"
