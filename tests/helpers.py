@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any, Literal
 
 import dspy
+
+from dspy_imp import testing
 
 LINE_PLAIN = "Your message above was not sent."
 
@@ -124,46 +125,22 @@ MESSAGE_REPLY_TEXT_ANSWER_SYSTEM = {
 }
 
 
-class FakeClock:
+class FakeClock(testing.FakeClock):
     """The time the deadline reads, moved by the test: no test depends on the machine's speed.
 
-    ``install(monkeypatch)`` points ``dspy_imp._records.clock`` (the deadline, its time left, a tool's
-    bound, the loop's retry pauses) and the durable driver's records at this clock. Time moves only
-    when the test says: a tool or a scripted reply that "takes" time calls ``advance`` (``after``
-    wraps a script item so), a retry pause advances it by its length (and is recorded in
-    ``slept``). The one real wait left is a bound the driver stops waiting for (a tool that never
-    returns), which can only end late, never early.
+    The public ``dspy_imp.testing.FakeClock`` (``after``, ``advance``, retry pauses kept in
+    ``slept``), installed for the whole test instead of inside ``running()``:
+    ``install(monkeypatch)`` points ``dspy_imp._records.clock`` (the deadline, its time left, a
+    tool's bound, the loop's retry pauses) and the durable driver's records at this clock. The one
+    real wait left is a bound the driver stops waiting for (a tool that never returns), which can
+    only end late, never early.
     """
 
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-        self.slept: list[float] = []
-        self._lock = threading.Lock()
-
-    def time(self) -> float:
+    def monotonic(self) -> float:
         return self.now
-
-    monotonic = time
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.advance(seconds)
 
     async def asleep(self, seconds: float) -> None:
         self.sleep(seconds)
-
-    def after(self, seconds: float, item: Any) -> Any:
-        """A ``ScriptedLM`` script item answered ``seconds`` later (on this clock)."""
-
-        def answer(request: Any) -> Any:
-            self.advance(seconds)
-            return item
-
-        return answer
 
     def install(self, monkeypatch: Any) -> FakeClock:
         import sys
