@@ -46,6 +46,16 @@ def program(**context):
     return dspy_imp.ReActV2(TA, tools=[fetch], context=dspy_imp.Context(**options))
 
 
+def two_episodes(run, agent, lm):
+    """Two calls of one conversation ("read 0", then "read 1"); the second call's prediction."""
+    history = None
+    with dspy.context(lm=lm):
+        for i in range(2):
+            pred = run(agent, intent=f"read {i}", history=history)
+            history = pred.metadata.history
+    return pred
+
+
 def test_old_tool_results_show_as_a_placeholder_naming_the_call(run):
     lm = ScriptedLM(
         [reply("", calls=[call("fetch", {"key": k}, id=f"c{i}")]) for i, k in enumerate("abc", 1)] + [reply("done")]
@@ -97,11 +107,7 @@ def test_the_next_call_renders_the_same_shortened_prompt(run):
 def test_earlier_episodes_are_summarized_by_one_request_that_shares_the_prefix(run):
     lm = ScriptedLM(agent_answer)
     agent = program(target=320)
-    history = None
-    with dspy.context(lm=lm):
-        for i in range(2):
-            pred = run(agent, intent=f"read {i}", history=history)
-            history = pred.metadata.history
+    pred = two_episodes(run, agent, lm)
 
     r1, _, r3, summary, r5 = lm.requests
     assert summary.messages[:-1] == r3.messages[:-1]  # the prior episode as the last request showed it
@@ -127,11 +133,7 @@ def test_earlier_episodes_are_summarized_by_one_request_that_shares_the_prefix(r
 def test_the_oldest_episodes_are_left_out_when_summaries_are_off(run):
     lm = ScriptedLM(agent_answer)
     agent = program(summarize=False, target=300)
-    history = None
-    with dspy.context(lm=lm):
-        for i in range(2):
-            pred = run(agent, intent=f"read {i}", history=history)
-            history = pred.metadata.history
+    pred = two_episodes(run, agent, lm)
     last = lm.requests[-1]
     assert last.messages[1] == inputs(intent="read 1")
     assert pred.metadata.context[-1]["applied"][-1] == {
@@ -306,10 +308,7 @@ def test_the_summary_instruction_is_the_summarizers_and_survives_save_and_load(r
     loaded = program(target=320)
     loaded.load(str(path))
     lm = ScriptedLM(agent_answer)
-    history = None
-    with dspy.context(lm=lm):
-        for i in range(2):
-            history = run(loaded, intent=f"read {i}", history=history).metadata.history
+    history = two_episodes(run, loaded, lm).metadata.history
     summaries = [r for r in lm.requests if r.messages[-1] == inputs(intent="Summarize in one line.")]
     assert len(summaries) == 1
     assert summaries[0].messages[0] == lm.requests[0].messages[0]  # the program's own system message
@@ -371,11 +370,7 @@ def test_a_bad_summary_is_not_used_and_the_next_tier_follows(run, summary, reaso
 
     lm = ScriptedLM(answer)
     agent = program(target=320)
-    history = None
-    with dspy.context(lm=lm):
-        for i in range(2):
-            pred = run(agent, intent=f"read {i}", history=history)
-            history = pred.metadata.history
+    pred = two_episodes(run, agent, lm)
 
     last = lm.requests[-1]
     assert last.messages[1] == inputs(intent="read 1")  # the earlier episode left out, no summary shown
