@@ -48,23 +48,30 @@ def agent() -> dspy_imp.ReActV2:
     return dspy_imp.ReActV2(Ask, tools=[look])
 
 
-def example(where: str, hint: bool = False) -> dspy.Example:
-    intent = f"what is on the {where}?" + (" (look first)" if hint else "")
-    return dspy.Example(intent=intent, answer=PLACES[where]).with_inputs("intent")
+def example(where: str, hint: bool = False, asked: str = "intent", answered: str = "answer") -> dspy.Example:
+    """The question about ``where`` (with a hint to look first) under input ``asked``, its answer
+    under output ``answered`` (the team's program names them ``ticket`` and ``reply``)."""
+    text = f"what is on the {where}?" + (" (look first)" if hint else "")
+    return dspy.Example(**{asked: text, answered: PLACES[where]}).with_inputs(asked)
+
+
+def scored(answered: str = "answer") -> tuple[Any, Any]:
+    """The exact-match metric on output ``answered``, and GEPA's: the score with words on what went wrong."""
+
+    def metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> float:
+        return float(getattr(pred, answered) == getattr(gold, answered))
+
+    def feedback_metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> dspy.Prediction:
+        score = metric(gold, pred)
+        expected = getattr(gold, answered)
+        return dspy.Prediction(score=score, feedback="Right." if score else f"Wrong: expected {expected!r}.")
+
+    return metric, feedback_metric
 
 
 TRAINSET = [example("shelf", hint=True), example("box", hint=True), example("bag"), example("sink")]
 DEVSET = [example("desk"), example("drawer")]
-
-
-def metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> float:
-    return float(pred.answer == gold.answer)
-
-
-def feedback_metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> dspy.Prediction:
-    """GEPA's metric: a score with words on what went wrong."""
-    score = metric(gold, pred)
-    return dspy.Prediction(score=score, feedback="Right." if score else f"Wrong: expected {gold.answer!r}.")
+metric, feedback_metric = scored()
 
 
 # -- the task model ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 import dspy
+import teaching
 from teaching import LESSON, PLACES
 
 import dspy_imp
@@ -75,21 +76,12 @@ class Team(dspy.Module):
 
 
 def example(where: str, hint: bool = False) -> dspy.Example:
-    ticket = f"what is on the {where}?" + (" (look first)" if hint else "")
-    return dspy.Example(ticket=ticket, reply=PLACES[where]).with_inputs("ticket")
+    return teaching.example(where, hint, asked="ticket", answered="reply")
 
 
 TRAINSET = [example("shelf", hint=True), example("box", hint=True), example("bag"), example("sink")]
 DEVSET = [example("desk"), example("drawer")]
-
-
-def metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> float:
-    return float(pred.reply == gold.reply)
-
-
-def feedback_metric(gold: dspy.Example, pred: dspy.Prediction, trace: Any = None, *args: Any) -> dspy.Prediction:
-    score = metric(gold, pred)
-    return dspy.Prediction(score=score, feedback="Right." if score else f"Wrong: expected {gold.reply!r}.")
+metric, feedback_metric = teaching.scored("reply")
 
 
 def _field(message: dict[str, Any]) -> tuple[str, str] | None:
