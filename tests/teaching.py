@@ -156,6 +156,28 @@ def prompt_lm() -> ScriptedLM:
     return ScriptedLM(_prompt_reply, model="openai/prompt")
 
 
+def mipro_light(metric: Any, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example]) -> Any:
+    """MIPROv2 at its lightest (one bootstrapped demo, no proposer extras), compiled on ``program``."""
+    optimizer = dspy.MIPROv2(
+        metric=metric,
+        prompt_model=prompt_lm(),
+        auto="light",
+        num_threads=1,
+        max_bootstrapped_demos=1,
+        max_labeled_demos=0,
+        verbose=False,
+    )
+    return optimizer.compile(
+        program,
+        trainset=trainset,
+        valset=valset,
+        program_aware_proposer=False,
+        data_aware_proposer=False,
+        tip_aware_proposer=False,
+        fewshot_aware_proposer=False,
+    )
+
+
 def score(program: dspy.Module, devset: list[dspy.Example] = DEVSET) -> float:
     evaluate = dspy.Evaluate(devset=devset, metric=metric, num_threads=1, display_progress=False)
     return float(evaluate(program).score)

@@ -61,24 +61,7 @@ def test_copro(tmp_path):
 
 def test_mipro_v2(tmp_path):
     with dspy.context(lm=task_lm()):
-        optimizer = dspy.MIPROv2(
-            metric=metric,
-            prompt_model=prompt_lm(),
-            auto="light",
-            num_threads=1,
-            max_bootstrapped_demos=1,
-            max_labeled_demos=0,
-            verbose=False,
-        )
-        compiled = optimizer.compile(
-            agent(),
-            trainset=TRAINSET,
-            valset=DEVSET,
-            program_aware_proposer=False,
-            data_aware_proposer=False,
-            tip_aware_proposer=False,
-            fewshot_aware_proposer=False,
-        )
+        compiled = teaching.mipro_light(metric, agent(), TRAINSET, DEVSET)
         _check(compiled, tmp_path)
 
 

@@ -76,24 +76,7 @@ def test_copro(build, tmp_path):
 
 def test_mipro_v2_light(build, tmp_path):
     with dspy.context(lm=task_lm()):
-        optimizer = dspy.MIPROv2(
-            metric=metric,
-            prompt_model=teaching.prompt_lm(),
-            auto="light",
-            num_threads=1,
-            max_bootstrapped_demos=1,
-            max_labeled_demos=0,
-            verbose=False,
-        )
-        compiled = optimizer.compile(
-            build(),
-            trainset=TRAINSET,
-            valset=DEVSET,
-            program_aware_proposer=False,
-            data_aware_proposer=False,
-            tip_aware_proposer=False,
-            fewshot_aware_proposer=False,
-        )
+        compiled = teaching.mipro_light(metric, build(), TRAINSET, DEVSET)
         _check(build, compiled, tmp_path)
 
 
