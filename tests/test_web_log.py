@@ -74,25 +74,34 @@ def test_a_failed_turn_is_a_warning_with_its_error(sync: bool, caplog: pytest.Lo
     ]
 
 
-class Refusing:
-    """An agent whose every call is refused before any request (as a bad per-call option is)."""
+class Raising:
+    """An agent whose every call raises ``error`` before any request: refused as a bad per-call
+    option is, or stopped from the page."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
     def __call__(self, **kwargs: Any) -> Any:
-        raise ConfigurationError("max_iters must be a positive int, got 0")
+        raise self.error
 
     async def acall(self, **kwargs: Any) -> Any:
         return self(**kwargs)
 
 
-def test_a_refused_turn_is_a_warning_with_its_reason(sync: bool, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="dspy_imp.web")
-    runner = Runner(Calls(Refusing(), sync), MemoryStore())
+def played(runner: Runner, key: str) -> list[Any]:
+    """The items of one turn of conversation ``key`` (the call read, then the turn's)."""
 
     async def play() -> list[Any]:
-        items = [item async for item in runner.run("c3", None, lambda stored: Call(kwargs={"question": "hi"}))]
-        return [item for item in items if not isinstance(item, Call)]  # the call read, then the turn's items
+        return [item async for item in runner.run(key, None, lambda stored: Call(kwargs={"question": "hi"}))]
 
-    [ended] = asyncio.run(play())
+    return asyncio.run(play())
+
+
+def test_a_refused_turn_is_a_warning_with_its_reason(sync: bool, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="dspy_imp.web")
+    refused = ConfigurationError("max_iters must be a positive int, got 0")
+    items = played(Runner(Calls(Raising(refused), sync), MemoryStore()), "c3")
+    [ended] = [item for item in items if not isinstance(item, Call)]
     assert isinstance(ended, Ended) and isinstance(ended.error, ConfigurationError)
     assert logged(caplog) == [
         (
@@ -103,24 +112,9 @@ def test_a_refused_turn_is_a_warning_with_its_reason(sync: bool, caplog: pytest.
     ]
 
 
-class Stopped:
-    """An agent whose every call is stopped from the page before its first request."""
-
-    def __call__(self, **kwargs: Any) -> Any:
-        raise StreamClosed("the turn was stopped")
-
-    async def acall(self, **kwargs: Any) -> Any:
-        return self(**kwargs)
-
-
 def test_a_stopped_turn_is_an_info_line_that_says_so(sync: bool, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="dspy_imp.web")
-    runner = Runner(Calls(Stopped(), sync), MemoryStore())
-
-    async def play() -> list[Any]:
-        return [item async for item in runner.run("c4", None, lambda stored: Call(kwargs={"question": "hi"}))]
-
-    asyncio.run(play())
+    played(Runner(Calls(Raising(StreamClosed("the turn was stopped")), sync), MemoryStore()), "c4")
     assert logged(caplog) == [("INFO", "turn conversation='c4' ended=stopped duration=1.25s")]
 
 
