@@ -198,11 +198,6 @@ def _root(base_url: str) -> str:
     return base_url.removesuffix("/v1")
 
 
-def _root(base_url: str) -> str:
-    """The server's root (the Anthropic clients add ``/v1/messages`` themselves)."""
-    return base_url.removesuffix("/v1")
-
-
 LOOPS: dict[str, Callable[..., Turn]] = {
     "dspy_imp": ours,
     "dspy_imp (litellm)": ours_litellm,

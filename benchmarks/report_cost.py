@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .costs import COST_LOOPS, PRICES
+from .costs import COST_LOOPS, PRICES, dollars
 
 SAVING_LIMIT = 0.3  # ours with caching against ours without, a 100-step turn on Claude Sonnet 4.5
 SAVING_PRICE, SAVING_STEPS = "Claude Sonnet 4.5", 100
@@ -113,6 +113,26 @@ def summary_table(results: dict[str, Any]) -> str:
     return _table(header, rows, "ll" + "r" * (len(cost["long"]) + 2))
 
 
+def scenarios_table(results: dict[str, Any], label: str = SAVING_PRICE) -> str:
+    """Per scenario and loop, at ``label``'s prices: requests sent, µ$ with caching, and whether it answered."""
+    cost = results["cost"]
+    model, kind, key = PRICES[label]
+    loops = [loop for loop in COST_LOOPS if any(r["loop"] == loop for r in cost.get("rows", []))]
+    rows = []
+    for scenario in cost["scenarios"]:
+        cells = []
+        for loop in loops:
+            row = next((r for r in cost["rows"] if (r["loop"], r["model"], r["what"]) == (loop, model, scenario)), None)
+            counts = (row or {}).get("usage", {}).get(kind)
+            if row is None or counts is None:
+                cells.append("–")
+                continue
+            mark = "" if row["answered"] else ", no answer"
+            cells.append(f"{row['requests']} · {_usd(dollars(counts, key))}{mark}")
+        rows.append([f"*{scenario.replace('_', ' ')}*", *cells])
+    return _table(["scenario", *(f"`{loop}`" for loop in loops)], rows, "l" + "r" * len(loops))
+
+
 def connections_table(results: dict[str, Any]) -> str:
     cost = results["cost"]
     rows = []
@@ -165,12 +185,31 @@ m$: thousandths); failed requests are not billed.
 
 {targets}
 
+Per scenario at Claude Sonnet 4.5 prices: requests sent (failed ones included) · µ$ with caching.
+Where `dspy_imp` pays more than a peer, it is one of three things. In *thought then answer* the
+bench model writes a thought first when `tool_choice` is `"auto"`; under `finish="auto"` the
+thought ends the step and the forced submit follows: two requests, where pydantic-ai (which
+sends `tool_choice="required"` when its output is a tool) and the Agents SDK (structured output)
+get the answer in one. `dspy_imp` keeps `"auto"` on ordinary steps: on Claude they ask for
+thinking, DSPy's default, and Anthropic refuses thinking with a forced choice. In *step limit*
+`dspy_imp` answers with the forced submit after the third step where the peers stop without an
+answer. In *never submits* it sends the forced submit and then the extraction request before
+giving up. The bench model returns no thinking: on a real Claude, the thinking that `dspy_imp`
+and `dspy.ReActV2` ask for on each ordinary step (`reasoning_effort="low"`) is billed as output
+tokens, and these rows leave it out for both.
+
+{scenarios}
+
 Connections: the ones that carried each long turn's requests, and of those the ones opened
 during the turn, counted at the server (a loop built for the turn; a connection its client
 kept from an earlier turn is used, not opened).
 
 {connections}
 """
+
+
+def cost_rows(results: dict[str, Any]) -> bool:
+    return bool(results.get("cost", {}).get("rows"))
 
 
 def cost_page(results: dict[str, Any]) -> str:
@@ -188,5 +227,6 @@ def cost_page(results: dict[str, Any]) -> str:
         shared=shared,
         table=summary_table(results),
         targets=targets_table(results),
+        scenarios=scenarios_table(results) if cost_rows(results) else "",
         connections=connections_table(results),
     )

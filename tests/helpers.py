@@ -106,11 +106,7 @@ def settled(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def submit_system(*tools: str) -> str:
     """The native system message of ``SubmitSig`` (the tools are in the request's ``tools``, not in it)."""
-    return (
-        "Answer the intent with a confidence.\n"
-        "You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.\n"
-        "When the final answer is ready, call `submit`."
-    )
+    return "Answer the intent with a confidence.\nWhen the final answer is ready, call `submit`."
 
 
 # The native system message of ``message -> reply`` under "auto" with the tools [look, send, decline].
@@ -118,8 +114,6 @@ MESSAGE_REPLY_TEXT_ANSWER_SYSTEM = {
     "role": "system",
     "content": (
         "Given the fields `message`, produce the fields `reply`.\n"
-        "You are an Agent. Produce `reply` from `message`, using the supplied tools to gather information "
-        "and take actions.\n"
         "When the final answer is ready, reply without calling a tool: that message is `reply`."
     ),
 }

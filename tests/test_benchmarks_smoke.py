@@ -80,7 +80,7 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results["targets"] = report.targets(results)
     results["ledger"] = ledger_summary(results["scenarios"], results["loops"], ("step_limit",))
     results["targets_e2e"] = report_e2e.targets(results)
-    results["cost"] = costs.summary(_cost_rows(), ("step_limit",), [2])
+    results["cost"] = costs.summary(_cost_rows(), ("step_limit",), [2]) | {"rows": _cost_rows()}
     results["targets_cost"] = report_cost.targets(results["cost"])
     results["engines"] = {"steps": 2, "ratio": e2e.spread([0.7, 0.8]), "answered": True}
 
@@ -99,6 +99,7 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     assert curve[0]["samples"] >= overhead.SAMPLES
     assert f"{curve[0]['ours_ms']:,.2f}" in page
     assert "| step limit | 4, answered | 4, no answer |" in page
+    assert "| *step limit* | 3 · 3,000 |" in page  # requests · µ$ at Claude Sonnet 4.5's prices
     assert report.chart(curve).startswith("<svg")
     assert "| N=2 | `dspy_imp` | 3 | 2.00 (1.00–3.00) | 5.0 (5.0–5.0) | yes |" in page
     targets = results["targets_e2e"]

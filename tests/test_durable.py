@@ -92,7 +92,7 @@ PROGRAMS = {
     "context": dspy_imp.ReActV2(
         "question -> answer",
         tools=[look],
-        context=dspy_imp.Context(trigger=45, target=35, window=1000, counter=lambda m, t, model: len(str(m)) // 10),
+        context=dspy_imp.Context(trigger=34, target=24, window=1000, counter=lambda m, t, model: len(str(m)) // 10),
     ),
 }
 AGENTS: dict[str, durable.DurableAgent] = {}

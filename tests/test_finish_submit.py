@@ -33,11 +33,7 @@ LINE_THREE = (
 )
 NOT_SENT = "was not sent"
 
-SYSTEM_TA_SUBMIT = (
-    "Answer the intent.\n"
-    "You are an Agent. Use the supplied tools to produce `answer` from `intent`.\n"
-    "When the final answer is ready, call `submit`."
-)
+SYSTEM_TA_SUBMIT = "Answer the intent.\nWhen the final answer is ready, call `submit`."
 SYSTEM = {"role": "system", "content": SYSTEM_TA_SUBMIT}
 EXTRACTED_CAT = "[[ ## reasoning ## ]]\nThe thoughts say so.\n\n[[ ## answer ## ]]\ncat\n\n[[ ## completed ## ]]"
 

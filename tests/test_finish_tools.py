@@ -37,11 +37,7 @@ FINISH_LINE = "The turn ends only when you call `send` or `decline`. Text you wr
 def system(finish_line: str = FINISH_LINE, tools: str = "`look`, `send`, `decline`") -> dict[str, str]:
     return {
         "role": "system",
-        "content": (
-            "Given the fields `message`, produce the fields `reply`.\n"
-            "You are an Agent. Use the supplied tools to act on `message`.\n"
-            f"{finish_line}"
-        ),
+        "content": (f"Given the fields `message`, produce the fields `reply`.\n{finish_line}"),
     }
 
 

@@ -29,10 +29,7 @@ class Ticket(dspy.Signature):
 
 
 SYSTEM_TICKET_AUTO = (
-    "Answer the ticket.\n"
-    "You are an Agent. Produce `answer` from `ticket`, using the supplied tools to gather information "
-    "and take actions.\n"
-    "When the final answer is ready, reply without calling a tool: that message is `answer`."
+    "Answer the ticket.\nWhen the final answer is ready, reply without calling a tool: that message is `answer`."
 )
 
 

@@ -117,10 +117,10 @@ def test_m2_guidance_lines_with_submit_and_the_programs_instructions_unchanged(r
 
     assert system_of(lm.requests[0]) == SYSTEM_SUBMIT
     lines = objective_lines(lm.requests[0])
-    start = lines.index("You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.")
-    assert lines[start - 1] == "Answer the intent with a confidence."  # the program's own words come first
-    # What the request says elsewhere is not repeated (issue 29): the tools are its `tools`, and
-    # submit's schema names the outputs with their types.
+    assert lines[0] == "Answer the intent with a confidence."  # the program's own words come first
+    # What the request says elsewhere is not repeated: the tools are its `tools`, the user message
+    # shows the inputs, and submit's schema names the outputs with their types; so no agent line.
+    assert not any(line.startswith("You are an Agent") for line in lines)
     assert "Call tools when more information is needed." not in lines
     assert lines[-1] == "When the final answer is ready, call `submit`."
     assert not any(line.startswith("The available tools are") for line in lines)
@@ -137,12 +137,7 @@ def test_m2_rewritten_instructions_keep_the_guidance(run):
         run(agent, intent="x")
 
     lines = objective_lines(lm.requests[0])
-    assert lines[:3] == [
-        "Be terse.",
-        "Cite nothing.",
-        "You are an Agent. Use the supplied tools to produce `answer`, `confidence` from `intent`.",
-    ]
-    assert lines[-1] == "When the final answer is ready, call `submit`."
+    assert lines == ["Be terse.", "Cite nothing.", "When the final answer is ready, call `submit`."]
 
 
 def test_m2_a_per_call_finish_never_rebuilds_the_predictor(run):
@@ -179,7 +174,6 @@ def test_m3_native_submit_carries_the_outputs_in_its_schema_not_in_a_list(run):
 
     assert objective_lines(lm.requests[0]) == [
         "Route the ticket.",
-        "You are an Agent. Use the supplied tools to produce `team`, `confidence` from `ticket`.",
         "When the final answer is ready, call `submit`.",
     ]
     submit = lm.requests[0].tools[-1]["function"]["parameters"]["properties"]
@@ -233,8 +227,6 @@ def test_m3_a_text_answer_lists_only_an_output_with_a_description(run):
         "Your input fields are:",
         "1. `intent` (str): what the user wants",
         "Answer.",
-        "You are an Agent. Produce `answer` from `intent`, using the supplied tools to gather information and take "
-        "actions.",
         "The outputs to produce are:",
         "1. `answer` (string): one sentence",
         "When the final answer is ready, reply without calling a tool: that message is `answer`.",

@@ -164,7 +164,7 @@ def test_a_context_policy_names_its_summary_request_and_says_what_it_applied(run
     prior = [
         {"intent": f"q{i}", "answer": f"answer {i} " * 20, "tool_calls": [], "tool_call_results": []} for i in range(3)
     ]
-    context = dspy_imp.Context(trigger=45, target=35, window=1000, counter=lambda m, t, model: len(str(m)) // 10)
+    context = dspy_imp.Context(trigger=34, target=24, window=1000, counter=lambda m, t, model: len(str(m)) // 10)
     lm = ScriptedLM([reply("Three questions, answered."), reply("Here.")])
     with dspy.context(lm=lm):
         pred = run(dspy_imp.ReActV2(TA, tools=[lookup], context=context), intent="where?", history=prior)

@@ -10,10 +10,7 @@ import dspy_imp
 from dspy_imp.testing import ScriptedLM, call, reply
 
 SYSTEM_TA = (
-    "Answer the intent.\n"
-    "You are an Agent. Produce `answer` from `intent`, using the supplied tools to gather information "
-    "and take actions.\n"
-    "When the final answer is ready, reply without calling a tool: that message is `answer`."
+    "Answer the intent.\nWhen the final answer is ready, reply without calling a tool: that message is `answer`."
 )
 
 

@@ -138,15 +138,18 @@ def guidance_lines(guidance: Guidance, dialect: Dialect) -> list[str]:
     """The loop's lines, in order: agent, outputs, call tools, finish, tool list (reference §2.5).
 
     In native Chat (``dialect.plain``) a line that repeats what the request already says is left
-    out (issue 29): the outputs list when ``submit``'s schema carries the outputs' names, types
-    and descriptions (and, for a text answer, outputs without a description), "Call tools when
-    more information is needed." (the agent line says so), the outputs named again in the
-    finish line, and the tool list (the request's ``tools``).
+    out: the agent line (the request's ``tools`` are the tools, its user message shows the inputs,
+    ``submit``'s schema or the finish line names the outputs), the outputs list when ``submit``'s
+    schema carries the outputs' names, types and descriptions (and, for a text answer, outputs
+    without a description), "Call tools when more information is needed.", the outputs named
+    again in the finish line, and the tool list. What stays is the finish line: how the turn ends.
     """
     task = guidance.task
     inputs, outputs = task.input_names, task.output_names
     plain = dialect.plain
-    if guidance.finish == "tools":
+    if plain:
+        lines: list[str] = []
+    elif guidance.finish == "tools":
         lines = [sentences.agent_line_act(inputs)]
     elif guidance.text_answer and dialect.native:
         lines = [sentences.agent_line_text_answer(outputs, inputs)]
