@@ -110,6 +110,20 @@ def _cumulative(counts: Sequence[int]) -> list[int]:
     return out
 
 
+def message_settings(body: dict[str, Any]) -> str:
+    """What Anthropic keys the messages' cache on besides the blocks: the ``tool_choice`` and the
+    thinking settings ("Changes to tool_choice parameter only affect message blocks"; so do
+    changes to extended thinking settings: its prompt-caching guide, "What invalidates the cache")."""
+    choice = body.get("tool_choice") or {"type": "auto"}
+    thinking = body.get("thinking") or {"type": "disabled"}
+    return _dumps({"tool_choice": choice, "thinking": thinking})
+
+
+def _system_blocks(body: dict[str, Any]) -> int:
+    system = body.get("system")
+    return 1 if isinstance(system, str) else len(system or [])
+
+
 @dataclass
 class AnthropicCache:
     """One turn of Anthropic's breakpoint cache for one model."""
@@ -131,7 +145,9 @@ class AnthropicCache:
             marks.append(len(blocks) - 1)  # automatic caching: a breakpoint on the last block, one of the four
         if len(marks) > MAX_BREAKPOINTS:
             raise TooManyBreakpoints(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided.")
-        chain = _chain([text for text, _ in blocks])
+        head = len(body.get("tools") or []) + _system_blocks(body)
+        settings = message_settings(body)  # a change re-reads the messages, not the tools and system
+        chain = _chain([text if i < head else settings + text for i, (text, _) in enumerate(blocks)])
         upto = _cumulative([self.count(text) for text, _ in blocks])
         hit = 0  # blocks read from the cache
         for mark in marks:

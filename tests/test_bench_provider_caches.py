@@ -52,6 +52,20 @@ def test_a_breakpoint_writes_its_prefix_and_the_next_request_reads_it():
     assert third["cache_read_input_tokens"] == _total(second) and third["input_tokens"] == 0
 
 
+def test_a_new_tool_choice_or_thinking_setting_rereads_the_messages_but_not_the_tools_and_system():
+    steps = {"tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 2048}}
+    for forced in ({"tool_choice": {"type": "tool", "name": "submit"}}, {"tool_choice": {"type": "auto"}}):
+        cache = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5")
+        first = cache.usage(_body(1, **steps))  # the tools (marked) and the first step, written
+        tools = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5").usage({"tools": _tools()})
+        again = cache.usage(_body(2, **forced))  # a forced submit (no thinking), or thinking turned off
+        assert first["cache_creation_input_tokens"] == _total(first)
+        assert again["cache_read_input_tokens"] == _total(tools) < _total(first)
+    same = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5")
+    first = same.usage(_body(1, **steps))
+    assert same.usage(_body(2, **steps))["cache_read_input_tokens"] == _total(first)
+
+
 def test_below_the_model_minimum_nothing_is_written_and_haiku_needs_more_than_sonnet():
     small = {"model": "claude-sonnet-4-5", "messages": _turn(1)}
     sonnet = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5")

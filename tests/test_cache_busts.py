@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dspy
+import pytest
 from helpers import TA, SubmitSig
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -12,6 +13,7 @@ from streaming_helpers import statuses, stream_items
 
 import dspy_imp
 import dspy_imp.tracing
+from dspy_imp._routes.caching import rereads_messages_on_choice
 from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 
@@ -132,3 +134,38 @@ def test_the_required_retrys_smaller_tool_list_is_a_bust(run):
     assert pred.metadata.termination_reason == "forced_submit"
     assert pred.metadata.cache_busts == ({"request": 2, "kind": "required_retry", "reason": "tools_changed"},)
     lm.assert_complete()
+
+
+def test_the_forced_submit_on_claude_is_a_bust_and_elsewhere_is_not(run):
+    answer = call("submit", {"answer": "Paris", "confidence": 0.9}, id="s1")
+    for model, busts in (
+        ("anthropic/claude-sonnet-4-5", ({"request": 1, "kind": "forced_submit", "reason": "tool_choice_changed"},)),
+        ("openai/gpt-4o-mini", ()),
+    ):
+        lm = ScriptedLM([reply(calls=[call("fetch", {"key": "a"}, id="c0")]), reply(calls=[answer])], model=model)
+        with dspy.context(lm=lm):
+            pred = run(dspy_imp.ReActV2(SubmitSig, tools=[fetch], max_iters=1), intent="capital of France?")
+        assert pred.metadata.termination_reason == "forced_submit"
+        assert [r.tool_choice for r in lm.requests] == ["auto", {"type": "function", "function": {"name": "submit"}}]
+        assert pred.metadata.cache_busts == busts, model
+        lm.assert_complete()
+
+
+@pytest.mark.parametrize(
+    ("model", "keyed"),
+    [
+        ("anthropic/claude-sonnet-4-5", True),
+        ("claude-3-5-haiku-latest", True),
+        ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", True),
+        ("vertex_ai/claude-opus-4-5", True),
+        ("openrouter/anthropic/claude-sonnet-4.5", True),
+        ("anthropic/claude-fable-5-1", False),  # refuses a forced choice: its forced submit goes out "auto"
+        ("openrouter/anthropic/claude-opus-5.5", False),
+        ("openrouter/google/gemini-2.5-pro", False),
+        ("openai/gpt-4o-mini", False),
+        ("openai/claude-behind-my-proxy", False),  # a compatible server: its cache is not known
+        ("ScriptedLM", False),
+    ],
+)
+def test_which_models_read_the_messages_again_on_a_new_tool_choice(model, keyed):
+    assert rereads_messages_on_choice(model) is keyed

@@ -54,7 +54,8 @@ class Metadata:
         cache_busts: Each request that did not extend the one before it, so the provider's
             prompt cache served only the prefix they share: ``{"request", "kind", "reason"}``,
             ``request`` its index in ``usage.calls``, ``reason`` a ``CacheBustReason``
-            (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``).
+            (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``,
+            ``"tool_choice_changed"``).
     """
 
     history: dspy.History

@@ -36,6 +36,7 @@ from typing import Any
 
 from dspy.lm15 import CacheConfig
 
+from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.route import Route
 
 _ANTHROPIC_ROUTES = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_ai"})
@@ -64,6 +65,25 @@ def family(lm: Any, route: Route) -> str | None:
     if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name):
         return "openai"
     return None
+
+
+def rereads_messages_on_choice(model: str) -> bool:
+    """Whether a new ``tool_choice`` (and with it, on a forced request, new thinking settings) makes
+    the provider's cache re-read the messages: Claude on Anthropic, Bedrock, Vertex AI and through
+    OpenRouter ("Changes to tool_choice parameter only affect message blocks": Anthropic's
+    prompt-caching guide; the tools and system stay cached). ``model`` as the LM names it.
+
+    Not a model that refuses a forced choice (``model_facts``: Claude 5.x): its forced requests go
+    out with ``tool_choice: auto`` and the steps' thinking, so its cache holds through the turn."""
+    if model_facts(model).refuses_forced_tool_choice:
+        return False
+    model = model.lower()
+    provider, slash, rest = model.partition("/")
+    if not slash:
+        return model.startswith("claude")
+    if provider == "openrouter":
+        return rest.startswith("anthropic/")
+    return provider in _ANTHROPIC_ROUTES and "claude" in rest
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from the request alone; nothing is measured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from dspy_imp._records.kinds import CacheBustReason
+from dspy_imp._routes.caching import rereads_messages_on_choice
 from dspy_imp._turn.effects import ModelRequest
 
 
@@ -20,15 +22,18 @@ class CacheWatch:
     """Notes each step request as it leaves; ``busts`` lists ``{"request", "kind", "reason"}``
     (``request``: its index in ``metadata.usage.calls``)."""
 
-    def __init__(self, history_edited: bool = False):
+    def __init__(self, history_edited: bool = False, models: Sequence[str] = ()):
         self.history_edited = history_edited  # the call's history is not the one this conversation last had
+        self.keyed = tuple(rereads_messages_on_choice(m) for m in models)  # per LM of the chain
         self.sent_to: set[int] = set()  # the chain's LMs a request of this call went to
+        self.choices: dict[int, Any] = {}  # per LM: the ``tool_choice`` of the last request sent to it
         self.omitted = 0
         self.busts: list[dict[str, Any]] = []
 
     def note(self, request: ModelRequest, index: int) -> ModelRequest:
         reason = self._reason(request)
         self.sent_to.add(request.model)
+        self.choices[request.model] = request.config.get("tool_choice")
         self.omitted = request.guidance.omitted
         if reason is None:
             return request
@@ -48,4 +53,7 @@ class CacheWatch:
             return "tools_changed"
         if not self.sent_to and self.history_edited:
             return "history_edited"
+        keyed = request.model < len(self.keyed) and self.keyed[request.model]
+        if keyed and request.model in self.choices and request.config.get("tool_choice") != self.choices[request.model]:
+            return "tool_choice_changed"  # the forced submit on Claude: the messages are read again
         return None

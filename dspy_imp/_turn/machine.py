@@ -130,7 +130,7 @@ class Turn:
             projection=Projection(setup.prior, names),
             retries=setup.retries,
             summary_instruction=setup.summary_instruction,
-            cache=CacheWatch(setup.history_edited),
+            cache=CacheWatch(setup.history_edited, setup.models),
         )
 
     # -- what the program reads after the turn -----------------------------------------------

@@ -128,6 +128,7 @@ _BUST_WORDS = {
     "fallback": "another model",
     "tools_changed": "a different tool list",
     "history_edited": "an edited history",
+    "tool_choice_changed": "a forced tool choice",
 }
 
 

@@ -49,16 +49,27 @@ def anthropic_minimum(model: str) -> int:
     return 1024
 
 
+def message_settings(body: dict[str, Any]) -> dict[str, Any]:
+    """What the messages' cache is keyed on besides their blocks: a change of ``tool_choice`` or of
+    the thinking settings re-reads the messages but not the tools and system (Anthropic's guide,
+    "What invalidates the cache": "Changes to tool_choice parameter only affect message blocks")."""
+    return {
+        "tool_choice": body.get("tool_choice") or {"type": "auto"},
+        "thinking": body.get("thinking") or {"type": "disabled"},
+    }
+
+
 def anthropic_blocks(body: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]]]:
-    """The request as the cache sees it: its blocks in order (marks taken off) and its breakpoints
-    (block index, ttl)."""
+    """The request as the cache sees it: its blocks in order (marks taken off; a message block
+    carries the request's ``message_settings``) and its breakpoints (block index, ttl)."""
     blocks: list[Any] = []
     marks: list[tuple[int, str]] = []
+    settings = message_settings(body)
 
     def add(block: Any, owner: str) -> None:
         mark = block.get("cache_control") if isinstance(block, dict) else None
         plain = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
-        blocks.append([owner, plain])
+        blocks.append([owner, plain] if owner in ("tool", "system") else [owner, plain, settings])
         if mark is not None:
             marks.append((len(blocks) - 1, str(mark.get("ttl") or "5m")))
 
@@ -95,7 +106,7 @@ class PromptCaches:
         if len(marks) > MAX_BREAKPOINTS:
             message = f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}."
             return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-        sizes = [tokens(b) for b in blocks]
+        sizes = [tokens(b[:2]) for b in blocks]
         total = sum(sizes)
         read = 0
         for index, _ in marks:

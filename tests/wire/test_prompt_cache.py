@@ -40,6 +40,22 @@ def test_a_request_extending_a_marked_prefix_reads_it_back():
     assert 0 < read["usage"]["cache_creation_input_tokens"] < written
 
 
+def test_a_new_tool_choice_or_thinking_setting_rereads_the_messages_but_not_the_system():
+    system = [{"type": "text", "text": "rules " + "y" * 6000, "cache_control": MARK}]  # about 1,500 tokens
+    step = {"tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+    for forced in ({"tool_choice": {"type": "tool", "name": "submit"}}, {"tool_choice": {"type": "auto"}}):
+        caches = PromptCaches()
+        _, wrote = caches.answer("/v1/messages", {**_request(3, 1), "system": system, **step}, 200, _usage({}))
+        _, read = caches.answer("/v1/messages", {**_request(4, 1), "system": system, **forced}, 200, _usage({}))
+        head = PromptCaches().answer("/v1/messages", _request(0, 0) | {"system": system}, 200, _usage({}))[1]
+        assert read["usage"]["cache_read_input_tokens"] == head["usage"]["cache_creation_input_tokens"]
+        assert read["usage"]["cache_read_input_tokens"] < wrote["usage"]["cache_creation_input_tokens"]
+    caches = PromptCaches()
+    _, wrote = caches.answer("/v1/messages", {**_request(3, 1), "system": system, **step}, 200, _usage({}))
+    _, read = caches.answer("/v1/messages", {**_request(4, 1), "system": system, **step}, 200, _usage({}))
+    assert read["usage"]["cache_read_input_tokens"] == wrote["usage"]["cache_creation_input_tokens"]
+
+
 def test_a_prefix_under_the_models_minimum_is_not_cached_and_no_error():
     caches = PromptCaches()
     small = _usage({"cache_read_input_tokens": 0})

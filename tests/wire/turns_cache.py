@@ -116,6 +116,35 @@ def _expect_openrouter_marks(bodies: list[Body], outcome: Outcome) -> None:
         assert not any("prompt_cache" in k for k in body)
 
 
+def _expect_forced_submit(keyed: bool) -> Callable[[list[Body], Outcome], None]:
+    """The forced submit names ``submit`` in ``tool_choice``: on Claude the cache reads the messages
+    again (a bust, ``"tool_choice_changed"``); OpenAI's prefix cache reads the turn back."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        meta = outcome.prediction.metadata
+        assert (meta.termination_reason, outcome.prediction.answer) == ("forced_submit", "Sunny.")
+        calls = meta.usage.calls
+        if keyed:
+            assert bodies[1]["tool_choice"] == {"type": "tool", "name": "submit"}
+            assert meta.cache_busts == ({"request": 1, "kind": "forced_submit", "reason": "tool_choice_changed"},)
+            # the tools and system (under the 1,024-token minimum) were never cached; the messages
+            # written under "auto" are not read under the named choice, so they are written again
+            assert calls[1].cached_tokens == 0 and calls[1].cache_write_tokens > calls[0].cache_write_tokens > 2000
+        else:
+            assert bodies[1]["tool_choice"] == {"type": "function", "function": {"name": "submit"}}
+            assert meta.cache_busts == ()
+            assert calls[1].cached_tokens > 2000
+
+    return expect
+
+
+def _forced(protocol: str) -> list[Any]:
+    if protocol == "anthropic":
+        return [anthropic(calls=[("toolu_c0", *TWO_STEPS[0])]), anthropic(calls=[("toolu_s1", "submit", SUNNY)])]
+    return [chat(calls=[("call_c0", *TWO_STEPS[0])]), chat(calls=[("call_s1", "submit", SUNNY)])]
+
+
+SUNNY = {"answer": "Sunny."}
 LONG = {"question": BRIEFING}
 
 CACHE: list[Scenario] = [
@@ -152,6 +181,23 @@ CACHE: list[Scenario] = [
         lm={"reasoning_effort": None},
         agent={"prompt_cache": False},
         inputs={**LONG, "prompt_cache": True},
+    ),
+    Scenario(  # one step, then the step limit's forced submit
+        "anthropic_cache_forced_submit_rereads_messages",
+        "anthropic",
+        _forced("anthropic"),
+        _expect_forced_submit(keyed=True),
+        lm={"reasoning_effort": None},
+        agent={"finish": "submit", "max_iters": 1},
+        inputs=LONG,
+    ),
+    Scenario(
+        "openai_cache_forced_submit_reads_the_turn",
+        "openai",
+        _forced("openai"),
+        _expect_forced_submit(keyed=False),
+        agent={"finish": "submit", "max_iters": 1},
+        inputs=LONG,
     ),
     Scenario("openai_cache_key_stable", "openai", _chat_script(), _expect_key(BRIEFING), inputs=LONG),
     Scenario(
