@@ -65,13 +65,16 @@ def measured(kind: UsageKind, entries: Sequence[Mapping[str, Any]], fallbacks: i
 
 
 def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One call's usage, in Chat Completions' spelling or, where LiteLLM hands the Responses API's
+    own usage (``input_tokens``, ``input_tokens_details``...), in that one."""
     usage = _plain(entry.get("usage")) or {}
-    prompt_details = _plain(usage.get("prompt_tokens_details")) or {}
-    completion_details = _plain(usage.get("completion_tokens_details")) or {}
+    responses = "prompt_tokens" not in usage and "input_tokens" in usage
+    prompt_details = _plain(usage.get("input_tokens_details" if responses else "prompt_tokens_details")) or {}
+    completion_details = _plain(usage.get("output_tokens_details" if responses else "completion_tokens_details")) or {}
     cost = entry.get("cost")
     return {
-        "input_tokens": int(usage.get("prompt_tokens") or 0),
-        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "input_tokens": int(usage.get("input_tokens" if responses else "prompt_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens" if responses else "completion_tokens") or 0),
         "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
         # lm15's spelling (DSPy's native usage), else LiteLLM's (Anthropic's own, at the top)
         "cache_write_tokens": int(

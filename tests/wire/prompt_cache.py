@@ -99,6 +99,8 @@ class PromptCaches:
             return self._anthropic(request, body)
         if path.endswith("/chat/completions") and isinstance(body.get("usage"), dict):
             return 200, self._openai(request, body)
+        if path.endswith("/responses") and isinstance(body.get("usage"), dict):
+            return 200, self._responses(request, body)
         return status, body
 
     def _anthropic(self, request: dict[str, Any], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -137,9 +139,40 @@ class PromptCaches:
         return 200, {**body, "usage": usage}
 
     def _openai(self, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        key = request.get("prompt_cache_key")
-        head = [request.get("tools") or []]
-        items = [*head, *(request.get("messages") or [])]
+        items = [request.get("tools") or [], *(request.get("messages") or [])]
+        total, cached = self._prefix(request.get("prompt_cache_key"), items)
+        if not cached:
+            return body
+        usage = dict(body["usage"])
+        completion = int(usage.get("completion_tokens") or 0)
+        usage.update(
+            prompt_tokens=total,
+            total_tokens=total + completion,
+            prompt_tokens_details={**(usage.get("prompt_tokens_details") or {}), "cached_tokens": cached},
+        )
+        return {**body, "usage": usage}
+
+    def _responses(self, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        """The Responses API: the same cache over ``tools``, ``instructions`` and ``input``;
+        ``usage.input_tokens_details.cached_tokens`` says what was read."""
+        given = request.get("input")
+        turns = given if isinstance(given, list) else [given or ""]
+        items = [[request.get("tools") or [], request.get("instructions") or ""], *turns]
+        total, cached = self._prefix(request.get("prompt_cache_key"), items)
+        if not cached:
+            return body
+        usage = dict(body["usage"])
+        output = int(usage.get("output_tokens") or 0)
+        usage.update(
+            input_tokens=total,
+            total_tokens=total + output,
+            input_tokens_details={**(usage.get("input_tokens_details") or {}), "cached_tokens": cached},
+        )
+        return {**body, "usage": usage}
+
+    def _prefix(self, key: Any, items: list[Any]) -> tuple[int, int]:
+        """``(prompt tokens, cached tokens)``: every prefix of 1,024 tokens or more is kept (per key),
+        and the longest kept one is read back in steps of 128."""
         sizes = [tokens(item) for item in items]
         total = sum(sizes)
         read = 0
@@ -151,14 +184,4 @@ class PromptCaches:
             upto = sum(sizes[:end])
             if upto >= 1024:
                 self.openai.setdefault((key, _digest(items[:end])), upto)
-        cached = read // 128 * 128 if read >= 1024 else 0
-        if not cached:
-            return body
-        usage = dict(body["usage"])
-        completion = int(usage.get("completion_tokens") or 0)
-        usage.update(
-            prompt_tokens=total,
-            total_tokens=total + completion,
-            prompt_tokens_details={**(usage.get("prompt_tokens_details") or {}), "cached_tokens": cached},
-        )
-        return {**body, "usage": usage}
+        return total, read // 128 * 128 if read >= 1024 else 0

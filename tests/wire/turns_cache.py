@@ -10,7 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 from provider_rules import _marked_blocks
-from responses import anthropic, chat, openrouter, reasoning_text
+from responses import (
+    anthropic,
+    chat,
+    function_call,
+    openai_response,
+    openrouter,
+    output_message,
+    reasoning_item,
+    reasoning_text,
+)
 from turns import EARLIER, PARIS, Body, Outcome, Scenario, answered
 
 from dspy_imp._routes.caching import conversation_key
@@ -144,6 +153,29 @@ def _forced(protocol: str) -> list[Any]:
     return [chat(calls=[("call_c0", *TWO_STEPS[0])]), chat(calls=[("call_s1", "submit", SUNNY)])]
 
 
+def _responses_script() -> list[Any]:
+    steps = [
+        openai_response(reasoning_item(f"rs_{i}", None), function_call(f"call_c{i}", name, args))
+        for i, (name, args) in enumerate(TWO_STEPS)
+    ]
+    return [*steps, openai_response(reasoning_item("rs_2", None), output_message("Sunny and 14:05."))]
+
+
+def _expect_responses_cache(bodies: list[Body], outcome: Outcome) -> None:
+    """The Responses API: one key on every request, and each later request reads the turn back
+    (``usage.input_tokens_details.cached_tokens``), priced at the cache rate."""
+    answered("Sunny and 14:05.")(outcome)
+    assert {b.get("prompt_cache_key") for b in bodies} == {
+        conversation_key("openai/gpt-5-mini", INSTRUCTIONS, {"question": BRIEFING})
+    }
+    calls = outcome.prediction.metadata.usage.calls
+    reads = [c.cached_tokens for c in calls]
+    assert reads[0] == 0 and all(r > 2000 and r % 128 == 0 for r in reads[1:])
+    assert all(c.input_tokens > c.cached_tokens and c.output_tokens > 0 for c in calls)  # both engines
+    assert all(c.reasoning_tokens == 40 for c in calls)
+    assert calls[1].cost < calls[0].cost  # gpt-5-mini reads at a tenth of its input price
+
+
 SUNNY = {"answer": "Sunny."}
 LONG = {"question": BRIEFING}
 
@@ -197,6 +229,14 @@ CACHE: list[Scenario] = [
         _forced("openai"),
         _expect_forced_submit(keyed=False),
         agent={"finish": "submit", "max_iters": 1},
+        inputs=LONG,
+    ),
+    Scenario(
+        "responses_cache_reads_the_turn",
+        "responses",
+        _responses_script(),
+        _expect_responses_cache,
+        lm={"model_type": "responses"},
         inputs=LONG,
     ),
     Scenario("openai_cache_key_stable", "openai", _chat_script(), _expect_key(BRIEFING), inputs=LONG),
