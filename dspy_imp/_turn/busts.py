@@ -25,14 +25,12 @@ class CacheWatch:
     def __init__(self, history_edited: bool = False, models: Sequence[str] = ()):
         self.history_edited = history_edited  # the call's history is not the one this conversation last had
         self.keyed = tuple(rereads_messages_on_choice(m) for m in models)  # per LM of the chain
-        self.sent_to: set[int] = set()  # the chain's LMs a request of this call went to
-        self.choices: dict[int, Any] = {}  # per LM: the ``tool_choice`` of the last request sent to it
+        self.choices: dict[int, Any] = {}  # the LMs a request of this call went to: their last ``tool_choice``
         self.omitted = 0
         self.busts: list[dict[str, Any]] = []
 
     def note(self, request: ModelRequest, index: int) -> ModelRequest:
         reason = self._reason(request)
-        self.sent_to.add(request.model)
         self.choices[request.model] = request.config.get("tool_choice")
         self.omitted = request.guidance.omitted
         if reason is None:
@@ -47,11 +45,11 @@ class CacheWatch:
             or request.guidance.omitted > self.omitted
         ):
             return "context_policy"
-        if self.sent_to and request.model not in self.sent_to:
+        if self.choices and request.model not in self.choices:
             return "fallback"
         if request.guidance.kind == "required_retry":
             return "tools_changed"
-        if not self.sent_to and self.history_edited:
+        if not self.choices and self.history_edited:
             return "history_edited"
         keyed = request.model < len(self.keyed) and self.keyed[request.model]
         if keyed and request.model in self.choices and request.config.get("tool_choice") != self.choices[request.model]:

@@ -140,35 +140,14 @@ class PromptCaches:
 
     def _openai(self, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         items = [request.get("tools") or [], *(request.get("messages") or [])]
-        total, cached = self._prefix(request.get("prompt_cache_key"), items)
-        if not cached:
-            return body
-        usage = dict(body["usage"])
-        completion = int(usage.get("completion_tokens") or 0)
-        usage.update(
-            prompt_tokens=total,
-            total_tokens=total + completion,
-            prompt_tokens_details={**(usage.get("prompt_tokens_details") or {}), "cached_tokens": cached},
-        )
-        return {**body, "usage": usage}
+        return _reported(body, *self._prefix(request.get("prompt_cache_key"), items), CHAT_USAGE)
 
     def _responses(self, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        """The Responses API: the same cache over ``tools``, ``instructions`` and ``input``;
-        ``usage.input_tokens_details.cached_tokens`` says what was read."""
+        """The Responses API: the same cache over ``tools``, ``instructions`` and ``input``."""
         given = request.get("input")
         turns = given if isinstance(given, list) else [given or ""]
         items = [[request.get("tools") or [], request.get("instructions") or ""], *turns]
-        total, cached = self._prefix(request.get("prompt_cache_key"), items)
-        if not cached:
-            return body
-        usage = dict(body["usage"])
-        output = int(usage.get("output_tokens") or 0)
-        usage.update(
-            input_tokens=total,
-            total_tokens=total + output,
-            input_tokens_details={**(usage.get("input_tokens_details") or {}), "cached_tokens": cached},
-        )
-        return {**body, "usage": usage}
+        return _reported(body, *self._prefix(request.get("prompt_cache_key"), items), RESPONSES_USAGE)
 
     def _prefix(self, key: Any, items: list[Any]) -> tuple[int, int]:
         """``(prompt tokens, cached tokens)``: every prefix of 1,024 tokens or more is kept (per key),
@@ -185,3 +164,25 @@ class PromptCaches:
             if upto >= 1024:
                 self.openai.setdefault((key, _digest(items[:end])), upto)
         return total, read // 128 * 128 if read >= 1024 else 0
+
+
+# How each API spells its usage: the prompt's tokens, the reply's, and the prompt's details.
+CHAT_USAGE = ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
+RESPONSES_USAGE = ("input_tokens", "output_tokens", "input_tokens_details")
+
+
+def _reported(body: dict[str, Any], total: int, cached: int, spelling: tuple[str, str, str]) -> dict[str, Any]:
+    """The reply with its usage saying what the cache read (``cached_tokens`` in the prompt's
+    details); a reply whose prompt read nothing keeps its scripted usage."""
+    if not cached:
+        return body
+    prompt, reply, details = spelling
+    usage = dict(body["usage"])
+    usage.update(
+        {
+            prompt: total,
+            "total_tokens": total + int(usage.get(reply) or 0),
+            details: {**(usage.get(details) or {}), "cached_tokens": cached},
+        }
+    )
+    return {**body, "usage": usage}
