@@ -13,7 +13,10 @@ prefix hash at a block boundary).
   Anthropic does: ``cache_read_input_tokens`` (the hit), ``cache_creation_input_tokens`` (from the
   hit to the last breakpoint that could be written) and ``input_tokens`` (the rest). More than four
   breakpoints is the provider's 400. A top-level ``cache_control`` (Anthropic's automatic caching)
-  is a breakpoint on the request's last block.
+  is a breakpoint on the request's last block. A request with ``tools`` also pays the tool-use
+  system prompt Anthropic adds in front of them (``TOOL_USE_SYSTEM_PROMPT``: 346 tokens under
+  ``tool_choice`` ``auto``/``none``, 313 under ``any``/``tool``, on the Claude 4 models): it counts
+  toward the prefix, so it is read and written with the blocks behind it.
 - **OpenAI** caches automatically: a prompt of 1,024 tokens or more reuses the longest prefix an
   earlier request sent, in 128-token steps past the first 1,024
   (``prompt_tokens_details.cached_tokens``).
@@ -35,6 +38,10 @@ MAX_BREAKPOINTS = 4
 # The smallest prefix a breakpoint caches, by model (Anthropic's prompt-caching page).
 ANTHROPIC_MINIMUM = {"claude-haiku-4-5": 4096, "claude-opus-4-5": 4096, "claude-sonnet-4-5": 1024}
 DEFAULT_MINIMUM = 1024
+# The system prompt Anthropic adds to every request with ``tools``, by ``tool_choice`` type (its
+# tool-use page, "Pricing": the same for Opus 4.x, Sonnet 4.x and Haiku 4.5). Billed as input tokens;
+# not a block of its own (a new ``tool_choice`` re-reads only the messages, per the caching guide).
+TOOL_USE_SYSTEM_PROMPT = {"auto": 346, "none": 346, "any": 313, "tool": 313}
 
 
 class TooManyBreakpoints(ValueError):
@@ -103,8 +110,8 @@ def _chain(texts: Sequence[str]) -> list[int]:
     return out
 
 
-def _cumulative(counts: Sequence[int]) -> list[int]:
-    out = [0]
+def _cumulative(counts: Sequence[int], start: int = 0) -> list[int]:
+    out = [start]
     for count in counts:
         out.append(out[-1] + count)
     return out
@@ -117,6 +124,14 @@ def message_settings(body: dict[str, Any]) -> str:
     choice = body.get("tool_choice") or {"type": "auto"}
     thinking = body.get("thinking") or {"type": "disabled"}
     return _dumps({"tool_choice": choice, "thinking": thinking})
+
+
+def tool_use_prompt(body: dict[str, Any]) -> int:
+    """The tokens of the tool-use system prompt Anthropic adds to a request (0 without ``tools``)."""
+    if not body.get("tools"):
+        return 0
+    choice = (body.get("tool_choice") or {"type": "auto"}).get("type", "auto")
+    return TOOL_USE_SYSTEM_PROMPT.get(choice, TOOL_USE_SYSTEM_PROMPT["auto"])
 
 
 def _system_blocks(body: dict[str, Any]) -> int:
@@ -148,7 +163,7 @@ class AnthropicCache:
         head = len(body.get("tools") or []) + _system_blocks(body)
         settings = message_settings(body)  # a change re-reads the messages, not the tools and system
         chain = _chain([text if i < head else settings + text for i, (text, _) in enumerate(blocks)])
-        upto = _cumulative([self.count(text) for text, _ in blocks])
+        upto = _cumulative([self.count(text) for text, _ in blocks], tool_use_prompt(body))
         hit = 0  # blocks read from the cache
         for mark in marks:
             for end in range(mark, max(-1, mark - LOOKBACK - 1), -1):
@@ -160,7 +175,8 @@ class AnthropicCache:
             if upto[mark + 1] >= self.minimum:
                 self.entries.add(chain[mark])
                 written = max(written, mark + 1)
-        read, creation = upto[hit], upto[written] - upto[hit]
+        read = upto[hit] if hit else 0  # upto[0] is the tool-use prompt: cached only with a block
+        creation = (upto[written] if written else 0) - read
         return {
             "input_tokens": upto[-1] - read - creation,
             "cache_creation_input_tokens": creation,

@@ -21,6 +21,7 @@ those the ones opened during the turn.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -92,13 +93,23 @@ def dollars(counts: dict[str, int], key: str, cached: bool = True) -> float:
     return counts["input"] * rate + counts["write"] * write + counts["read"] * read + output
 
 
-def _one(server: BenchServer, turn: Turn, scenario: str, steps: int, answer: dict[str, Any]) -> dict[str, Any]:
+def asks_thinking(body: dict[str, Any]) -> bool:
+    """The request asks the model to think (Anthropic's ``thinking``, or a ``reasoning_effort``)."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+        return True
+    return body.get("reasoning_effort") not in (None, "none")
+
+
+def run_one(server: BenchServer, turn: Turn, scenario: str, steps: int, answer: dict[str, Any]) -> dict[str, Any]:
     server.reset(scenario, steps, answer)
     answered = turn()
     stats = server.stats()
+    billed = [json.loads(body) for body, usage in zip(stats["bodies"], stats["usage"], strict=True) if usage]
     return {
         "answered": answered,
         "requests": len(stats["statuses"]),
+        "thinking": sum(asks_thinking(body) for body in billed),
         "connections": stats["connections"],
         "opened": stats["opened"],
         "usage": summed(stats),
@@ -130,7 +141,7 @@ def measure(
                 kind = SCENARIO_KINDS.get(scenario, "typed")
                 turn = limited if scenario == "step_limit" else turns[kind]
                 steps = 2 if scenario == "provider_error" else 1
-                row = _one(server, turn, scenario, steps, _answer(kind))
+                row = run_one(server, turn, scenario, steps, _answer(kind))
                 rows.append({"loop": name, "model": model, "what": scenario, **row})
             for steps in long_steps:
                 if only and steps in only and model not in only[steps]:
@@ -138,7 +149,7 @@ def measure(
                 if long_loops is not None and steps == longest and name not in long_loops:
                     continue
                 turn = make(server.base_url, "text", steps + 5, model=model)
-                row = _one(server, turn, "steps", steps, {"answer": "found"})
+                row = run_one(server, turn, "steps", steps, {"answer": "found"})
                 rows.append({"loop": name, "model": model, "what": f"steps:{steps}", **row})
                 print(f"  {model:<18} {name:<14} N={steps:<5} answered={row['answered']}", flush=True)
     return rows
@@ -160,7 +171,8 @@ def summary(rows: Sequence[dict[str, Any]], scenarios: Sequence[str], long_steps
                 continue
             shared = [r for r in mine if r["what"] in scenarios]
             answered = sum(bool(r["answered"]) for r in shared)
-            result: dict[str, Any] = {"answered": answered, "turns": len(shared)}
+            thinking = sum(r.get("thinking", 0) for r in shared)
+            result: dict[str, Any] = {"answered": answered, "turns": len(shared), "thinking": thinking}
             for cached in (True, False):
                 spent = [_priced(r, kind, key, cached) or 0.0 for r in shared]
                 result["scenarios_cached" if cached else "scenarios_uncached"] = (
@@ -177,6 +189,7 @@ def summary(rows: Sequence[dict[str, Any]], scenarios: Sequence[str], long_steps
                     "uncached": _priced(row, kind, key, False) if row["answered"] else None,
                     "connections": row["connections"],
                     "opened": row["opened"],
+                    "thinking": row.get("thinking", 0),
                 }
             result["opened_per_turn"] = sum(r["opened"] for r in mine) / len(mine)
             result["connections_per_turn"] = sum(r["connections"] for r in mine) / len(mine)

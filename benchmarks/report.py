@@ -342,7 +342,8 @@ make bench            # installs the `bench` extra (pydantic-ai, OpenAI Agents S
 
 This run: Python {python} on {platform}, {cpus} CPUs, {elapsed:.0f} s for the whole of `make bench`
 (`.venv/bin/python -m benchmarks.run --cost-only benchmarks/results.json` reruns only the cost
-and engine parts into the saved results).
+and engine parts into the saved results; `--add-long benchmarks/results.json --long-loops a,b`
+adds the longest cost turn of loops a `--long-loops` run left out).
 The end-to-end figures are medians of interleaved rounds shown with their spread, and the
 ratios are taken within a round; the in-process breakdown takes the least disturbed of several
 samples, as its section says.

@@ -133,6 +133,59 @@ def scenarios_table(results: dict[str, Any], label: str = SAVING_PRICE) -> str:
     return _table(["scenario", *(f"`{loop}`" for loop in loops)], rows, "l" + "r" * len(loops))
 
 
+def break_even(results: dict[str, Any], label: str, what: str = "scenarios") -> dict[str, Any] | None:
+    """Thinking tokens per thinking request at which ``dspy_imp`` reaches the cheapest peer that asks for none.
+
+    The bench model returns no thinking; a real model bills what it thinks as output tokens.
+    ``what`` is ``"scenarios"`` (per answered turn over the six) or ``"steps:N"`` (one long turn).
+    """
+    entry = results["cost"]["prices"].get(label, {})
+    loops = entry.get("loops", {})
+    ours = loops.get("dspy_imp")
+    if not ours:
+        return None
+
+    def spent(loop: dict[str, Any]) -> tuple[float | None, int]:
+        if what == "scenarios":
+            return loop.get("scenarios_cached"), loop.get("thinking", 0)
+        turn = loop.get(what) or {}
+        return turn.get("cached"), turn.get("thinking", 0)
+
+    mine, asked = spent(ours)
+    peers = {n: spent(v)[0] for n, v in loops.items() if n != "dspy_imp" and spent(v)[1] == 0 and spent(v)[0]}
+    if mine is None or not asked or not peers:
+        return None
+    peer = min(peers, key=lambda n: peers[n])
+    per_token = dollars({"input": 0, "write": 0, "read": 0, "output": 1}, entry["key"])
+    answered = ours["answered"] if what == "scenarios" else 1
+    tokens = (peers[peer] - mine) * answered / asked / per_token
+    return {"peer": peer, "asked": asked, "tokens": tokens, "ours": mine, "theirs": peers[peer]}
+
+
+def thinking_table(results: dict[str, Any]) -> str:
+    """Where ``dspy_imp`` asks for thinking: how many requests, and the break-even thinking per request."""
+    cost = results["cost"]
+    rows = []
+    for label, (_, kind, _) in PRICES.items():
+        if kind != "anthropic":
+            continue
+        for what in ("scenarios", *(f"steps:{n}" for n in cost["long"])):
+            found = break_even(results, label, what)
+            if found is None:
+                continue
+            name = "six scenarios, per answered turn" if what == "scenarios" else f"{int(what[6:]):,}-step turn"
+            tokens = "none: already dearer" if found["tokens"] < 0 else f"{found['tokens']:,.0f}"
+            rows.append([label, name, f"{found['asked']:,}", f"`{found['peer']}`", tokens])
+    header = [
+        "prices",
+        "turns",
+        "`dspy_imp` requests asking for thinking",
+        "cheapest peer asking for none",
+        "break-even thinking tokens per request",
+    ]
+    return _table(header, rows, "llrlr") if rows else ""
+
+
 def connections_table(results: dict[str, Any]) -> str:
     cost = results["cost"]
     rows = []
@@ -175,18 +228,21 @@ minimum, `input_tokens` for what follows, and a 400 for more than four breakpoin
 Completions, `prompt_tokens_details.cached_tokens` for the longest prefix an earlier request
 sent, from 1,024 tokens in 128-token steps (OpenAI), and in 64-token units for DeepSeek
 (`prompt_cache_hit_tokens`). Tokens are `cl100k_base` counts of each block, an estimate for
-every provider; every turn starts with a cold cache. Dollars use LiteLLM's price map (input,
-cache read, cache write and output prices), replies included; *uncached* prices the same
-requests with every prompt token at the input price. Scenario cost is the dollars summed over
-the six scenarios divided by the turns that ended with an answer (µ$: millionths of a dollar;
-m$: thousandths); failed requests are not billed.
+every provider; every turn starts with a cold cache. On Anthropic a request with `tools` also
+pays the tool-use system prompt Anthropic puts in front of them: 346 tokens under `tool_choice`
+`auto` and 313 under `any` or `tool` (the pricing table of Anthropic's tool-use page, the same
+for the Claude 4 models), read and written with the prefix behind it. Dollars use LiteLLM's
+price map (input, cache read, cache write and output prices), replies included; *uncached*
+prices the same requests with every prompt token at the input price. Scenario cost is the
+dollars summed over the six scenarios divided by the turns that ended with an answer (µ$:
+millionths of a dollar; m$: thousandths); failed requests are not billed.
 
 {table}
 
 {targets}
 
 Per scenario at Claude Sonnet 4.5 prices: requests sent (failed ones included) · µ$ with caching.
-Where `dspy_imp` pays more than a peer, it is one of three things. In *thought then answer* the
+Where `dspy_imp` pays more than a peer, it is one of four things. In *thought then answer* the
 bench model writes a thought first when `tool_choice` is `"auto"`; under `finish="auto"` the
 thought ends the step and the forced submit follows: two requests, where pydantic-ai (which
 sends `tool_choice="required"` when its output is a tool) and the Agents SDK (structured output)
@@ -194,11 +250,20 @@ get the answer in one. `dspy_imp` keeps `"auto"` on ordinary steps: on Claude th
 thinking, DSPy's default, and Anthropic refuses thinking with a forced choice. In *step limit*
 `dspy_imp` answers with the forced submit after the third step where the peers stop without an
 answer. In *never submits* it sends the forced submit and then the extraction request before
-giving up. The bench model returns no thinking: on a real Claude, the thinking that `dspy_imp`
-and `dspy.ReActV2` ask for on each ordinary step (`reasoning_effort="low"`) is billed as output
-tokens, and these rows leave it out for both.
+giving up. And on every ordinary step, `tool_choice="auto"` pays Anthropic's 346-token tool-use
+prompt where pydantic-ai's `"required"` pays 313: most of what it is behind in *provider
+error* and *enum output*, where both send as many requests.
 
 {scenarios}
+
+The bench model returns no thinking, and these figures bill none. On a real Claude, the thinking
+that `dspy_imp` and `dspy.ReActV2` ask for on each ordinary step (`reasoning_effort="low"`,
+DSPy's default for a model that supports reasoning; pydantic-ai and the Agents SDK ask for none)
+is billed as output tokens. The table gives, for `dspy_imp`, how much thinking per request
+would bring it level with the cheapest peer that does not think: past that, its default costs
+more on Claude, in return for the thinking. `dspy.LM(..., reasoning_effort=None)` turns it off.
+
+{thinking}
 
 Connections: the ones that carried each long turn's requests, and of those the ones opened
 during the turn, counted at the server (a loop built for the turn; a connection its client
@@ -221,12 +286,14 @@ def cost_page(results: dict[str, Any]) -> str:
     if longest.get("models"):
         text = f"The {longest['steps']:,}-step turn runs on {', '.join(longest['models'])} only"
         loops = longest.get("loops")
-        text += f", for {', '.join(f'`{x}`' for x in loops)} in this run (`--long-loops`)." if loops else "."
+        partial = loops and set(COST_LOOPS) - set(loops)
+        text += f", for {', '.join(f'`{x}`' for x in loops)} in this run (`--long-loops`)." if partial else "."
     return _COST.format(
         longest=text,
         shared=shared,
         table=summary_table(results),
         targets=targets_table(results),
         scenarios=scenarios_table(results) if cost_rows(results) else "",
+        thinking=thinking_table(results),
         connections=connections_table(results),
     )

@@ -223,7 +223,8 @@ Ours stays flat; DSPy's grows with the history.
 - **Freeze the start-up heap.** Python's cyclic garbage collector walks every tracked object on
   a full collection, and a long turn allocates enough to trigger them. An application can call
   `gc.freeze()` once after start-up (imports done, programs built): what is alive then moves
-  to a permanent generation the collector no longer walks. Not measured by this bench.
+  to a permanent generation the collector no longer walks. Measured here, ours per request at
+  {engine_steps} steps with the heap frozen before the turn, against none: {frozen}.
 - **Leave `prompt_cache` on** (the default): on Claude the breakpoints are what the cost table
   above prices as *with caching*.
 """
@@ -238,4 +239,7 @@ def summary_page(results: dict[str, Any]) -> str:
         split=split_table(results),
         engine_steps=f"{engines['steps']:,}" if engines else "1,000",
         engine=_spread(engines["ratio"]) if engines else "not measured in this run",
+        frozen=_spread(engines["frozen_ratio"])
+        if engines and engines.get("frozen_ratio")
+        else "not measured in this run",
     )

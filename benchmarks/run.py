@@ -141,6 +141,35 @@ def run_cost(sizes: dict[str, Any], long_loops: list[str] | None = None) -> dict
     return out
 
 
+def add_longest(results: dict[str, Any], names: list[str]) -> None:
+    """Run the cost part's longest turn for more loops and add them to saved results.
+
+    A peer's 1,000-step turn takes many minutes, so ``--cost-only`` may leave some out
+    (``--long-loops``); this adds them afterwards, on the same models, and recomputes the summary.
+    """
+    cost = results["cost"]
+    longest = max(cost["long"])
+    models = cost.get("longest", {}).get("models") or [costs.SONNET, costs.HAIKU, costs.GPT]
+    started = time.perf_counter()
+    with BenchServer() as server:
+        for model in models:
+            for name in names:
+                turn = LOOPS[name](server.base_url, "text", longest + 5, model=model)
+                row = costs.run_one(server, turn, "steps", longest, {"answer": "found"})
+                cost["rows"] = [
+                    r for r in cost["rows"] if (r["loop"], r["model"], r["what"]) != (name, model, f"steps:{longest}")
+                ]
+                cost["rows"].append({"loop": name, "model": model, "what": f"steps:{longest}", **row})
+                print(f"  {model:<18} {name:<14} N={longest:<5} answered={row['answered']}", flush=True)
+    kept = {k: cost[k] for k in ("rows", "longest", "machine") if k in cost}
+    results["cost"] = costs.summary(cost["rows"], cost["scenarios"], cost["long"]) | kept
+    loops = results["cost"]["longest"].get("loops")
+    if loops is not None:
+        results["cost"]["longest"]["loops"] = [*loops, *(n for n in names if n not in loops)]
+    results["cost"]["machine"]["added_s"] = time.perf_counter() - started
+    results["targets_cost"] = report_cost.targets(results["cost"])
+
+
 def _load() -> list[float]:
     """The machine's 1, 5 and 15 minute load averages (the load the figures were measured under)."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -173,10 +202,19 @@ def main() -> None:
     parser.add_argument(
         "--long-loops", help="comma-separated loops that run the cost part's longest turn (default: all)"
     )
+    parser.add_argument(
+        "--add-long", type=Path, metavar="JSON", help="run the longest cost turn for --long-loops into saved results"
+    )
     args = parser.parse_args()
     _quiet()
     long_loops = args.long_loops.split(",") if args.long_loops else None
-    if args.cost_only:
+    if args.add_long:
+        if not long_loops:
+            parser.error("--add-long needs --long-loops: the loops whose longest turn to add")
+        results = json.loads(args.add_long.read_text())
+        add_longest(results, long_loops)
+        args.out = args.out or args.add_long
+    elif args.cost_only:
         results = json.loads(args.cost_only.read_text())
         results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops))
         args.out = args.out or args.cost_only
@@ -185,7 +223,7 @@ def main() -> None:
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
-    if out is not None and not args.render:
+    if out is not None and not (args.render or args.add_long):  # an added turn is not a new run
         previous = json.loads(out.read_text()) if out.exists() and not args.cost_only else results
         results["runs"] = [*previous.get("runs", []), report_summary.headline(results)][-RUNS_KEPT:]
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")

@@ -57,13 +57,29 @@ def test_a_new_tool_choice_or_thinking_setting_rereads_the_messages_but_not_the_
     for forced in ({"tool_choice": {"type": "tool", "name": "submit"}}, {"tool_choice": {"type": "auto"}}):
         cache = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5")
         first = cache.usage(_body(1, **steps))  # the tools (marked) and the first step, written
-        tools = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5").usage({"tools": _tools()})
+        tools = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5").usage({"tools": _tools(), **forced})
         again = cache.usage(_body(2, **forced))  # a forced submit (no thinking), or thinking turned off
         assert first["cache_creation_input_tokens"] == _total(first)
         assert again["cache_read_input_tokens"] == _total(tools) < _total(first)
     same = caches.AnthropicCache.for_model(_counter(), "claude-sonnet-4-5")
     first = same.usage(_body(1, **steps))
     assert same.usage(_body(2, **steps))["cache_read_input_tokens"] == _total(first)
+
+
+def test_a_request_with_tools_pays_anthropics_tool_use_system_prompt_by_its_tool_choice():
+    count = _counter()
+    bare = {"model": "claude-sonnet-4-5", "messages": _turn(1)}
+    bare["messages"][-1]["content"][-1].pop("cache_control")  # no breakpoint: every token is input
+    blocks = sum(count(text) for text, _ in caches.anthropic_blocks(bare))
+    assert caches.AnthropicCache.for_model(count, "claude-sonnet-4-5").usage(bare)["input_tokens"] == blocks
+
+    tools = _tools(marked=False)
+    listed = sum(count(text) for text, _ in caches.anthropic_blocks({**bare, "tools": tools}))
+    for choice, extra in ({"type": "auto"}, 346), ({"type": "any"}, 313), ({"type": "tool", "name": "look"}, 313):
+        usage = caches.AnthropicCache.for_model(count, "claude-sonnet-4-5").usage(
+            {**bare, "tools": tools, "tool_choice": choice}
+        )
+        assert usage == {"input_tokens": listed + extra, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
 def test_below_the_model_minimum_nothing_is_written_and_haiku_needs_more_than_sonnet():

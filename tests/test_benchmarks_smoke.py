@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import costs, e2e, ledger, overhead, report, report_cost, report_e2e
 from benchmarks.compare import ledger_summary, request_stats
 from benchmarks.server import Script
@@ -82,7 +84,12 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     results["targets_e2e"] = report_e2e.targets(results)
     results["cost"] = costs.summary(_cost_rows(), ("step_limit",), [2]) | {"rows": _cost_rows()}
     results["targets_cost"] = report_cost.targets(results["cost"])
-    results["engines"] = {"steps": 2, "ratio": e2e.spread([0.7, 0.8]), "answered": True}
+    results["engines"] = {
+        "steps": 2,
+        "ratio": e2e.spread([0.7, 0.8]),
+        "frozen_ratio": e2e.spread([0.9, 1.0]),
+        "answered": True,
+    }
 
     page = report.page(results)
     sections = [line for line in page.splitlines() if line.startswith("## ")]
@@ -95,6 +102,7 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     assert "| Claude Sonnet 4.5 | `dspy_imp` | 3,000 (3,000) | 4.5 (4.5) | 1.00 |" in page
     assert '| `engine="lm15"` / the default, per request at 2 steps | 0.75 (0.70–0.80, 2 rounds) | – |' in page
     assert "issue" not in page.lower()
+    assert "with the heap frozen before the turn, against none: 0.95 (0.90–1.00, 2 rounds)." in page
     assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "samples", "dspy_ms"}
     assert curve[0]["samples"] >= overhead.SAMPLES
     assert f"{curve[0]['ours_ms']:,.2f}" in page
@@ -201,3 +209,70 @@ def test_the_context_benchmark_counts_prefix_breaks_per_tier_change():
     assert result["requests"] == 8 and result["history_entries"] == 8
     assert result["prefix_breaks"] == sum(result["tier_changes"].values())
     assert "| requests that broke the prefix |" in report.context_table({"context": result})
+
+
+def test_the_break_even_thinking_is_what_closes_the_gap_to_the_cheapest_peer_that_thinks_not():
+    def loop(cost: float, thinking: int, answered: int = 2) -> dict:
+        return {
+            "scenarios_cached": cost,
+            "thinking": thinking,
+            "answered": answered,
+            "steps:2": {"cached": cost * 10, "thinking": thinking * 5},
+        }
+
+    label = "Claude Sonnet 4.5"
+    loops = {
+        "dspy_imp": loop(0.001, 4),
+        "pydantic-ai": loop(0.0013, 0),
+        "dspy.ReActV2": loop(0.0011, 4),
+        "openai-agents": loop(0.0015, 0, 1),
+    }
+    results = {"cost": {"long": [2], "prices": {label: {"key": costs.PRICES[label][2], "loops": loops}}}}
+    per_token = costs.dollars({"input": 0, "write": 0, "read": 0, "output": 1}, costs.PRICES[label][2])
+
+    found = report_cost.break_even(results, label)
+    assert found["peer"] == "pydantic-ai"  # the cheapest that asks for no thinking; dspy.ReActV2 asks for it
+    assert found["tokens"] == pytest.approx(0.0003 * 2 / 4 / per_token)  # 2 answered turns, 4 thinking requests
+    long = report_cost.break_even(results, label, "steps:2")
+    assert long["tokens"] == pytest.approx(0.003 / 20 / per_token)
+    loops["dspy_imp"]["scenarios_cached"] = 0.002  # already dearer than the peer
+    assert "none: already dearer" in report_cost.thinking_table(results)
+    loops["dspy_imp"]["thinking"] = 0
+    assert report_cost.break_even(results, label) is None  # nothing asked for: no break-even
+
+
+def test_adding_the_longest_turn_for_more_loops_replaces_their_rows_and_recomputes_the_summary(monkeypatch):
+    from benchmarks import run
+
+    class Server:
+        base_url = "http://bench"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    built = []
+    monkeypatch.setattr(run, "BenchServer", Server)
+    monkeypatch.setattr(
+        run, "LOOPS", {"pydantic-ai": lambda url, kind, steps, model: built.append(steps) or (lambda: True)}
+    )
+    usage = {"anthropic": {"input": 2000, "write": 0, "read": 0, "output": 10}}
+    measured = {"answered": True, "requests": 3, "connections": 1, "opened": 1, "thinking": 0, "usage": usage}
+    monkeypatch.setattr(costs, "run_one", lambda server, turn, scenario, steps, answer: dict(measured))
+    rows = _cost_rows()
+    stale = {**rows[-1], "loop": "pydantic-ai", "requests": 99}  # an earlier steps:2 row of the loop
+    cost = costs.summary([*rows, stale], ("step_limit",), [2])
+    longest = {"steps": 2, "models": [costs.SONNET], "loops": ["dspy_imp"]}
+    results = {"cost": cost | {"rows": [*rows, stale], "longest": longest, "machine": {"elapsed_s": 1.0}}}
+
+    run.add_longest(results, ["pydantic-ai"])
+
+    assert built == [7]  # the longest turn's steps, and five more for the answer
+    cost = results["cost"]
+    assert cost["longest"]["loops"] == ["dspy_imp", "pydantic-ai"] and "added_s" in cost["machine"]
+    added = [r for r in cost["rows"] if r["loop"] == "pydantic-ai"]
+    assert [(r["what"], r["requests"]) for r in added] == [("steps:2", 3)]
+    assert cost["prices"]["Claude Sonnet 4.5"]["loops"]["pydantic-ai"]["steps:2"]["requests"] == 3
+    assert results["targets_cost"]["scenarios:Claude Sonnet 4.5"]["met"]  # recomputed with the new rows

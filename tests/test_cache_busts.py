@@ -169,3 +169,20 @@ def test_the_forced_submit_on_claude_is_a_bust_and_elsewhere_is_not(run):
 )
 def test_which_models_read_the_messages_again_on_a_new_tool_choice(model, keyed):
     assert rereads_messages_on_choice(model) is keyed
+
+
+def test_replaying_the_last_turn_as_its_actions_is_a_bust_when_it_drops_what_that_turn_sent(run):
+    look = [reply("I will fetch it.", calls=[call("fetch", {"key": "a"}, id="c1")]), reply("found")]
+    quiet = [reply("", calls=[call("fetch", {"key": "b"}, id="c2")]), reply("found")]
+    lm = ScriptedLM([*look, *quiet, *quiet, *look, *quiet])
+    actions = dspy_imp.ReActV2(TA, tools=[fetch], history_replay="actions")
+    trajectory = dspy_imp.ReActV2(TA, tools=[fetch])
+    with dspy.context(lm=lm):
+        first = run(actions, intent="one")
+        narrated = run(actions, intent="two", history=first.metadata.history)  # turn one narrated its call
+        silent = run(actions, intent="three", history=narrated.metadata.history)  # turn two did not
+        kept = run(trajectory, intent="one")
+        whole = run(trajectory, intent="two", history=kept.metadata.history)
+    assert narrated.metadata.cache_busts == ({"request": 0, "kind": "step", "reason": "history_replay"},)
+    assert (first.metadata.cache_busts, silent.metadata.cache_busts, whole.metadata.cache_busts) == ((), (), ())
+    lm.assert_complete()

@@ -55,7 +55,7 @@ class Metadata:
             prompt cache served only the prefix they share: ``{"request", "kind", "reason"}``,
             ``request`` its index in ``usage.calls``, ``reason`` a ``CacheBustReason``
             (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``,
-            ``"tool_choice_changed"``).
+            ``"history_replay"``, ``"tool_choice_changed"``).
     """
 
     history: dspy.History

@@ -149,6 +149,26 @@ def _body(guidance: Guidance, step: Step) -> list[Message]:
     return _exchange(guidance, content, step.calls, step.results, step)
 
 
+def replay_drops_last_turn(guidance: Guidance) -> bool:
+    """``history_replay="actions"`` leaves out of this request something of the turn before, which
+    that turn's own requests sent: a thought, a call's narration or provider reasoning.
+
+    Only the turn just before the boundary can differ (older turns were already replayed as
+    actions by the requests of the turn after them); it starts at its last step with inputs.
+    """
+    if guidance.history_replay != "actions" or guidance.boundary <= guidance.omitted:
+        return False
+    earlier = guidance.steps[guidance.omitted : guidance.boundary]
+    start = next((i for i in range(len(earlier) - 1, -1, -1) if earlier[i].inputs), 0)
+    return any(_replay_drops(step) for step in earlier[start:])
+
+
+def _replay_drops(step: Step) -> bool:
+    if step.is_answer:
+        return bool(step.reasoning_details)
+    return bool((step.thought or "").strip() or step.reasoning_content or step.reasoning_details)
+
+
 def _earlier_body(guidance: Guidance, step: Step) -> list[Message]:
     """``history_replay="actions"``: an earlier turn's calls and results, without narration.
 

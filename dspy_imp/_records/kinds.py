@@ -115,7 +115,9 @@ PromptCache = bool | CacheTTL
 ``False`` (nothing sent), or a lifetime."""
 
 
-CacheBustReason = Literal["context_policy", "fallback", "tools_changed", "history_edited", "tool_choice_changed"]
+CacheBustReason = Literal[
+    "context_policy", "fallback", "tools_changed", "history_edited", "history_replay", "tool_choice_changed"
+]
 
 
 """Why a request did not extend the one before it (``metadata.cache_busts``), so the provider's
@@ -127,6 +129,9 @@ prompt cache could serve only what the two still share.
 - ``"tools_changed"``: the ``"required"`` retry offers ``submit`` alone.
 - ``"history_edited"``: the call's ``history`` is not the one this conversation last returned
   (an edited or rebuilt history); only the first request of the call.
+- ``"history_replay"``: under ``history_replay="actions"``, the call's first request replays the
+  turn before as its calls and results, without the thoughts, narration or reasoning that turn's
+  own requests sent.
 - ``"tool_choice_changed"``: on Claude (Anthropic, Bedrock, Vertex AI, OpenRouter), the request's
   ``tool_choice`` differs from the last one's, as the forced submit's does: Anthropic's cache keeps
   the tools and system but reads the messages again.

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from dspy_imp._prompt.render import replay_drops_last_turn
 from dspy_imp._records.kinds import CacheBustReason
 from dspy_imp._routes.caching import rereads_messages_on_choice
 from dspy_imp._turn.effects import ModelRequest
@@ -51,6 +52,8 @@ class CacheWatch:
             return "tools_changed"
         if not self.choices and self.history_edited:
             return "history_edited"
+        if not self.choices and replay_drops_last_turn(request.guidance):
+            return "history_replay"  # the turn before, replayed as its actions: its thoughts go
         keyed = request.model < len(self.keyed) and self.keyed[request.model]
         if keyed and request.model in self.choices and request.config.get("tool_choice") != self.choices[request.model]:
             return "tool_choice_changed"  # the forced submit on Claude: the messages are read again

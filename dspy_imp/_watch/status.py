@@ -128,6 +128,7 @@ _BUST_WORDS = {
     "fallback": "another model",
     "tools_changed": "a different tool list",
     "history_edited": "an edited history",
+    "history_replay": "the last turn replayed as its actions",
     "tool_choice_changed": "a forced tool choice",
 }
 

@@ -19,6 +19,9 @@ OpenAI's prompt-caching guide; public recordings of both):
 
 Tokens are estimated from the JSON (a token per 4 characters). A request that reads and writes
 nothing keeps its scripted usage, so scenarios with short prompts answer exactly as scripted.
+Anthropic's tool-use system prompt (billed on every request with ``tools``) is not added here:
+these tests check what is sent and reported; the bench's emulator (``benchmarks/caches.py``)
+bills it.
 """
 
 from __future__ import annotations
