@@ -81,7 +81,11 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def run(quick: bool, long_loops: list[str] | None = None) -> dict[str, Any]:
+COST_PARTS = ("cost", "engines", "targets_cost")
+
+
+def run(quick: bool, long_loops: list[str] | None = None, kept: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every part; ``kept``: saved results whose cost and engine parts are reused, not rerun."""
     sizes = SIZES["quick" if quick else "full"]
     started = time.perf_counter()
     results: dict[str, Any] = {
@@ -111,11 +115,14 @@ def run(quick: bool, long_loops: list[str] | None = None) -> dict[str, Any]:
     results["ledger"] = compare.ledger_summary(results["scenarios"], results["loops"], report_e2e.SHARED)
     print("\n[7/7] the prefix in a long conversation under a context policy", flush=True)
     results["context"] = context_prefix.run(sizes["conversation"])
-    results.update(run_cost(sizes, long_loops))
+    results["machine"]["load_after"] = _load()  # the parts above; the cost part records its own
+    if kept is not None:
+        results.update({part: kept[part] for part in COST_PARTS if part in kept})
+    else:
+        results.update(run_cost(sizes, long_loops))
     results["targets"] = report.targets(results)
     results["targets_e2e"] = report_e2e.targets(results)
     results["elapsed_s"] = time.perf_counter() - started
-    results["machine"]["load_after"] = _load()
     return results
 
 
@@ -150,7 +157,7 @@ def add_longest(results: dict[str, Any], names: list[str]) -> None:
     cost = results["cost"]
     longest = max(cost["long"])
     models = cost.get("longest", {}).get("models") or [costs.SONNET, costs.HAIKU, costs.GPT]
-    started = time.perf_counter()
+    started, load = time.perf_counter(), _load()
     with BenchServer() as server:
         for model in models:
             for name in names:
@@ -166,7 +173,8 @@ def add_longest(results: dict[str, Any], names: list[str]) -> None:
     loops = results["cost"]["longest"].get("loops")
     if loops is not None:
         results["cost"]["longest"]["loops"] = [*loops, *(n for n in names if n not in loops)]
-    results["cost"]["machine"]["added_s"] = time.perf_counter() - started
+    added = {"loops": names, "elapsed_s": time.perf_counter() - started, "load_before": load, "load_after": _load()}
+    results["cost"]["machine"]["added"] = added
     results["targets_cost"] = report_cost.targets(results["cost"])
 
 
@@ -203,6 +211,12 @@ def main() -> None:
         "--long-loops", help="comma-separated loops that run the cost part's longest turn (default: all)"
     )
     parser.add_argument(
+        "--keep-cost",
+        type=Path,
+        metavar="JSON",
+        help="run every part but the cost and engine ones, kept from saved results",
+    )
+    parser.add_argument(
         "--add-long", type=Path, metavar="JSON", help="run the longest cost turn for --long-loops into saved results"
     )
     args = parser.parse_args()
@@ -218,6 +232,9 @@ def main() -> None:
         results = json.loads(args.cost_only.read_text())
         results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops))
         args.out = args.out or args.cost_only
+    elif args.keep_cost:
+        results = run(args.quick, long_loops, kept=json.loads(args.keep_cost.read_text()))
+        args.out = args.out or args.keep_cost
     else:
         results = json.loads(args.render.read_text()) if args.render else run(args.quick, long_loops)
     print()

@@ -271,7 +271,9 @@ def test_adding_the_longest_turn_for_more_loops_replaces_their_rows_and_recomput
 
     assert built == [7]  # the longest turn's steps, and five more for the answer
     cost = results["cost"]
-    assert cost["longest"]["loops"] == ["dspy_imp", "pydantic-ai"] and "added_s" in cost["machine"]
+    assert cost["longest"]["loops"] == ["dspy_imp", "pydantic-ai"] and cost["machine"]["added"]["loops"] == [
+        "pydantic-ai"
+    ]
     added = [r for r in cost["rows"] if r["loop"] == "pydantic-ai"]
     assert [(r["what"], r["requests"]) for r in added] == [("steps:2", 3)]
     assert cost["prices"]["Claude Sonnet 4.5"]["loops"]["pydantic-ai"]["steps:2"]["requests"] == 3

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cached_property
 from typing import Any, Literal
 
 import pydantic
@@ -67,7 +68,12 @@ class Attachments:
     def __init__(self) -> None:
         self.media: list[tuple[Part, ...]] = []
         self.nonce = secrets.token_hex(8)  # text cannot name a token it has never seen
-        self.pattern = re.compile(rf"@@dspy-imp-media-{self.nonce}-(\d+)@@")
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The tokens of this message (compiled only for a message with media: a pattern per nonce
+        misses ``re``'s cache, and most messages hold none)."""
+        return re.compile(rf"@@dspy-imp-media-{self.nonce}-(\d+)@@")
 
     def _token(self, parts: tuple[Part, ...]) -> str:
         self.media.append(parts)
