@@ -396,7 +396,11 @@ def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool
         ask(page, "How many chairs?")
         expect(page.locator("#stop")).to_be_visible()
         running.wait(WAIT / 1000)
-        page.click("#stop")
+        # Release the tool only once the server has the stop: the button is disabled at the click,
+        # before the POST arrives, and a fast tool would otherwise finish the turn first.
+        with page.expect_response(lambda r: r.url.endswith("/stop") and r.request.method == "POST") as stopped:
+            page.click("#stop")
+        assert stopped.value.ok
         expect(page.locator("#stop")).to_be_disabled()
         release.set()
         expect(page.locator(".run-error")).to_have_text("StreamClosed: the turn was stopped")
