@@ -12,9 +12,10 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, ClassVar
+from typing import Any
 
 import dspy
+import pydantic
 
 # Eager, as before: the adapter wraps every step's LM call in DSPy's capability planner.
 from dspy.clients.capabilities import with_capability_planning as with_capability_planning
@@ -131,15 +132,20 @@ def checked_tool(func: Any, validator: Any) -> Any:
     per-request cost, and no public option caches or skips it. The override keeps DSPy's checks,
     values and messages, with each argument's validator (``validator(schema)``, the loop's own
     cached one) and wrapper model built once. Tools given as ``dspy.Tool`` are left as they are.
+
+    The validator is the tool's own (a private attribute, pickled with it), not its class's: a
+    program saved with ``save_program=True`` and loaded in a fresh process builds no tool, so
+    nothing set on the class at construction would be there (issue 47).
     """
-    CheckedTool.validator = staticmethod(validator)
-    return CheckedTool(func)
+    tool = CheckedTool(func)
+    tool._validator = validator
+    return tool
 
 
 class CheckedTool(dspy.Tool):
     """A ``dspy.Tool`` for a function the loop wrapped itself (see ``checked_tool``)."""
 
-    validator: ClassVar[Any] = None
+    _validator: Any = pydantic.PrivateAttr(default=None)
 
     def _validate_and_parse_args(self, **kwargs: Any) -> dict[str, Any]:
         from jsonschema.exceptions import best_match
@@ -152,7 +158,7 @@ class CheckedTool(dspy.Tool):
             instance = value.model_dump() if hasattr(value, "model_dump") else value
             spec = self.args[key]
             if spec.get("type") not in (None, "Any"):
-                error = best_match(type(self).validator(spec).iter_errors(instance))
+                error = best_match(self._validator(spec).iter_errors(instance))
                 if error is not None:
                     raise ValueError(f"Arg {key} is invalid: {error.message}")
         parsed = {}

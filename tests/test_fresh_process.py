@@ -1,0 +1,61 @@
+"""Saved programs, states and histories work in a fresh interpreter (issue 47).
+
+Each side runs in its own ``subprocess`` (``tests/fresh_process_program.py``), so nothing the
+saving process built (class attributes, caches) is there when the loading process runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = [
+    {"order_id": "A-42", "charges": [19.9, 19.9]},
+    "refund queued for A-42",
+    "Yes: charged twice.",
+]
+
+
+def _run(action: str, path: Path) -> object:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "fresh_process_program", action, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _normal(results: object) -> object:
+    """Results as JSON, a dict result possibly rendered as its JSON text."""
+    assert isinstance(results, list)
+    return [json.loads(r) if isinstance(r, str) and r.startswith("{") else r for r in results]
+
+
+@pytest.mark.parametrize(
+    ("save", "run", "name"),
+    [("save-program", "run-program", "prog"), ("save-state", "run-state", "state.json")],
+)
+def test_saved_program_runs_its_tools_in_a_fresh_process(tmp_path: Path, save: str, run: str, name: str) -> None:
+    path = tmp_path / name
+    assert _run(save, path) == "saved"
+    out = _run(run, path)
+    assert isinstance(out, dict)
+    assert _normal(out["sync"]) == EXPECTED
+    assert _normal(out["async"]) == EXPECTED
+
+
+def test_dumped_history_loads_in_a_fresh_process(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+    written = _run("dump-history", path)
+    assert _normal(written) == EXPECTED
+    assert _run("run-history", path) == written
