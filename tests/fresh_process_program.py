@@ -61,9 +61,20 @@ def _turn(program: dspy_imp.ReActV2, asynchronous: bool) -> dspy.Prediction:
         return program(ticket="I was charged twice for A-42.")
 
 
+def _compiled_state(start: float) -> object:
+    """``BootstrapFewShot``'s program on ``teaching``'s world, compiled on a clock started at ``start``."""
+    import teaching
+
+    from dspy_imp.testing import FakeClock
+
+    with FakeClock(start).running(), dspy.context(lm=teaching.task_lm()):
+        optimizer = dspy.BootstrapFewShot(metric=teaching.metric, max_bootstrapped_demos=2, max_labeled_demos=0)
+        return optimizer.compile(teaching.agent(), trainset=teaching.TRAINSET).dump_state()
+
+
 def main(argv: list[str]) -> None:
     """``save-program DIR`` / ``save-state FILE`` / ``run-program DIR`` / ``run-state FILE`` /
-    ``dump-history FILE`` / ``run-history FILE``: each prints one JSON line."""
+    ``dump-history FILE`` / ``run-history FILE`` / ``compile START``: each prints one JSON line."""
     import json
 
     action, path = argv
@@ -78,6 +89,8 @@ def main(argv: list[str]) -> None:
         with open(path, "w") as f:
             json.dump(dspy_imp.dump_history(pred.metadata.history), f)
         out = _results(pred)
+    elif action == "compile":  # path: the wall clock's start, epoch seconds
+        out = _compiled_state(float(path))
     elif action == "run-history":
         with open(path) as f:
             history = dspy_imp.load_history(json.load(f))

@@ -22,8 +22,12 @@ EXPECTED = [
 ]
 
 
-def _run(action: str, path: Path) -> object:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+def _run(action: str, path: Path | str, hash_seed: str = "0") -> object:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+        "PYTHONHASHSEED": hash_seed,
+    }
     done = subprocess.run(
         [sys.executable, "-m", "fresh_process_program", action, str(path)],
         env=env,
@@ -59,3 +63,9 @@ def test_dumped_history_loads_in_a_fresh_process(tmp_path: Path) -> None:
     written = _run("dump-history", path)
     assert _normal(written) == EXPECTED
     assert _run("run-history", path) == written
+
+
+def test_the_same_compile_in_two_processes_gives_the_same_program() -> None:
+    first = _run("compile", "1800000000", hash_seed="1")
+    second = _run("compile", "1900000123.456", hash_seed="2")
+    assert first == second

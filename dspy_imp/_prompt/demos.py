@@ -171,11 +171,17 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
     without ``returned_at``: the Bootstrap optimizers hash demos to pick among them), and a demo
     shows each call with its result. Predictions are matched to recorded steps in order, by
     the calls' names and arguments.
+
+    Each traced step's ``history`` input loses its results' ``returned_at`` too (sub-agents' runs
+    included), so nothing in a demo depends on when it was made (issue 47). The turn's own history
+    (``metadata.history``, ``dump_history``) keeps the stamps: the trace holds a copy.
     """
     unclaimed = [s for s in steps if s.calls]
-    for predictor, _inputs, prediction in trace:
+    for predictor, inputs, prediction in trace:
         if predictor is not react or not isinstance(prediction, dspy.Prediction):
             continue
+        if isinstance(inputs, dict) and isinstance(inputs.get("history"), dspy.History):
+            inputs["history"] = dspy.History(messages=[_timeless(m) for m in inputs["history"].messages])
         key = _call_key(prediction.get(STEP_CALLS))
         if not key:
             continue
@@ -186,6 +192,28 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
         entry = to_entry(step)
         prediction[STEP_CALLS] = entry["tool_calls"]
         prediction["tool_call_results"] = [_demo_result(r) for r in entry["tool_call_results"]]
+
+
+def _timeless(entry: Any) -> Any:
+    """A history entry without its results' ``returned_at``, nor its sub-agents' (a copy)."""
+    if not isinstance(entry, Mapping):
+        return entry
+    out = dict(entry)
+    results = out.get("tool_call_results")
+    if isinstance(results, list):
+        out["tool_call_results"] = [
+            {k: v for k, v in r.items() if k != "returned_at"} if isinstance(r, Mapping) else r for r in results
+        ]
+    runs = out.get("agent_runs")
+    if isinstance(runs, Mapping):
+        out["agent_runs"] = {key: _timeless_run(run) for key, run in runs.items()}
+    return out
+
+
+def _timeless_run(run: Any) -> Any:
+    if not isinstance(run, Mapping) or not isinstance(run.get("history"), list):
+        return run
+    return {**run, "history": [_timeless(e) for e in run["history"]]}
 
 
 def _demo_result(result: Mapping[str, Any]) -> dict[str, Any]:
