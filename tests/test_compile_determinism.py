@@ -63,3 +63,32 @@ def test_mipro_v2_is_the_same_at_any_time() -> None:
     first, second = _states(lambda: teaching.mipro_light(metric, agent(), TRAINSET, DEVSET))
     assert "returned_at" not in first
     assert first == second
+
+
+def test_simba_is_the_same_at_any_time() -> None:
+    def compile_once() -> Any:
+        optimizer = dspy.SIMBA(metric=metric, bsize=4, num_candidates=2, max_steps=1, num_threads=1)
+        return optimizer.compile(agent(), trainset=TRAINSET + DEVSET, seed=0)
+
+    first, second = _states(compile_once)
+    assert "returned_at" not in first
+    assert first == second
+
+
+def test_gepa_is_the_same_at_any_time() -> None:
+    def compile_once() -> Any:
+        optimizer = dspy.GEPA(
+            metric=teaching.feedback_metric,
+            reflection_lm=teaching.prompt_lm(),
+            max_metric_calls=12,
+            num_threads=1,
+            reflection_minibatch_size=2,
+            use_merge=False,
+            track_stats=False,
+            seed=0,
+        )
+        return optimizer.compile(agent(), trainset=TRAINSET, valset=TRAINSET)
+
+    first, second = _states(compile_once)
+    assert "returned_at" not in first
+    assert first == second
