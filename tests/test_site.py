@@ -247,6 +247,8 @@ def test_the_notebooks_show_no_progress_bar_and_no_logged_warning(site: Path) ->
         printed = re.findall(r'data-mime-type="application/vnd\.jupyter\.stderr"[^>]*>\s*<pre>(.*?)</pre>', html, re.S)
         shown = [line for line in printed if line.strip()]
         assert not shown, f"{notebook.name} prints on standard error: {shown[:3]}"
+        bars = re.findall(r"\d+%\|.*?\| \d+/\d+ \[", html)  # tqdm's bars on stdout too
+        assert not bars, f"{notebook.name} shows {len(bars)} progress bars: {bars[:3]}"
 
 
 def test_no_page_names_an_issue_number(site: Path) -> None:
