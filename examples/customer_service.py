@@ -243,9 +243,12 @@ def main() -> None:
     print(f"the team's predictors: {[name for name, _ in make_triage().named_predictors()]}")
     with dspy.context(lm=lm):
         before = score(make_triage(), user)
+    report = evals.report(before, CONVERSATION)
     print(f"before compiling: held-out conversations score {before.score:.0f}%")
+    passed = len(report.rows) - len(report.failing().rows)
+    print(f"  {passed} of {len(report.rows)} conversations succeeded: the score is the turns-taken third alone")
     print("  first failing conversation's feedback:")
-    print("    " + evals.report(before, CONVERSATION).failing().rows[0].verdict.feedback.replace("\n", "\n    "))
+    print("    " + report.failing().rows[0].verdict.feedback.replace("\n", "\n    "))
 
     compiled = {"GEPA": compile_gepa(lm, lm), "BootstrapFewShot": compile_bootstrap(lm, lm if live else teacher_lm())}
     for name, program in compiled.items():

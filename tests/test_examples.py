@@ -49,7 +49,8 @@ EXPECTED = {
     ],
     "customer_service.py": [
         "the team's predictors: ['react', 'researcher.react']",
-        "before compiling: held-out conversations score 33%",
+        "before compiling: held-out conversations score 33%\n"
+        "  0 of 3 conversations succeeded: the score is the turns-taken third alone",
         "    Call `refund(order_id='D-44', amount=14.5)`: argument `amount` was 14.5, expected 7.25.",
         "GEPA taught the team:\n"
         "  react: instruction 'Look the order up with the researcher before any refund, "

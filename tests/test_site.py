@@ -239,6 +239,18 @@ def test_the_streaming_notebook_shows_the_html_view_and_a_clean_progress_line(si
     assert not re.search("[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]", text), "a spinner glyph was left behind"
 
 
+def test_the_notebooks_show_no_progress_bar_and_no_logged_warning(site: Path) -> None:
+    # What a notebook prints on standard error is on its page: an optimizer's tqdm bars (one line
+    # per update) and a library's logged warning would be, in red.
+    for notebook in NOTEBOOKS:
+        html = (site / "notebooks" / notebook.stem / "index.html").read_text(encoding="utf-8")
+        printed = re.findall(r'data-mime-type="application/vnd\.jupyter\.stderr"[^>]*>\s*<pre>(.*?)</pre>', html, re.S)
+        shown = [line for line in printed if line.strip()]
+        assert not shown, f"{notebook.name} prints on standard error: {shown[:3]}"
+        bars = re.findall(r"\d+%\|.*?\| \d+/\d+ \[", html)  # tqdm's bars on stdout too
+        assert not bars, f"{notebook.name} shows {len(bars)} progress bars: {bars[:3]}"
+
+
 def test_no_page_names_an_issue_number(site: Path) -> None:
     found = {}
     for path, html in pages(site).items():
@@ -248,8 +260,12 @@ def test_no_page_names_an_issue_number(site: Path) -> None:
     assert not found, f"issue numbers on the site: {found}"
 
 
+# The code blocks of a page: Markdown's (`pre > code`) and a notebook's cells, its inputs
+# (`.highlight-ipynb pre`, with no `code`) and its outputs (`.jp-OutputArea-output pre`).
+_CODE = ".md-content pre:not(.mermaid) > code, .md-content .jp-Cell pre"
+_NOTEBOOK_CODE = ".md-content .jp-Cell pre"
 # Every code block of a page whose lines are wider than the block, at 1280 px: what would scroll.
-_OVERFLOWING = """() => [...document.querySelectorAll('.md-content pre:not(.mermaid) > code')]
+_OVERFLOWING = """(code) => [...document.querySelectorAll(code)]
     .filter(code => code.scrollWidth > code.clientWidth + 1)
     .map(code => code.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), ''))"""
 
@@ -265,14 +281,17 @@ def test_no_code_block_is_wider_than_the_page_at_1280_px(site: Path) -> None:
         # The widths are the stylesheets' (with the scripts, every block measured the same), and
         # running the scripts, the 3.5 MB Mermaid on every page, took two thirds of the check.
         page.route("**/*.js", lambda route: route.abort())
-        measured = 0
+        measured = in_notebooks = 0
+        count = "(code) => document.querySelectorAll(code).length"
         for path in pages(site):
             page.goto((site / path).as_uri(), wait_until="load")
-            measured += page.evaluate("() => document.querySelectorAll('.md-content pre:not(.mermaid) > code').length")
-            if lines := page.evaluate(_OVERFLOWING):
+            measured += page.evaluate(count, _CODE)
+            in_notebooks += page.evaluate(count, _NOTEBOOK_CODE)
+            if lines := page.evaluate(_OVERFLOWING, _CODE):
                 wide[path] = lines
         browser.close()
     assert measured > 150  # the code blocks were found: the check can fail
+    assert in_notebooks > 50  # the notebooks' cells too, inputs and outputs
     assert not wide, f"code wider than the page at 1280 px (longest line of each): {wide}"
 
 
