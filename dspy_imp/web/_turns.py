@@ -28,6 +28,7 @@ from dspy_imp._program.extra_tools import with_external_tools
 from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
+from dspy_imp._watch import genai
 from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web import _log
 from dspy_imp.web._inputs import Call
@@ -247,7 +248,8 @@ class Runner:
     ) -> Ended:
         started = _log.clock()
         try:
-            prediction = await self.turns.play(key, dict(call.kwargs), observe, call.tools)
+            with genai.conversation(key):  # the thread id: ``gen_ai.conversation.id`` on the turn's spans
+                prediction = await self.turns.play(key, dict(call.kwargs), observe, call.tools)
             ended = Ended(prediction)
             await self.store.save(key, Conversation(prediction.metadata.history, user))
         except StepError as error:
