@@ -22,6 +22,7 @@ digit or ``_`` made ``_``; an input and an output guardrail of one name are ``in
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Iterator
@@ -30,7 +31,10 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.migration import migrate_state
 from dspy_imp._routes.state_loading import load_except
+
+logger = logging.getLogger("dspy_imp")
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
 
@@ -149,9 +153,27 @@ def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool)
 
     As DSPy's: a trial run on a copy first, so a file that fails applies nothing.
     """
+    signature = program.signature
+    state, report = migrate_state(state, tuple(signature.input_fields), tuple(signature.output_fields))
+    _check_known(program, state)
     optional = tuple(f"{name}." for name, _ in parts(program))
 
     def skip(name: str) -> bool:  # saved without this part: it keeps its defaults
         return name not in state and (name in OPTIONAL or name.startswith(optional))
 
     load_except(program, state, skip, allow_unsafe_lm_state)
+    if report is not None:
+        logger.warning("%s", report)
+
+
+def _check_known(program: Any, state: dict[str, Any]) -> None:
+    """Refuse a key naming no parameter of the program (a renamed sub-agent), as every unknown key is."""
+    names = {name for name, _ in program.named_parameters()}
+    held = tuple(f"{name}." for name, _ in parts(program))  # a compiled part is not among the parameters
+    unknown = sorted(k for k in state if k != "metadata" and k not in names and not k.startswith(held))
+    if unknown:
+        raise ConfigurationError(
+            f"saved state has key(s) this program has no part for: {unknown!r}; its parts are "
+            f"{[name for name, _ in parts(program)]!r} (a renamed sub-agent or guardrail module keeps its "
+            "old name in the file: rename it back, or the key in the file); refusing to load it"
+        )
