@@ -24,7 +24,7 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
         return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
     whole = getattr(tool, "parameters_schema", None)
     if isinstance(whole, dict):
-        return _check_whole(whole, args)
+        return _check_whole(tool, whole, args)
     schema = tool.args or {}
     missing = [k for k, s in schema.items() if k not in args and not (isinstance(s, dict) and "default" in s)]
     if missing:
@@ -43,14 +43,17 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
     return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
 
 
-def _check_whole(schema: dict[str, Any], args: Mapping[str, Any]) -> Rejection | None:
+def _check_whole(tool: Tool, schema: dict[str, Any], args: Mapping[str, Any]) -> Rejection | None:
     """A tool that carries its arguments' whole JSON schema (``parameters_schema``: a tool a web
-    client declared) is checked against all of it: ``required``, ``additionalProperties``, ``$defs``."""
+    client declared) is checked against all of it: ``required``, ``additionalProperties``, ``$defs``,
+    with the validator it carries when it has one (``parameters_validator``: the untrusted-schema
+    gate's, RE2 patterns and no ``$ref`` fetched)."""
     required = schema.get("required") or ()
     missing = [k for k in required if isinstance(k, str) and k not in args]
     if missing:
         return Rejection("missing_required", sentences.missing_arguments(missing))
-    errors = sorted(argument_validator(schema).iter_errors(dict(args)), key=lambda e: list(e.absolute_path))
+    validator = getattr(tool, "parameters_validator", None) or argument_validator(schema)
+    errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.absolute_path))
     problems = [f"{'.'.join(map(str, e.absolute_path)) or 'arguments'} {e.message}" for e in errors[:5]]
     return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
 

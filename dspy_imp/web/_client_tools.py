@@ -20,8 +20,8 @@ from typing import Any
 
 import dspy
 import pydantic
-from jsonschema import SchemaError, validators
 
+from dspy_imp._records.untrusted_schema import UntrustedSchema, gate
 from dspy_imp.web._guard import Refused
 
 MAX_TOOLS = 32
@@ -41,11 +41,14 @@ class ClientTool(dspy.Tool):
     against all of it (``parameters_schema``) before the turn pauses on them. It never runs here."""
 
     parameters_schema: dict[str, Any] = pydantic.Field(default_factory=dict)
+    parameters_validator: Any = pydantic.Field(default=None, exclude=True)
+    """The gate's validator (``_records.untrusted_schema``): RE2 patterns, no ``$ref`` fetched."""
 
     def __init__(self, name: str, description: str, parameters: dict[str, Any]):
         properties = parameters.get("properties") or {}
         super().__init__(_never_here, name=name, desc=description, args=dict(properties), arg_types={})
         self.parameters_schema = parameters
+        self.parameters_validator = gate(parameters, "parameters")
         self.has_kwargs = False  # the whole schema decides what is accepted (``_turn.arguments``)
 
     def format_as_litellm_function_call(self) -> dict[str, Any]:
@@ -99,11 +102,12 @@ def _schema(schema: Any, at: str) -> dict[str, Any]:
         raise Refused(422, f"`{at}` is longer than {MAX_SCHEMA_CHARS} characters")
     if not isinstance(schema.get("properties", {}), dict):
         raise Refused(422, f"`{at}.properties` must be an object")
+    whole = {"type": "object", **schema}
     try:
-        validators.validator_for(schema).check_schema(schema)
-    except SchemaError as error:
-        raise Refused(422, f"`{at}` is not a valid JSON schema: {error.message}") from None
-    return {"type": "object", **schema}
+        gate(whole, at)
+    except UntrustedSchema as error:
+        raise Refused(422, str(error)) from None
+    return whole
 
 
 @dataclass(frozen=True)
