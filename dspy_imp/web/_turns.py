@@ -134,11 +134,16 @@ class Turns(Protocol):
 
 
 class Calls:
-    """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread."""
+    """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread.
+
+    An async turn is ``cancellable``: Stop cancels its task, so the model request or tool it
+    awaits is cancelled (the request's HTTP stream closed); a sync one is asked before each effect.
+    """
 
     def __init__(self, agent: Any, sync: bool):
         self.agent = agent
         self.sync = sync
+        self.cancellable = not sync
 
     async def play(self, key: str, kwargs: dict[str, Any], observe: Observer, tools: Mapping[str, Any]) -> Any:
         agent = with_external_tools(self.agent, tools)  # the client's tools: this turn's external tools
@@ -170,15 +175,26 @@ class Runner:
         self.store = store
         self.busy: set[str] = set()
         self.stopping: set[str] = set()
+        self.plays: dict[str, asyncio.Task[Any]] = {}  # each running turn's play
+        self.taken: set[str] = set()  # turns whose ending was taken: too late to stop
         self.users: dict[str, str | None] = {}  # who runs each running turn
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def stop(self, key: str, user: str | None) -> bool:
-        """Ask the conversation's running turn to stop before its next effect (history kept; a
-        durable workflow's too, which ends with it); ``False`` when none of ``user``'s runs."""
-        if key not in self.busy or self.users.get(key, user) != user:
+        """Stop the conversation's running turn (history kept; a durable workflow's too, which ends
+        with it); ``False`` when none of ``user``'s runs, or its ending was already taken.
+
+        A cancellable turn (``Calls`` of an async agent) has its task cancelled: what it awaits (the
+        model request, a tool) is cancelled now. Any other is asked before its next effect. Either
+        way a ``True`` here always ends the turn stopped (``_ending``): decided on the loop's
+        thread, against the play's ending not yet taken, so a turn finishing meanwhile cannot win.
+        """
+        if key not in self.busy or key in self.taken or self.users.get(key, user) != user:
             return False
         self.stopping.add(key)
+        play = self.plays.get(key)  # none yet while the history is read: asked before its first effect
+        if play is not None and getattr(self.turns, "cancellable", False):
+            play.cancel()
         return True
 
     async def run(
@@ -215,7 +231,9 @@ class Runner:
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
         observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
-        task = asyncio.create_task(self._turn(key, user, call, observe))  # releases the conversation
+        play = asyncio.create_task(self._play(key, call, observe))
+        self.plays[key] = play
+        task = asyncio.create_task(self._turn(key, user, play, observe))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         yield call
@@ -229,6 +247,8 @@ class Runner:
     def _release(self, key: str) -> None:
         self.busy.discard(key)
         self.stopping.discard(key)
+        self.taken.discard(key)
+        self.plays.pop(key, None)
         self.users.pop(key, None)
 
     async def _claim(self, key: str) -> bool:
@@ -244,26 +264,78 @@ class Runner:
             await release(key)
 
     async def _turn(
-        self, key: str, user: str | None, call: Call, observe: Callable[[TurnEvent | Ended], None]
+        self, key: str, user: str | None, play: asyncio.Task[Any], observe: Callable[[TurnEvent | Ended], None]
     ) -> Ended:
         started = _log.clock()
         try:
-            with genai.conversation(key):  # the thread id: ``gen_ai.conversation.id`` on the turn's spans
-                prediction = await self.turns.play(key, dict(call.kwargs), observe, call.tools)
-            ended = Ended(prediction)
-            await self.store.save(key, Conversation(prediction.metadata.history, user))
-        except StepError as error:
-            ended = Ended(error=error)
-            await self.store.save(key, Conversation(error.history, user))
-        except StreamClosed as stop:  # Stop: the history so far is kept
-            ended = Ended(error=stop)
-            history = getattr(stop, "dspy_imp_history", None)
+            try:
+                await asyncio.wait([play])
+            except BaseException:  # this task cancelled (the server shutting down): the play too
+                play.cancel()
+                raise
+            ended, history = self._ending(key, play)  # no await from the wait to here: Stop cannot slip in
             if history is not None:
                 await self.store.save(key, Conversation(history, user))
-        except Exception as error:  # refused input, or a bug: told as the run's error, never a hung stream
+        except Exception as error:  # the store failed: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
             await self._free(key)
         _log.log_turn(key, ended, started)
         observe(ended)
         return ended
+
+    async def _play(self, key: str, call: Call, observe: Observer) -> Any:
+        """The turn played; the cancellation Stop asked for returned (``_Cancelled``), with the
+        history the program attached to it, rather than ending the task cancelled."""
+        try:
+            with genai.conversation(key):  # the thread id: ``gen_ai.conversation.id`` on the turn's spans
+                return await self.turns.play(key, dict(call.kwargs), observe, call.tools)
+        except asyncio.CancelledError as cancelled:
+            if key not in self.stopping:
+                raise
+            return _Cancelled(cancelled)
+
+    def _ending(self, key: str, play: asyncio.Task[Any]) -> tuple[Ended, dspy.History | None]:
+        """The finished play's ending and the history to save, taken once (then Stop is refused).
+
+        A turn Stop was answered for ends stopped (``StreamClosed``) whatever its play did: its
+        cancellation or closed stream carries the history so far (``dspy_imp_history``), and an
+        answer or a failure that won the race is kept as the stopped turn's history.
+        """
+        self.taken.add(key)
+        error = asyncio.CancelledError() if play.cancelled() else play.exception()  # cancelled unstarted: no history
+        if error is None and isinstance(play.result(), _Cancelled):
+            error = play.result().error
+        if key in self.stopping:
+            return _stopped(None if error is not None else play.result(), error)
+        if error is None:
+            prediction = play.result()
+            return Ended(prediction), prediction.metadata.history
+        if isinstance(error, StepError):
+            return Ended(error=error), error.history
+        if isinstance(error, StreamClosed):  # the stream closed another way: the history so far is kept
+            return Ended(error=error), getattr(error, "dspy_imp_history", None)
+        if isinstance(error, Exception):  # refused input, or a bug: told as the run's error, never a hung stream
+            return Ended(error=error), None
+        raise error  # an interrupt (KeyboardInterrupt, SystemExit) stops the server's task too
+
+
+@dataclass(frozen=True)
+class _Cancelled:
+    """A play Stop cancelled: its ``CancelledError``, carrying the history so far."""
+
+    error: asyncio.CancelledError
+
+
+def _stopped(prediction: Any, error: BaseException | None) -> tuple[Ended, dspy.History | None]:
+    """A stopped turn's ending: ``StreamClosed``, with the history it got to."""
+    if error is None:
+        history = prediction.metadata.history
+    elif isinstance(error, StepError):
+        history = error.history
+    else:
+        history = getattr(error, "dspy_imp_history", None)
+    stop = error if isinstance(error, StreamClosed) else StreamClosed("the turn was stopped")
+    if history is not None:
+        stop.dspy_imp_history = history  # type: ignore[attr-defined]
+    return Ended(error=stop), history

@@ -3,7 +3,7 @@
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
     GET  /api/info    the agent: its title, signature, inputs, outputs and tools
     GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
-    POST /api/conversations/<id>/stop   stop its running turn before its next effect (history kept)
+    POST /api/conversations/<id>/stop   stop its running turn, cancelling what it awaits (history kept)
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
     /api/conversations  a user's conversations: list, read, rename, delete (``_conversations``)
@@ -194,7 +194,7 @@ class _Server:
         return key, user, stored
 
     async def stop(self, request: Request) -> Response:
-        """Stop the conversation's running turn (the page's Stop): it ends before its next effect."""
+        """Stop the conversation's running turn (the page's Stop): ``Runner.stop``; 409 when too late."""
         key, user, stored = await self._owned(request)
         if isinstance(stored, Response):
             return stored
