@@ -66,10 +66,27 @@ def test_on_bedrock_litellm_turns_the_marks_into_cache_points():
 
 def test_a_users_own_cache_settings_win():
     own_key: dict = {"prompt_cache_key": "mine"}
-    assert cache_options(lm("openai/gpt-4o"), Route("litellm", "openai"), own_key, "24h", "k") == NOTHING
+    assert cache_options(lm("openai/gpt-4.1"), Route("litellm", "openai"), own_key, "24h", "k") == NOTHING
     assert own_key == {"prompt_cache_key": "mine", "prompt_cache_retention": "24h"}
     on_the_lm = lm("anthropic/claude-sonnet-4-5", prompt_cache=object())
     assert cache_options(on_the_lm, Route("native", "anthropic"), {}, True, "k") == NOTHING
+
+
+@pytest.mark.parametrize("model", ["gpt-4.1", "openai/gpt-4.1-2025-04-14", "gpt-5", "gpt-5.1-codex-max", "gpt-5.4"])
+def test_24h_retention_goes_to_the_models_that_take_it(model):
+    options: dict = {}
+    cache_options(lm(model), Route("litellm", "openai"), options, "24h", "k")
+    assert options == {"prompt_cache_key": "k", "prompt_cache_retention": "24h"}
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "openai/gpt-5-mini", "gpt-5.6", "gpt-4.1-nano"])
+def test_24h_retention_is_dropped_with_one_warning_where_the_model_refuses_it(model, caplog):
+    for _ in range(2):
+        options: dict = {}
+        cache_options(lm(model), Route("native", "openai-chat"), options, "24h", "k")
+        assert options == {"prompt_cache_key": "k"}
+    warned = [r.getMessage() for r in caplog.records if "prompt_cache_retention" in r.getMessage()]
+    assert len(warned) == 1 and repr(model) in warned[0]
 
 
 def test_marks_never_go_on_an_empty_text():
