@@ -38,6 +38,23 @@ def test_routes_that_refuse_or_ignore_the_fields_get_nothing(model, route):
     assert options == {}
 
 
+@pytest.mark.parametrize("route", [Route("native", "openai-chat"), Route("litellm", "openai")])
+@pytest.mark.parametrize("base", ["http://localhost:8000/v1", "http://10.0.0.5:11434/v1"])
+def test_a_server_of_your_own_serving_an_openai_name_gets_nothing(route, base):
+    options: dict = {}
+    assert cache_options(lm("openai/gpt-oss-120b", api_base=base), route, options, "24h", "k") == NOTHING
+    assert options == {}
+
+
+@pytest.mark.parametrize("base", ["https://api.openai.com/v1", "http://localhost:4000"])  # a LiteLLM proxy
+def test_openai_models_at_openai_or_a_proxy_still_get_the_key(base):
+    options: dict = {}
+    cache_options(
+        lm("openai/gpt-4.1", api_base="https://api.openai.com/v1"), Route("litellm", "openai"), options, True, "k"
+    )
+    assert options == {"prompt_cache_key": "k"}
+
+
 @pytest.mark.parametrize("model", ["bedrock/anthropic.claude-sonnet-4-5-v1:0", "vertex_ai/claude-sonnet-4-5"])
 def test_litellms_bedrock_and_vertex_claude_get_the_marks(model):
     options: dict = {}

@@ -39,6 +39,7 @@ from typing import Any
 
 from dspy.lm15 import CacheConfig
 
+from dspy_imp._routes import local_servers
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.route import Route
 
@@ -66,9 +67,16 @@ def family(lm: Any, route: Route) -> str | None:
     if route.provider == "openrouter":
         rest = model.removeprefix("openrouter/")
         return "openrouter" if rest.startswith(_OPENROUTER_FAMILIES) else None
-    if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name):
+    if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name) and not _open_weights(lm, name):
         return "openai"
     return None
+
+
+def _open_weights(lm: Any, name: str) -> bool:
+    """An open-weight model (``gpt-oss-*``) at a server of your own: OpenAI's API does not serve
+    these names. Another OpenAI name at a local ``api_base`` is taken as a proxy to OpenAI (a LiteLLM
+    proxy) and keeps its fields."""
+    return name.startswith("gpt-oss") and local_servers.reads_reasoning_back(lm)
 
 
 def rereads_messages_on_choice(model: str) -> bool:
