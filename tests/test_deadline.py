@@ -7,6 +7,7 @@ scripted reply) moves the clock ``SLOW`` seconds. No margin depends on the machi
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -421,3 +422,15 @@ def test_a_deadline_reaches_dspy_parallel_threads_and_never_extends_an_outer_one
             "deadline_exceeded",
         )
     assert len(lm.requests) == 2  # one step each; nothing after the deadline
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["no-deadline", "deadline"])
+def test_the_users_lm_history_holds_every_request_under_a_deadline(run, bounded):
+    # Under a deadline the requests go through a copy without DSPy's retries; its entries are the LM's.
+    lm = ScriptedLM([reply(calls=[call("look", {"where": "shelf"}, id="c1")]), reply("found")], num_retries=3)
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=30) if bounded else contextlib.nullcontext():
+        pred = run(agent, intent="hello")
+    assert pred.metadata.termination_reason == "answered"
+    assert len(lm.requests) == 2
+    assert len(lm.history) == 2

@@ -618,5 +618,7 @@ def test_a_failing_host_hook_ends_a_durable_turn_as_the_plain_one(run: Any) -> N
         == str(plain.reason)
         == "`context.counter` returned None, not a token count (a number >= 0)"
     )
+    assert str(recorded) == str(plain) and recorded.hook == plain.hook == ""  # a host hook's, not the model's
+    assert str(recorded).startswith("ReActV2 turn stopped: a host hook failed (not the model): ")
     assert _timeless(recorded.history) == _timeless(plain.history)
     assert [r["result"] for r in _timeless(plain.history)[0]["tool_call_results"]] == [{"seen": "shelf"}]

@@ -275,3 +275,10 @@ def test_an_example_without_expected_calls_is_a_clear_error(run):
     pred = recorded("right", run)
     with pytest.raises(ConfigurationError, match="the example has no 'expected_calls' field"):
         evals.ToolTrajectory().verdict(dspy.Example(ticket=TICKET).with_inputs("ticket"), pred)
+
+
+def test_answer_refuses_a_module_that_is_not_a_judge_as_match():
+    # Called as ``match(actual, expected)``, such a module raised TypeError at every score.
+    with pytest.raises(ConfigurationError, match=r"`match` takes a dspy\.Module only as a dspy_imp\.evals\.Judge"):
+        evals.Answer("reply", match=dspy.Predict("question -> answer"))
+    assert isinstance(evals.Answer("reply", match=evals.Judge()).match, evals.Judge)

@@ -72,6 +72,7 @@ def chat_attributes(number: int, kind: str, usage: tuple[int, int], finish: str)
         ga.GEN_AI_USAGE_INPUT_TOKENS: usage[0],
         ga.GEN_AI_USAGE_OUTPUT_TOKENS: usage[1],
         ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 0,
+        ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 0,
         ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 0,
         "dspy_imp.request.kind": kind,
     }
@@ -98,6 +99,7 @@ def agent_attributes(name: str, usage: tuple[int, int], **ending: Any) -> dict[s
         ga.GEN_AI_USAGE_INPUT_TOKENS: usage[0],
         ga.GEN_AI_USAGE_OUTPUT_TOKENS: usage[1],
         ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 0,
+        ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 0,
         ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: 0,
         **ending,
     }
@@ -246,6 +248,7 @@ def test_a_failed_turn_is_an_error_agent_span_over_error_request_spans(spans, ru
         assert request.status.status_code is StatusCode.ERROR
         assert request.attributes[ERROR_TYPE] == "LMServerError"
         assert ga.GEN_AI_RESPONSE_MODEL not in request.attributes
+        assert ga.GEN_AI_USAGE_INPUT_TOKENS not in request.attributes  # no usage, not 0
 
 
 def test_content_is_captured_only_when_asked_redacted_and_without_media_bytes(run):
@@ -317,6 +320,12 @@ def test_the_client_metrics_carry_the_conventions_attributes(run):
     (duration,) = found[gm.GEN_AI_CLIENT_OPERATION_DURATION].data.data_points
     assert dict(duration.attributes) == base and duration.count == 1
     assert found[gm.GEN_AI_CLIENT_OPERATION_DURATION].unit == "s"
+    # The conventions' explicit bucket boundaries, not the SDK's defaults (made for milliseconds).
+    assert list(duration.explicit_bounds) == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
+                                              10.24, 20.48, 40.96, 81.92]  # fmt: skip
+    (point, *_) = found[gm.GEN_AI_CLIENT_TOKEN_USAGE].data.data_points
+    assert list(point.explicit_bounds) == [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576,
+                                           4194304, 16777216, 67108864]  # fmt: skip
 
 
 def test_a_conversation_id_labels_the_turn_and_its_requests(spans, run):

@@ -38,6 +38,23 @@ def test_routes_that_refuse_or_ignore_the_fields_get_nothing(model, route):
     assert options == {}
 
 
+@pytest.mark.parametrize("route", [Route("native", "openai-chat"), Route("litellm", "openai")])
+@pytest.mark.parametrize("base", ["http://localhost:8000/v1", "http://10.0.0.5:11434/v1"])
+def test_a_server_of_your_own_serving_an_openai_name_gets_nothing(route, base):
+    options: dict = {}
+    assert cache_options(lm("openai/gpt-oss-120b", api_base=base), route, options, "24h", "k") == NOTHING
+    assert options == {}
+
+
+@pytest.mark.parametrize("base", ["https://api.openai.com/v1", "http://localhost:4000"])  # a LiteLLM proxy
+def test_openai_models_at_openai_or_a_proxy_still_get_the_key(base):
+    options: dict = {}
+    cache_options(
+        lm("openai/gpt-4.1", api_base="https://api.openai.com/v1"), Route("litellm", "openai"), options, True, "k"
+    )
+    assert options == {"prompt_cache_key": "k"}
+
+
 @pytest.mark.parametrize("model", ["bedrock/anthropic.claude-sonnet-4-5-v1:0", "vertex_ai/claude-sonnet-4-5"])
 def test_litellms_bedrock_and_vertex_claude_get_the_marks(model):
     options: dict = {}
@@ -66,10 +83,27 @@ def test_on_bedrock_litellm_turns_the_marks_into_cache_points():
 
 def test_a_users_own_cache_settings_win():
     own_key: dict = {"prompt_cache_key": "mine"}
-    assert cache_options(lm("openai/gpt-4o"), Route("litellm", "openai"), own_key, "24h", "k") == NOTHING
+    assert cache_options(lm("openai/gpt-4.1"), Route("litellm", "openai"), own_key, "24h", "k") == NOTHING
     assert own_key == {"prompt_cache_key": "mine", "prompt_cache_retention": "24h"}
     on_the_lm = lm("anthropic/claude-sonnet-4-5", prompt_cache=object())
     assert cache_options(on_the_lm, Route("native", "anthropic"), {}, True, "k") == NOTHING
+
+
+@pytest.mark.parametrize("model", ["gpt-4.1", "openai/gpt-4.1-2025-04-14", "gpt-5", "gpt-5.1-codex-max", "gpt-5.4"])
+def test_24h_retention_goes_to_the_models_that_take_it(model):
+    options: dict = {}
+    cache_options(lm(model), Route("litellm", "openai"), options, "24h", "k")
+    assert options == {"prompt_cache_key": "k", "prompt_cache_retention": "24h"}
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "openai/gpt-5-mini", "gpt-5.6", "gpt-4.1-nano"])
+def test_24h_retention_is_dropped_with_one_warning_where_the_model_refuses_it(model, caplog):
+    for _ in range(2):
+        options: dict = {}
+        cache_options(lm(model), Route("native", "openai-chat"), options, "24h", "k")
+        assert options == {"prompt_cache_key": "k"}
+    warned = [r.getMessage() for r in caplog.records if "prompt_cache_retention" in r.getMessage()]
+    assert len(warned) == 1 and repr(model) in warned[0]
 
 
 def test_marks_never_go_on_an_empty_text():

@@ -203,6 +203,8 @@ def test_a_failing_context_counter_ends_the_turn_with_step_error_and_the_history
     assert step["intent"] == "pay 5"
     assert [(r["id"], r["result"]) for r in step["tool_call_results"]] == [("p1", "paid 5")]
     assert error.usage is not None and error.usage.total_requests == 1
+    assert "no model response" not in str(error) and str(error).startswith("ReActV2 turn stopped: ")
+    assert ".<locals>.count' failed (not the model)" in str(error) or "a host hook failed" in str(error)
     if isinstance(error.reason, TypeError):
         assert str(error.reason).startswith("`context.counter` returned ")
         assert str(error.reason).endswith(", not a token count (a number >= 0)")
@@ -237,6 +239,8 @@ def test_a_tool_policy_raising_a_librarys_base_exception_ends_the_turn_with_step
     with dspy.context(lm=lm), pytest.raises(dspy_imp.StepError) as caught:
         run(agent, intent="pay")
     assert isinstance(caught.value.reason, LibraryStop)
+    assert str(caught.value).startswith("ReActV2 turn stopped: host hook 'test_a_tool_policy_raising_a_librarys")
+    assert ".<locals>.policy' failed (not the model): " in str(caught.value)
     assert payments.paid == [5]
     [first, *_] = caught.value.history.messages
     assert [(r["id"], r["result"]) for r in first["tool_call_results"]] == [("p1", "paid 5")]

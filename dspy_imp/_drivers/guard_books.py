@@ -28,7 +28,7 @@ from typing import Any
 
 import dspy
 
-from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording
+from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording, unretried
 from dspy_imp._records import clock
 from dspy_imp._records.kinds import TerminationCause
 from dspy_imp._records.scoped import scoped
@@ -79,7 +79,7 @@ class Gate:
             if not isinstance(getattr(lm, "_engine_spec", "auto"), str):
                 options.pop("timeout", None)  # a custom engine owns its connection and timeouts
             if getattr(lm, "num_retries", None):
-                sender = lm.copy(num_retries=0)  # DSPy's retries would sleep past the deadline
+                sender = unretried(lm)  # DSPy's retries would sleep past the deadline
         if history_disabled():
             sender = quiet(sender)
         return slot, sender, options, seconds

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
 
 HISTORY_ATTRIBUTE = "dspy_imp_history"
 _STOPS = (KeyboardInterrupt, SystemExit, GeneratorExit)
@@ -43,3 +46,16 @@ def attach_history(error: BaseException, history: Any) -> None:
     if getattr(error, HISTORY_ATTRIBUTE, None) is None:
         with contextlib.suppress(AttributeError, TypeError):  # an exception class with __slots__
             setattr(error, HISTORY_ATTRIBUTE, history)
+
+
+def host_hook(error: BaseException) -> str:
+    """The host function ``error`` came from, for a message that names it (``'my_counter'``): the
+    first frame outside ``dspy_imp`` after the last one inside, else ``""`` (dspy_imp refused its answer)."""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    inside = [i for i, f in enumerate(frames) if str(Path(f.f_code.co_filename).resolve()).startswith(_PACKAGE)]
+    if inside and inside[-1] + 1 < len(frames):
+        return repr(frames[inside[-1] + 1].f_code.co_qualname)
+    return ""

@@ -49,6 +49,16 @@ def quiet(lm: Any) -> Any:
     return silent
 
 
+def unretried(lm: Any) -> Any:
+    """``lm`` without DSPy's retries (under a deadline the machine retries while time remains), its
+    history entries still reaching ``lm.history`` (and so ``dspy.inspect_history`` on the user's
+    LM): ``BaseLM.copy`` gives the copy a new list; DSPy only appends to and pops from it in place."""
+    sender = lm.copy(num_retries=0)
+    if isinstance(getattr(lm, "history", None), list):
+        sender.history = lm.history
+    return sender
+
+
 def _to_recorders(entry: dict[str, Any]) -> None:
     for module in dspy.settings.caller_modules or ():
         if isinstance(module, Recorder):

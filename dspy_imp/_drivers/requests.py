@@ -23,7 +23,7 @@ from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange, 
 from dspy_imp._drivers.finetune import attach
 from dspy_imp._drivers.job import Job
 from dspy_imp._drivers.predicted import reply_from_prediction
-from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording
+from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording, unretried
 from dspy_imp._prompt.guidance import tool_listing
 from dspy_imp._prompt.render import transcript
 from dspy_imp._prompt.signature import make_extraction_signature
@@ -170,7 +170,7 @@ def _pin_lm(
         config.pop("timeout", None)  # a custom engine owns its connection and timeouts
     if no_retries and getattr(lm, "_engine_spec", None) == "litellm":
         warm_litellm()
-    pinned = lm.copy(num_retries=0) if no_retries and getattr(lm, "num_retries", None) else None
+    pinned = unretried(lm) if no_retries and getattr(lm, "num_retries", None) else None
     pinned = pinned or (lm if model else None)
     if history_disabled():  # usage and the finish reason are still read (``recorder``)
         return config, quiet(pinned or lm)

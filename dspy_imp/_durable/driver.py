@@ -338,6 +338,7 @@ def _concluded(program: ReActV2, turn: Turn, outcome: Ending | Failure) -> dict[
             "failure": encode_error(reason),
             "history": encode_value(failed.history),
             "usage": encode_value(failed.usage),
+            "hook": failed.hook,
         }
 
 
@@ -358,6 +359,7 @@ def conclusion(result: dict[str, Any]) -> Prediction:
         raise stop
     if "failure" in result:
         error = decode_error(result["failure"])
-        raise StepError(error, decode_value(result["history"]), usage=decode_value(result["usage"])) from error
+        history, usage = decode_value(result["history"]), decode_value(result["usage"])
+        raise StepError(error, history, usage=usage, hook=result.get("hook")) from error
     prediction: Prediction = decode_value(result["prediction"])
     return prediction

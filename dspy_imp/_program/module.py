@@ -11,7 +11,7 @@ from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
-from dspy_imp._drivers.interrupts import attach_history, tool_failure
+from dspy_imp._drivers.interrupts import attach_history, host_hook, tool_failure
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
@@ -353,7 +353,7 @@ class ReActV2(dspy.Module):
             # A missing API key is one line naming the variable; its chain (DSPy's and lm15's
             # copies of the same sentence) would bury it, and nothing was sent. `reason` keeps it.
             cause = None if is_missing_credentials(outcome.error) else outcome.error
-            raise StepError(outcome.error, history, usage=usage) from cause
+            raise StepError(outcome.error, history, usage=usage, hook=outcome.hook) from cause
         history = make_history(turn.entries)
         metadata = Metadata(
             history=history,
@@ -388,4 +388,4 @@ def escaped(program: Any, turn: Turn, error: BaseException) -> Failure:
         attach_history(error, make_history(turn.resumable_entries()))
         trace_stop(program, error)
         raise error
-    return Failure(error)
+    return Failure(error, hook=host_hook(error))

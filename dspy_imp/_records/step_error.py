@@ -25,13 +25,23 @@ class StepError(Exception):
             that ran, with its result. Pass it back as ``history=`` to resume the turn.
         usage: What the turn's requests used up to the failure (a ``dspy_imp.Usage``), or
             ``None`` when the error was not raised by a turn.
+        hook: When the error is host code's, not the model's (``tool_policy``, ``finish_on``, a
+            renderer, the context counter...): the failing function's name (``"'my_counter'"``),
+            or ``""`` where dspy_imp refused what it returned; ``None`` otherwise.
     """
 
-    def __init__(self, reason: BaseException | str, history: dspy.History, usage: Usage | None = None):
+    def __init__(
+        self, reason: BaseException | str, history: dspy.History, usage: Usage | None = None, hook: str | None = None
+    ):
         self.reason = reason
         self.history = history
         self.usage = usage
-        super().__init__(f"ReActV2 turn got no model response: {describe_reason(reason)}")
+        self.hook = hook
+        if hook is None:
+            super().__init__(f"ReActV2 turn got no model response: {describe_reason(reason)}")
+        else:
+            who = f"host hook {hook}" if hook else "a host hook"
+            super().__init__(f"ReActV2 turn stopped: {who} failed (not the model): {describe_reason(reason)}")
 
     def __repr__(self) -> str:
         count = len(self.history.messages)
@@ -39,4 +49,4 @@ class StepError(Exception):
         return f"StepError(reason={describe_reason(self.reason)!r}, history: {count} {noun})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (picklable(self.reason), self.history, self.usage))
+        return (type(self), (picklable(self.reason), self.history, self.usage, self.hook))

@@ -15,7 +15,9 @@ to a warm cache by a key. Per route, with ``prompt_cache`` on:
 - **OpenRouter**'s Claude and Gemini models: the same two marks in the content parts (OpenRouter
   passes them through); natively, the ``_routes.chat_extras`` writer adds them.
 - **OpenAI** models (Chat Completions and the Responses API): ``prompt_cache_key`` from the
-  conversation (``conversation_key``), and ``prompt_cache_retention="24h"`` for ``"24h"``.
+  conversation (``conversation_key``), and ``prompt_cache_retention="24h"`` for ``"24h"`` where
+  the model takes it (``model_facts``: ``takes_cache_retention``); elsewhere it is dropped, with
+  one warning per model (gpt-4o-mini and gpt-5-mini refuse it: every request would fail).
 - **Nothing** to Gemini (implicit caching), DeepSeek (automatic), Groq, a server of your own,
   Gemini's OpenAI-compatible endpoint, or a custom engine: they refuse or ignore the fields.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -36,9 +39,11 @@ from typing import Any
 
 from dspy.lm15 import CacheConfig
 
+from dspy_imp._routes import local_servers
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.route import Route
 
+logger = logging.getLogger(__name__)
 _ANTHROPIC_ROUTES = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_ai"})
 _OPENAI_ROUTES = frozenset({"openai", "openai-chat", "openai-responses"})
 # OpenAI's own model names (a server of your own or Gemini's compatible endpoint also use ``openai/``).
@@ -62,9 +67,16 @@ def family(lm: Any, route: Route) -> str | None:
     if route.provider == "openrouter":
         rest = model.removeprefix("openrouter/")
         return "openrouter" if rest.startswith(_OPENROUTER_FAMILIES) else None
-    if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name):
+    if route.provider in _OPENAI_ROUTES and _OPENAI_MODEL.match(name) and not _open_weights(lm, name):
         return "openai"
     return None
+
+
+def _open_weights(lm: Any, name: str) -> bool:
+    """An open-weight model (``gpt-oss-*``) at a server of your own: OpenAI's API does not serve
+    these names. Another OpenAI name at a local ``api_base`` is taken as a proxy to OpenAI (a LiteLLM
+    proxy) and keeps its fields."""
+    return name.startswith("gpt-oss") and local_servers.reads_reasoning_back(lm)
 
 
 def rereads_messages_on_choice(model: str) -> bool:
@@ -115,11 +127,27 @@ def cache_options(lm: Any, route: Route, options: dict[str, Any], setting: bool 
         if "prompt_cache_key" not in options and "prompt_cache_key" not in (getattr(lm, "kwargs", None) or {}):
             options["prompt_cache_key"] = key
         if ttl == "24h":
-            options.setdefault("prompt_cache_retention", "24h")
+            _retention(lm, options)
         return NOTHING
     if kin == "anthropic" and route.engine == "native":
         return Caching(native=CacheConfig(prefix="history", retention="long" if ttl in ("1h", "24h") else None))
     return Caching(mark=cache_mark(ttl))  # natively to OpenRouter, the ``chat_extras`` writer places it
+
+
+def _retention(lm: Any, options: dict[str, Any]) -> None:
+    model = str(getattr(lm, "model", ""))
+    if model_facts(model).takes_cache_retention:
+        options.setdefault("prompt_cache_retention", "24h")
+    elif model not in _WARNED:
+        _WARNED.add(model)
+        logger.warning(
+            "dspy_imp: prompt_cache='24h' sends no prompt_cache_retention to %r: the model does not take it "
+            "(dspy_imp.register_model_facts(..., ModelFacts(takes_cache_retention=True)) if it does)",
+            model,
+        )
+
+
+_WARNED: set[str] = set()
 
 
 def native_cache(lm: Any, caching: Caching, messages: Sequence[Mapping[str, Any]]) -> CacheConfig | None:

@@ -1,6 +1,6 @@
 """What a model accepts that neither DSPy nor the request says: one table, matched by model name.
 
-Three facts, each a 400 from the provider when the loop gets it wrong (sources in
+Four facts, each a 400 from the provider when the loop gets it wrong (sources in
 ``docs/providers.md``, "Per-model facts"):
 
 - ``refuses_forced_tool_choice``: ``tool_choice`` ``any``/``tool`` (DSPy's ``"required"`` or a
@@ -14,6 +14,8 @@ Three facts, each a 400 from the provider when the loop gets it wrong (sources i
   tools, earlier messages). Requests that replay such blocks ask for
   ``thinking.block_binding.prefix_mismatch_behavior: "drop_block"`` where the route can carry it,
   and the loop keeps the prefix intact where it can (the forced ``submit`` keeps the tool list).
+- ``takes_cache_retention``: OpenAI's ``prompt_cache_retention: "24h"`` is accepted. Other models
+  (gpt-4o-mini, gpt-5-mini) refuse it; ``prompt_cache="24h"`` sends it only where this is set.
 
 A pattern is a regular expression searched in the *normalized* model name: lower case, the
 last ``/`` segment (``openrouter/anthropic/claude-fable-5.1`` -> ``claude-fable-5.1``), dots as
@@ -38,14 +40,16 @@ class ModelFacts:
         refuses_forced_tool_choice: A forced ``tool_choice`` (``"required"``, a named tool) gets a 400.
         adaptive_only_thinking: ``thinking`` ``enabled``/``disabled`` gets a 400; ``adaptive`` only.
         binds_thinking: Replayed thinking blocks are bound to the prefix before them.
+        takes_cache_retention: OpenAI's ``prompt_cache_retention: "24h"`` is accepted.
     """
 
     refuses_forced_tool_choice: bool = False
     adaptive_only_thinking: bool = False
     binds_thinking: bool = False
+    takes_cache_retention: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("refuses_forced_tool_choice", "adaptive_only_thinking", "binds_thinking"):
+        for name in ("refuses_forced_tool_choice", "adaptive_only_thinking", "binds_thinking", "takes_cache_retention"):
             value = getattr(self, name)
             if not isinstance(value, bool):  # "no" is truthy: it would declare the fact
                 raise ConfigurationError(f"`ModelFacts.{name}` must be True or False, got {value!r}")
@@ -54,6 +58,9 @@ class ModelFacts:
 NOTHING_SPECIAL = ModelFacts()
 _CLAUDE_5_1 = ModelFacts(refuses_forced_tool_choice=True, adaptive_only_thinking=True, binds_thinking=True)
 
+_RETAINS = ModelFacts(takes_cache_retention=True)
+_SNAPSHOT = r"(-\d{4}-\d{2}-\d{2})?$"  # gpt-4.1-2025-04-14 (normalized: gpt-4-1-2025-04-14)
+
 # (pattern, facts). "5-[1-9](?!\d)": a minor version, never a snapshot date (claude-fable-5-20260601).
 BUILT_IN: tuple[tuple[str, ModelFacts], ...] = (
     (r"claude-fable-5-[1-9](?!\d)", _CLAUDE_5_1),
@@ -61,6 +68,18 @@ BUILT_IN: tuple[tuple[str, ModelFacts], ...] = (
     (r"claude-opus-5-5(?!\d)", _CLAUDE_5_1),
     (r"claude-sonnet-5-5(?!\d)", _CLAUDE_5_1),
     (r"claude-haiku-5-5(?!\d)", ModelFacts(binds_thinking=True)),
+    # Extended prompt cache retention, "available for the following models" (Azure OpenAI's
+    # prompt-caching guide, learn.microsoft.com/azure/foundry/openai/how-to/prompt-caching, the same
+    # list as OpenAI's developers.openai.com/api/docs/guides/prompt-caching): gpt-5.4, gpt-5.3-codex,
+    # gpt-5.2, gpt-5.1(-codex, -codex-max, -codex-mini, -chat), gpt-5(-codex), gpt-4.1; a dated
+    # snapshot of each. Not their -mini/-nano siblings, not gpt-4o. From gpt-5.5 on, "24h" is the
+    # only retention and the default (OpenAI's API reference), so nothing needs sending there.
+    (r"^gpt-5-4" + _SNAPSHOT, _RETAINS),
+    (r"^gpt-5-3-codex" + _SNAPSHOT, _RETAINS),
+    (r"^gpt-5-2" + _SNAPSHOT, _RETAINS),
+    (r"^gpt-5-1(-codex(-max|-mini)?|-chat(-latest)?)?" + _SNAPSHOT, _RETAINS),
+    (r"^gpt-5(-codex)?" + _SNAPSHOT, _RETAINS),
+    (r"^gpt-4-1" + _SNAPSHOT, _RETAINS),
 )
 
 _registered: list[tuple[re.Pattern[str], ModelFacts]] = []

@@ -198,9 +198,11 @@ class Ending:
 
 @dataclass(frozen=True)
 class Failure:
-    """The turn got no model response; becomes a ``StepError``."""
+    """The turn got no model response, or host code (``hook``: the function's name) failed; becomes
+    a ``StepError``."""
 
     error: BaseException
+    hook: str | None = None
 
 
 Effect = (

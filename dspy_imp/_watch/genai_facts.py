@@ -57,6 +57,9 @@ _PROVIDERS = {
 }
 
 _INSTRUMENTS: dict[int, tuple[Any, Any]] = {}
+# The bucket boundaries the OpenTelemetry GenAI semantic conventions give each histogram.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+TOKEN_BUCKETS = tuple(float(4**n) for n in range(14))  # 1, 4, 16, ... 67108864
 
 
 def reset_instruments() -> None:
@@ -68,8 +71,19 @@ def instruments(meter_provider: Any) -> tuple[Any, Any]:
     key = id(meter_provider)
     if key not in _INSTRUMENTS:
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-        tokens = gen_ai_metrics.create_gen_ai_client_token_usage(meter)
-        _INSTRUMENTS[key] = (tokens, gen_ai_metrics.create_gen_ai_client_operation_duration(meter))
+        tokens = meter.create_histogram(
+            name=gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE,
+            description="Number of input and output tokens used.",
+            unit="{token}",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        duration = meter.create_histogram(
+            name=gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION,
+            description="GenAI operation duration.",
+            unit="s",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        _INSTRUMENTS[key] = (tokens, duration)
     return _INSTRUMENTS[key]
 
 

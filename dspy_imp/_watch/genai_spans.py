@@ -202,11 +202,12 @@ class TurnSpans:
         )
         if isinstance(outcome, Reply) and outcome.finish_reason:
             learned[ga.GEN_AI_RESPONSE_FINISH_REASONS] = [outcome.finish_reason]
-        used = getattr(outcome, "usage", ()) or ()
+        used = () if isinstance(outcome, Failed) else getattr(outcome, "usage", ()) or ()  # a failure: none, not 0
         tokens = {
             ga.GEN_AI_USAGE_INPUT_TOKENS: sum(u.input_tokens for u in used),
             ga.GEN_AI_USAGE_OUTPUT_TOKENS: sum(u.output_tokens for u in used),
             ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: sum(u.cached_tokens for u in used),
+            ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: sum(u.cache_write_tokens for u in used),
             ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: sum(u.reasoning_tokens for u in used),
         }
         span.set_attributes({**learned, **(tokens if used else {})})
@@ -268,6 +269,7 @@ class TurnSpans:
                     ga.GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
                     ga.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
                     ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cached_tokens,
+                    ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_write_tokens,
                     ga.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.reasoning_tokens,
                     **facts.present({"dspy_imp.usage.cost": usage.cost}),
                 }

@@ -231,6 +231,10 @@ class Answer(Metric):
             raise ConfigurationError(f"`field` must be an output field's name, got {field!r}")
         if not (match == "exact" or callable(match)):
             raise ConfigurationError(f"`match` must be 'exact', a function or a dspy_imp.evals.Judge, got {match!r}")
+        if isinstance(match, dspy.Module) and not isinstance(match, Judge):  # called as fn(actual, expected): TypeError
+            raise ConfigurationError(
+                f"`match` takes a dspy.Module only as a dspy_imp.evals.Judge (or wrap it in a function), got {match!r}"
+            )
         super().__init__(name=name or f"answer.{field}")
         self.field = field
         self.match = match

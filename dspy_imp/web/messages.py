@@ -18,6 +18,7 @@ from typing import Any
 import dspy
 from ag_ui.core import AssistantMessage, FunctionCall, ReasoningMessage, ToolCall, ToolMessage, UserMessage
 
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._turn.guardrails import OUTPUT_GUARDRAIL_KIND
 from dspy_imp.web._inputs import inputs_from_text, inputs_text
@@ -111,10 +112,24 @@ def from_messages(
     """The history entries of AG-UI messages, and the inputs of a trailing user message (the new turn).
 
     Messages ``to_messages`` wrote come back as the entries they were made from.
+
+    Raises:
+        ConfigurationError: ``messages`` is not a list, or a message is malformed (naming it,
+            ``messages[3]``, and the field where it is known, ``messages[3].content``).
     """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise ConfigurationError(f"`messages` must be a list of AG-UI messages, got {type(messages).__name__}")
     reader = _Reader(signature)
-    for message in messages:
-        reader.read(message)
+    for index, message in enumerate(messages):
+        reader.field = ""
+        try:
+            reader.read(message)
+        except ConfigurationError as bad:
+            raise ConfigurationError(f"`messages[{index}]{reader.field}`: {bad}") from None
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as bad:
+            raise ConfigurationError(
+                f"`messages[{index}]{reader.field}` is malformed ({type(bad).__name__}: {bad}), got {message!r:.200}"
+            ) from None
     return reader.entries, reader.inputs
 
 
@@ -125,14 +140,17 @@ class _Reader:
         self.inputs: dict[str, Any] = {}
         self.thought: str | None = None
         self.exact: set[str] = set()  # results already inside an entry read from metadata
+        self.field = ""  # the part of the message being read, for an error naming it
 
     def read(self, message: Any) -> None:
         role = getattr(message, "role", None)
-        meta = (getattr(message, "metadata", None) or {}).get(_KEY) or {}
+        self.field = ".metadata"
+        meta = _mapping((getattr(message, "metadata", None) or {}).get(_KEY) or {})
+        self.field = ".content"
         if role == "user":
             self._user(message, meta)
         elif role == "reasoning":
-            self.thought = message.content
+            self.thought = _string(message.content) or None
         elif role == "assistant":
             self._assistant(message, meta)
         elif role == "tool":
@@ -150,6 +168,7 @@ class _Reader:
     def _assistant(self, message: Any, meta: Mapping[str, Any]) -> None:
         entry = meta.get("entry")
         if isinstance(entry, Mapping):
+            self.field = ".metadata"
             step = dict(load_history({"messages": [dict(entry)]}).messages[0])
             self.exact |= {r["id"] for r in step.get("tool_call_results") or []}
         else:
@@ -158,30 +177,39 @@ class _Reader:
         self.inputs, self.thought = {}, None
 
     def _read_step(self, message: Any) -> dict[str, Any]:
+        self.field = ".tool_calls"
         calls = [
             {"id": c.id, "name": c.function.name, "args": _parsed(c.function.arguments)}
             for c in message.tool_calls or []
         ]
         if not calls:
             output = next(iter(self.signature.output_fields))
-            return {output: message.content or ""}
+            self.field = ".content"
+            return {output: _string(message.content)}
         step: dict[str, Any] = {"tool_calls": calls, "tool_call_results": []}
-        thought = message.content or self.thought
+        self.field = ".content"
+        thought = _string(message.content) or self.thought
         if thought:
             step["next_thought"] = thought
         return step
 
     def _tool(self, message: Any) -> None:
+        self.field = ".tool_call_id"
+        if not isinstance(message.tool_call_id, str):
+            raise ConfigurationError(f"must be a string, got {message.tool_call_id!r:.100}")
         if message.tool_call_id in self.exact or not self.entries:
             return
         step = self.entries[-1]
         names = {c["id"]: c.get("name") for c in step.get("tool_calls") or []}
+        self.field = ".error"
+        error = None if message.error is None else _string(message.error)
+        self.field = ".content"
         step.setdefault("tool_call_results", []).append(
             {
                 "id": message.tool_call_id,
                 "name": names.get(message.tool_call_id),
-                "result": message.error or _text(message),
-                "error": message.error is not None,
+                "result": error or _text(message),
+                "error": error is not None,
                 "returned_at": "",
             }
         )
@@ -191,10 +219,30 @@ def _text(message: Any) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    return "".join(getattr(part, "text", "") or "" for part in content or [])
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        raise ConfigurationError(f"must be a string or a list of parts, got {content!r:.100}")
+    return "".join(_string(getattr(part, "text", "") or "") for part in content)
 
 
-def _parsed(arguments: str) -> Any:
+def _string(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"must be a string, got {value!r:.100}")
+    return value
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"must be a mapping, got {value!r:.100}")
+    return value
+
+
+def _parsed(arguments: Any) -> Any:
+    if not isinstance(arguments, str):
+        return arguments if isinstance(arguments, Mapping) else {}
     try:
         return json.loads(arguments)
     except ValueError:

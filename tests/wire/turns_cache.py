@@ -91,17 +91,19 @@ def _expect_unmarked(bodies: list[Body], outcome: Outcome) -> None:
         assert all((c.cached_tokens, c.cache_write_tokens) == (0, 0) for c in outcome.prediction.metadata.usage.calls)
 
 
-def _key_for(question: str) -> str:
-    return conversation_key("openai/gpt-4o", INSTRUCTIONS, {"question": question})
+def _key_for(question: str, model: str = "openai/gpt-4o") -> str:
+    return conversation_key(model, INSTRUCTIONS, {"question": question})
 
 
-def _expect_key(question: str, retention: str | None = None) -> Callable[[list[Body], Outcome], None]:
+def _expect_key(
+    question: str, retention: str | None = None, model: str = "openai/gpt-4o"
+) -> Callable[[list[Body], Outcome], None]:
     """One ``prompt_cache_key`` on every request, from the conversation's first question (the same
     on every turn of it); OpenAI's automatic cache reads the prefix back from the second request on."""
 
     def expect(bodies: list[Body], outcome: Outcome) -> None:
         answered("Sunny and 14:05.")(outcome)
-        assert [b.get("prompt_cache_key") for b in bodies] == [_key_for(question)] * 3
+        assert [b.get("prompt_cache_key") for b in bodies] == [_key_for(question, model)] * 3
         assert [b.get("prompt_cache_retention") for b in bodies] == [retention] * 3
         assert all("cache_control" not in str(b) for b in bodies)
         reads = [c.cached_tokens for c in outcome.prediction.metadata.usage.calls]
@@ -244,7 +246,17 @@ CACHE: list[Scenario] = [
         "openai_cache_extended_retention",
         "openai",
         _chat_script(),
-        _expect_key(BRIEFING, "24h"),
+        _expect_key(BRIEFING, "24h", "openai/gpt-4.1"),
+        model="openai/gpt-4.1",  # a model that takes it (``model_facts``: gpt-4o refuses it)
+        agent={"prompt_cache": "24h"},
+        inputs=LONG,
+    ),
+    Scenario(  # gpt-4o-mini refuses "24h" retention: the key alone goes out
+        "openai_cache_no_retention_where_refused",
+        "openai",
+        _chat_script(),
+        _expect_key(BRIEFING, model="openai/gpt-4o-mini"),
+        model="openai/gpt-4o-mini",
         agent={"prompt_cache": "24h"},
         inputs=LONG,
     ),
