@@ -243,8 +243,8 @@ async def test_a_user_lists_reads_renames_and_deletes_only_their_own_conversatio
         )
         chat = {"id": "a1", "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
         refused_chat = await c.post("/api/chat", json=chat, headers={"x-user": "bob"})
-    assert "RUN_ERROR" in refused.text and "another user" in refused.text
-    assert "another user" in refused_chat.text
+    assert "no conversation 'a1'" in refused.text and "no conversation 'a1'" in refused_chat.text
+    assert "another user" not in refused.text + refused_chat.text
     waiting = (await store.load("a1")).history.messages[-1]
     assert waiting["tool_calls"][0]["id"] == "c9" and waiting["tool_call_results"] == []  # alice's, unanswered
 

@@ -276,10 +276,10 @@ async def test_auth_names_the_user_and_a_conversation_is_its_starters(sync: bool
     assert paused[-1]["outcome"]["type"] == "interrupt"
     assert stolen[-1] == {
         "type": "RUN_ERROR",
-        "message": "PermissionError: conversation 't1' belongs to another user",
+        "message": "PermissionError: no conversation 't1'",
         "code": "PermissionError",
     }
-    assert vercel_parts(chat.text)[-1]["errorText"] == "PermissionError: conversation 't1' belongs to another user"
+    assert vercel_parts(chat.text)[-1]["errorText"] == "PermissionError: no conversation 't1'"
     assert resumed[-1]["result"]["termination_reason"] == "finished_by_tool"
     assert lm.remaining == 0
 

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("dspy_imp.web").setLevel(logging.INFO)
     module, agent = _load(options.agent)
+    _check_agent(options.agent, agent)
     _choose_lm(module, agent, options.model)
 
     import uvicorn
@@ -73,6 +74,16 @@ def _load(target: str) -> tuple[Any, Any]:
         return module, getattr(module, attribute)
     except AttributeError:
         sys.exit(f"{name} has no attribute {attribute!r}")
+
+
+def _check_agent(target: str, agent: Any) -> None:
+    """Exit with one line unless ``agent`` is what the app serves (a ``ReActV2`` or a ``DurableAgent``)."""
+    from dspy_imp._program.module import ReActV2
+
+    durable = sys.modules.get("dspy_imp.durable")
+    if isinstance(agent, ReActV2) or (durable is not None and isinstance(agent, durable.DurableAgent)):
+        return
+    sys.exit(f"{target} is {type(agent).__name__} {agent!r:.80}: expected a dspy_imp.ReActV2 or a DurableAgent")
 
 
 def _choose_lm(module: Any, agent: Any, model: str | None) -> None:

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp.web._guard import Guard, Refused, read_json
+from dspy_imp.web._guard import Guard, Refused, conversation_id, read_json
 
 
 class Conversations:
@@ -50,6 +50,7 @@ class Conversations:
     async def one(self, request: Request) -> Response:
         key = request.path_params["key"]
         try:
+            conversation_id(key, "id")
             user = await self.guard.user(request)
             if request.method == "PATCH":
                 return await self._rename(key, user, await read_json(request))

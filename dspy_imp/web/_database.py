@@ -99,6 +99,10 @@ class DatabaseStore:
         text = json.dumps(dump_history(conversation.history))  # ASCII escapes: a lone surrogate too
         await self._run(self._save, _key(key), text, conversation.owner)
 
+    async def check(self) -> None:
+        """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
+        await self._run(lambda: None)
+
     # -- the turn lease ------------------------------------------------------------------------
 
     async def claim(self, key: str) -> bool:

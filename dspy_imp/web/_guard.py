@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -52,6 +53,24 @@ class Refused(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse({"error": self.message}, status_code=self.status)
+
+
+MAX_ID = 500
+"""The longest conversation id, in characters (the store's column)."""
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def conversation_id(value: Any, field: str) -> str:
+    """``value`` as a conversation id: a non-empty string of at most ``MAX_ID`` characters with no
+    NUL or other control character; else refused (422) naming ``field``."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ID or _CONTROL.search(value):
+        shown = value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
+        raise Refused(
+            422,
+            f"`{field}` must be a conversation id of 1 to {MAX_ID} characters without control characters, "
+            f"got {shown!r}",
+        )
+    return value
 
 
 def encodable(text: str) -> str:
@@ -91,6 +110,12 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin, host):
             return Refused(403, f"requests from the origin {origin!r} are not allowed")
+        if (
+            scope.get("method") == "DELETE"
+            and headers.get("content-length", "0") == "0"
+            and ("transfer-encoding" not in headers)
+        ):
+            return None  # a DELETE with no body (``curl -X DELETE``) needs no content type
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
             return Refused(415, f"the body must be application/json, got {media or 'no content type'!r}")
@@ -128,9 +153,24 @@ class Guarded:
     def __init__(self, app: ASGIApp, guard: Guard):
         self.app = app
         self.guard = guard
+        self.warned = False
+
+    def _warn_if_open(self, server: Any) -> None:
+        """Once, at the first request: served beyond loopback with no ``auth``, anyone who reaches
+        it may list, read and delete every conversation."""
+        if self.warned or self.guard.auth is not None or not server:
+            return
+        self.warned = True
+        if str(server[0]).lower().strip("[]") not in LOOPBACK:
+            logging.getLogger("dspy_imp.web").warning(
+                "served on %s without `auth=`: anyone who can reach it may list, read and delete every "
+                "conversation (GET /api/conversations); pass auth= to dspy_imp.web.app",
+                server[0],
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            self._warn_if_open(scope.get("server"))
             refused = self.guard.refusal(scope)
             if refused is not None:
                 await refused.response()(scope, receive, send)

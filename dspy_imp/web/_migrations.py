@@ -21,6 +21,18 @@ SCHEMA = "dspy_imp_web_schema"
 _LOCK = 7_205_118_337  # pg_advisory_xact_lock's key for the store's migrations
 
 
+class SchemaTooNew(ConfigurationError):
+    """The database was written by a newer dspy-imp (its schema version is higher than ours)."""
+
+    def __init__(self, found: int, known: int):
+        super().__init__(
+            f"the conversation database is at schema version {found}, newer than this dspy-imp "
+            f"knows ({known}): upgrade dspy-imp"
+        )
+        self.found = found
+        self.known = known
+
+
 def _v1(c: sa.Connection) -> None:
     """Conversations (id, history) and the turn leases."""
     c.execute(
@@ -59,10 +71,7 @@ def migrate(engine: sa.Engine, to: int | None = None) -> int:
             c.execute(sa.text(f"INSERT INTO {SCHEMA} (version) VALUES (0)"))
             version = 0
         if version > len(MIGRATIONS):
-            raise ConfigurationError(
-                f"the conversation database is at schema version {version}, newer than this dspy-imp "
-                f"knows ({len(MIGRATIONS)}): upgrade dspy-imp"
-            )
+            raise SchemaTooNew(version, len(MIGRATIONS))
         for step in range(version, target):
             MIGRATIONS[step](c)
             c.execute(sa.text(f"UPDATE {SCHEMA} SET version = :v"), {"v": step + 1})

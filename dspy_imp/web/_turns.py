@@ -213,14 +213,23 @@ class Runner:
             return
         self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
         self.users[key] = user
-        if not await self._claim(key):
+        try:
+            claimed = await self._claim(key)
+        except Exception as error:  # the store failed (a dropped connection, a refused id): told, and freed
+            self._release(key)
+            yield Ended(error=error)
+            return
+        except BaseException:
+            self._release(key)
+            raise
+        if not claimed:
             self._release(key)
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
         try:
             stored = await self.store.load(key)
             if stored is not None and stored.owner != user:
-                raise PermissionError(f"conversation {key!r} belongs to another user")
+                raise PermissionError(f"no conversation {key!r}")  # as absent as a missing one (REST: 404)
             call = read(stored.history if stored is not None else None)
         except Exception as error:  # refused input, or the store failed: told, never a hung stream
             await self._free(key)
@@ -261,7 +270,10 @@ class Runner:
         self._release(key)
         release = getattr(self.store, "release", None)
         if release is not None:
-            await release(key)
+            try:
+                await release(key)
+            except Exception as error:  # the lease expires by itself; the turn's end is still told
+                _log.logger.warning("conversation %r: its turn lease was not released: %s", key, error)
 
     async def _turn(
         self, key: str, user: str | None, play: asyncio.Task[Any], observe: Callable[[TurnEvent | Ended], None]

@@ -36,8 +36,9 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
-from dspy_imp.web._guard import Guard, Guarded, Refused, encodable, read_json, scrubbed
+from dspy_imp.web._guard import Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
+from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
 from dspy_imp.web.messages import to_messages
@@ -107,7 +108,8 @@ def app(
         *Conversations(runner, guard, program.signature).routes(),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
-    guarded: ASGIApp = Guarded(Starlette(routes=routes), guard)
+    handlers = {SchemaTooNew: _schema_too_new}
+    guarded: ASGIApp = Guarded(Starlette(routes=routes, exception_handlers=handlers), guard)
     if not origins:
         return guarded
     allowed = [o.rstrip("/") for o in origins]
@@ -152,6 +154,9 @@ class _Server:
             await self.guard.user(request)
         except Refused as refused:
             return refused.response()
+        check = getattr(self.runner.store, "check", None)
+        if check is not None:
+            await check()  # a database of a newer schema: 503, as on every route
         signature = self.signature
         named = signature.__name__ not in ("StringSignature", "Signature")
         return JSONResponse(
@@ -185,6 +190,7 @@ class _Server:
         when there is none, a refusal (a ``Response``) when the user is refused or it is another's."""
         key = encodable(request.path_params["key"])
         try:
+            conversation_id(key, "id")
             user = await self.guard.user(request)
         except Refused as refused:
             return key, None, refused.response()
@@ -212,6 +218,7 @@ class _Server:
             user, run_input = await self._user_and(request, RunAgentInput.model_validate)
             tools = [t.model_dump(mode="json") for t in run_input.tools] if run_input.tools is not None else None
             offered = self._offered(tools, "tools", "parameters")
+            conversation_id(run_input.thread_id, "threadId")
         except Refused as refused:
             return refused.response()
         except pydantic.ValidationError as error:
@@ -229,6 +236,7 @@ class _Server:
         try:
             user, body = await self._user_and(request, vercel.checked_request)
             offered = self._offered(body.get("tools"), "tools", "inputSchema")
+            conversation_id(body["id"], "id")
         except Refused as refused:
             return refused.response()
         key = body["id"]
@@ -286,6 +294,13 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
+
+
+async def _schema_too_new(request: Request, error: Exception) -> Response:
+    """A database a newer dspy-imp wrote: the service is unavailable until this one is upgraded."""
+    assert isinstance(error, SchemaTooNew)
+    body = {"error": str(error), "schema": error.found, "supported": error.known}
+    return JSONResponse(body, status_code=503)
 
 
 def _no_conversation(key: str) -> Response:

@@ -1,0 +1,213 @@
+"""The web app when its store fails or refuses: a failed lease claim is told and frees the
+conversation; ids are bounded before they reach a database; a newer schema is a 503 everywhere;
+another user's conversation is a 404 on the streams as on REST; a bodiless DELETE; the CLI's
+refusal of what is not an agent; the warning of an app served openly without ``auth``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from test_web_agui import post
+from web_scenarios import client, paused_script, run_input, support_agent, text_script, with_lm
+
+import dspy_imp
+import dspy_imp.web
+from dspy_imp.web import Conversation
+from dspy_imp.web.__main__ import main
+from dspy_imp.web._turns import MemoryStore
+
+
+class FailingClaims(MemoryStore):
+    """A store double whose lease claim raises the first ``failures`` times (a dropped connection)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.released: list[str] = []
+
+    async def claim(self, key: str) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise sa.exc.OperationalError("INSERT", {}, Exception("server closed the connection"))
+        return True
+
+    async def release(self, key: str) -> None:
+        self.released.append(key)
+
+
+def chat_body(key: str, text: str = "hi") -> dict[str, Any]:
+    return {"id": key, "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+
+async def test_a_failed_claim_is_a_run_error_and_frees_the_conversation() -> None:
+    agent = support_agent()
+    with_lm(agent, text_script())
+    app = dspy_imp.web.app(agent, store=FailingClaims(failures=1))
+    failed = await post(app, run_input("Hello"))
+    assert failed[-1]["type"] == "RUN_ERROR" and "server closed the connection" in failed[-1]["message"]
+    again = await post(app, run_input("Hello", run="r2"))  # not "already running a turn"
+    assert again[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_failed_claim_is_an_error_part_on_the_ai_sdk_stream() -> None:
+    agent = support_agent()
+    with_lm(agent, text_script())
+    app = dspy_imp.web.app(agent, store=FailingClaims(failures=1))
+    async with client(app) as c:
+        failed = await c.post("/api/chat", json=chat_body("c1"))
+        again = await c.post("/api/chat", json=chat_body("c1"))
+    assert '"type":"error"' in failed.text.replace(" ", "") and "server closed the connection" in failed.text
+    assert "already running" not in again.text and '"type":"error"' not in again.text.replace(" ", "")
+
+
+@pytest.mark.parametrize(
+    ("key", "field"),
+    [("a\x00b", "threadId"), ("x" * 501, "threadId"), ("line\nbreak", "threadId"), ("", "threadId")],
+    ids=["nul", "too-long", "control", "empty"],
+)
+async def test_a_bad_thread_id_is_refused_before_the_store(tmp_path: Path, key: str, field: str) -> None:
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}")
+    app = dspy_imp.web.app(support_agent(), store=store)
+    async with client(app) as c:
+        refused = await c.post("/ag-ui", json=run_input("Hello", thread=key))
+        chat = await c.post("/api/chat", json=chat_body(key))
+    store.close()
+    assert refused.status_code == 422 and f"`{field}`" in refused.json()["error"]
+    assert chat.status_code == 422 and "`id`" in chat.json()["error"]
+
+
+async def test_a_bad_id_in_a_path_is_refused() -> None:
+    app = dspy_imp.web.app(support_agent())
+    async with client(app) as c:
+        read = await c.get("/api/conversations/" + "x" * 501)
+        deleted = await c.delete("/api/conversations/a%01b")
+    assert read.status_code == 422 and "`id`" in read.json()["error"]
+    assert deleted.status_code == 422 and "`id`" in deleted.json()["error"]
+
+
+def newer_schema(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("CREATE TABLE dspy_imp_web_schema (version INTEGER NOT NULL)"))
+        c.execute(sa.text("INSERT INTO dspy_imp_web_schema (version) VALUES (99)"))
+    engine.dispose()
+    return url
+
+
+async def test_a_database_of_a_newer_schema_is_a_503_on_every_route(tmp_path: Path) -> None:
+    store = dspy_imp.web.DatabaseStore(newer_schema(tmp_path))
+    app = dspy_imp.web.app(support_agent(), store=store)
+    async with client(app) as c:
+        answers = [
+            await c.get("/api/info"),
+            await c.get("/api/conversations"),
+            await c.get("/api/conversations/c1"),
+            await c.delete("/api/conversations/c1"),
+        ]
+    store.close()
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["schema"] == 99 and answer.json()["supported"] == 2
+        assert "schema version 99" in answer.json()["error"]
+
+
+async def test_a_bodiless_delete_is_a_204(tmp_path: Path) -> None:
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}")
+    agent = support_agent()
+    with_lm(agent, text_script())
+    app = dspy_imp.web.app(agent, store=store)
+    await post(app, run_input("Hello", thread="d1"))
+    async with client(app) as c:
+        deleted = await c.delete("/api/conversations/d1")  # no body, no content type: curl -X DELETE
+    assert deleted.status_code == 204
+    assert await store.load("d1") is None
+    store.close()
+
+
+def signed_in(request: Any) -> str | None:
+    return request.headers.get("x-user")
+
+
+async def test_another_users_conversation_is_a_404_on_both_streams() -> None:
+    agent = support_agent()
+    with_lm(agent, paused_script())
+    store = MemoryStore()
+    app = dspy_imp.web.app(agent, store=store, auth=signed_in)
+    async with client(app) as c:
+        await c.post("/ag-ui", json=run_input("Refund order 42", thread="a1"), headers={"x-user": "alice"})
+        resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+        agui = await c.post("/ag-ui", json=run_input(run="r2", thread="a1", resume=resume), headers={"x-user": "bob"})
+        chat = await c.post("/api/chat", json=chat_body("a1"), headers={"x-user": "bob"})
+        rest = await c.get("/api/conversations/a1", headers={"x-user": "bob"})
+    assert rest.status_code == 404
+    for answer in (agui, chat):  # told as the REST 404 tells it: existence not revealed
+        assert "no conversation 'a1'" in answer.text and "another user" not in answer.text
+    stored = await store.load("a1")
+    assert stored is not None and stored.history.messages[-1]["tool_call_results"] == []
+
+
+def not_an_agent(question: str) -> str:
+    return question
+
+
+@pytest.mark.parametrize("extra", [[], ["--model", "openai/gpt-4o-mini"]], ids=["no-model", "model"])
+def test_the_cli_refuses_what_is_not_an_agent_in_one_line(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([f"{__name__}:not_an_agent", *extra])
+    message = str(exited.value.code)
+    assert "expected a dspy_imp.ReActV2 or a DurableAgent" in message and "function" in message
+    assert "\n" not in message and "serving" not in capsys.readouterr().out
+
+
+async def test_served_beyond_loopback_without_auth_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    agent = support_agent()
+    opened = dspy_imp.web.app(agent)
+    transport = dspy_imp_transport(opened, "10.0.0.5")
+    with caplog.at_level(logging.WARNING, logger="dspy_imp.web"):
+        async with transport as c:
+            await c.get("/api/info", headers={"host": "10.0.0.5"})
+            await c.get("/api/info", headers={"host": "10.0.0.5"})
+    warned = [r for r in caplog.records if "without `auth=`" in r.getMessage()]
+    assert len(warned) == 1 and "10.0.0.5" in warned[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dspy_imp.web"):
+        async with dspy_imp_transport(dspy_imp.web.app(agent, auth=signed_in), "10.0.0.5") as c:
+            await c.get("/api/info", headers={"host": "10.0.0.5", "x-user": "a"})
+        async with dspy_imp_transport(dspy_imp.web.app(agent), "127.0.0.1") as c:
+            await c.get("/api/info", headers={"host": "127.0.0.1"})
+    assert not [r for r in caplog.records if "without `auth=`" in r.getMessage()]
+
+
+def dspy_imp_transport(app: Any, address: str) -> Any:
+    """A client of ``app`` as served on ``address`` (the ASGI scope's ``server``)."""
+    import httpx
+
+    async def served(scope: Any, receive: Any, send: Any) -> None:
+        await app({**scope, "server": (address, 80)}, receive, send)
+
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url=f"http://{address}")
+
+
+async def test_a_saved_conversation_survives_a_failed_release(tmp_path: Path) -> None:
+    class FailingRelease(MemoryStore):
+        async def claim(self, key: str) -> bool:
+            return True
+
+        async def release(self, key: str) -> None:
+            raise sa.exc.OperationalError("DELETE", {}, Exception("connection lost"))
+
+    agent = support_agent()
+    with_lm(agent, text_script() * 2)
+    store = FailingRelease()
+    app = dspy_imp.web.app(agent, store=store)
+    first = await post(app, run_input("Hello"))
+    assert first[-1]["type"] == "RUN_FINISHED"  # the end is told though the lease was not given back
+    again = await post(app, run_input("Hello", run="r2"))
+    assert again[-1]["type"] == "RUN_FINISHED"
+    assert isinstance(await store.load("t1"), Conversation)
