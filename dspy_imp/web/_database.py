@@ -6,7 +6,10 @@ conversation sends byte-identical requests). A second table holds the *turn leas
 conversation that is running a turn: which process holds it and until when. ``claim`` takes the
 lease in one statement (an upsert that only replaces an expired lease), so across processes and
 machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. A process that dies leaves a lease that expires
+runs and deletes it when the turn ends or fails. A renewal that fails (the database restarting)
+is logged and tried again every interval while the lease has not expired; a lease that expires
+unrenewed, or that another holder took, is *lost*: the store tells the turn (``watch``), which the
+Runner stops before its next effect, ending with ``LeaseLost``. A process that dies leaves a lease that expires
 after ``lease`` seconds, and the conversation is usable again, with what was saved before.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
@@ -33,6 +36,7 @@ import sqlalchemy as sa
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
+from dspy_imp.web import _log
 from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation
 
@@ -64,6 +68,8 @@ class DatabaseStore:
             workflows in one database (the tables are ``dspy_imp_web_*``).
         lease: Seconds a turn's lease lasts without renewal; the holder renews it every third of
             that. A process killed mid-turn frees its conversation after this long.
+        renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
+            again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
 
     Example:
@@ -73,14 +79,23 @@ class DatabaseStore:
         ```
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, lease: float = 60.0, clock: Callable[[], float] = time.time):
-        if not isinstance(lease, int | float) or isinstance(lease, bool) or not lease > 0:
-            raise ConfigurationError(f"DatabaseStore lease must be a positive number of seconds, got {lease!r}")
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        lease: float = 60.0,
+        renew_every: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.lease = _seconds("lease", lease)
+        self.renew_every = self.lease / 3 if renew_every is None else _seconds("renew_every", renew_every)
+        if not self.renew_every < self.lease:
+            raise ConfigurationError(f"DatabaseStore renew_every must be less than lease, got {renew_every!r}")
         self.engine = _engine(url)
-        self.lease = float(lease)
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process
         self._held: dict[str, anyio.CancelScope] = {}
+        self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
 
     def close(self) -> None:
@@ -112,13 +127,18 @@ class DatabaseStore:
             return False
         scope = anyio.CancelScope()
         self._held[key] = scope
-        _background(self._renew, key, scope)
+        _background(self._renew, key, scope, self.clock() + self.lease)
         return True
+
+    def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
+        """Have ``lost`` told (on the event loop) if ``key``'s lease cannot be kept until ``release``."""
+        self._watchers[_key(key)] = lost
 
     async def release(self, key: str) -> None:
         """Give the lease back (the turn ended or failed)."""
         key = _key(key)
         scope = self._held.pop(key, None)
+        self._watchers.pop(key, None)
         if scope is not None:
             scope.cancel()
         await self._run(self._release, key)
@@ -200,13 +220,15 @@ class DatabaseStore:
             )
             return c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == self.holder
 
-    def _extend(self, key: str) -> bool:
+    def _extend(self, key: str) -> float | None:
+        """The lease's new expiry; ``None``: another holder has it (or it is gone)."""
+        expires = self.clock() + self.lease
         with self._transaction() as c:
             done = c.execute(
                 sa.text(f"UPDATE {L} SET expires = :e WHERE key = :k AND holder = :h"),
-                {"k": key, "h": self.holder, "e": self.clock() + self.lease},
+                {"k": key, "h": self.holder, "e": expires},
             )
-            return done.rowcount == 1
+            return expires if done.rowcount == 1 else None
 
     def _release(self, key: str) -> None:
         with self._transaction() as c:
@@ -243,12 +265,35 @@ class DatabaseStore:
                 c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k"), {"k": key})
             return len(keys)
 
-    async def _renew(self, key: str, scope: anyio.CancelScope) -> None:
+    async def _renew(self, key: str, scope: anyio.CancelScope, expires: float) -> None:
+        """Renew every ``renew_every`` until released; a failure is logged and tried again while
+        the lease lasts. A lease lost (expired, or another holder's) is told to the watcher."""
         with scope:
             while True:
-                await anyio.sleep(self.lease / 3)
-                if not await self._run(self._extend, key):
-                    return  # lost: the save at the end of the turn says so
+                await anyio.sleep(self.renew_every)
+                try:
+                    renewed = await self._run(self._extend, key)
+                except Exception as error:  # a dropped connection, a restarting server: tried again
+                    if scope.cancel_called:
+                        return  # released meanwhile
+                    if self.clock() < expires:
+                        _log.logger.warning("conversation %r: lease not renewed (retrying): %s", key, error)
+                        continue
+                    self._lose(key, f"its turn lease expired while renewals failed ({error})")
+                    return
+                if scope.cancel_called:
+                    return  # released while the statement ran: gone, not lost
+                if renewed is None:
+                    self._lose(key, "another turn took its lease")
+                    return
+                expires = renewed
+
+    def _lose(self, key: str, why: str) -> None:
+        error = LeaseLost(f"conversation {key!r}: {why}; the turn was stopped")
+        _log.logger.warning("%s", error)
+        lost = self._watchers.pop(key, None)
+        if lost is not None:
+            lost(error)
 
 
 T = "dspy_imp_web_conversations"
@@ -263,6 +308,12 @@ def _mine(owner: str | None) -> str:
 
 def _of(key: str, owner: str | None, **more: Any) -> dict[str, Any]:
     return {"k": key, "o": owner, **more}
+
+
+def _seconds(name: str, value: Any) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise ConfigurationError(f"DatabaseStore {name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _key(key: Any) -> str:

@@ -53,7 +53,9 @@ class Store(Protocol):
 
     A store shared by several processes may also keep the one-turn-per-conversation rule across
     them: ``async claim(key) -> bool`` (``False``: a turn of that conversation runs elsewhere) and
-    ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn.
+    ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn. One
+    that can lose a lease mid-turn offers ``watch(key, lost)``: ``lost(error)`` (on the event loop)
+    stops the turn before its next effect, and it ends with that error, unsaved.
     """
 
     async def load(self, key: str) -> Conversation | None: ...
@@ -178,6 +180,7 @@ class Runner:
         self.plays: dict[str, asyncio.Task[Any]] = {}  # each running turn's play
         self.taken: set[str] = set()  # turns whose ending was taken: too late to stop
         self.users: dict[str, str | None] = {}  # who runs each running turn
+        self.lost: dict[str, BaseException] = {}  # turns whose store lease was lost: stopped, unsaved
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def stop(self, key: str, user: str | None) -> bool:
@@ -191,11 +194,21 @@ class Runner:
         """
         if key not in self.busy or key in self.taken or self.users.get(key, user) != user:
             return False
+        self._halt(key)
+        return True
+
+    def _halt(self, key: str) -> None:
+        """Stop's mechanism: the play cancelled (a cancellable turn), or asked before its next effect."""
         self.stopping.add(key)
         play = self.plays.get(key)  # none yet while the history is read: asked before its first effect
         if play is not None and getattr(self.turns, "cancellable", False):
             play.cancel()
-        return True
+
+    def _lose(self, key: str, error: BaseException) -> None:
+        """The store lost the turn's lease: the turn stopped as Stop does, ending with ``error``."""
+        if key in self.busy and key not in self.taken:
+            self.lost[key] = error
+            self._halt(key)
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -226,6 +239,9 @@ class Runner:
             self._release(key)
             yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
             return
+        watch = getattr(self.store, "watch", None)
+        if watch is not None:
+            watch(key, functools.partial(self._lose, key))
         try:
             stored = await self.store.load(key)
             if stored is not None and stored.owner != user:
@@ -259,6 +275,7 @@ class Runner:
         self.taken.discard(key)
         self.plays.pop(key, None)
         self.users.pop(key, None)
+        self.lost.pop(key, None)
 
     async def _claim(self, key: str) -> bool:
         """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""
@@ -318,6 +335,8 @@ class Runner:
         error = asyncio.CancelledError() if play.cancelled() else play.exception()  # cancelled unstarted: no history
         if error is None and isinstance(play.result(), _Cancelled):
             error = play.result().error
+        if key in self.lost:  # not saved: the store refuses it, and another turn may have run
+            return Ended(error=self.lost[key]), None
         if key in self.stopping:
             return _stopped(None if error is not None else play.result(), error)
         if error is None:
