@@ -19,6 +19,7 @@ every string it sends can be encoded.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import json
 import logging
 import re
@@ -161,7 +162,7 @@ class Guarded:
         if self.warned or self.guard.auth is not None or not server:
             return
         self.warned = True
-        if str(server[0]).lower().strip("[]") not in LOOPBACK:
+        if _beyond_loopback(str(server[0])):
             logging.getLogger("dspy_imp.web").warning(
                 "served on %s without `auth=`: anyone who can reach it may list, read and delete every "
                 "conversation (GET /api/conversations); pass auth= to dspy_imp.web.app",
@@ -229,3 +230,15 @@ def _names(option: str, values: Sequence[str], normal: Callable[[str], str]) -> 
     if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
         raise ConfigurationError(f"`{option}` must be a list of non-empty strings, got {values!r}")
     return [normal(v) for v in values]
+
+
+def _beyond_loopback(host: str) -> bool:
+    """Whether the socket the server listens on is reachable beyond this machine.
+
+    An ASGI server puts the socket's own address in ``scope["server"]``; a name there that is not
+    an IP address (an in-process test client's ``test``) names no socket, so it is not warned of."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return not address.is_loopback
