@@ -109,6 +109,8 @@ async def test_a_database_of_a_newer_schema_is_a_503_on_every_route(tmp_path: Pa
             await c.get("/api/conversations"),
             await c.get("/api/conversations/c1"),
             await c.delete("/api/conversations/c1"),
+            await c.post("/ag-ui", json=run_input("Hello", thread="c1")),  # before any event
+            await c.post("/api/chat", json=chat_body("c1")),  # before any part
         ]
     store.close()
     for answer in answers:

@@ -154,9 +154,7 @@ class _Server:
             await self.guard.user(request)
         except Refused as refused:
             return refused.response()
-        check = getattr(self.runner.store, "check", None)
-        if check is not None:
-            await check()  # a database of a newer schema: 503, as on every route
+        await self._check_store()
         signature = self.signature
         named = signature.__name__ not in ("StringSignature", "Signature")
         return JSONResponse(
@@ -170,6 +168,12 @@ class _Server:
                 "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
             }
         )
+
+    async def _check_store(self) -> None:
+        """Reach the store's database (``SchemaTooNew``, told as a 503: a newer dspy-imp wrote it)."""
+        check = getattr(self.runner.store, "check", None)
+        if check is not None:
+            await check()
 
     async def conversation(self, request: Request) -> Response:
         """The conversation the page reopens (a reload, a second tab): its messages and interrupts."""
@@ -223,6 +227,7 @@ class _Server:
             return refused.response()
         except pydantic.ValidationError as error:
             return JSONResponse({"error": f"not an AG-UI RunAgentInput: {error}"}, status_code=422)
+        await self._check_store()  # a database of a newer schema: 503 before any event, as on every route
         encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         narration = Narration(agui.AGUIEncoder(run_input.thread_id, run_input.run_id, self.signature), run_input.run_id)
 
@@ -239,6 +244,7 @@ class _Server:
             conversation_id(body["id"], "id")
         except Refused as refused:
             return refused.response()
+        await self._check_store()  # a database of a newer schema: 503 before any part, as on every route
         key = body["id"]
         run_id = f"{key}-{len(body['messages'])}"  # the parts' ids: new on every request
         narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
