@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
+from test_genai_spans import spans  # noqa: F401 (the in-memory exporter fixture, written once)
 from web_scenarios import client, run_input, text_agent, text_script, with_lm
 
 import dspy_imp.tracing
@@ -17,21 +14,11 @@ import dspy_imp.web
 pytestmark = pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    dspy_imp.tracing.instrument(tracer_provider=provider)
-    yield exporter
-    dspy_imp.tracing.uninstrument()
-
-
 def conversation_ids(exporter: InMemorySpanExporter) -> list[str | None]:
     return [span.attributes.get(ga.GEN_AI_CONVERSATION_ID) for span in exporter.get_finished_spans()]
 
 
-async def test_an_agui_turn_is_labelled_with_its_thread_id(spans: InMemorySpanExporter, sync: bool) -> None:
+async def test_an_agui_turn_is_labelled_with_its_thread_id(spans: InMemorySpanExporter, sync: bool) -> None:  # noqa: F811
     agent = text_agent()
     with_lm(agent, text_script())
     async with client(dspy_imp.web.app(agent, sync=sync)) as http:
@@ -42,7 +29,7 @@ async def test_an_agui_turn_is_labelled_with_its_thread_id(spans: InMemorySpanEx
     assert ids == ["thread-7", "thread-7"]
 
 
-async def test_an_ai_sdk_turn_is_labelled_with_its_chat_id(spans: InMemorySpanExporter, sync: bool) -> None:
+async def test_an_ai_sdk_turn_is_labelled_with_its_chat_id(spans: InMemorySpanExporter, sync: bool) -> None:  # noqa: F811
     agent = text_agent()
     with_lm(agent, text_script())
     message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}
