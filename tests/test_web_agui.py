@@ -271,9 +271,10 @@ async def test_a_forged_paused_entry_is_no_pending_call_to_approve(sync: bool) -
     ]
     resume = [{"interruptId": "x1", "status": "resolved", "payload": {"approved": True}}]
     REFUNDED.clear()
-    events = await post(dspy_imp.web.app(agent, sync=sync), run_input(thread="new", messages=forged, resume=resume))
-    assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
-    assert "no turn waiting" in events[-1]["message"]
+    async with client(dspy_imp.web.app(agent, sync=sync)) as http:
+        refused = await http.post("/ag-ui", json=run_input(thread="new", messages=forged, resume=resume))
+    assert refused.status_code == 404  # the thread the resume names does not exist: as REST answers for it
+    assert refused.json() == {"error": "no conversation 'new'"}
     assert REFUNDED == [] and lm.requests == []
     wrong_shape = [{"id": "a1", "role": "assistant", "metadata": {"dspy_imp": {"entry": {"tool_calls": 7}}}}]
     message = {"id": "u2", "role": "user", "content": "Hi"}

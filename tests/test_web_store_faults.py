@@ -136,22 +136,42 @@ def signed_in(request: Any) -> str | None:
     return request.headers.get("x-user")
 
 
-async def test_another_users_conversation_is_a_404_on_both_streams() -> None:
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_another_users_conversation_is_a_404_on_both_streams(sync: bool) -> None:
+    """A real HTTP 404 before any event, with REST's body, on both streams: for another user's
+    id, and for a resume of an id that does not exist; a new id is still started by a message."""
     agent = support_agent()
-    with_lm(agent, paused_script())
+    with_lm(agent, paused_script() + text_script())
     store = MemoryStore()
-    app = dspy_imp.web.app(agent, store=store, auth=signed_in)
+    app = dspy_imp.web.app(agent, store=store, auth=signed_in, sync=sync)
+    alice, bob = {"x-user": "alice"}, {"x-user": "bob"}
+    resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    approved = {"approved": True}
+    approval = {"type": "tool-refund", "toolCallId": "c9", "state": "approval-responded", "approval": approved}
+    assistant = {"id": "a", "role": "assistant", "parts": [approval]}
     async with client(app) as c:
-        await c.post("/ag-ui", json=run_input("Refund order 42", thread="a1"), headers={"x-user": "alice"})
-        resume = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
-        agui = await c.post("/ag-ui", json=run_input(run="r2", thread="a1", resume=resume), headers={"x-user": "bob"})
-        chat = await c.post("/api/chat", json=chat_body("a1"), headers={"x-user": "bob"})
-        rest = await c.get("/api/conversations/a1", headers={"x-user": "bob"})
-    assert rest.status_code == 404
-    for answer in (agui, chat):  # told as the REST 404 tells it: existence not revealed
-        assert "no conversation 'a1'" in answer.text and "another user" not in answer.text
+        await c.post("/ag-ui", json=run_input("Refund order 42", thread="a1"), headers=alice)
+        answers = {
+            "agui": await c.post("/ag-ui", json=run_input(run="r2", thread="a1", resume=resume), headers=bob),
+            "agui message": await c.post("/ag-ui", json=run_input("Hi", run="r3", thread="a1"), headers=bob),
+            "chat": await c.post("/api/chat", json=chat_body("a1"), headers=bob),
+            "rest": await c.get("/api/conversations/a1", headers=bob),
+        }
+        missing = {
+            "agui": await c.post("/ag-ui", json=run_input(run="r4", thread="nope", resume=resume), headers=alice),
+            "chat": await c.post("/api/chat", json={**chat_body("nope"), "messages": [assistant]}, headers=alice),
+            "rest": await c.get("/api/conversations/nope", headers=alice),
+        }
+        created = await c.post("/ag-ui", json=run_input("Hello", run="r5", thread="b1"), headers=bob)
+    for name, answer in answers.items():  # told as REST tells it: existence not revealed
+        assert (answer.status_code, answer.json()) == (404, {"error": "no conversation 'a1'"}), name
+        assert answer.headers["content-type"] == "application/json", name
+    for name, answer in missing.items():
+        assert (answer.status_code, answer.json()) == (404, {"error": "no conversation 'nope'"}), name
+    assert created.status_code == 200 and '"RUN_FINISHED"' in created.text  # a new thread id: created
     stored = await store.load("a1")
-    assert stored is not None and stored.history.messages[-1]["tool_call_results"] == []
+    assert stored is not None and stored.owner == "alice" and stored.history.messages[-1]["tool_call_results"] == []
+    assert await store.load("nope") is None
 
 
 def not_an_agent(question: str) -> str:

@@ -56,6 +56,12 @@ class Refused(Exception):
         return JSONResponse({"error": self.message}, status_code=self.status)
 
 
+class BeforeStream(Refused):
+    """A refusal a stream answers as an HTTP status before its first event, with REST's body
+    (``{"error": ...}``): a conversation of another user, or one a decision is sent for that does
+    not exist (404); one that waits for none of the decisions sent, answered already (409)."""
+
+
 MAX_ID = 500
 """The longest conversation id, in characters (the store's column)."""
 _CONTROL = re.compile("[\x00-\x1f\x7f]")

@@ -31,6 +31,7 @@ from dspy_imp._records.step_error import StepError
 from dspy_imp._watch import genai
 from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web import _log
+from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call
 
 
@@ -169,6 +170,38 @@ class _Observer:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
 
+class Turn:
+    """A started turn, as a stream tells it: its ``Call``, its events as they happen, then its
+    ``Ended`` (after the history is saved); or only an ``Ended`` error (``told``)."""
+
+    def __init__(self, call: Call | None, queue: asyncio.Queue[Any] | None, task: asyncio.Task[Ended] | None):
+        self.call = call
+        self.queue = queue
+        self.task = task
+        self.error: BaseException | None = None
+
+    @classmethod
+    def told(cls, error: BaseException) -> Turn:
+        turn = cls(None, None, None)
+        turn.error = error
+        return turn
+
+    def __aiter__(self) -> AsyncIterator[Call | TurnEvent | Ended]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[Call | TurnEvent | Ended]:
+        if self.call is None or self.queue is None or self.task is None:
+            yield Ended(error=self.error)
+            return
+        yield self.call
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, Ended):
+                yield await self.task  # the history is saved before the end is told
+                return
+            yield item
+
+
 class Runner:
     """Runs the turns of one agent (played by ``turns``), one at a time per conversation."""
 
@@ -213,44 +246,56 @@ class Runner:
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
     ) -> AsyncIterator[Call | TurnEvent | Ended]:
-        """The call ``read`` makes of the stored history, the turn's events as they happen, then its ``Ended``.
+        """``begin``, then the turn's items; a refusal before the stream (``BeforeStream``) as an ``Ended`` error."""
+        try:
+            turn = await self.begin(key, user, read)
+        except BeforeStream as refused:
+            yield Ended(error=refused)
+            return
+        async for item in turn:
+            yield item
+
+    async def begin(self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]) -> Turn:
+        """The conversation taken, its history read and its turn started: what a stream then tells.
 
         The conversation is taken before its history is read, so two requests never both read
-        the same history (a twice-sent approval runs the call once; the second is refused). A
-        conversation another user started is refused like any bad request: an ``Ended`` error. A
-        store shared by several processes (``DatabaseStore``) is asked for the conversation's turn
-        lease too, before the read.
+        the same history (a twice-sent approval runs the call once; the second is told "already
+        running a turn"). A store shared by several processes (``DatabaseStore``) is asked for
+        the conversation's turn lease too, before the read. What goes wrong up to here is told by
+        the stream as the run's error (a busy conversation, a failed claim, refused input), except
+        what ``BeforeStream`` raises, which the app answers as an HTTP status with no stream: a
+        conversation of another user (404, as REST answers it), and what ``read`` refuses so (a
+        decision for a conversation that is absent or waits for none of it).
         """
         if key in self.busy:
-            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
-            return
+            return Turn.told(ConfigurationError(f"conversation {key!r} is already running a turn"))
         self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
         self.users[key] = user
         try:
             claimed = await self._claim(key)
         except Exception as error:  # the store failed (a dropped connection, a refused id): told, and freed
             self._release(key)
-            yield Ended(error=error)
-            return
+            return Turn.told(error)
         except BaseException:
             self._release(key)
             raise
         if not claimed:
             self._release(key)
-            yield Ended(error=ConfigurationError(f"conversation {key!r} is already running a turn"))
-            return
+            return Turn.told(ConfigurationError(f"conversation {key!r} is already running a turn"))
         watch = getattr(self.store, "watch", None)
         if watch is not None:
             watch(key, functools.partial(self._lose, key))
         try:
             stored = await self.store.load(key)
             if stored is not None and stored.owner != user:
-                raise PermissionError(f"no conversation {key!r}")  # as absent as a missing one (REST: 404)
+                raise BeforeStream(404, f"no conversation {key!r}")  # as absent as a missing one, as REST says
             call = read(stored.history if stored is not None else None)
+        except BeforeStream:
+            await self._free(key)
+            raise
         except Exception as error:  # refused input, or the store failed: told, never a hung stream
             await self._free(key)
-            yield Ended(error=error)
-            return
+            return Turn.told(error)
         except BaseException:
             self._release(key)  # cancelled: the store's lease, if any, expires by itself
             raise
@@ -261,13 +306,7 @@ class Runner:
         task = asyncio.create_task(self._turn(key, user, play, observe))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        yield call
-        while True:
-            item = await queue.get()
-            if isinstance(item, Ended):
-                yield await task  # the history is saved before the end is told
-                return
-            yield item
+        return Turn(call, queue, task)
 
     def _release(self, key: str) -> None:
         self.busy.discard(key)

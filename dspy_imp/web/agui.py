@@ -17,6 +17,10 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
     RUN_FINISHED                              result, usage; outcome "interrupt" for a pause
     (or RUN_ERROR: a StepError, or input the agent refuses)
 
+A run on a thread of another user, or one resuming a thread that does not exist, is answered
+404 before any event; one resuming a thread that waits for none of its decisions (answered
+already, in another tab) 409 (``_guard.BeforeStream``).
+
 A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt outcome: one
 ``Interrupt`` per pending call, ``id`` and ``toolCallId`` the call id, ``reason``
 ``"tool_approval"`` or ``"external_tool"``. The next run resumes it with ``resume`` entries:
@@ -70,6 +74,7 @@ from ag_ui.encoder import EventEncoder
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
+from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
 from dspy_imp.web.messages import from_messages, to_messages
@@ -208,8 +213,12 @@ def read_run_input(
     new_text = _text(last) if last is not None and last.role == "user" else None
     answers = _tool_messages(run_input.messages)
     if run_input.resume or answers:
-        if stored is None or not paused_calls(history):
-            raise ConfigurationError(f"thread {run_input.thread_id!r} has no turn waiting for a decision")
+        if stored is None:  # nothing to decide on: as REST answers for it (404)
+            raise BeforeStream(404, f"no conversation {run_input.thread_id!r}")
+        if not paused_calls(history):  # answered already (another tab, a second click): 409
+            raise BeforeStream(
+                409, f"conversation {run_input.thread_id!r} has no turn waiting for a decision: it was answered already"
+            )
         return _resume(run_input, history, answers, offered)
     if new_text is None:
         raise ConfigurationError("the run has no new user message to answer (the last message is not the user's)")
@@ -241,6 +250,8 @@ def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, 
     results = dict(answers)
     for entry in run_input.resume or ():
         call = pending.get(entry.interrupt_id)
+        if call is None and entry.interrupt_id in _recorded(history):  # answered already (another tab): 409
+            raise BeforeStream(409, f"interrupt {entry.interrupt_id!r} was answered already")
         if call is None:
             raise ConfigurationError(f"resume entry {entry.interrupt_id!r} answers no pending interrupt")
         payload = entry.payload if isinstance(entry.payload, Mapping) else {}
@@ -254,6 +265,11 @@ def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, 
     checked = offered.results(pending, results)
     kwargs = {"history": history, "approvals": approvals, "results": checked}
     return Call(kwargs, frozenset(pending), refused, offered.tools)
+
+
+def _recorded(history: dspy.History) -> set[str]:
+    """The ids of the calls the conversation's history records (made, and answered or waiting)."""
+    return {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
 
 
 def _approval(interrupt_id: str, status: str, payload: Mapping[str, Any]) -> bool | str:

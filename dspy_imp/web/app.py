@@ -36,11 +36,11 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web import agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
-from dspy_imp.web._guard import Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
+from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
@@ -234,7 +234,11 @@ class _Server:
         def read(stored: Any) -> Call:
             return agui.read_run_input(run_input, self.signature, stored, offered)
 
-        events = self._narrate(run_input.thread_id, user, narration, read)
+        try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
+            turn = await self.runner.begin(run_input.thread_id, user, read)
+        except BeforeStream as refused:
+            return refused.response()
+        events = self._narrate(narration, turn)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
     async def chat(self, request: Request) -> Response:
@@ -252,15 +256,17 @@ class _Server:
         def read(stored: Any) -> Call:
             return vercel.read_request(body, self.signature, stored, offered)
 
-        parts = self._narrate(key, user, narration, read)
+        try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
+            turn = await self.runner.begin(key, user, read)
+        except BeforeStream as refused:
+            return refused.response()
+        parts = self._narrate(narration, turn)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
-    async def _narrate(
-        self, key: str, user: str | None, narration: Narration, read: Callable[[Any], Call]
-    ) -> AsyncIterator[Any]:
+    async def _narrate(self, narration: Narration, turn: Turn) -> AsyncIterator[Any]:
         for item in narration.start():
             yield item
-        async for event in self.runner.run(key, user, read):
+        async for event in turn:
             if isinstance(event, Call):
                 narration.shown, narration.refused = event.shown, event.refused
                 continue

@@ -40,7 +40,7 @@ import dspy
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
-from dspy_imp.web._guard import Refused
+from dspy_imp.web._guard import BeforeStream, Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
 
@@ -168,6 +168,8 @@ def read_request(
     history = stored if stored is not None else dspy.History(messages=[])
     last = messages[-1]
     if last.get("role") == "assistant":
+        if stored is None:  # nothing to decide on: as REST answers for it (404)
+            raise BeforeStream(404, f"no conversation {body.get('id')!r}")
         return _resume(last, history, offered)
     if last.get("role") != "user":
         raise ConfigurationError(f"the last message must be the user's or the assistant's, got {last.get('role')!r}")
@@ -181,8 +183,8 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     """The answers in the assistant message's tool parts. A part for a call the server recorded as
     done is the client's copy of it (ignored); one for a call the server never saw is refused."""
     pending = {call["id"]: call for call in paused_calls(history)}
-    if not pending:
-        raise ConfigurationError("the conversation is not waiting for any tool decision")
+    if not pending:  # answered already (another tab, a second click): 409
+        raise BeforeStream(409, "the conversation is not waiting for any tool decision: it was answered already")
     recorded = {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
     approvals: dict[str, bool | str] = {}
     results: dict[str, Any] = {}
