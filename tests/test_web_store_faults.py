@@ -17,6 +17,7 @@ from web_scenarios import client, paused_script, run_input, support_agent, text_
 
 import dspy_imp
 import dspy_imp.web
+from dspy_imp.testing import call, reply
 from dspy_imp.web import Conversation
 from dspy_imp.web.__main__ import main
 from dspy_imp.web._turns import MemoryStore
@@ -233,3 +234,41 @@ async def test_a_saved_conversation_survives_a_failed_release(tmp_path: Path) ->
     again = await post(app, run_input("Hello", run="r2"))
     assert again[-1]["type"] == "RUN_FINISHED"
     assert isinstance(await store.load("t1"), Conversation)
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_an_approval_answered_already_is_a_409_on_both_streams(sync: bool) -> None:
+    """A second tab sends the approval the first one gave: 409 before any event, on both streams,
+    whether the conversation now waits for nothing or for a later call; nothing runs twice."""
+    agent = support_agent()
+    twice = [
+        reply(calls=[call("refund", {"order_id": "42"}, id="c9")]),
+        reply(calls=[call("refund", {"order_id": "43"}, id="c11")]),  # the approved turn pauses again
+        reply(calls=[call("send", {"text": "Both refunded."}, id="c12")]),
+    ]
+    lm = with_lm(agent, twice)
+    app = dspy_imp.web.app(agent, sync=sync)
+    approve = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    later = [{"interruptId": "c11", "status": "resolved", "payload": {"approved": True}}]
+    part = {"type": "tool-refund", "toolCallId": "c9", "state": "approval-responded", "approval": {"approved": True}}
+    chat = {"id": "t1", "messages": [{"id": "a", "role": "assistant", "parts": [part]}]}
+    async with client(app) as c:
+        await c.post("/ag-ui", json=run_input("Refund orders 42 and 43"))
+        await c.post("/ag-ui", json=run_input(run="r2", resume=approve))  # the first tab: paused again on c11
+        waiting_on_another = await c.post("/ag-ui", json=run_input(run="r3", resume=approve))  # the second tab
+        await c.post("/ag-ui", json=run_input(run="r4", resume=later))
+        waiting_on_nothing = await c.post("/ag-ui", json=run_input(run="r5", resume=later))
+        chat_answer = await c.post("/api/chat", json=chat)
+    assert (waiting_on_another.status_code, waiting_on_another.json()) == (
+        409,
+        {"error": "interrupt 'c9' was answered already"},
+    )
+    assert (waiting_on_nothing.status_code, waiting_on_nothing.json()) == (
+        409,
+        {"error": "conversation 't1' has no turn waiting for a decision: it was answered already"},
+    )
+    assert (chat_answer.status_code, chat_answer.json()) == (
+        409,
+        {"error": "the conversation is not waiting for any tool decision: it was answered already"},
+    )
+    assert lm.remaining == 0
