@@ -508,3 +508,134 @@ def test_a_client_tool_runs_in_the_browser_and_its_result_resumes_the_turn(page:
     assert [(m["tool_call_id"], m["content"]) for m in lm.requests[1].messages if m["role"] == "tool"] == [
         ("k1", "12:00 (the page's clock) in UTC")
     ]
+
+
+def test_after_enter_the_input_keeps_the_focus_and_what_is_typed_next(page: Page) -> None:
+    """Enter sends the message and the input keeps the focus: what is typed while the turn runs,
+    and after it ended, lands in the input (Enter waits for the turn to end)."""
+    running, release = threading.Event(), threading.Event()
+
+    def inventory(item: str) -> str:
+        """Count an item in the warehouse (slow)."""
+        running.set()
+        release.wait(WAIT / 1000)  # bounded: the test releases it once it typed
+        return f"12 {item}"
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[inventory])
+    lm = ScriptedLM([reply(calls=[call("inventory", {"item": "chairs"}, id="c1")]), reply("Twelve."), reply("Four.")])
+    agent.set_lm(lm)
+    question = page.locator("#question")
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        question.click()
+        page.keyboard.type("How many chairs?")
+        page.keyboard.press("Enter")
+        assert running.wait(WAIT / 1000)
+        expect(question).to_be_focused()
+        page.keyboard.type("And tables?")  # while the turn runs
+        page.keyboard.press("Enter")  # not sent yet: the turn runs
+        release.set()
+        expect(page.locator(".termination")).to_have_count(1)
+        expect(question).to_have_value("And tables?")
+        expect(question).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.locator(".termination")).to_have_count(2)
+        expect(page.locator(".user")).to_have_text(["How many chairs?", "And tables?"])
+        expect(question).to_be_focused()
+        page.keyboard.type("Thanks")  # after the turn: still in the input
+        expect(question).to_have_value("Thanks")
+    assert lm.remaining == 0
+
+
+def test_an_approval_another_tab_gave_is_told_and_the_page_shows_the_conversation_as_it_is(page: Page) -> None:
+    agent = support_agent()
+    lm = with_lm(agent, paused_script())
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Refund order 42")
+        expect(page.locator('.tool-call[data-call-id="c9"] button.approve')).to_be_visible()
+        second = page.context.new_page()
+        second.goto(page.url)
+        stale = second.locator('.tool-call[data-call-id="c9"] button.approve')
+        expect(stale).to_be_visible()
+        page.locator('.tool-call[data-call-id="c9"] button.approve').click()
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: finished_by_tool"))
+        with second.expect_response(lambda r: r.url.endswith("/ag-ui")) as answered:
+            stale.click()  # the second tab still shows the button
+        assert answered.value.status == 409
+        expect(second.locator(".notice")).to_have_text(
+            "This was already answered in another tab: the conversation is shown as it is now."
+        )
+        expect(second.locator('.tool-call[data-call-id="c9"] .result')).to_have_text("order 42 refunded")
+        expect(second.locator('.tool-call[data-call-id="c10"] .result')).to_have_text("delivered")
+        expect(second.locator("button.approve")).to_have_count(0)
+        expect(second.locator(".run-error")).to_have_count(0)
+        assert "ConfigurationError" not in second.locator("#log").inner_text()
+        expect(second.locator("#question")).to_be_enabled()
+    assert lm.remaining == 0
+
+
+@pytest.mark.parametrize("kind", ["default", "files"])
+def test_the_page_loads_and_runs_with_a_clean_console(page: Page, kind: str, tmp_path: Path) -> None:
+    """No console message, no failed request: on a first load, a turn, a reload, a new chat, on a
+    store that cannot list conversations (the default one)."""
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("Hello.")]))
+    store = dspy_imp.web.FileStore(tmp_path) if kind == "files" else None
+    said: list[str] = []
+    page.on("console", lambda message: said.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: said.append(f"page error: {error}"))
+    page.on("requestfailed", lambda request: said.append(f"failed: {request.url}"))
+    page.on("response", lambda answer: said.append(f"{answer.status}: {answer.url}") if answer.status >= 400 else None)
+    with LiveServer(dspy_imp.web.app(agent, store=store)) as server:
+        page.goto(server.url)
+        expect(page.locator("#signature")).to_contain_text("question -> answer")
+        page.wait_for_load_state("networkidle")  # what the page asks at load has been answered
+        ask(page, "Hi")
+        expect(page.locator(".termination")).to_have_count(1)
+        page.wait_for_load_state("networkidle")  # and what it asks after a turn
+        page.reload()
+        expect(page.locator(".user")).to_have_text("Hi")
+        page.click("#new-chat")
+        page.reload()
+        expect(page.locator("#signature")).to_contain_text("question -> answer")
+        page.wait_for_load_state("networkidle")
+    assert said == []
+
+
+def test_a_reload_shows_how_each_turn_ended_and_the_decisions_taken(page: Page) -> None:
+    agent = support_agent()
+    script = [
+        *paused_script(),
+        reply(calls=[call("refund", {"order_id": "43"}, id="c11")], usage=(30, 4)),
+        reply(calls=[call("send", {"text": "Order 43 is not refunded."}, id="c12")], usage=(50, 6)),
+    ]
+    lm = with_lm(agent, script)
+    shown = """() => [...document.querySelectorAll("#log > *")].map((node) => [
+        node.className,
+        ...[...node.querySelectorAll(".tool-call, .termination, .decided, .run-error")].map((part) =>
+          part.dataset.callId || part.textContent),
+      ].concat(node.classList.contains("user") ? [node.textContent] : []))"""
+    with LiveServer(dspy_imp.web.app(agent)) as server:
+        page.goto(server.url)
+        ask(page, "Refund order 42")
+        page.locator('.tool-call[data-call-id="c9"] button.approve').click()
+        expect(page.locator(".termination")).to_have_count(2)
+        ask(page, "Refund order 43")
+        refund = page.locator('.tool-call[data-call-id="c11"]')
+        refund.locator("input.reason").fill("Not without a receipt.")
+        refund.locator("button.refuse").click()
+        expect(page.locator(".termination")).to_have_count(4)
+        lines = page.locator(".termination").all_inner_texts()
+        live = page.evaluate(shown)
+        page.reload()
+        expect(page.locator(".termination")).to_have_text(lines)
+        expect(page.locator(".decided")).to_have_text(["Approved", "Refused: Not without a receipt."])
+        assert page.evaluate(shown) == live  # each line and label where it was, in its turn
+    assert [line.split(" · ")[0] for line in lines] == [
+        "Turn ended: paused",
+        "Turn ended: finished_by_tool",
+        "Turn ended: paused",
+        "Turn ended: finished_by_tool",
+    ]
+    assert lm.remaining == 0

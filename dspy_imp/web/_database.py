@@ -2,7 +2,8 @@
 
 Theory of operation. ``DatabaseStore`` keeps each conversation as one row: its id, the user who
 started it (``owner``), a title, and its history as the JSON ``dump_history`` writes (so a reloaded
-conversation sends byte-identical requests). A second table holds the *turn lease* of each
+conversation sends byte-identical requests), with how each turn ended beside its messages (``turns``,
+what the page shows again on a reload; a row written before has none). A second table holds the *turn lease* of each
 conversation that is running a turn: which process holds it and until when. ``claim`` takes the
 lease in one statement (an upsert that only replaces an expired lease), so across processes and
 machines at most one turn of a conversation runs at a time; the holder renews it while the turn
@@ -38,7 +39,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp.web import _log
 from dspy_imp.web._migrations import MIGRATIONS, migrate
-from dspy_imp.web._turns import Conversation
+from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
 
@@ -106,12 +107,17 @@ class DatabaseStore:
 
     async def load(self, key: str) -> Conversation | None:
         row = await self._run(self._row, _key(key))
-        return None if row is None else Conversation(load_history(json.loads(row.history)), row.owner)
+        if row is None:
+            return None
+        data = json.loads(row.history)
+        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
+        return Conversation(load_history(data), row.owner, turns)
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
         naming another owner is refused)."""
-        text = json.dumps(dump_history(conversation.history))  # ASCII escapes: a lone surrogate too
+        data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
+        text = json.dumps(data)  # ASCII escapes: a lone surrogate too
         await self._run(self._save, _key(key), text, conversation.owner)
 
     async def check(self) -> None:

@@ -47,6 +47,47 @@ class Conversation:
 
     history: dspy.History
     owner: str | None = None
+    turns: tuple[Mapping[str, Any], ...] = ()
+    """How each turn ended, for the page to show again (``told``): where it ended in the history
+    (``entries``), its termination and usage or its error, the decisions it was resumed with.
+    A store that does not keep it loses only that (the page then shows the messages alone)."""
+
+
+MAX_TURNS = 1000
+"""The most turn records a conversation keeps (the oldest go first)."""
+
+
+def told(call: Call, ended: Ended, history: dspy.History) -> dict[str, Any]:
+    """The record of one saved turn (``Conversation.turns``): JSON, what the page shows of its end."""
+    record: dict[str, Any] = {"entries": len(history.messages)}
+    if ended.error is None:
+        metadata = ended.prediction.metadata
+        usage = metadata.usage
+        record["ending"] = {
+            "termination_reason": metadata.termination_reason,
+            "termination_cause": metadata.termination_cause,
+            "usage": {
+                "requests": dict(usage.requests),
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cost": usage.cost,
+            },
+        }
+    else:
+        record["error"] = f"{type(ended.error).__name__}: {getattr(ended.error, 'reason', ended.error)}"
+    approvals = call.kwargs.get("approvals") or {}
+    results = call.kwargs.get("results") or {}
+    if approvals or results:
+        record["approvals"] = {k: v if isinstance(v, bool | str) else bool(v) for k, v in approvals.items()}
+        record["results"] = sorted(results)
+    return record
+
+
+def kept_turns(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """Turn records read back from a store (input, as the history is): the well-formed ones."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(t for t in value[-MAX_TURNS:] if isinstance(t, dict) and isinstance(t.get("entries"), int))
 
 
 class Store(Protocol):
@@ -106,13 +147,17 @@ class FileStore:
         data = json.loads(path.read_text(encoding="utf-8"))
         if "history" not in data:  # a file written before conversations had owners: the dump alone
             return Conversation(load_history(data))
-        return Conversation(load_history(data["history"]), data.get("owner"))
+        return Conversation(load_history(data["history"]), data.get("owner"), kept_turns(data.get("turns")))
 
     def _save(self, key: str, conversation: Conversation) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(key)
         partial = path.with_suffix(".partial")
-        data = {"owner": conversation.owner, "history": dump_history(conversation.history)}
+        data = {
+            "owner": conversation.owner,
+            "history": dump_history(conversation.history),
+            "turns": list(conversation.turns),
+        }
         partial.write_text(json.dumps(data), encoding="utf-8")  # ASCII escapes: a lone surrogate too
         partial.replace(path)  # a reader never sees half a file
 
@@ -303,7 +348,8 @@ class Runner:
         observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
         play = asyncio.create_task(self._play(key, call, observe))
         self.plays[key] = play
-        task = asyncio.create_task(self._turn(key, user, play, observe))  # releases the conversation
+        before = stored.turns if stored is not None else ()
+        task = asyncio.create_task(self._turn(key, user, play, observe, call, before))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return Turn(call, queue, task)
@@ -332,7 +378,13 @@ class Runner:
                 _log.logger.warning("conversation %r: its turn lease was not released: %s", key, error)
 
     async def _turn(
-        self, key: str, user: str | None, play: asyncio.Task[Any], observe: Callable[[TurnEvent | Ended], None]
+        self,
+        key: str,
+        user: str | None,
+        play: asyncio.Task[Any],
+        observe: Callable[[TurnEvent | Ended], None],
+        call: Call,
+        before: tuple[Mapping[str, Any], ...],
     ) -> Ended:
         started = _log.clock()
         try:
@@ -342,8 +394,9 @@ class Runner:
                 play.cancel()
                 raise
             ended, history = self._ending(key, play)  # no await from the wait to here: Stop cannot slip in
-            if history is not None:
-                await self.store.save(key, Conversation(history, user))
+            if history is not None:  # with how each turn ended, which the page shows again on a reload
+                turns = (*before, told(call, ended, history))[-MAX_TURNS:]
+                await self.store.save(key, Conversation(history, user, turns))
         except Exception as error:  # the store failed: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:

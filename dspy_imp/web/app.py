@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import dspy
 import pydantic
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -166,6 +167,7 @@ class _Server:
                 "outputs": list(signature.output_fields),
                 "output_types": {name: _type_name(f.annotation) for name, f in signature.output_fields.items()},
                 "tools": [{"name": t.name, "description": t.desc} for t in self.agent.tools.values()],
+                "lists_conversations": callable(getattr(self.runner.store, "conversations", None)),
             }
         )
 
@@ -186,6 +188,7 @@ class _Server:
             "messages": [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in messages],
             "interrupts": [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in interrupts],
             "running": key in self.runner.busy,
+            "turns": _turns_shown(stored, self.signature),
         }
         return JSONResponse(scrubbed(body))
 
@@ -276,6 +279,20 @@ class _Server:
                 told = narration.event(event)
             for item in told:
                 yield item
+
+
+def _turns_shown(stored: Any, signature: Any) -> list[dict[str, Any]]:
+    """How each turn ended, placed in the conversation's messages: ``messages``, how many of them
+    the turn's end follows (the page shows its "Turn ended" line and its decisions there)."""
+    entries = stored.history.messages
+    counts = [0]
+    for entry in entries:  # each entry's messages, as ``to_messages`` writes them
+        counts.append(counts[-1] + len(to_messages(dspy.History(messages=[entry]), signature)))
+    shown = []
+    for turn in stored.turns:
+        record = {k: v for k, v in turn.items() if k != "entries"}
+        shown.append({"messages": counts[min(max(turn["entries"], 0), len(entries))], **record})
+    return shown
 
 
 def _message_id(body: dict[str, Any]) -> str:

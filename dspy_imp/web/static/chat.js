@@ -1,7 +1,9 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
-// The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
-// (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
+// The URL names the conversation (#c=<id>) once its first message is sent: a reload or a second tab
+// reopens it from the server (GET api/conversations/<id>), with any approval it waits for, how each
+// turn ended and the decisions taken. A decision another tab took first (409) reopens it as it is.
+// The input stays usable (and focused) while a turn runs; only a decision to take first disables it. Answers are Markdown, rendered by
 // the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
 "use strict";
 (() => {
@@ -11,9 +13,12 @@
   const send = document.getElementById("send");
   const newChat = document.getElementById("new-chat");
   const stop = document.getElementById("stop");
-  let threadId = fromUrl() || started(newId());
+  let threadId = fromUrl() || newId();
+  let named = fromUrl() !== null; // the URL names it: its first message was sent (nothing to fetch before)
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
-  let busy = false;
+  let busy = false; // a turn runs, or the conversation waits for a decision: nothing to send now
+  let waiting = false; // it waits for a decision (the input is disabled until it is taken)
+  let lists = false; // the store lists (and renames) conversations (``DatabaseStore``): the header's menu
 
   function newId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -28,7 +33,14 @@
 
   function started(id) {
     history.replaceState(null, "", `#c=${encodeURIComponent(id)}`);
+    named = true;
     return id;
+  }
+
+  function unnamed() {
+    // A new conversation: no id in the URL until its first message (a reload then fetches nothing).
+    history.replaceState(null, "", location.pathname + location.search);
+    named = false;
   }
 
   function follow(action) {
@@ -56,10 +68,18 @@
     try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
   }
 
-  function setBusy(value) {
-    busy = value;
-    send.disabled = value;
-    question.disabled = value;
+  function setBusy(running, waits) {
+    waiting = Boolean(waits);
+    busy = running || waiting;
+    send.disabled = busy;
+    question.disabled = waiting; // typing the next message while a turn runs is fine; Enter waits for it
+    if (!busy && (document.activeElement === document.body || document.activeElement === null)) question.focus();
+  }
+
+  async function refusal(response) {
+    // What a refused request says: the JSON body's ``error`` (every route answers ``{"error": ...}``).
+    const text = await response.text();
+    try { return JSON.parse(text).error || text; } catch (_) { return text; }
   }
 
   let declared = {}; // output field -> its type, as the signature declares it
@@ -69,6 +89,8 @@
     document.getElementById("signature").textContent = `${info.signature}` + (tools ? ` · tools: ${tools}` : "");
     document.getElementById("title").textContent = info.title;
     document.title = info.title;
+    lists = Boolean(info.lists_conversations);
+    listChats();
   }).catch(() => {});
 
   stop.addEventListener("click", () => {
@@ -80,39 +102,62 @@
   });
 
   newChat.addEventListener("click", () => {
-    threadId = started(newId());
+    threadId = newId();
+    unnamed();
     calls.clear();
     log.replaceChildren();
-    setBusy(false);
+    setBusy(false, false);
     question.focus();
   });
 
   async function reopen() {
-    // The conversation this URL names, as the server keeps it (a reload, a second tab).
+    // The conversation this URL names, as the server keeps it (a reload, a second tab): its
+    // messages, each turn's end ("Turn ended ...", or its error) after its messages, the
+    // decisions a turn was resumed with on their cards, and the approval it waits for.
     const response = await fetch(`api/conversations/${encodeURIComponent(threadId)}`);
     if (!response.ok) return;
     const saved = await response.json();
+    const turns = saved.turns || [];
     let view = null;
-    for (const message of saved.messages) {
+    let next = 0;
+    const ended = (count) => {
+      for (; next < turns.length && turns[next].messages <= count; next++) {
+        if (!view) view = new RunView(log.appendChild(el("section", "turn")));
+        view.reopened(turns[next]);
+        view = null; // the next run's messages: a section of their own, as when they streamed
+      }
+    };
+    saved.messages.forEach((message, index) => {
+      ended(index);
       if (message.role === "user") {
         log.append(el("div", "user", message.content));
         view = null;
-        continue;
+        return;
       }
       if (!view) view = new RunView(log.appendChild(el("section", "turn")));
       view.restore(message);
-    }
+    });
+    ended(saved.messages.length);
     if (saved.interrupts.length) {
-      if (!view) view = new RunView(log.appendChild(el("section", "turn")));
-      view.ask(saved.interrupts);
-      setBusy(true);
+      const holder = el("section", "turn");
+      new RunView(holder).ask(saved.interrupts);
+      if (holder.childNodes.length) log.append(holder);
     }
+    setBusy(false, saved.interrupts.length > 0);
     log.scrollTop = log.scrollHeight;
   }
-  if (location.hash) reopen().catch(() => {});
+
+  async function refresh() {
+    // The conversation shown again as the server has it now.
+    calls.clear();
+    log.replaceChildren();
+    await reopen();
+  }
+  if (named) refresh().catch(() => {});
 
   // The user's conversations, when the store lists them (``DatabaseStore``): a menu in the header.
   async function listChats() {
+    if (!lists) return; // a store that cannot list them: nothing to ask (and no 501 in the console)
     const response = await fetch("api/conversations").catch(() => null);
     if (!response || !response.ok) return;
     const chats = await response.json();
@@ -125,19 +170,18 @@
     }
     menu.hidden = chats.length === 0;
   }
-  listChats();
   window.addEventListener("hashchange", () => {
     const id = fromUrl();
-    if (!id || id === threadId || busy) return;
+    if (!id || id === threadId || (busy && !waiting)) return;
     threadId = id;
-    calls.clear();
-    log.replaceChildren();
+    named = true;
     document.getElementById("chats").open = false;
-    reopen().catch(() => {});
+    refresh().catch(() => {});
     listChats();
   });
   async function titled(text) {
-    // A new conversation's title: its first message.
+    // A new conversation's title: its first message (a store that lists them renames them too).
+    if (!lists) return;
     await fetch(`api/conversations/${encodeURIComponent(threadId)}`, {
       method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ title: text.slice(0, 60) }),
     }).catch(() => null);
@@ -147,6 +191,7 @@
     event.preventDefault();
     const text = question.value.trim();
     if (!text || busy) return;
+    if (!named) started(threadId); // its first message: now the URL names it
     question.value = "";
     follow(() => log.append(el("div", "user", text)));
     const first = log.querySelectorAll(".user").length === 1;
@@ -159,7 +204,7 @@
   });
 
   async function run(extra) {
-    setBusy(true);
+    setBusy(true, false);
     stop.hidden = false;
     stop.disabled = false;
     const view = new RunView(log.appendChild(el("section", "turn")));
@@ -171,13 +216,21 @@
         headers: { "content-type": "application/json", accept: "text/event-stream" },
         body: JSON.stringify(body),
       });
-      if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
+      if (response.status === 409 && extra.resume) {
+        // Answered already (another tab took the decision first): shown as the server has it now.
+        stop.hidden = true;
+        await refresh();
+        follow(() => log.append(el("div", "notice",
+          "This was already answered in another tab: the conversation is shown as it is now.")));
+        return;
+      }
+      if (!response.ok) throw new Error(`${response.status}: ${await refusal(response)}`);
       await readEvents(response, (event) => follow(() => view.handle(event)));
     } catch (error) {
-      view.error(String(error));
+      view.error(String(error).replace(/^Error: /, ""));
     }
     stop.hidden = true;
-    setBusy(view.waiting);
+    setBusy(false, view.waiting);
   }
 
   async function readEvents(response, handle) {
@@ -212,6 +265,14 @@
     const made = { box, args, result, timing, argsText: "", started: performance.now() };
     calls.set(id, made);
     return made;
+  }
+
+  function decided(id, label) {
+    // A decision's label on its call's card (as the buttons leave it when clicked).
+    const call = calls.get(id);
+    if (!call) return;
+    const box = call.box.querySelector(".approval") || call.box.appendChild(el("div", "approval"));
+    box.replaceChildren(el("span", "decided", label));
   }
 
   class RunView {
@@ -329,6 +390,22 @@
       const result = event.result || {};
       const values = result.outputs || {};
       if (result.termination_reason !== "paused" && Object.values(values).some((v) => v !== null)) this.fields(values);
+      this.terminated(result);
+      if (event.outcome && event.outcome.type === "interrupt") this.ask(event.outcome.interrupts);
+    }
+
+    reopened(turn) {
+      // A turn's end as the server kept it (a reload): its line or its error, and its decisions.
+      for (const [id, approved] of Object.entries(turn.approvals || {})) {
+        const label = approved === true ? "Approved" : typeof approved === "string" ? `Refused: ${approved}` : "Refused";
+        decided(id, label);
+      }
+      for (const id of turn.results || []) decided(id, "Result sent");
+      if (turn.ending) this.terminated(turn.ending);
+      else if (turn.error) this.error(turn.error);
+    }
+
+    terminated(result) {
       const usage = result.usage || {};
       const requests = Object.values(usage.requests || {}).reduce((a, b) => a + b, 0);
       let line = `Turn ended: ${result.termination_reason}`;
@@ -336,7 +413,6 @@
       line += ` · ${requests} request${requests === 1 ? "" : "s"} · ${usage.input_tokens} tokens in, ${usage.output_tokens} out`;
       if (usage.cost != null) line += ` · $${usage.cost.toFixed(4)}`;
       this.root.append(el("div", `termination ${result.termination_reason}`, line));
-      if (event.outcome && event.outcome.type === "interrupt") this.ask(event.outcome.interrupts);
     }
 
     error(message) {
