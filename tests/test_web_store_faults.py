@@ -272,3 +272,35 @@ async def test_an_approval_answered_already_is_a_409_on_both_streams(sync: bool)
         {"error": "the conversation is not waiting for any tool decision: it was answered already"},
     )
     assert lm.remaining == 0
+
+
+@pytest.mark.parametrize("kind", ["files", "database"])
+async def test_how_each_turn_ended_survives_a_restart(tmp_path: Path, kind: str) -> None:
+    """``Conversation.turns``: a new app on the same store reads back each turn's end and the
+    decision it was resumed with (the page shows them again after a reload)."""
+
+    def store() -> Any:
+        if kind == "files":
+            return dspy_imp.web.FileStore(tmp_path)
+        return dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}")
+
+    agent = support_agent()
+    with_lm(agent, paused_script())
+    first = store()
+    app = dspy_imp.web.app(agent, store=first)
+    refuse = [{"interruptId": "c9", "status": "resolved", "payload": {"approved": False, "reason": "No receipt."}}]
+    async with client(app) as c:
+        info = (await c.get("/api/info")).json()
+        await c.post("/ag-ui", json=run_input("Refund order 42"))
+        await c.post("/ag-ui", json=run_input(run="r2", resume=refuse))
+    getattr(first, "close", lambda: None)()
+    again = store()
+    async with client(dspy_imp.web.app(agent, store=again)) as c:
+        read = (await c.get("/api/conversations/t1")).json()
+    getattr(again, "close", lambda: None)()
+    assert info["lists_conversations"] is (kind == "database")
+    turns = read["turns"]
+    assert [t["ending"]["termination_reason"] for t in turns] == ["paused", "finished_by_tool"]
+    assert [t["messages"] for t in turns] == [4, 6]  # after the refused call's result, then after the send
+    assert turns[1]["approvals"] == {"c9": "No receipt."} and turns[1]["ending"]["usage"]["input_tokens"] == 40
+    assert read["messages"][3]["toolCallId"] == "c9" and read["messages"][5]["toolCallId"] == "c10"
