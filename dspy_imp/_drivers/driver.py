@@ -5,7 +5,8 @@ effect to its I/O, a ``Job`` (``job``): a model request or an extraction (``requ
 or a parallel batch (``tools``, whose sync tools run where ``tool_threads`` puts them: under
 ``acall`` never on the event loop's thread), a sub-agent's turn (``child``), the guardrails
 (``guarding``), a call that ran no tool reported to DSPy's tool callbacks (``tracing``), a token
-count (``measure``) or a retry pause. A ``Watch`` sees each effect performed (``watched``).
+count (``measure``), a call's arguments checked against an untrusted schema off the event loop
+(``tools.check_job``) or a retry pause. A ``Watch`` sees each effect performed (``watched``).
 
 The tool boundary catches ``Exception`` (a raising tool is an observation) and the request
 boundary too (the failed request's error goes to the machine unchanged).
@@ -35,6 +36,7 @@ from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.responses_bridge import install as install_responses_bridge
 from dspy_imp._turn.effects import (
     Alongside,
+    CheckArguments,
     CheckGuardrails,
     DecidedCall,
     Measure,
@@ -175,6 +177,8 @@ class Effects:
             return self._agent_job(effect)
         if isinstance(effect, RunTool):
             return tools.tool_job(effect)
+        if isinstance(effect, CheckArguments):
+            return tools.check_job(effect)
         if isinstance(effect, CheckGuardrails):
             return Job(lambda: guarding.check(effect), lambda: guarding.acheck(effect), same, reraise)
         if isinstance(effect, DecidedCall):

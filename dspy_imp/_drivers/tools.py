@@ -33,11 +33,43 @@ import dspy
 from dspy_imp._drivers import tool_threads
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.job import Job
+from dspy_imp._prompt import sentences
+from dspy_imp._prompt.signature import Rejection
 from dspy_imp._records.errors import ToolTimedOut
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
-from dspy_imp._turn.effects import RunTool, RunTools
+from dspy_imp._turn.arguments import check_arguments
+from dspy_imp._turn.effects import CheckArguments, RunTool, RunTools
 from dspy_imp._turn.limits import bound_at_start
+
+
+def check_job(effect: CheckArguments) -> Job:
+    """A call's arguments checked against an untrusted schema in a worker thread (under ``acall``
+    never on the event loop; in a sync call too, so the bound can stop the wait), for at most
+    ``effect.bound`` seconds. Overrunning it, or failing, is a rejection naming the tool; the
+    worker is left to finish by itself, as a timed-out tool's."""
+    work = functools.partial(check_arguments, effect.tool, effect.args)
+    name = effect.tool.name
+
+    def overran() -> Rejection:
+        return Rejection("schema_validation", sentences.unchecked_arguments(name, f"not within {effect.bound:g} s"))
+
+    def run() -> Any:
+        try:
+            return tool_threads.run(work, effect.bound)
+        except tool_threads.Overran:
+            return overran()
+
+    async def arun() -> Any:
+        try:
+            return await tool_threads.arun(work, effect.bound)
+        except tool_threads.Overran:
+            return overran()
+
+    def failed(error: Exception) -> Rejection:
+        return Rejection("schema_validation", sentences.unchecked_arguments(name, f"{type(error).__name__}: {error}"))
+
+    return Job(run, arun, lambda verdict: verdict, failed)
 
 
 def tool_job(effect: RunTool) -> Job:

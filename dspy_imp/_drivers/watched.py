@@ -3,7 +3,8 @@ performed (with the effect's GenAI span current while it runs), and a request's 
 relayed; it decides nothing.
 
 ``watched``/``awatched`` wrap performing one job; with no watch (no ``dspy.streamify``, no live
-progress), or for a ``Measure`` (counting tokens is nothing to watch), the job just runs.
+progress), or for a ``Measure`` (counting tokens is nothing to watch) or a ``CheckArguments`` (the
+call's own events tell its verdict), the job just runs.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dspy_imp._drivers.job import Job
-from dspy_imp._turn.effects import Measure
+from dspy_imp._turn.effects import CheckArguments, Measure
 from dspy_imp._watch.streaming import Watch
 
 
 def watched(watch: Watch | None, effect: Any, job: Job, perform: Callable[[Job], Any]) -> Any:
     """``perform(job)``, with the watch told before and after (sync)."""
-    if watch is None or isinstance(effect, Measure):
+    if watch is None or isinstance(effect, Measure | CheckArguments):
         return perform(job)
     watch.send(watch.before(effect))
     with watch.spanning(effect, job) as spanned:
@@ -31,7 +32,7 @@ def watched(watch: Watch | None, effect: Any, job: Job, perform: Callable[[Job],
 
 async def awatched(watch: Watch | None, effect: Any, job: Job, perform: Callable[[Job], Awaitable[Any]]) -> Any:
     """``watched``, awaiting ``perform`` and the watch's sends."""
-    if watch is None or isinstance(effect, Measure):
+    if watch is None or isinstance(effect, Measure | CheckArguments):
         return await perform(job)
     await watch.asend(watch.before(effect))
     with watch.spanning(effect, job) as spanned:

@@ -65,6 +65,7 @@ from dspy_imp._records.errors import ConfigurationError, StreamClosed
 from dspy_imp._records.step_error import StepError
 from dspy_imp._turn.effects import (
     Alongside,
+    CheckArguments,
     CheckGuardrails,
     DecidedCall,
     Ending,
@@ -124,8 +125,9 @@ class DurableEffects(Effects):
         if batch is not None:  # one call of a parallel batch, inside the batch's step
             with _position(batch, effect):
                 return Effects.perform(self, effect)
-        # Not steps: a measure is pure (a replay measures the same); a sub-agent's own effects are (``child``).
-        if isinstance(effect, Measure | RunAgent):
+        # Not steps: a measure is pure (a replay measures the same); a sub-agent's own effects are (``child``);
+        # an arguments check is the call's (a durable agent offers no client tools, the only ones that carry one).
+        if isinstance(effect, Measure | RunAgent | CheckArguments):
             return Effects.perform(self, effect)
         self._check_stop()
         if isinstance(effect, Sleep):
@@ -138,7 +140,7 @@ class DurableEffects(Effects):
         if batch is not None:
             with _position(batch, effect):
                 return await Effects.aperform(self, effect)
-        if isinstance(effect, Measure | RunAgent):
+        if isinstance(effect, Measure | RunAgent | CheckArguments):
             return await Effects.aperform(self, effect)
         self._check_stop()
         if isinstance(effect, Sleep):

@@ -155,6 +155,14 @@ def invalid_arguments(problems: Sequence[str]) -> str:
     return f"invalid arguments: {'; '.join(problems)}"
 
 
+def unchecked_arguments(name: str, why: str) -> str:
+    """A call whose arguments could not be checked against its tool's schema (``why``: in time, or the error)."""
+    return (
+        f"invalid arguments: the arguments of {name} could not be checked against its schema ({why}); "
+        "call it again with simpler arguments"
+    )
+
+
 NO_APPROVAL_NOW = "it needs a person's approval, and this last request cannot wait for one"
 
 

@@ -11,6 +11,9 @@ checked with; a schema it refuses raises ``UntrustedSchema`` naming the field at
   so are nesting deeper than ``MAX_DEPTH`` and more than ``MAX_NODES`` nodes once expanded.
 - ``pattern`` and ``patternProperties`` run on RE2 (linear time, no backtracking); a pattern RE2
   cannot compile is refused. Needs ``google-re2`` (the ``web`` extra).
+- A call is checked off the event loop within ``CHECK_SECONDS`` by the tool that carries the
+  validator (``arguments_bound``; the drivers' ``CheckArguments``): a check that takes longer is a
+  bad call the model reads, naming the tool.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ MAX_DEPTH = 32
 """The deepest a schema may nest, its local refs expanded."""
 MAX_NODES = 10_000
 """The most nodes a schema may hold, its local refs expanded (a ref reused many times counts each time)."""
+CHECK_SECONDS = 2.0
+"""The longest a call's check against an untrusted schema may take (the drivers run it in a worker
+thread, off the event loop: ``_turn.effects.CheckArguments``); longer is a bad call the model reads."""
 
 _DATA = frozenset({"const", "enum", "default", "examples", "description", "title", "$comment", "format"})
 _NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})

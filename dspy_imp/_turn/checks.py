@@ -33,10 +33,22 @@ def runs_in(ctx: CallContext, name: str | None, mode: CallMode) -> bool:
     return True
 
 
+UNCHECKED: Any = object()
+"""``check_call``'s ``arguments`` when they were not checked beforehand (``CheckArguments``)."""
+
+
 def check_call(
-    ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, done: StepCalls, decisions: Decisions
+    ctx: CallContext,
+    call: ToolCall,
+    args: Any,
+    mode: CallMode,
+    done: StepCalls,
+    decisions: Decisions,
+    arguments: Rejection | None = UNCHECKED,
 ) -> Checked:
-    refusal = _refuse(ctx, call, args, mode, decisions)
+    """The call checked; ``arguments``: its arguments' verdict when a driver checked them already
+    (a schema someone else wrote, checked off the event loop: ``CheckArguments``)."""
+    refusal = _refuse(ctx, call, args, mode, decisions, arguments)
     if isinstance(refusal, Rejection):
         if refusal.kind == "tool_denied" and call.name == SUBMIT:
             done.submit_denied = True
@@ -58,7 +70,9 @@ def check_call(
     return Checked(call, runner=ctx.runners[call.name])
 
 
-def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisions: Decisions) -> Verdict:
+def _refuse(
+    ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisions: Decisions, arguments: Any
+) -> Verdict:
     """An observation refusing the call, ``"approval"`` (a person must decide), or ``None``."""
     if call.name is None:
         return Rejection("malformed_tool_call", sentences.malformed_call(call.received))
@@ -76,7 +90,9 @@ def _refuse(ctx: CallContext, call: ToolCall, args: Any, mode: CallMode, decisio
         return Rejection("tool_denied", sentences.tool_not_allowed(call.name, sentences.NO_APPROVAL_NOW))
     if call.name == SUBMIT:
         return verdict
-    return check_arguments(ctx.roster[call.name], args) or verdict
+    if arguments is UNCHECKED:
+        arguments = check_arguments(ctx.roster[call.name], args)
+    return arguments or verdict
 
 
 def _decided(call: ToolCall, decisions: Decisions) -> Rejection | Literal["approved"] | None:

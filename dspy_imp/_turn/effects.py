@@ -19,6 +19,8 @@ loop logic::
 ``ModelRequest.model``/``Extraction.model`` name the LM of the program's chain the request goes
 to (0: the program's LM; ``_turn.fallback``). ``RunTool.timeout`` bounds the run (``_turn.limits``).
     Measure      -> Measured              a request's prompt tokens, counted before it is sent (pure)
+    CheckArguments -> Rejection | None    a call's arguments against a schema someone else wrote,
+                                          off the event loop and time-bounded (not watched)
     Summarize    -> Reply | Failed        a context policy's summary request (``_turn.context``)
 
 A request's answer carries ``usage``: the model calls it took, as the LM reported them.
@@ -109,6 +111,18 @@ class RunTool:
     timeout: float | None = None
     by_deadline: bool = False
     call: ToolCall | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class CheckArguments:
+    """A call's arguments checked against a schema someone else wrote (a tool that carries an
+    ``arguments_bound``: a web client's), in a worker thread, never on the event loop, for at most
+    ``bound`` seconds -> the check's ``Rejection`` or ``None``. A check that overran or failed is a
+    rejection naming the tool (the model reads it); the thread is left behind, as a timed-out tool's."""
+
+    tool: Tool
+    args: Any
+    bound: float
 
 
 @dataclass(frozen=True)
@@ -216,5 +230,6 @@ Effect = (
     | CheckGuardrails
     | Alongside
     | Measure
+    | CheckArguments
 )
 """Every effect a turn yields (``Summarize`` is a ``ModelRequest``); the drivers perform each."""

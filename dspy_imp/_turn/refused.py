@@ -18,7 +18,7 @@ from typing import Any
 from dspy_imp._prompt.sentences import ANSWER_NOW
 from dspy_imp._records.outcomes import RawCall, Reply
 from dspy_imp._routes.failures import REFUSED_CALL
-from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools
+from dspy_imp._turn.effects import CheckArguments, DecidedCall, RunTool, RunTools
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
@@ -30,7 +30,7 @@ def refused(reply: Reply) -> bool:
 
 def observe(
     ctx: CallContext, reply: Reply, step_index: int, taken: set[str], meter: Meter
-) -> Generator[RunTool | RunTools | DecidedCall, Any, StepCalls]:
+) -> Generator[RunTool | RunTools | DecidedCall | CheckArguments, Any, StepCalls]:
     """The refused calls as malformed-call observations (no tool runs), saying to answer in text."""
     calls = tuple(replace(call, received={**call.received, ANSWER_NOW: True}) for call in reply.calls)
     return (yield from run_calls(ctx, calls, "step", step_index, taken, Running(meter=meter)))

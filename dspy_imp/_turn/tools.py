@@ -26,8 +26,8 @@ from dspy_imp._records.steps import PendingCall, Step, ToolCall, ToolResult
 from dspy_imp._turn import agents
 from dspy_imp._turn.calls import CallContext, CallMode, Checked, Running, StepCalls
 from dspy_imp._turn.calls import Finish as Finish  # re-exported: dspy_imp.Finish
-from dspy_imp._turn.checks import check_call, not_run, runs_in
-from dspy_imp._turn.effects import DecidedCall, RunTool, RunTools, Tool
+from dspy_imp._turn.checks import UNCHECKED, check_call, not_run, runs_in
+from dspy_imp._turn.effects import CheckArguments, DecidedCall, RunTool, RunTools, Tool
 from dspy_imp._turn.results import error_result, finish_hook, judged, returned
 
 
@@ -38,7 +38,7 @@ def run_calls(
     step_index: int,
     taken: set[str],
     running: Running | None = None,
-) -> Generator[RunTool | RunTools | DecidedCall, Any, StepCalls]:
+) -> Generator[RunTool | RunTools | DecidedCall | CheckArguments, Any, StepCalls]:
     """Check every call of a step, then run them; yields the tool runs to the driver.
 
     Every call is checked (policy included) before any runs. If one waits for a person or an
@@ -69,7 +69,10 @@ def run_calls(
             checked.append(Checked(record, result=error_result(record, not_run(ctx, record, mode)), unexecuted=True))
             continue
         kept = _kept(ctx, record, running.resumed, done)
-        checked.append(kept or check_call(ctx, record, call.args, mode, done, running.decisions))
+        if kept is None:
+            arguments = yield from _arguments_checked(ctx, record, call.args)
+            kept = check_call(ctx, record, call.args, mode, done, running.decisions, arguments)
+        checked.append(kept)
     done.pending = [PendingCall(c.call.id, c.call.name, c.call.args, c.pending) for c in checked if c.pending]
     if done.pending:
         done.calls = [c.call for c in checked if not c.unexecuted]
@@ -77,6 +80,16 @@ def run_calls(
         return done
     yield from _execute(ctx, checked, done, mode, running)
     return done
+
+
+def _arguments_checked(ctx: CallContext, call: ToolCall, args: Any) -> Generator[CheckArguments, Any, Any]:
+    """The verdict on a call's arguments, checked by the driver off the event loop within the
+    tool's ``arguments_bound`` when it has one (a schema someone else wrote); ``UNCHECKED`` else."""
+    tool = ctx.roster.get(call.name or "") if call.name != SUBMIT else None
+    bound = getattr(tool, "arguments_bound", None)
+    if tool is None or not isinstance(bound, int | float) or isinstance(bound, bool):
+        return UNCHECKED
+    return (yield CheckArguments(tool, args, float(bound)))
 
 
 def _kept(ctx: CallContext, call: ToolCall, resumed: Step | None, done: StepCalls) -> Checked | None:

@@ -5,9 +5,11 @@ A declaration is input like any other: checked here before the turn (a name that
 identifier and no tool of the agent's nor ``submit``, a JSON-object schema of bounded size, a
 bounded count), else the request is refused naming the field. The declared tools become the
 turn's external tools (``_program.extra_tools``): offered to the model with the declared schema,
-each call checked against it (a bad call is an observation the model reads), the turn pausing on
-the good ones. What the client sends back is only ever the result of a call the server's paused
-entry waits on, as text (``result_text``), bounded.
+each call checked against it in a worker thread, off the event loop, for at most
+``untrusted_schema.CHECK_SECONDS`` (a bad call, or one not checked in time, is an observation the
+model reads, naming the tool), the turn pausing on the good ones. What the client sends back is
+only ever the result of a call the server's paused entry waits on, as text (``result_text``),
+bounded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import dspy
 import pydantic
 
+from dspy_imp._records import untrusted_schema
 from dspy_imp._records.untrusted_schema import UntrustedSchema, gate
 from dspy_imp.web._guard import Refused
 
@@ -43,12 +46,16 @@ class ClientTool(dspy.Tool):
     parameters_schema: dict[str, Any] = pydantic.Field(default_factory=dict)
     parameters_validator: Any = pydantic.Field(default=None, exclude=True)
     """The gate's validator (``_records.untrusted_schema``): RE2 patterns, no ``$ref`` fetched."""
+    arguments_bound: float = pydantic.Field(default=untrusted_schema.CHECK_SECONDS, exclude=True)
+    """How long a call's check against the schema may take: the driver runs it in a worker thread,
+    off the event loop (``CheckArguments``); longer is a bad call the model reads, naming the tool."""
 
     def __init__(self, name: str, description: str, parameters: dict[str, Any]):
         properties = parameters.get("properties") or {}
         super().__init__(_never_here, name=name, desc=description, args=dict(properties), arg_types={})
         self.parameters_schema = parameters
         self.parameters_validator = gate(parameters, "parameters")
+        self.arguments_bound = untrusted_schema.CHECK_SECONDS
         self.has_kwargs = False  # the whole schema decides what is accepted (``_turn.arguments``)
 
     def format_as_litellm_function_call(self) -> dict[str, Any]:
@@ -107,6 +114,8 @@ def _schema(schema: Any, at: str) -> dict[str, Any]:
         gate(whole, at)
     except UntrustedSchema as error:
         raise Refused(422, str(error)) from None
+    except Exception as error:  # a schema the gate could not check at all (a bug's door): refused, named
+        raise Refused(422, f"`{at}` could not be checked as a JSON schema: {type(error).__name__}: {error}") from None
     return whole
 
 
