@@ -4,7 +4,8 @@ installs it), against the app served on 127.0.0.1.
 A question shows its thought (folded), each tool call with its arguments and result, the streamed
 answer, the termination reason and usage; a paused call is approved (or refused with a reason) with
 its buttons and the turn finishes; a ``<script>`` in a tool result is shown as text; the page loads
-nothing but its own files.
+nothing but its own files, and leaves nothing in the console; the input keeps the focus; an
+approval another tab gave first is told; a reload shows each turn's end and decisions again.
 
     DSPY_IMP_SCREENSHOTS=1 .venv/bin/pytest tests/test_web_page.py   # rewrites docs/assets/web/*.png
 """

@@ -43,14 +43,15 @@ class Conversation:
         history: The conversation so far (a paused one ends with its pending calls).
         owner: The user ``auth`` named for the request that started it; ``None`` without ``auth``.
             Only that user's requests may read or continue it.
+        turns: How each turn ended, for the page to show again after a reload (JSON records:
+            where it ended in the history, its termination and usage or its error, the decisions
+            it was resumed with). A store that does not keep it loses only that (the page then
+            shows the messages alone).
     """
 
     history: dspy.History
     owner: str | None = None
     turns: tuple[Mapping[str, Any], ...] = ()
-    """How each turn ended, for the page to show again (``told``): where it ended in the history
-    (``entries``), its termination and usage or its error, the decisions it was resumed with.
-    A store that does not keep it loses only that (the page then shows the messages alone)."""
 
 
 MAX_TURNS = 1000
