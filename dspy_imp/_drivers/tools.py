@@ -33,12 +33,10 @@ import dspy
 from dspy_imp._drivers import tool_threads
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.job import Job
-from dspy_imp._prompt import sentences
-from dspy_imp._prompt.signature import Rejection
 from dspy_imp._records.errors import ToolTimedOut
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
-from dspy_imp._turn.arguments import check_arguments
+from dspy_imp._turn.arguments import check_arguments, unchecked
 from dspy_imp._turn.effects import CheckArguments, RunTool, RunTools
 from dspy_imp._turn.limits import bound_at_start
 
@@ -49,10 +47,9 @@ def check_job(effect: CheckArguments) -> Job:
     ``effect.bound`` seconds. Overrunning it, or failing, is a rejection naming the tool; the
     worker is left to finish by itself, as a timed-out tool's."""
     work = functools.partial(check_arguments, effect.tool, effect.args)
-    name = effect.tool.name
 
-    def overran() -> Rejection:
-        return Rejection("schema_validation", sentences.unchecked_arguments(name, f"not within {effect.bound:g} s"))
+    def overran() -> Any:
+        return unchecked(effect.tool, f"not within {effect.bound:g} s")
 
     def run() -> Any:
         try:
@@ -66,8 +63,8 @@ def check_job(effect: CheckArguments) -> Job:
         except tool_threads.Overran:
             return overran()
 
-    def failed(error: Exception) -> Rejection:
-        return Rejection("schema_validation", sentences.unchecked_arguments(name, f"{type(error).__name__}: {error}"))
+    def failed(error: Exception) -> Any:
+        return unchecked(effect.tool, f"{type(error).__name__}: {error}")
 
     return Job(run, arun, lambda verdict: verdict, failed)
 

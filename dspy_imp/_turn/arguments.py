@@ -43,6 +43,12 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
     return Rejection("schema_validation", sentences.invalid_arguments(problems)) if problems else None
 
 
+def unchecked(tool: Tool, why: str) -> Rejection:
+    """The refusal of a call whose arguments could not be checked against its schema (``why``: not
+    in time, or the check's error): an observation naming the tool (``_drivers.tools.check_job``)."""
+    return Rejection("schema_validation", sentences.unchecked_arguments(tool.name, why))
+
+
 def _check_whole(tool: Tool, schema: dict[str, Any], args: Mapping[str, Any]) -> Rejection | None:
     """A tool that carries its arguments' whole JSON schema (``parameters_schema``: a tool a web
     client declared) is checked against all of it: ``required``, ``additionalProperties``, ``$defs``,

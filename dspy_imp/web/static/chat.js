@@ -115,7 +115,10 @@
     // messages, each turn's end ("Turn ended ...", or its error) after its messages, the
     // decisions a turn was resumed with on their cards, and the approval it waits for.
     const response = await fetch(`api/conversations/${encodeURIComponent(threadId)}`);
-    if (!response.ok) return;
+    if (!response.ok) {  // gone (deleted), or not this user's: an empty conversation to start
+      setBusy(false, false);
+      return;
+    }
     const saved = await response.json();
     const turns = saved.turns || [];
     let view = null;
