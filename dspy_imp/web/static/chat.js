@@ -3,8 +3,9 @@
 // The URL names the conversation (#c=<id>) once its first message is sent: a reload or a second tab
 // reopens it from the server (GET api/conversations/<id>), with any approval it waits for, how each
 // turn ended and the decisions taken. A decision another tab took first (409) reopens it as it is.
-// The input stays usable (and focused) while a turn runs; only a decision to take first disables it. Answers are Markdown, rendered by
-// the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
+// The input stays usable (and focused) while a turn runs; only a decision to take first disables
+// it. Answers are Markdown, rendered by the vendored marked and sanitized by the vendored DOMPurify;
+// raw HTML in them is shown as text.
 "use strict";
 (() => {
   const log = document.getElementById("log");
