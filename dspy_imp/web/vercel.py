@@ -42,7 +42,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
-from dspy_imp.web._narration import MessageKind, as_text
+from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text
 
 __all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
 
@@ -60,8 +60,11 @@ def encode(part: Mapping[str, Any]) -> str:
 class VercelEncoder:
     """The ``Encoder`` (``_narration``) for one AI SDK UI message stream."""
 
+    nests_pauses = False  # an approval request names a tool part of the message
+
     def __init__(self, message_id: str):
         self.message_id = message_id
+        self.texts: dict[str, str] = {}  # a sub-agent's messages so far, by id (told whole when they end)
 
     def run_started(self) -> list[dict[str, Any]]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -105,8 +108,48 @@ class VercelEncoder:
         reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
         return [*approvals, {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)}]
 
+    def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[dict[str, Any]]:
+        return [_data("agent", path, {"agent": agent, "toolCallId": path, "state": "running"})]
+
+    def nested(self, agent: str, path: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A sub-agent's parts as data parts (``useChat`` keeps them in the message, by type and id):
+        each message once it ended, each call when its input is known, each result."""
+        out: list[dict[str, Any]] = []
+        about = {"agent": agent, "toolCallId": path}
+        for part in parts:
+            kind = part["type"]
+            if kind in ("text-start", "reasoning-start"):
+                self.texts[part["id"]] = ""
+            elif kind in ("text-delta", "reasoning-delta"):
+                self.texts[part["id"]] = self.texts.get(part["id"], "") + part["delta"]
+            elif kind in ("text-end", "reasoning-end"):
+                text = self.texts.pop(part["id"], "")
+                out.append(_data("agent-text", part["id"], {**about, "kind": kind.split("-")[0], "text": text}))
+            elif kind == "tool-input-available":
+                call = {"callId": part["toolCallId"], "toolName": part["toolName"], "input": part["input"]}
+                out.append(_data("agent-call", part["toolCallId"], {**about, **call}))
+            elif kind.startswith("tool-output-"):
+                result = {k: v for k, v in part.items() if k in ("output", "errorText")}
+                state = {"callId": part["toolCallId"], "state": kind[len("tool-") :], **result}
+                out.append(_data("agent-result", part["toolCallId"], {**about, **state}))
+        return out
+
+    def agent_ended(self, agent: str, path: str, ended: AgentSegmentEnd) -> list[dict[str, Any]]:
+        data: dict[str, Any] = {"agent": agent, "toolCallId": path}
+        if ended.error is not None:
+            data.update(state="failed", errorText=ended.error)
+        elif ended.suspended is not None:
+            data.update(state="suspended", pending=list(ended.suspended))
+        else:
+            data.update(state="finished", output=_json(ended.result))
+        return [_data("agent", path, data)]
+
     def failed(self, error: BaseException) -> list[dict[str, Any]]:
         return [{"type": "error", "errorText": f"{type(error).__name__}: {getattr(error, 'reason', error)}"}]
+
+
+def _data(name: str, part_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": f"data-{name}", "id": part_id, "data": data}
 
 
 def _part(kind: MessageKind) -> str:
