@@ -41,7 +41,7 @@ import dspy
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import Refused
-from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
+from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, recorded_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text
 
 __all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
@@ -226,7 +226,7 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     pending = {call["id"]: call for call in paused_calls(history)}
     if not pending:
         raise ConfigurationError("the conversation is not waiting for any tool decision")
-    recorded = {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
+    recorded = recorded_calls(history.messages)
     approvals: dict[str, bool | str] = {}
     results: dict[str, Any] = {}
     for part in message.get("parts") or []:

@@ -3,6 +3,8 @@
 // The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
 // (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
 // the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
+// A sub-agent's work (AG-UI's SUBAGENT_STARTED, then events carrying its subagentRunId) is shown
+// inside the card of the call that runs it, its own calls as cards there.
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -13,6 +15,7 @@
   const stop = document.getElementById("stop");
   let threadId = fromUrl() || started(newId());
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
+  const agents = new Map(); // subagentRunId -> the view of its work, inside its call's card, across runs
   let busy = false;
 
   function newId() {
@@ -82,6 +85,7 @@
   newChat.addEventListener("click", () => {
     threadId = started(newId());
     calls.clear();
+    agents.clear();
     log.replaceChildren();
     setBusy(false);
     question.focus();
@@ -131,6 +135,7 @@
     if (!id || id === threadId || busy) return;
     threadId = id;
     calls.clear();
+    agents.clear();
     log.replaceChildren();
     document.getElementById("chats").open = false;
     reopen().catch(() => {});
@@ -209,9 +214,23 @@
     const timing = summary.appendChild(el("span", "timing", ""));
     const args = box.appendChild(el("pre", "args", ""));
     const result = box.appendChild(el("pre", "result pending", "running…"));
-    const made = { box, args, result, timing, argsText: "", started: performance.now() };
+    const made = { box, args, result, timing, argsText: "", started: performance.now(), work: null };
     calls.set(id, made);
     return made;
+  }
+
+  function agentView(event) {
+    // A sub-agent's segment: its work in the card of the call that runs it (the same one when a run resumes it).
+    const call = calls.get(event.parentToolCallId) || calls.get(event.subagentRunId);
+    if (!call) return null;
+    if (!call.work) {
+      call.work = el("div", "agent-work");
+      call.work.dataset.agent = event.name;
+      call.box.insertBefore(call.work, call.result);
+    }
+    const view = agents.get(event.subagentRunId) || new RunView(call.work);
+    agents.set(event.subagentRunId, view);
+    return view;
   }
 
   class RunView {
@@ -245,6 +264,19 @@
     }
 
     handle(event) {
+      if (event.type === "SUBAGENT_STARTED") {
+        agentView(event);
+        return;
+      }
+      if (event.subagentRunId && agents.has(event.subagentRunId)) {
+        const inner = agents.get(event.subagentRunId);
+        if (event.type === "SUBAGENT_FINISHED" || event.type === "SUBAGENT_ERROR") {
+          inner.root.classList.add(event.type === "SUBAGENT_ERROR" ? "failed" : "ended");
+        } else {
+          inner.handle(event);
+        }
+        return;
+      }
       switch (event.type) {
         case "TEXT_MESSAGE_START":
           this.messages.set(event.messageId, this.root.appendChild(el("div", "answer", "")));
@@ -309,7 +341,7 @@
       // Each output field by its name and type; a string as Markdown. One string field stays as streamed.
       const names = Object.keys(values);
       if (names.length === 1 && typeof values[names[0]] === "string") return;
-      const answers = this.root.querySelectorAll(".answer");
+      const answers = this.root.querySelectorAll(":scope > .answer"); // the agent's own, not a sub-agent's
       const node = answers.length ? answers[answers.length - 1] : this.root.appendChild(el("div", "answer"));
       node.replaceChildren();
       for (const name of names) {
@@ -349,7 +381,14 @@
       for (const interrupt of interrupts) {
         const meta = (interrupt.metadata && interrupt.metadata.dspy_imp) || {};
         const call = card(interrupt.toolCallId, meta.name);
-        if (!call.box.isConnected) this.root.append(call.box);
+        const owner = interrupt.subagentRunId && calls.get(interrupt.subagentRunId); // a sub-agent's call: in its card
+        if (call.box.isConnected) {
+          // already shown where it was streamed
+        } else if (owner) {
+          owner.box.insertBefore(call.box, owner.result);
+        } else {
+          this.root.append(call.box);
+        }
         call.result.textContent = interrupt.message || "waiting";
         call.waiting = true;
         const box = call.box.appendChild(el("div", "approval"));
