@@ -16,47 +16,21 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from dbos import DBOS
 from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
-from web_scenarios import client, lookup_order, run_input
+from web_scenarios import ANSWER, FINDINGS, client, run_input, script, team, three_deep
 
 import dspy_imp
 import dspy_imp.web
+from dspy_imp import durable
 from dspy_imp.testing import ScriptedLM, call, reply
 
-FINDINGS = "Order 42 shipped Monday."
 ABOUT = {"agent": "researcher", "toolCallId": "p1"}  # what each data part of the researcher's segment names
-ANSWER = "Your order shipped on Monday."
-
-
-def team(pause: bool = False) -> dspy_imp.ReActV2:
-    researcher = dspy_imp.ReActV2(
-        "question -> findings", tools=[lookup_order], needs_approval=["lookup_order"] if pause else []
-    )
-    script(researcher, triage := dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")]))
-    return triage
-
-
-def script(researcher: dspy_imp.ReActV2, triage: dspy_imp.ReActV2) -> None:
-    researcher.react.lm = ScriptedLM(
-        [reply("Let me look it up.", calls=[call("lookup_order", {"order_id": "42"}, id="c1")]), reply(FINDINGS)]
-    )
-    triage.react.lm = ScriptedLM(
-        [reply("Asking the researcher.", calls=[call("researcher", {"question": "order 42?"}, id="p1")]), reply(ANSWER)]
-    )
-
-
-def three_deep() -> dspy_imp.ReActV2:
-    coder = dspy_imp.ReActV2("task -> code", tools=[lookup_order])
-    researcher = dspy_imp.ReActV2("question -> findings", tools=[coder.as_tool(name="coder")])
-    triage = dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")])
-    coder.react.lm = ScriptedLM([reply(calls=[call("lookup_order", {"order_id": "42"}, id="c1")]), reply("print(42)")])
-    researcher.react.lm = ScriptedLM([reply(calls=[call("coder", {"task": "42"}, id="r1")]), reply(FINDINGS)])
-    triage.react.lm = ScriptedLM([reply(calls=[call("researcher", {"question": "42?"}, id="p1")]), reply(ANSWER)])
-    return triage
 
 
 async def agui(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -66,9 +40,9 @@ async def agui(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
     return agui_events(response.text)
 
 
-async def chat(app: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def chat(app: Any, messages: list[dict[str, Any]], chat_id: str = "chat-1") -> list[dict[str, Any]]:
     async with client(app) as http:
-        response = await http.post("/api/chat", json={"id": "chat-1", "messages": messages})
+        response = await http.post("/api/chat", json={"id": chat_id, "messages": messages})
     assert response.status_code == 200, response.text
     return vercel_parts(response.text)
 
@@ -461,3 +435,55 @@ async def test_ai_sdk_a_grandchilds_call_names_its_caller(sync: bool) -> None:
     assert calls == {("researcher", "p1", "p1/r1"), ("researcher/coder", "p1/r1", "p1/r1/c1")}
     ended = {d["toolCallId"]: d["state"] for d in front.data("agent")}
     assert ended == {"p1": "finished", "p1/r1": "finished"}
+
+
+# -- a durable team: the researcher's turn runs inline in the triage's workflow ---------------------
+
+DURABLE = team(pause=True)
+
+
+@pytest.fixture(scope="module")
+def durable_team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[durable.DurableAgent]:
+    folder = tmp_path_factory.mktemp("dbos")
+    database = f"sqlite:///{folder}/sys.sqlite"
+    DBOS(config=durable.config("dspy-imp-team", system_database_url=database, log_level="ERROR"))
+    agent = durable.DurableAgent(DURABLE, name="web-team")
+    DBOS.launch()
+    yield agent
+    DBOS.destroy(destroy_registry=True)
+
+
+async def test_a_durable_teams_pause_and_resume_are_told_like_any_turns(durable_team: durable.DurableAgent) -> None:
+    script(DURABLE.tools["researcher"].program, DURABLE)
+    app = dspy_imp.web.app(durable_team)
+    paused = await agui(app, run_input("Where is order 42?", thread="team-d1"))
+    verify_agui(paused)
+    front = CopilotKitClient()
+    front.run(paused)
+    [asked] = front.interrupts
+    assert asked["toolCallId"] in front.seen_calls and asked["subagentRunId"] == "p1"
+    assert [c["id"] for c in front.main.calls()] == ["p1"]
+    approve = {"interruptId": asked["id"], "status": "resolved", "payload": {"approved": True}}
+    resumed = await agui(app, run_input(None, thread="team-d1", run="r2", resume=[approve]))
+    verify_agui(resumed, known_calls=front.seen_calls)
+    unique_ids(paused + resumed, steps=False)
+    front.run(resumed)
+    assert front.reply() == ANSWER
+    assert front.main.results() == {"p1": FINDINGS}
+    assert front.subagents["p1"]["thread"].results() == {"p1/c1": "shipped <b>Monday</b>"}
+
+
+async def test_a_durable_teams_turn_in_the_ai_sdk_stream(durable_team: durable.DurableAgent) -> None:
+    script(DURABLE.tools["researcher"].program, DURABLE)
+    app = dspy_imp.web.app(durable_team)
+    front = UseChatClient()
+    front.user("Where is order 42?")
+    front.run(await chat(app, front.messages, chat_id="team-d2"))
+    front.approve("p1/c1")
+    resumed = await chat(app, front.messages, chat_id="team-d2")
+    verify_vercel(resumed, known_calls={"p1", "p1/c1"})
+    front.run(resumed)
+    assert front.reply() == ANSWER
+    assert front.tools()["p1"]["output"] == FINDINGS
+    assert front.tools()["p1/c1"]["output"] == "shipped <b>Monday</b>"  # the paused call, a tool part of ours
+    assert [d["text"] for d in front.data("agent-text")] == ["Let me look it up.", FINDINGS]
