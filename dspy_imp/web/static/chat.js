@@ -268,8 +268,8 @@
         agentView(event);
         return;
       }
-      if (event.subagentRunId && agents.has(event.subagentRunId)) {
-        const inner = agents.get(event.subagentRunId);
+      const inner = event.subagentRunId && agents.get(event.subagentRunId);
+      if (inner && inner !== this) {
         if (event.type === "SUBAGENT_FINISHED" || event.type === "SUBAGENT_ERROR") {
           inner.root.classList.add(event.type === "SUBAGENT_ERROR" ? "failed" : "ended");
         } else {
