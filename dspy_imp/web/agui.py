@@ -10,6 +10,8 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
         TEXT_MESSAGE_START / _CONTENT... / _END
                                               text that may be the answer (a text-answer turn)
         TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
+          SUBAGENT_STARTED ... SUBAGENT_FINISHED   a sub-agent's call: its turn between the call's
+                                              end and its result, each event with its subagentRunId
       STEP_FINISHED
       ...
       TEXT_MESSAGE_*                          the answer, when it was not the streamed text
@@ -19,7 +21,9 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
 
 A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt outcome: one
 ``Interrupt`` per pending call, ``id`` and ``toolCallId`` the call id, ``reason``
-``"tool_approval"`` or ``"external_tool"``. The next run resumes it with ``resume`` entries:
+``"tool_approval"`` or ``"external_tool"``; a sub-agent's pending call (``"p1/c1"``) was told in
+its segment, which ends suspended, and its interrupt carries the segment's ``subagentRunId``
+(``"p1"``). The next run resumes it with ``resume`` entries:
 ``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
 external call. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an

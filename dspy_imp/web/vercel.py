@@ -10,9 +10,13 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
         text-start / text-delta / text-end                  text that may be the answer
         tool-input-start / tool-input-delta / tool-input-available
         tool-output-available | tool-output-error | tool-output-denied (a refused call)
+          data-agent / data-agent-text / data-agent-call / data-agent-result
+                                               a sub-agent's call: its turn, between the call's
+                                               input and its output (``data.toolCallId`` the call)
       finish-step
       text-*                                   the answer, when it was not the streamed text
-      tool-approval-request {approvalId, toolCallId}        a call waiting for a person
+      tool-approval-request {approvalId, toolCallId}        a call waiting for a person (a
+                                               sub-agent's: a tool part of its own, ``p1/c1``)
     finish {finishReason, messageMetadata}     messageMetadata: how the turn ended, usage
     (or error {errorText})
 
