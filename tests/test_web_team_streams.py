@@ -22,13 +22,14 @@ from typing import Any
 
 import pytest
 from dbos import DBOS
+from dspy.utils.exceptions import LMAuthError
 from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
 from web_scenarios import ANSWER, FINDINGS, client, run_input, script, team, three_deep
 
 import dspy_imp
 import dspy_imp.web
 from dspy_imp import durable
-from dspy_imp.testing import ScriptedLM, call, reply
+from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 ABOUT = {"agent": "researcher", "toolCallId": "p1"}  # what each data part of the researcher's segment names
 
@@ -219,6 +220,34 @@ async def test_agui_a_grandchilds_segment_is_nested_in_its_callers(sync: bool) -
     assert [c["id"] for c in front.subagents["p1"]["thread"].calls()] == ["p1/r1"]
     assert [c["id"] for c in front.subagents["p1/r1"]["thread"].calls()] == ["p1/r1/c1"]
     assert front.subagents["p1"]["thread"].results() == {"p1/r1": "print(42)"}
+
+
+def failing_team() -> dspy_imp.ReActV2:
+    """The researcher's model fails after its lookup: its call's result is the error the triage reads."""
+    triage = team()
+    researcher = triage.tools["researcher"].program
+    lookup = reply(calls=[call("lookup_order", {"order_id": "42"}, id="c1")])
+    researcher.react.lm = ScriptedLM([lookup, fail.raises(LMAuthError("bad key", status=401))])
+    return triage
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_sub_agent_that_fails_ends_its_segment_with_the_error_its_call_returns(sync: bool) -> None:
+    events = await agui(dspy_imp.web.app(failing_team(), sync=sync), run_input("Where is order 42?"))
+    verify_agui(events)
+    front = CopilotKitClient()
+    front.run(events)
+    error = front.main.results()["p1"]
+    assert "bad key" in error and front.reply() == ANSWER
+    assert [(e["type"], e.get("message")) for e in front.subagents["p1"]["ends"]] == [("SUBAGENT_ERROR", error)]
+    chat_front = UseChatClient()
+    chat_front.user("Where is order 42?")
+    parts = await chat(dspy_imp.web.app(failing_team(), sync=sync), chat_front.messages)
+    verify_vercel(parts)
+    chat_front.run(parts)
+    assert (chat_front.tools()["p1"]["state"], chat_front.tools()["p1"]["errorText"]) == ("output-error", error)
+    assert chat_front.data("agent") == [{**ABOUT, "state": "failed", "errorText": error}]
+    assert chat_front.reply() == ANSWER
 
 
 # -- a useChat-shaped client: AI SDK parts reduced into a UIMessage ---------------------------------
