@@ -161,6 +161,7 @@ def test_a_sub_agents_work_shows_inside_its_call_and_its_approval_there_live(pag
         expect(lookup.locator("button.approve")).to_be_visible()
         expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: paused"))
         expect(page.locator('.tool-call[data-call-id="p1/c1"]')).to_have_count(1)  # one card, in the researcher's
+        expect(researcher.locator(":scope > .result")).to_have_text("waiting for a decision…")
         if not sync:
             shot(page, "team-paused")
         lookup.locator("button.approve").click()
@@ -174,6 +175,26 @@ def test_a_sub_agents_work_shows_inside_its_call_and_its_approval_there_live(pag
         expect(page.locator(".turn > .tool-call")).to_have_count(1)  # the researcher call; its lookup is inside
         if not sync:
             shot(page, "team-answered")
+        page.reload()  # reopened from the server: the same story, the lookup inside the researcher's card
+        expect(researcher.locator(":scope > .result")).to_have_text(FINDINGS)
+        expect(work.locator('.tool-call[data-call-id="p1/c1"] .result')).to_have_text("shipped <b>Monday</b>")
+        expect(page.locator(".turn > .tool-call")).to_have_count(1)
+
+
+def test_a_reopened_paused_team_asks_for_the_sub_agents_call_inside_its_callers_card(page: Page) -> None:
+    with LiveServer(dspy_imp.web.app(team(pause=True))) as server:
+        page.goto(server.url)
+        ask(page, "Where is order 42?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: paused"))
+        page.reload()
+        researcher = page.locator('.turn > .tool-call[data-call-id="p1"]')
+        lookup = researcher.locator('.agent-work .tool-call[data-call-id="p1/c1"]')
+        expect(lookup.locator("button.approve")).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="p1/c1"]')).to_have_count(1)
+        lookup.locator("button.approve").click()
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+        expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")
+        expect(page.locator(".turn > .answer").last).to_have_text(ANSWER)
 
 
 def test_a_refusal_carries_its_reason_to_the_model(page: Page) -> None:

@@ -233,6 +233,29 @@
     return view;
   }
 
+  function restoreWork(path, run) {
+    // A reopened sub-agent call's work, from the history entry's record of its run (as it streamed live).
+    const view = agentView({ parentToolCallId: path, subagentRunId: path, name: run.agent || "" });
+    if (!view) return;
+    for (const entry of run.history || []) {
+      if (entry.next_thought) view.restore({ role: "reasoning", content: String(entry.next_thought) });
+      for (const toolCall of entry.tool_calls || []) {
+        const call = card(`${path}/${toolCall.id}`, toolCall.name);
+        call.started = null;
+        call.args.textContent = JSON.stringify(toolCall.args || {}, null, 2);
+        view.root.append(call.box);
+      }
+      for (const result of entry.tool_call_results || []) {
+        const call = calls.get(`${path}/${result.id}`);
+        if (!call) continue;
+        call.result.textContent = typeof result.result === "string" ? result.result : JSON.stringify(result.result);
+        call.result.classList.remove("pending");
+        if (result.error) call.box.classList.add("error");
+      }
+      for (const [callId, inner] of Object.entries(entry.agent_runs || {})) restoreWork(`${path}/${callId}`, inner);
+    }
+  }
+
   class RunView {
     constructor(root) {
       this.root = root;
@@ -255,6 +278,8 @@
           call.args.textContent = pretty(toolCall.function.arguments);
           this.root.append(call.box);
         }
+        const entry = (message.metadata && message.metadata.dspy_imp && message.metadata.dspy_imp.entry) || {};
+        for (const [callId, run] of Object.entries(entry.agent_runs || {})) restoreWork(callId, run);
       } else if (message.role === "tool" && calls.has(message.toolCallId)) {
         const call = calls.get(message.toolCallId);
         call.result.textContent = message.content;
@@ -272,6 +297,8 @@
       if (inner && inner !== this) {
         if (event.type === "SUBAGENT_FINISHED" || event.type === "SUBAGENT_ERROR") {
           inner.root.classList.add(event.type === "SUBAGENT_ERROR" ? "failed" : "ended");
+          const call = calls.get(event.subagentRunId); // its call's card: the segment's id is the call's
+          if (call && event.outcome && event.outcome.type === "suspended") call.result.textContent = "waiting for a decision…";
         } else {
           inner.handle(event);
         }
