@@ -14,6 +14,7 @@ Every turn runs on both drivers (``sync``), and on a ``DurableAgent``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import Counter
 from collections.abc import Iterator
@@ -248,6 +249,36 @@ async def test_a_sub_agent_that_fails_ends_its_segment_with_the_error_its_call_r
     assert (chat_front.tools()["p1"]["state"], chat_front.tools()["p1"]["errorText"]) == ("output-error", error)
     assert chat_front.data("agent") == [{**ABOUT, "state": "failed", "errorText": error}]
     assert chat_front.reply() == ANSWER
+
+
+async def test_a_stop_while_the_researcher_works_ends_its_segment_before_the_run() -> None:
+    waiting = asyncio.Event()
+
+    async def inventory(item: str) -> str:
+        """Count an item in the warehouse (it waits until the turn is stopped)."""
+        waiting.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    researcher = dspy_imp.ReActV2("question -> findings", tools=[inventory])
+    researcher.react.lm = ScriptedLM([reply("Counting.", calls=[call("inventory", {"item": "chairs"}, id="c1")])])
+    triage = dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")])
+    triage.react.lm = ScriptedLM([reply(calls=[call("researcher", {"question": "chairs?"}, id="p1")])])
+    async with client(dspy_imp.web.app(triage)) as http:
+        body = run_input("How many chairs?", thread="s1")
+        running = asyncio.ensure_future(http.post("/ag-ui", json=body, headers={"accept": "text/event-stream"}))
+        await asyncio.wait_for(waiting.wait(), 30)  # a hang guard, not a timing assertion
+        stopped = await http.post("/api/conversations/s1/stop", json={})
+        events = agui_events((await asyncio.wait_for(running, 30)).text)
+    assert stopped.status_code == 200
+    verify_agui(events)
+    front = CopilotKitClient()
+    front.run(events)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "StreamClosed"
+    ends = front.subagents["p1"]["ends"]
+    assert [(e["type"], e["message"]) for e in ends] == [("SUBAGENT_ERROR", "StreamClosed: the turn was stopped")]
+    assert [c["id"] for c in front.subagents["p1"]["thread"].calls()] == ["p1/c1"]
+    assert front.main.results() == {}  # the researcher call never returned
 
 
 # -- a useChat-shaped client: AI SDK parts reduced into a UIMessage ---------------------------------
