@@ -9,7 +9,8 @@ belongs to its subagent, as the AG-UI 1.0 spec says), a ``useChat``-shaped one r
 into a ``UIMessage`` (an approval request for a call it has no tool part of is an error, as in
 ``processUIMessageStream``). The final reply is the served agent's answer, never the
 researcher's findings; no id repeats; a sub-agent's pause names a call the client was shown.
-Every turn runs on both drivers (``sync``), and on a ``DurableAgent``.
+Every turn runs on both drivers (``sync``); the team's pause and resume on a ``DurableAgent``
+too; a Stop while the researcher works on the async one (whose task Stop cancels).
 """
 
 from __future__ import annotations
