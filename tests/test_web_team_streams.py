@@ -407,6 +407,10 @@ async def test_ai_sdk_tells_the_researcher_call_as_the_agents_and_its_turn_as_da
     assert tools["p1"]["input"] == {"question": "order 42?"}
     assert [d["text"] for d in front.data("agent-text")] == ["Let me look it up.", FINDINGS]
     assert all(d["agent"] == "researcher" and d["toolCallId"] == "p1" for d in front.data("agent-text"))
+    live = [p["data"] for p in parts if p["type"] == "data-agent-delta"]  # for onData: never in the message
+    assert all(p.get("transient") is True for p in parts if p["type"] == "data-agent-delta")
+    assert "".join(d["delta"] for d in live) == "Let me look it up." + FINDINGS
+    assert front.data("agent-delta") == []
     assert front.data("agent-call") == [
         {**ABOUT, "callId": "p1/c1", "toolName": "lookup_order", "input": {"order_id": "42"}}
     ]

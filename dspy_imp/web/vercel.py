@@ -10,7 +10,7 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
         text-start / text-delta / text-end                  text that may be the answer
         tool-input-start / tool-input-delta / tool-input-available
         tool-output-available | tool-output-error | tool-output-denied (a refused call)
-          data-agent / data-agent-text / data-agent-call / data-agent-result
+          data-agent / data-agent-delta / data-agent-text / data-agent-call / data-agent-result
                                                a sub-agent's call: its turn, between the call's
                                                input and its output (``data.toolCallId`` the call)
       finish-step
@@ -117,15 +117,18 @@ class VercelEncoder:
 
     def nested(self, agent: str, path: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A sub-agent's parts as data parts (``useChat`` keeps them in the message, by type and id):
-        each message once it ended, each call when its input is known, each result."""
+        each message once it ended (its deltas as transient parts before), each call when its input
+        is known, each result."""
         out: list[dict[str, Any]] = []
         about = {"agent": agent, "toolCallId": path}
         for part in parts:
             kind = part["type"]
             if kind in ("text-start", "reasoning-start"):
                 self.texts[part["id"]] = ""
-            elif kind in ("text-delta", "reasoning-delta"):
+            elif kind in ("text-delta", "reasoning-delta"):  # live, for ``onData``; kept whole at its end
                 self.texts[part["id"]] = self.texts.get(part["id"], "") + part["delta"]
+                delta = {**about, "messageId": part["id"], "kind": kind.split("-")[0], "delta": part["delta"]}
+                out.append({"type": "data-agent-delta", "data": delta, "transient": True})
             elif kind in ("text-end", "reasoning-end"):
                 text = self.texts.pop(part["id"], "")
                 out.append(_data("agent-text", part["id"], {**about, "kind": kind.split("-")[0], "text": text}))
