@@ -27,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Mount, Route
 from web_helpers import LiveServer
-from web_scenarios import paused_script, support_agent, tool_script, with_lm
+from web_scenarios import ANSWER, FINDINGS, paused_script, support_agent, team, tool_script, with_lm
 
 import dspy_imp
 import dspy_imp.web
@@ -143,6 +143,59 @@ def test_a_paused_call_is_approved_with_its_button_and_the_turn_finishes(page: P
         if not sync:
             shot(page, "approved")
     assert lm.remaining == 0
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_sub_agents_work_shows_inside_its_call_and_its_approval_there_live(page: Page, sync: bool) -> None:
+    """A triage agent's researcher call: the researcher's text and its paused lookup inside the call's
+    card, approved there; the reply shown as the agent's is the triage's, as it streams (no reload)."""
+    with LiveServer(dspy_imp.web.app(team(pause=True), sync=sync)) as server:
+        page.goto(server.url)
+        ask(page, "Where is order 42?")
+        researcher = page.locator('.turn > .tool-call[data-call-id="p1"]')
+        expect(researcher.locator(".name").first).to_have_text("researcher")
+        work = researcher.locator(".agent-work")
+        expect(work).to_have_attribute("data-agent", "researcher")
+        expect(work.locator(".answer").first).to_have_text("Let me look it up.")
+        lookup = work.locator('.tool-call[data-call-id="p1/c1"]')
+        expect(lookup.locator(".name")).to_have_text("lookup_order")
+        expect(lookup.locator("button.approve")).to_be_visible()
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: paused"))
+        expect(page.locator('.tool-call[data-call-id="p1/c1"]')).to_have_count(1)  # one card, in the researcher's
+        expect(researcher.locator(":scope > .result")).to_have_text("waiting for a decision…")
+        if not sync:
+            shot(page, "team-paused")
+        lookup.locator("button.approve").click()
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+        expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")
+        expect(researcher.locator(":scope > .result")).to_have_text(FINDINGS)
+        expect(work.locator(".answer").last).to_have_text(FINDINGS)
+        own = page.locator(".turn > .answer")  # the agent's own replies, not the researcher's
+        expect(own.last).to_have_text(ANSWER)
+        assert FINDINGS not in own.all_inner_texts() and "Let me look it up." not in own.all_inner_texts()
+        expect(page.locator(".turn > .tool-call")).to_have_count(1)  # the researcher call; its lookup is inside
+        if not sync:
+            shot(page, "team-answered")
+        page.reload()  # reopened from the server: the same story, the lookup inside the researcher's card
+        expect(researcher.locator(":scope > .result")).to_have_text(FINDINGS)
+        expect(work.locator('.tool-call[data-call-id="p1/c1"] .result')).to_have_text("shipped <b>Monday</b>")
+        expect(page.locator(".turn > .tool-call")).to_have_count(1)
+
+
+def test_a_reopened_paused_team_asks_for_the_sub_agents_call_inside_its_callers_card(page: Page) -> None:
+    with LiveServer(dspy_imp.web.app(team(pause=True))) as server:
+        page.goto(server.url)
+        ask(page, "Where is order 42?")
+        expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: paused"))
+        page.reload()
+        researcher = page.locator('.turn > .tool-call[data-call-id="p1"]')
+        lookup = researcher.locator('.agent-work .tool-call[data-call-id="p1/c1"]')
+        expect(lookup.locator("button.approve")).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="p1/c1"]')).to_have_count(1)
+        lookup.locator("button.approve").click()
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+        expect(lookup.locator(".result")).to_have_text("shipped <b>Monday</b>")
+        expect(page.locator(".turn > .answer").last).to_have_text(ANSWER)
 
 
 def test_a_refusal_carries_its_reason_to_the_model(page: Page) -> None:

@@ -8,7 +8,8 @@
   only for a call whose arguments ended.
 - ``vercel_parts``: every part of an AI SDK UI message stream checked against the AI SDK's
   ``uiMessageChunkSchema`` (vercel/ai packages/ai/src/ui-message-stream/ui-message-chunks.ts,
-  where every part is a ``z.strictObject``: exactly these keys), the stream closed by
+  where every part is a ``z.strictObject``: exactly these keys; a data part is any ``data-*`` type
+  with ``data`` and an optional ``id`` and ``transient``), the stream closed by
   ``[DONE]``; ``verify_vercel`` checks the order ``processUIMessageStream`` relies on.
 - ``LiveServer``: the app under uvicorn on 127.0.0.1 in a thread, for the browser.
 """
@@ -148,6 +149,11 @@ def vercel_parts(text: str) -> list[dict[str, Any]]:
     assert data and data[-1] == "[DONE]", "the stream does not end with [DONE]"
     parts = [json.loads(item) for item in data[:-1]]
     for part in parts:
+        if part["type"].startswith("data-"):  # z.strictObject({type: `data-${string}`, id?, data, transient?})
+            keys = set(part) - {"type"}
+            assert {"data"} <= keys <= {"id", "data", "transient"}, f"{part['type']}: keys {sorted(keys)}"
+            assert isinstance(part.get("id", ""), str), part
+            continue
         required, optional = PARTS[part["type"]]
         keys = set(part) - {"type"}
         assert required <= keys <= required | optional, f"{part['type']}: keys {sorted(keys)}"

@@ -1,6 +1,6 @@
 """The turns the web tests play through both protocols: a tool turn, a text turn, a paused turn
-(and its resume), a failed turn. Each reply states its usage, so the streams are the same on every
-run."""
+(and its resume), a failed turn, and a team (an agent calling a sub-agent). Each reply of the
+single-agent turns states its usage, so their streams are the same on every run."""
 
 from __future__ import annotations
 
@@ -78,6 +78,40 @@ def failed_script() -> list[Any]:
         reply(calls=[call("lookup_order", {"order_id": "42"}, id="c1")], usage=(20, 5)),
         fail.raises(LMAuthError("bad key", status=401)),
     ]
+
+
+FINDINGS = "Order 42 shipped Monday."
+ANSWER = "Your order shipped on Monday."
+
+
+def team(pause: bool = False) -> dspy_imp.ReActV2:
+    """A triage agent calling a researcher sub-agent (call ``p1``) that looks the order up (``c1``;
+    with ``pause``, the lookup waits for an approval)."""
+    researcher = dspy_imp.ReActV2(
+        "question -> findings", tools=[lookup_order], needs_approval=["lookup_order"] if pause else []
+    )
+    script(researcher, triage := dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")]))
+    return triage
+
+
+def script(researcher: dspy_imp.ReActV2, triage: dspy_imp.ReActV2) -> None:
+    researcher.react.lm = ScriptedLM(
+        [reply("Let me look it up.", calls=[call("lookup_order", {"order_id": "42"}, id="c1")]), reply(FINDINGS)]
+    )
+    triage.react.lm = ScriptedLM(
+        [reply("Asking the researcher.", calls=[call("researcher", {"question": "order 42?"}, id="p1")]), reply(ANSWER)]
+    )
+
+
+def three_deep() -> dspy_imp.ReActV2:
+    """Triage calls a researcher (``p1``) that calls a coder (``r1``) that looks the order up (``c1``)."""
+    coder = dspy_imp.ReActV2("task -> code", tools=[lookup_order])
+    researcher = dspy_imp.ReActV2("question -> findings", tools=[coder.as_tool(name="coder")])
+    triage = dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")])
+    coder.react.lm = ScriptedLM([reply(calls=[call("lookup_order", {"order_id": "42"}, id="c1")]), reply("print(42)")])
+    researcher.react.lm = ScriptedLM([reply(calls=[call("coder", {"task": "42"}, id="r1")]), reply(FINDINGS)])
+    triage.react.lm = ScriptedLM([reply(calls=[call("researcher", {"question": "42?"}, id="p1")]), reply(ANSWER)])
+    return triage
 
 
 def client(app: Any) -> httpx.AsyncClient:

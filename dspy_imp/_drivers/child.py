@@ -4,7 +4,8 @@ The driver performs a ``RunAgent`` by calling its tool (``agent.as_tool()``) lik
 tracer's tool span wraps the child's turn, with a ``ChildCall`` in the context: what the child's
 program reads when it starts its turn (``current``). It says how to resume a paused child (its
 recorded history and the decisions meant for it), the budget the caller's usage limits leave it,
-the caller's fallback LMs (the child's own chain when it has none), and which driver runs it: the
+the caller's fallback LMs (the child's own chain when it has none), its path and the id path of
+the call it runs for (what a watcher's events name: ``_watch.events``), and which driver runs it: the
 caller's kind (``effects``), so that under the durable driver each of the child's requests and
 tools is a checkpointed step of the caller's workflow. What came back, a prediction or a
 ``StepError``, is read into an ``AgentEnded`` record for the machine.
@@ -37,6 +38,7 @@ class ChildCall:
     asynchronous: bool
     fallback: tuple[Any, ...] = ()  # the caller's LM chain after its first LM: the child's when it has none
     name: str = ""  # the agent's path as watchers name it: its tool's name ("researcher", "researcher/coder")
+    call_id: str = ""  # the id path of the call it runs for, from the outermost turn's ("p1", "p1/r1")
 
     def resume(self) -> dict[str, Any] | None:
         """The resuming call's keyword arguments, or ``None`` for a new turn on the tool's arguments."""

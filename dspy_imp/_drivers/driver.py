@@ -82,10 +82,8 @@ class Effects:
 
     def __init__(self, program: Program):
         self.program = program
-        self.watch = Watch.of(program)
-        child = current_child(program)
-        if self.watch is not None and child is not None:
-            self.watch.agent = child.name  # a sub-agent's turn: its lines name it
+        child = current_child(program)  # a sub-agent's turn: its lines and events name it
+        self.watch = Watch.of(program, child.name, child.call_id) if child is not None else Watch.of(program)
         install_chat_extras()
         install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
@@ -158,8 +156,10 @@ class Effects:
             chain = tuple(self.program.fallback_chain())  # the child's, unless it has its own
             caller = current_child(self.program)
             name = f"{caller.name}/{tool.name}" if caller is not None and caller.name else tool.name
+            own = effect.call.id if effect.call is not None else ""
+            call_id = f"{caller.call_id}/{own}" if caller is not None and caller.call_id else own
             return ChildCall(
-                program, effect.history, effect.decisions, effect.budget, self.child, asynchronous, chain, name
+                program, effect.history, effect.decisions, effect.budget, self.child, asynchronous, chain, name, call_id
             )
 
         def run() -> Any:

@@ -8,12 +8,19 @@ sends one event at a time, in the order things happen:
     TextDelta        a piece of the request's text as it streams in
     ReasoningDelta   a piece of the provider's reasoning as it streams in
     RequestEnded     the request's answer: ``Reply``, ``Extracted`` or ``Failed`` (with its usage)
-    ToolStarted      a call about to run, or decided without running (refused, unknown, ``submit``)
-    ToolEnded        what came back: the value, or the error sentence the model reads
+    ToolStarted      a call about to run, or decided without running (refused, unknown, ``submit``);
+                     a sub-agent's call (``agent.as_tool()``) too
+    ToolEnded        what came back: the value, or the error sentence the model reads (a
+                     sub-agent's call: its outputs, or why it ended without; none when it paused)
+    SubAgentEvent    one of the above in a sub-agent's turn: which agent, for which call
 
 The events decide nothing and change nothing of the turn; they carry the call ids the history
-records. ``dspy_imp.web`` encodes them as AG-UI events and AI SDK stream parts. A turn's pause
-and its end are not events: the caller reads them from the prediction (or the ``StepError``).
+records. A sub-agent's turn reports to the same observer, each of its events wrapped in a
+``SubAgentEvent`` naming the agent's path (``"researcher"``, ``"researcher/coder"``) and the call
+it runs for, by its id path from the observed turn's own call (``"p1"``, ``"p1/r1"``: the ids a
+pause gives the sub-agent's pending calls, ``"p1/c1"``); its request numbers are its own.
+``dspy_imp.web`` encodes them as AG-UI events and AI SDK stream parts. A turn's pause and its
+end are not events: the caller reads them from the prediction (or the ``StepError``).
 
 The observer is called from the thread doing the work (a sync turn's worker thread, a parallel
 tool's pool thread, the event loop of an async turn), so it must be thread-safe and quick. While
@@ -29,8 +36,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dspy_imp._records.outcomes import Raised, Returned
+from dspy_imp._records.outcomes import AgentEnded, Raised, Returned
 from dspy_imp._records.scoped import scoped
+from dspy_imp._turn.agents import came_to
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool
 from dspy_imp._watch.reading import TextFollower, delta_of
 
@@ -98,7 +106,24 @@ class ToolEnded(_OfCall):
     error: bool
 
 
-TurnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded
+OwnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded
+
+
+@dataclass(frozen=True)
+class SubAgentEvent:
+    """``event`` happened in the turn of the sub-agent ``agent`` (its path), run for the call ``call_id``.
+
+    ``call_id`` is the call's id path from the observed turn: the observed agent's own call
+    (``"p1"``), then each call down to this agent (``"p1/r1"`` for a grandchild). The ids inside
+    ``event`` are the sub-agent's own; under that path they are the ids its pending calls get.
+    """
+
+    agent: str
+    call_id: str
+    event: OwnEvent
+
+
+TurnEvent = OwnEvent | SubAgentEvent
 Observer = Callable[[TurnEvent], None]
 
 _OBSERVER: ContextVar[Observer | None] = ContextVar("dspy_imp_observer", default=None)
@@ -111,6 +136,15 @@ def current_observer() -> Observer | None:
 def observing(observer: Observer) -> contextlib.AbstractContextManager[None]:
     """Send the events of every turn run in this block (and the threads it starts) to ``observer``."""
     return scoped(_OBSERVER, observer)
+
+
+def within(observer: Observer, agent: str, call_id: str) -> Observer:
+    """The observer a sub-agent's turn reports to: ``observer``, each event wrapped (``SubAgentEvent``)."""
+
+    def observe(event: Any) -> None:
+        observer(SubAgentEvent(agent, call_id, event))
+
+    return observe
 
 
 class Reporter:
@@ -128,7 +162,7 @@ class Reporter:
             self.kind = "extraction" if isinstance(effect, Extraction) else guidance.kind
             text = isinstance(effect, ModelRequest) and (guidance.text_answer or self.kind == "last_text")
             self.observer(RequestStarted(self.number, self.kind, "text" if text else "thought"))
-        elif _runs_a_tool(effect):
+        elif isinstance(effect, RunTool) and effect.call is not None:
             self.observer(ToolStarted(effect.call.id, effect.call.name, dict(effect.args)))
         elif isinstance(effect, DecidedCall) and effect.stage == "call":
             call, result = effect.call, effect.result
@@ -138,12 +172,26 @@ class Reporter:
     def after(self, effect: Any, outcome: Any) -> None:
         if isinstance(effect, ModelRequest | Extraction):
             self.observer(RequestEnded(self.number, self.kind, outcome))
-        elif _runs_a_tool(effect):
+        elif isinstance(effect, RunAgent) and effect.call is not None and isinstance(outcome, AgentEnded):
+            self._agent_ended(effect, outcome)
+        elif isinstance(effect, RunTool) and effect.call is not None:
             call = effect.call
             if isinstance(outcome, Returned):
                 self.observer(ToolEnded(call.id, call.name, outcome.value, False))
             elif isinstance(outcome, Raised):
-                self.observer(ToolEnded(call.id, call.name, f"{type(outcome.error).__name__}: {outcome.error}", True))
+                self.observer(ToolEnded(call.id, call.name, _raised(outcome.error), True))
+
+    def _agent_ended(self, effect: RunAgent, ended: AgentEnded) -> None:
+        """A sub-agent's call: its result as the caller's step records it (none when it paused)."""
+        assert effect.call is not None
+        call = effect.call
+        came = came_to(effect.tool, call, ended, can_wait=True)
+        if came.rejection is not None:
+            self.observer(ToolEnded(call.id, call.name, came.rejection.sentence, True))
+        elif isinstance(came.outcome, Returned):
+            self.observer(ToolEnded(call.id, call.name, came.outcome.value, False))
+        elif isinstance(came.outcome, Raised):
+            self.observer(ToolEnded(call.id, call.name, _raised(came.outcome.error), True))
 
     def follower(self, effect: Any, exchange: Any) -> _Deltas | None:
         """What reads one request's chunks for the UI (its text and its reasoning), if it is a step request."""
@@ -152,9 +200,8 @@ class Reporter:
         return _Deltas(self.observer, self.number, TextFollower(exchange))
 
 
-def _runs_a_tool(effect: Any) -> bool:
-    """A tool's run with its call; a sub-agent's call (``RunAgent``) is not reported as one."""
-    return isinstance(effect, RunTool) and not isinstance(effect, RunAgent) and effect.call is not None
+def _raised(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 class _Deltas:

@@ -49,7 +49,7 @@ from dspy_imp._turn.effects import (
 )
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import genai
-from dspy_imp._watch.events import Reporter, current_observer
+from dspy_imp._watch.events import Reporter, current_observer, within
 from dspy_imp._watch.holding import Hold
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
@@ -88,8 +88,12 @@ class Watch:
         self.stopped: Callable[[], bool] | None = None
 
     @classmethod
-    def of(cls, program: Program) -> Watch | None:
-        """The watch for a turn of ``program``, or ``None`` when nothing is watching."""
+    def of(cls, program: Program, agent: str = "", call_id: str = "") -> Watch | None:
+        """The watch for a turn of ``program``, or ``None`` when nothing is watching.
+
+        ``agent``, ``call_id``: a sub-agent's turn, its path and the id path of the call it runs for
+        (``_drivers.child``): its status lines name it, its events are the observer's ``SubAgentEvent``s.
+        """
         stream = dspy.settings.send_stream
         progress = Progress.of()
         observer = current_observer()
@@ -101,9 +105,11 @@ class Watch:
             install_closing_sync_streams()  # for the streams opened from now on (see also ``ReActV2``)
         _refuse_dspy_listeners(program, listeners)
         ours = [lst for lst in listeners if isinstance(lst, StreamListener) and lst.follows(program)]
-        hold = Hold(program, observer)  # what a guardrail may still block is held (``_watch.holding``)
+        reported = within(observer, agent, call_id) if observer is not None and agent else observer
+        hold = Hold(program, reported)  # what a guardrail may still block is held (``_watch.holding``)
         reporter = Reporter(hold.observe) if observer is not None else None
         watch = cls(program, stream, ours, progress, reporter, spans=spans, hold=hold)
+        watch.agent = agent
         watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
         return watch
 

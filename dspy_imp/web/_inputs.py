@@ -58,6 +58,17 @@ def paused_calls(history: dspy.History) -> list[Mapping[str, Any]]:
     return list(messages[-1].get("pending_calls") or []) if messages else []
 
 
+def recorded_calls(entries: Any, prefix: str = "") -> set[str]:
+    """The ids of every call the history records, a sub-agent's too by its id path (``"p1/c1"``):
+    what a client may have as a tool part of its messages."""
+    ids: set[str] = set()
+    for entry in entries:
+        ids |= {f"{prefix}{c['id']}" for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
+        for call_id, run in (entry.get("agent_runs") or {}).items():
+            ids |= recorded_calls(run.get("history") or (), f"{prefix}{call_id}/")
+    return ids
+
+
 def summary(prediction: Any) -> dict[str, Any]:
     """How the turn ended, as JSON: outputs, termination, pending calls and usage."""
     metadata = prediction.metadata

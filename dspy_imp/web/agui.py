@@ -10,6 +10,8 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
         TEXT_MESSAGE_START / _CONTENT... / _END
                                               text that may be the answer (a text-answer turn)
         TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
+          SUBAGENT_STARTED ... SUBAGENT_FINISHED   a sub-agent's call: its turn between the call's
+                                              end and its result, each event with its subagentRunId
       STEP_FINISHED
       ...
       TEXT_MESSAGE_*                          the answer, when it was not the streamed text
@@ -23,7 +25,9 @@ already, in another tab) 409 (``_guard.BeforeStream``).
 
 A paused turn (``needs_approval``, ``external_tools``) ends with the interrupt outcome: one
 ``Interrupt`` per pending call, ``id`` and ``toolCallId`` the call id, ``reason``
-``"tool_approval"`` or ``"external_tool"``. The next run resumes it with ``resume`` entries:
+``"tool_approval"`` or ``"external_tool"``; a sub-agent's pending call (``"p1/c1"``) was told in
+its segment, which ends suspended, and its interrupt carries the segment's ``subagentRunId``
+(``"p1"``). The next run resumes it with ``resume`` entries:
 ``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
 external call. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
@@ -61,6 +65,11 @@ from ag_ui.core import (
     RunStartedEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuccessOutcome,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -76,7 +85,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
-from dspy_imp.web._narration import MessageKind, as_text
+from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
 __all__ = ["AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
@@ -86,6 +95,8 @@ _KEY = "dspy_imp"
 
 class AGUIEncoder:
     """The ``Encoder`` (``_narration``) for one AG-UI run."""
+
+    nests_pauses = True  # an ``Interrupt`` names its sub-agent (``subagentRunId``) and the call in it
 
     def __init__(self, thread_id: str, run_id: str, signature: type[dspy.Signature]):
         self.thread_id = thread_id
@@ -144,6 +155,32 @@ class AGUIEncoder:
             ),
         ]
 
+    def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[BaseEvent]:
+        """A sub-agent call's segment: its ``subagentRunId`` is the call's id path, the same in the
+        run that resumes it."""
+        name = agent.rsplit("/", 1)[-1]
+        return [
+            SubagentStartedEvent(
+                subagent_run_id=path,
+                name=name,
+                parent_subagent_run_id=parent,
+                parent_tool_call_id=path,
+                parent_message_id=message_id,
+            )
+        ]
+
+    def nested(self, agent: str, path: str, events: list[BaseEvent]) -> list[BaseEvent]:
+        return [event.model_copy(update={"subagent_run_id": path}) for event in events]
+
+    def agent_ended(self, agent: str, path: str, ended: AgentSegmentEnd) -> list[BaseEvent]:
+        if ended.error is not None:
+            return [SubagentErrorEvent(subagent_run_id=path, message=ended.error)]
+        if ended.suspended is not None:
+            outcome: Any = SubagentFinishedSuspendedOutcome(interrupt_ids=list(ended.suspended))
+            return [SubagentFinishedEvent(subagent_run_id=path, outcome=outcome)]
+        result = _jsonable(ended.result)
+        return [SubagentFinishedEvent(subagent_run_id=path, result=result, outcome=SubagentFinishedSuccessOutcome())]
+
     def failed(self, error: BaseException) -> list[BaseEvent]:
         usage = getattr(error, "usage", None)
         return [
@@ -159,8 +196,16 @@ def _arguments(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
 
 
+def _jsonable(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return as_text(value)
+
+
 def interrupt(call: Mapping[str, Any]) -> Interrupt:
-    """The AG-UI ``Interrupt`` of one pending call (``id`` and ``toolCallId`` the call's id)."""
+    """The AG-UI ``Interrupt`` of one pending call (``id`` and ``toolCallId`` the call's id); a
+    sub-agent's call (``"p1/c1"``) belongs to its segment (``subagentRunId`` ``"p1"``)."""
     approval = call["kind"] == "approval"
     args = _arguments(call.get("args") or {})
     if approval:
@@ -174,6 +219,7 @@ def interrupt(call: Mapping[str, Any]) -> Interrupt:
         schema = {"type": "object", "properties": {"result": {}}, "required": ["result"]}
         message = f"Run {call['name']}({args}) and send its result."
     return Interrupt(
+        subagent_run_id=owner_of(call),
         id=call["id"],
         reason="tool_approval" if approval else "external_tool",
         message=message,

@@ -10,9 +10,13 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
         text-start / text-delta / text-end                  text that may be the answer
         tool-input-start / tool-input-delta / tool-input-available
         tool-output-available | tool-output-error | tool-output-denied (a refused call)
+          data-agent / data-agent-delta / data-agent-text / data-agent-call / data-agent-result
+                                               a sub-agent's call: its turn, between the call's
+                                               input and its output (``data.toolCallId`` the call)
       finish-step
       text-*                                   the answer, when it was not the streamed text
-      tool-approval-request {approvalId, toolCallId}        a call waiting for a person
+      tool-approval-request {approvalId, toolCallId}        a call waiting for a person (a
+                                               sub-agent's: a tool part of its own, ``p1/c1``)
     finish {finishReason, messageMetadata}     messageMetadata: how the turn ended, usage
     (or error {errorText})
 
@@ -40,9 +44,15 @@ import dspy
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
+<<<<<<< HEAD
 from dspy_imp.web._guard import BeforeStream, Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import MessageKind, as_text
+=======
+from dspy_imp.web._guard import Refused
+from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, recorded_calls, summary
+from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text
+>>>>>>> team-streams
 
 __all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
 
@@ -60,8 +70,11 @@ def encode(part: Mapping[str, Any]) -> str:
 class VercelEncoder:
     """The ``Encoder`` (``_narration``) for one AI SDK UI message stream."""
 
+    nests_pauses = False  # an approval request names a tool part of the message
+
     def __init__(self, message_id: str):
         self.message_id = message_id
+        self.texts: dict[str, str] = {}  # a sub-agent's messages so far, by id (told whole when they end)
 
     def run_started(self) -> list[dict[str, Any]]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -105,8 +118,51 @@ class VercelEncoder:
         reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
         return [*approvals, {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)}]
 
+    def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[dict[str, Any]]:
+        return [_data("agent", path, {"agent": agent, "toolCallId": path, "state": "running"})]
+
+    def nested(self, agent: str, path: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A sub-agent's parts as data parts (``useChat`` keeps them in the message, by type and id):
+        each message once it ended (its deltas as transient parts before), each call when its input
+        is known, each result."""
+        out: list[dict[str, Any]] = []
+        about = {"agent": agent, "toolCallId": path}
+        for part in parts:
+            kind = part["type"]
+            if kind in ("text-start", "reasoning-start"):
+                self.texts[part["id"]] = ""
+            elif kind in ("text-delta", "reasoning-delta"):  # live, for ``onData``; kept whole at its end
+                self.texts[part["id"]] = self.texts.get(part["id"], "") + part["delta"]
+                delta = {**about, "messageId": part["id"], "kind": kind.split("-")[0], "delta": part["delta"]}
+                out.append({"type": "data-agent-delta", "data": delta, "transient": True})
+            elif kind in ("text-end", "reasoning-end"):
+                text = self.texts.pop(part["id"], "")
+                out.append(_data("agent-text", part["id"], {**about, "kind": kind.split("-")[0], "text": text}))
+            elif kind == "tool-input-available":
+                call = {"callId": part["toolCallId"], "toolName": part["toolName"], "input": part["input"]}
+                out.append(_data("agent-call", part["toolCallId"], {**about, **call}))
+            elif kind.startswith("tool-output-"):
+                result = {k: v for k, v in part.items() if k in ("output", "errorText")}
+                state = {"callId": part["toolCallId"], "state": kind[len("tool-") :], **result}
+                out.append(_data("agent-result", part["toolCallId"], {**about, **state}))
+        return out
+
+    def agent_ended(self, agent: str, path: str, ended: AgentSegmentEnd) -> list[dict[str, Any]]:
+        data: dict[str, Any] = {"agent": agent, "toolCallId": path}
+        if ended.error is not None:
+            data.update(state="failed", errorText=ended.error)
+        elif ended.suspended is not None:
+            data.update(state="suspended", pending=list(ended.suspended))
+        else:
+            data.update(state="finished", output=_json(ended.result))
+        return [_data("agent", path, data)]
+
     def failed(self, error: BaseException) -> list[dict[str, Any]]:
         return [{"type": "error", "errorText": f"{type(error).__name__}: {getattr(error, 'reason', error)}"}]
+
+
+def _data(name: str, part_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": f"data-{name}", "id": part_id, "data": data}
 
 
 def _part(kind: MessageKind) -> str:
@@ -183,9 +239,15 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     """The answers in the assistant message's tool parts. A part for a call the server recorded as
     done is the client's copy of it (ignored); one for a call the server never saw is refused."""
     pending = {call["id"]: call for call in paused_calls(history)}
+<<<<<<< HEAD
     if not pending:  # answered already (another tab, a second click): 409
         raise BeforeStream(409, "the conversation is not waiting for any tool decision: it was answered already")
     recorded = {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
+=======
+    if not pending:
+        raise ConfigurationError("the conversation is not waiting for any tool decision")
+    recorded = recorded_calls(history.messages)
+>>>>>>> team-streams
     approvals: dict[str, bool | str] = {}
     results: dict[str, Any] = {}
     for part in message.get("parts") or []:

@@ -1,11 +1,19 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
+<<<<<<< HEAD
 // The URL names the conversation (#c=<id>) once its first message is sent: a reload or a second tab
 // reopens it from the server (GET api/conversations/<id>), with any approval it waits for, how each
 // turn ended and the decisions taken. A decision another tab took first (409) reopens it as it is.
 // The input stays usable (and focused) while a turn runs; only a decision to take first disables
 // it. Answers are Markdown, rendered by the vendored marked and sanitized by the vendored DOMPurify;
 // raw HTML in them is shown as text.
+=======
+// The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
+// (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
+// the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
+// A sub-agent's work (AG-UI's SUBAGENT_STARTED, then events carrying its subagentRunId) is shown
+// inside the card of the call that runs it, its own calls as cards there.
+>>>>>>> team-streams
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -17,9 +25,14 @@
   let threadId = fromUrl() || newId();
   let named = fromUrl() !== null; // the URL names it: its first message was sent (nothing to fetch before)
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
+<<<<<<< HEAD
   let busy = false; // a turn runs, or the conversation waits for a decision: nothing to send now
   let waiting = false; // it waits for a decision (the input is disabled until it is taken)
   let lists = false; // the store lists (and renames) conversations (``DatabaseStore``): the header's menu
+=======
+  const agents = new Map(); // subagentRunId -> the view of its work, inside its call's card, across runs
+  let busy = false;
+>>>>>>> team-streams
 
   function newId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -106,6 +119,7 @@
     threadId = newId();
     unnamed();
     calls.clear();
+    agents.clear();
     log.replaceChildren();
     setBusy(false, false);
     question.focus();
@@ -178,7 +192,13 @@
     const id = fromUrl();
     if (!id || id === threadId || (busy && !waiting)) return;
     threadId = id;
+<<<<<<< HEAD
     named = true;
+=======
+    calls.clear();
+    agents.clear();
+    log.replaceChildren();
+>>>>>>> team-streams
     document.getElementById("chats").open = false;
     refresh().catch(() => {});
     listChats();
@@ -266,17 +286,55 @@
     const timing = summary.appendChild(el("span", "timing", ""));
     const args = box.appendChild(el("pre", "args", ""));
     const result = box.appendChild(el("pre", "result pending", "running…"));
-    const made = { box, args, result, timing, argsText: "", started: performance.now() };
+    const made = { box, args, result, timing, argsText: "", started: performance.now(), work: null };
     calls.set(id, made);
     return made;
   }
 
+<<<<<<< HEAD
   function decided(id, label) {
     // A decision's label on its call's card (as the buttons leave it when clicked).
     const call = calls.get(id);
     if (!call) return;
     const box = call.box.querySelector(".approval") || call.box.appendChild(el("div", "approval"));
     box.replaceChildren(el("span", "decided", label));
+=======
+  function agentView(event) {
+    // A sub-agent's segment: its work in the card of the call that runs it (the same one when a run resumes it).
+    const call = calls.get(event.parentToolCallId) || calls.get(event.subagentRunId);
+    if (!call) return null;
+    if (!call.work) {
+      call.work = el("div", "agent-work");
+      call.work.dataset.agent = event.name;
+      call.box.insertBefore(call.work, call.result);
+    }
+    const view = agents.get(event.subagentRunId) || new RunView(call.work);
+    agents.set(event.subagentRunId, view);
+    return view;
+  }
+
+  function restoreWork(path, run) {
+    // A reopened sub-agent call's work, from the history entry's record of its run (as it streamed live).
+    const view = agentView({ parentToolCallId: path, subagentRunId: path, name: run.agent || "" });
+    if (!view) return;
+    for (const entry of run.history || []) {
+      if (entry.next_thought) view.restore({ role: "reasoning", content: String(entry.next_thought) });
+      for (const toolCall of entry.tool_calls || []) {
+        const call = card(`${path}/${toolCall.id}`, toolCall.name);
+        call.started = null;
+        call.args.textContent = JSON.stringify(toolCall.args || {}, null, 2);
+        view.root.append(call.box);
+      }
+      for (const result of entry.tool_call_results || []) {
+        const call = calls.get(`${path}/${result.id}`);
+        if (!call) continue;
+        call.result.textContent = typeof result.result === "string" ? result.result : JSON.stringify(result.result);
+        call.result.classList.remove("pending");
+        if (result.error) call.box.classList.add("error");
+      }
+      for (const [callId, inner] of Object.entries(entry.agent_runs || {})) restoreWork(`${path}/${callId}`, inner);
+    }
+>>>>>>> team-streams
   }
 
   class RunView {
@@ -301,6 +359,8 @@
           call.args.textContent = pretty(toolCall.function.arguments);
           this.root.append(call.box);
         }
+        const entry = (message.metadata && message.metadata.dspy_imp && message.metadata.dspy_imp.entry) || {};
+        for (const [callId, run] of Object.entries(entry.agent_runs || {})) restoreWork(callId, run);
       } else if (message.role === "tool" && calls.has(message.toolCallId)) {
         const call = calls.get(message.toolCallId);
         call.result.textContent = message.content;
@@ -310,6 +370,21 @@
     }
 
     handle(event) {
+      if (event.type === "SUBAGENT_STARTED") {
+        agentView(event);
+        return;
+      }
+      const inner = event.subagentRunId && agents.get(event.subagentRunId);
+      if (inner && inner !== this) {
+        if (event.type === "SUBAGENT_FINISHED" || event.type === "SUBAGENT_ERROR") {
+          inner.root.classList.add(event.type === "SUBAGENT_ERROR" ? "failed" : "ended");
+          const call = calls.get(event.subagentRunId); // its call's card: the segment's id is the call's
+          if (call && event.outcome && event.outcome.type === "suspended") call.result.textContent = "waiting for a decision…";
+        } else {
+          inner.handle(event);
+        }
+        return;
+      }
       switch (event.type) {
         case "TEXT_MESSAGE_START":
           this.messages.set(event.messageId, this.root.appendChild(el("div", "answer", "")));
@@ -374,7 +449,7 @@
       // Each output field by its name and type; a string as Markdown. One string field stays as streamed.
       const names = Object.keys(values);
       if (names.length === 1 && typeof values[names[0]] === "string") return;
-      const answers = this.root.querySelectorAll(".answer");
+      const answers = this.root.querySelectorAll(":scope > .answer"); // the agent's own, not a sub-agent's
       const node = answers.length ? answers[answers.length - 1] : this.root.appendChild(el("div", "answer"));
       node.replaceChildren();
       for (const name of names) {
@@ -429,7 +504,14 @@
       for (const interrupt of interrupts) {
         const meta = (interrupt.metadata && interrupt.metadata.dspy_imp) || {};
         const call = card(interrupt.toolCallId, meta.name);
-        if (!call.box.isConnected) this.root.append(call.box);
+        const owner = interrupt.subagentRunId && calls.get(interrupt.subagentRunId); // a sub-agent's call: in its card
+        if (call.box.isConnected) {
+          // already shown where it was streamed
+        } else if (owner) {
+          owner.box.insertBefore(call.box, owner.result);
+        } else {
+          this.root.append(call.box);
+        }
         call.result.textContent = interrupt.message || "waiting";
         call.waiting = true;
         const box = call.box.appendChild(el("div", "approval"));
