@@ -44,15 +44,9 @@ import dspy
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
-<<<<<<< HEAD
 from dspy_imp.web._guard import BeforeStream, Refused
-from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
-from dspy_imp.web._narration import MessageKind, as_text
-=======
-from dspy_imp.web._guard import Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, recorded_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text
->>>>>>> team-streams
 
 __all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
 
@@ -239,15 +233,9 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     """The answers in the assistant message's tool parts. A part for a call the server recorded as
     done is the client's copy of it (ignored); one for a call the server never saw is refused."""
     pending = {call["id"]: call for call in paused_calls(history)}
-<<<<<<< HEAD
     if not pending:  # answered already (another tab, a second click): 409
         raise BeforeStream(409, "the conversation is not waiting for any tool decision: it was answered already")
-    recorded = {c["id"] for entry in history.messages for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
-=======
-    if not pending:
-        raise ConfigurationError("the conversation is not waiting for any tool decision")
     recorded = recorded_calls(history.messages)
->>>>>>> team-streams
     approvals: dict[str, bool | str] = {}
     results: dict[str, Any] = {}
     for part in message.get("parts") or []:

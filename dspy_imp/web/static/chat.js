@@ -1,19 +1,13 @@
 // The dspy-imp chat page: speaks AG-UI to POST ag-ui, renders every event as it arrives.
 // Everything the agent or a tool sends is shown with textContent (never parsed as HTML).
-<<<<<<< HEAD
 // The URL names the conversation (#c=<id>) once its first message is sent: a reload or a second tab
 // reopens it from the server (GET api/conversations/<id>), with any approval it waits for, how each
 // turn ended and the decisions taken. A decision another tab took first (409) reopens it as it is.
 // The input stays usable (and focused) while a turn runs; only a decision to take first disables
 // it. Answers are Markdown, rendered by the vendored marked and sanitized by the vendored DOMPurify;
 // raw HTML in them is shown as text.
-=======
-// The URL names the conversation (#c=<id>): a reload or a second tab reopens it from the server
-// (GET api/conversations/<id>), with any approval it waits for. Answers are Markdown, rendered by
-// the vendored marked and sanitized by the vendored DOMPurify; raw HTML in them is shown as text.
 // A sub-agent's work (AG-UI's SUBAGENT_STARTED, then events carrying its subagentRunId) is shown
 // inside the card of the call that runs it, its own calls as cards there.
->>>>>>> team-streams
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -25,14 +19,10 @@
   let threadId = fromUrl() || newId();
   let named = fromUrl() !== null; // the URL names it: its first message was sent (nothing to fetch before)
   const calls = new Map(); // tool call id -> its card, across runs (a Map: an id "__proto__" is an id)
-<<<<<<< HEAD
   let busy = false; // a turn runs, or the conversation waits for a decision: nothing to send now
   let waiting = false; // it waits for a decision (the input is disabled until it is taken)
   let lists = false; // the store lists (and renames) conversations (``DatabaseStore``): the header's menu
-=======
   const agents = new Map(); // subagentRunId -> the view of its work, inside its call's card, across runs
-  let busy = false;
->>>>>>> team-streams
 
   function newId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -168,6 +158,7 @@
   async function refresh() {
     // The conversation shown again as the server has it now.
     calls.clear();
+    agents.clear();
     log.replaceChildren();
     await reopen();
   }
@@ -192,13 +183,7 @@
     const id = fromUrl();
     if (!id || id === threadId || (busy && !waiting)) return;
     threadId = id;
-<<<<<<< HEAD
     named = true;
-=======
-    calls.clear();
-    agents.clear();
-    log.replaceChildren();
->>>>>>> team-streams
     document.getElementById("chats").open = false;
     refresh().catch(() => {});
     listChats();
@@ -291,14 +276,14 @@
     return made;
   }
 
-<<<<<<< HEAD
   function decided(id, label) {
     // A decision's label on its call's card (as the buttons leave it when clicked).
     const call = calls.get(id);
     if (!call) return;
     const box = call.box.querySelector(".approval") || call.box.appendChild(el("div", "approval"));
     box.replaceChildren(el("span", "decided", label));
-=======
+  }
+
   function agentView(event) {
     // A sub-agent's segment: its work in the card of the call that runs it (the same one when a run resumes it).
     const call = calls.get(event.parentToolCallId) || calls.get(event.subagentRunId);
@@ -334,7 +319,6 @@
       }
       for (const [callId, inner] of Object.entries(entry.agent_runs || {})) restoreWork(`${path}/${callId}`, inner);
     }
->>>>>>> team-streams
   }
 
   class RunView {
