@@ -5,7 +5,9 @@ effect to its I/O, a ``Job`` (``job``): a model request or an extraction (``requ
 or a parallel batch (``tools``, whose sync tools run where ``tool_threads`` puts them: under
 ``acall`` never on the event loop's thread), a sub-agent's turn (``child``), the guardrails
 (``guarding``), a call that ran no tool reported to DSPy's tool callbacks (``tracing``), a token
-count (``measure``) or a retry pause. A ``Watch`` sees each effect performed (``watched``).
+count (``measure``) or a retry pause. A ``Watch`` sees each effect performed (``watched``). A sync
+turn whose observer can stop it while an effect runs (the web app's Stop, ``stopping``) hands each
+effect to the async path on its event loop.
 
 The tool boundary catches ``Exception`` (a raising tool is an observation) and the request
 boundary too (the failed request's error goes to the machine unchanged).
@@ -15,18 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from dspy_imp._drivers import guarding, tools
+from dspy_imp._drivers import guarding, stopping, tool_threads, tools
 from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.finetune import install as install_finetune_data
 from dspy_imp._drivers.job import Job, aoutcome, nothing, outcome, reraise, same
 from dspy_imp._drivers.measure import ameasure, measure
-from dspy_imp._drivers.requests import extraction_job, step_job
+from dspy_imp._drivers.requests import extraction_job, sends_async, step_job
 from dspy_imp._drivers.watched import awatched, watched
 from dspy_imp._records import clock
 from dspy_imp._records.steps import now_iso
@@ -37,6 +40,7 @@ from dspy_imp._turn.effects import (
     Alongside,
     CheckGuardrails,
     DecidedCall,
+    Extraction,
     Measure,
     ModelRequest,
     RunAgent,
@@ -92,6 +96,20 @@ class Effects:
     def perform(self, effect: Any) -> Any:
         if self.watch is not None:
             self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)
+        until_stopped = stopping.stoppable(self.watch)
+        if until_stopped is not None:  # a stop ends it while it runs (``stopping``)
+            return stopping.perform(self._stoppable(effect), until_stopped)
+        return self._perform(effect)
+
+    def _stoppable(self, effect: Any) -> Callable[[], Awaitable[Any]]:
+        """How a stoppable sync turn performs ``effect`` on its loop: a request whose LM has an async
+        engine as the async driver does (so a stop closes its HTTP stream); anything else as this
+        driver does, in a worker thread a stop leaves behind (a sync tool, as ``tool_timeouts`` does)."""
+        if isinstance(effect, ModelRequest | Extraction) and sends_async(self.program, effect):
+            return functools.partial(Effects.aperform, self, effect)
+        return functools.partial(tool_threads.arun, functools.partial(self._perform, effect))
+
+    def _perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
             return tools.run_batch(effect, self.perform, self._check)
         if isinstance(effect, Alongside):
