@@ -16,10 +16,11 @@ boundary too (the failed request's error goes to the machine unchanged).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
 from dspy_imp._drivers import guarding, stopping, tool_threads, tools
@@ -27,6 +28,7 @@ from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.finetune import install as install_finetune_data
+from dspy_imp._drivers.interrupts import AGENT_HISTORY_ATTRIBUTE, HISTORY_ATTRIBUTE
 from dspy_imp._drivers.job import Job, aoutcome, nothing, outcome, reraise, same
 from dspy_imp._drivers.measure import ameasure, measure
 from dspy_imp._drivers.requests import extraction_job, sends_async, step_job
@@ -75,6 +77,22 @@ async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         sent = await effects.aperform(effect)
 
 
+@contextlib.contextmanager
+def _caller_history() -> Iterator[None]:
+    """A stop out of a sub-agent's turn carries the caller's history, not the sub-agent's: the
+    sub-agent's own, attached first, moves to ``dspy_imp_agent_history`` (the caller's turn keeps
+    it in its record of the call), so the caller's turn attaches its own."""
+    try:
+        yield
+    except BaseException as stop:
+        with contextlib.suppress(AttributeError, TypeError):
+            history = getattr(stop, HISTORY_ATTRIBUTE, None)
+            if history is not None:
+                setattr(stop, AGENT_HISTORY_ATTRIBUTE, history)
+                setattr(stop, HISTORY_ATTRIBUTE, None)
+        raise
+
+
 class Effects:
     """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
 
@@ -97,9 +115,9 @@ class Effects:
         if self.watch is not None:
             self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)
         until_stopped = stopping.stoppable(self.watch)
-        if until_stopped is not None:  # a stop ends it while it runs (``stopping``)
+        if until_stopped is not None and not isinstance(effect, RunAgent):  # a stop ends it while it runs
             return stopping.perform(self._stoppable(effect), until_stopped)
-        return self._perform(effect)
+        return self._perform(effect)  # a sub-agent's turn runs here: each of its effects is stoppable
 
     def _stoppable(self, effect: Any) -> Callable[[], Awaitable[Any]]:
         """How a stoppable sync turn performs ``effect`` on its loop: a request whose LM has an async
@@ -179,11 +197,11 @@ class Effects:
             )
 
         def run() -> Any:
-            with calling(call(False)):
+            with calling(call(False)), _caller_history():
                 return tool(**args)
 
         async def arun() -> Any:
-            with calling(call(True)):
+            with calling(call(True)), _caller_history():
                 return await tool.acall(**args)
 
         return Job(run, arun, lambda value: ended(value, now_iso()), lambda error: raised(error, now_iso()))
