@@ -42,6 +42,8 @@ class Scenario:
 
     ran: list[tuple[str, str]] = field(default_factory=list)  # (tool, what it returned), once finished
     lock: threading.Lock = field(default_factory=threading.Lock)
+    by_content: bool = False  # the models answer by what the request holds, not in order (a replay)
+    on_run: Callable[[str, str], Any] | None = None  # told each finished execution (a log file)
 
     def __post_init__(self) -> None:
         def lookup(order: str) -> str:
@@ -62,15 +64,21 @@ class Scenario:
 
         researcher = dspy_imp.ReActV2("question -> findings", tools=[warehouse]).as_tool(name="researcher")
         context = dspy_imp.Context(trigger=10_000, window=100_000, counter=_words, summarize=False)
-        self.backup = ScriptedLM(
-            [
-                reply(
-                    "Looking.",
-                    calls=[call("lookup", {"order": "42"}, id="c1"), call("stock", {"item": "chairs"}, id="c2")],
-                )
-            ],
-            model="openai/backup",
-        )
+        two_calls = [call("lookup", {"order": "42"}, id="c1"), call("stock", {"item": "chairs"}, id="c2")]
+        if self.by_content:  # a recovered durable turn asks only what its records do not hold
+            self.lm, self.backup = ScriptedLM(_primary), ScriptedLM(lambda request: reply("Looking.", calls=two_calls))
+        else:
+            self.backup = ScriptedLM([reply("Looking.", calls=two_calls)], model="openai/backup")
+            self.lm = ScriptedLM(
+                [
+                    fail.server_error(),  # the first request fails over to the backup
+                    reply(calls=[call("researcher", {"question": "Chairs?"}, id="c3")]),
+                    reply(calls=[call("warehouse", {"item": "chairs"}, id="w1")]),  # the researcher's turn
+                    reply("12 chairs in aisle 3."),
+                    reply("A refund needs approval.", calls=[call("refund", {"order": "42"}, id="c4")]),
+                    reply("Order 42 is refunded; 40 chairs in stock."),  # after the approval
+                ]
+            )
         self.agent = dspy_imp.ReActV2(
             "message -> reply",
             tools=[lookup, stock, researcher, refund],
@@ -78,21 +86,13 @@ class Scenario:
             fallback=[self.backup],
             context=context,
         )
-        self.lm = ScriptedLM(
-            [
-                fail.server_error(),  # the first request fails over to the backup
-                reply(calls=[call("researcher", {"question": "Chairs?"}, id="c3")]),
-                reply(calls=[call("warehouse", {"item": "chairs"}, id="w1")]),  # the researcher's turn
-                reply("12 chairs in aisle 3."),
-                reply("A refund needs approval.", calls=[call("refund", {"order": "42"}, id="c4")]),
-                reply("Order 42 is refunded; 40 chairs in stock."),  # after the approval
-            ]
-        )
         self.agent.set_lm(self.lm)
 
     def _ran(self, tool: str, value: str) -> str:
         with self.lock:
             self.ran.append((tool, value))
+        if self.on_run is not None:
+            self.on_run(tool, value)
         return value
 
     FIRST: ClassVar[dict[str, str]] = {"message": "Refund order 42 and count the chairs."}
@@ -100,6 +100,24 @@ class Scenario:
     @staticmethod
     def approving(history: dspy.History) -> dict[str, Any]:
         return {"history": history, "approvals": {"c4": True}}
+
+
+def _primary(request: Any) -> Any:
+    """The primary model of ``Scenario`` answering by the request: the step it is at."""
+    answered = {m.get("tool_call_id") for m in request.messages if m.get("role") == "tool"}
+    if "findings" in str(request.messages[0].get("content")):  # the researcher's turn
+        return (
+            reply("12 chairs in aisle 3.")
+            if "w1" in answered
+            else reply(calls=[call("warehouse", {"item": "chairs"}, id="w1")])
+        )
+    if "c4" in answered:
+        return reply("Order 42 is refunded; 40 chairs in stock.")
+    if "c3" in answered:
+        return reply("A refund needs approval.", calls=[call("refund", {"order": "42"}, id="c4")])
+    if "c1" in answered:
+        return reply(calls=[call("researcher", {"question": "Chairs?"}, id="c3")])
+    return fail.server_error()
 
 
 TOOLS = ("lookup", "stock", "warehouse", "refund")  # the tools that count their executions (not the sub-agent)

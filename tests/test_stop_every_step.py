@@ -1,13 +1,22 @@
 """A turn stopped at every step (``stop_every_step``): for k = 1..n, the scripted turn is stopped
 as its k-th effect begins (n counted on an uncancelled run), by the cancellation of ``acall``'s
-task and by the web app's Stop (async and ``sync=True`` turns); each stopped turn's history must
-be consistent, record every tool that ran once, and carry the next turn. What the harness found
+task and by the web app's Stop (async and ``sync=True`` turns), and by a crash of the durable worker
+(``stop_every_step_durable.py``: a DBOS workflow killed there and recovered); each stopped turn's
+history must be consistent, record every tool that ran once, and carry the next turn. What the harness found
 is kept below as named regression cases."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio.from_thread
@@ -15,10 +24,13 @@ import dspy
 import pytest
 from stop_every_step import Effects, Scenario, check, next_turn_continues
 
+from dspy_imp import dump_history, load_history
 from dspy_imp._drivers import tool_threads
 from dspy_imp._turn.effects import ModelRequest, RunTool
 from dspy_imp.web._inputs import Call
 from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner
+
+GUARD = 120  # seconds: a hang guard for each subprocess only, never a timing assertion
 
 
 async def uncancelled(monkeypatch: pytest.MonkeyPatch) -> int:
@@ -179,3 +191,49 @@ async def test_a_sub_agent_stopped_after_its_tool_ran_keeps_what_it_did(monkeypa
     inner = researcher["agent_runs"]["c3"]["history"]
     assert inner[0]["tool_call_results"][0]["result"] == "12 chairs in aisle 3"
     assert failures(0, scenario, history, effects, ran) == []
+
+
+def test_a_durable_worker_crashed_at_every_effect(tmp_path: Path) -> None:
+    """``stop_every_step_durable.py``: workflow ``wk`` frozen as its k-th effect begins, for every k
+    (n counted on the uncancelled ``w0``), the process SIGKILLed, DBOS recovering them all in the
+    next process: each ends as ``w0`` did, with the same history, every tool run once in all."""
+    db, folder = f"sqlite:///{tmp_path}/sys.sqlite", str(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command = [sys.executable, str(Path(__file__).with_name("stop_every_step_durable.py")), "--db", db, "--dir", folder]
+    doomed = subprocess.run([*command, "--doomed"], env=env, capture_output=True, timeout=GUARD)
+    assert doomed.returncode == -signal.SIGKILL, doomed.stdout.decode() + doomed.stderr.decode()
+    recovered = subprocess.run(command, env=env, capture_output=True, timeout=GUARD)
+    assert recovered.returncode == 0, recovered.stdout.decode() + recovered.stderr.decode()
+    n = int((tmp_path / "n").read_text())
+    assert n > 10
+    results = {path.stem: json.loads(path.read_text()) for path in (tmp_path / "results").glob("*.json")}
+    assert sorted(results) == sorted(f"w{k}" for k in range(n + 1))
+    ran = Counter(tuple(json.loads(line)) for line in (tmp_path / "ran.log").read_text().splitlines())
+    reference = without_times(results["w0"]["history"])
+    found = []
+    for k in range(1, n + 1):
+        workflow, result = f"w{k}", results[f"w{k}"]
+        if result["reply"] != results["w0"]["reply"] or without_times(result["history"]) != reference:
+            found.append(f"k={k}: the recovered turn is not the uncancelled one: {result}")
+        runs = {(tool, value): count for (w, tool, value), count in ran.items() if w == workflow}
+        if runs != dict.fromkeys(TOOL_RUNS, 1):
+            found.append(f"k={k}: tools did not run once each across the crash: {runs}")
+        history = load_history(result["history"])
+        if dump_history(history) != result["history"]:
+            found.append(f"k={k}: the history does not round-trip")
+    assert json.loads((tmp_path / "early").read_text()) == []  # no tool ran in a frozen workflow
+    assert not found, "\n".join(found)
+
+
+TOOL_RUNS = [
+    ("lookup", "order 42 shipped"),
+    ("stock", "40 chairs"),
+    ("warehouse", "12 chairs in aisle 3"),
+    ("refund", "order 42 refunded"),
+]
+
+
+def without_times(dumped: dict[str, Any]) -> Any:
+    """A dumped history with its results' ``returned_at`` taken out (the clock's, not the turn's)."""
+    text = json.dumps(dumped)
+    return json.loads(re.sub(r'"returned_at": "[^"]*"', '"returned_at": ""', text))
