@@ -14,6 +14,7 @@ import anyio.to_thread
 import dspy
 import pytest
 from dbos import DBOS
+from test_web_stop_inflight import hanging_lm
 from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
 from web_scenarios import client, paused_script, run_input, support_agent, tool_script
 
@@ -22,6 +23,7 @@ from dspy_imp import durable
 from dspy_imp._watch.events import observing
 from dspy_imp.testing import ScriptedLM, call, reply
 
+GUARD = 30  # seconds: a failure guard only, never a timing assertion
 PROGRAM = support_agent()
 AGENTS: dict[str, durable.DurableAgent] = {}
 GATES: dict[str, asyncio.Event] = {}
@@ -45,6 +47,7 @@ def stopping_lookup(order_id: str) -> str:
 
 
 STOPPING = dspy_imp.ReActV2("message -> reply", tools=[stopping_lookup])
+THINKING = dspy_imp.ReActV2("message -> reply")  # its LM hangs in the request (``hanging_lm``)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,6 +57,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     AGENTS["support"] = durable.DurableAgent(PROGRAM, name="web-support")
     AGENTS["slow"] = durable.DurableAgent(SLOW, name="web-slow")
     AGENTS["stopping"] = durable.DurableAgent(STOPPING, name="web-stopping")
+    AGENTS["thinking"] = durable.DurableAgent(THINKING, name="web-thinking")
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
@@ -162,9 +166,10 @@ async def test_deleting_a_conversation_cancels_its_waiting_workflow(tmp_path: An
     store.close()
 
 
-async def test_stop_ends_a_durable_turn_before_its_next_step_and_the_conversation_goes_on() -> None:
-    """Stop during a tool call: no request after it, the workflow ends (its result the history so
-    far, saved by the app), and the next message continues the same conversation."""
+async def test_stop_ends_a_durable_turn_in_its_tool_call_and_the_conversation_goes_on() -> None:
+    """Stop during an async tool call: the tool is cancelled, no request after it, the workflow
+    ends (its result the history of the finished steps, saved by the app: the cut step is not
+    one), and the next message continues the same conversation."""
     GATES.update(started=asyncio.Event(), release=asyncio.Event())
     lm = ScriptedLM(
         [
@@ -179,8 +184,8 @@ async def test_stop_ends_a_durable_turn_before_its_next_step_and_the_conversatio
         running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Where is 42?", thread="st")))
         await GATES["started"].wait()  # the turn is inside its tool call
         stopped = await http.post("/api/conversations/st/stop", json={}, headers=json_body)
+        events = agui_events((await asyncio.wait_for(running, GUARD)).text)  # the tool never released
         GATES["release"].set()
-        events = agui_events((await running).text)
         idle = await http.post("/api/conversations/st/stop", json={}, headers=json_body)
         kept = (await http.get("/api/conversations/st")).json()
         assert (stopped.status_code, stopped.json(), idle.status_code) == (200, {"stopping": "st"}, 409)
@@ -190,10 +195,10 @@ async def test_stop_ends_a_durable_turn_before_its_next_step_and_the_conversatio
             "message": "StreamClosed: the turn was stopped",
             "code": "StreamClosed",
         }
-        assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["order 42 shipped"]
+        assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == []  # cancelled
         assert len(lm.requests) == 1  # stopped before its next request
         assert await statuses("st") == ["SUCCESS"]  # the workflow ended, its result the history so far
-        assert [m["role"] for m in kept["messages"]] == ["user", "assistant", "tool"]
+        assert [m["role"] for m in kept["messages"]] == ["user", "assistant"]  # the question; no step
         assert kept["running"] is False and kept["interrupts"] == []
 
         lm_next = ScriptedLM([reply("Order 42 shipped; anything else?", usage=(30, 5))])
@@ -202,8 +207,35 @@ async def test_stop_ends_a_durable_turn_before_its_next_step_and_the_conversatio
     verify_agui(goes_on)
     assert goes_on[-1]["result"]["outputs"] == {"reply": "Order 42 shipped; anything else?"}
     sent = lm_next.requests[0].messages
-    assert "order 42 shipped" in str(sent) and "Where is 42?" in str(sent)  # the stopped turn's history went with it
+    assert "Where is 42?" in str(sent) and "order 42 shipped" not in str(sent)  # the stopped turn's history went on
     assert await statuses("st") == ["SUCCESS", "SUCCESS"]
+
+
+@pytest.mark.parametrize("sent", [0, 2], ids=["thinking-before-any-chunk", "mid-stream"])
+async def test_stop_ends_a_durable_turns_model_request_in_flight(sent: int) -> None:
+    """Stop while the workflow's request waits (before its first chunk or mid-stream): the request
+    is cancelled, its step records the stop (a recovered workflow stops there too), the workflow
+    ends ``SUCCESS`` with the history of the finished steps (the cut reply is none of them)."""
+    lm, engine = hanging_lm([reply("Order 42 shipped on Monday and arrives on Thursday.", chunk=4)], 0, sent)
+    THINKING.set_lm(lm)
+    json_body = {"content-type": "application/json"}
+    async with client(dspy_imp.web.app(AGENTS["thinking"])) as http:
+        thread = f"th{sent}"
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Where is 42?", thread=thread)))
+        await asyncio.wait_for(engine.waiting.wait(), GUARD)
+        stopped = await http.post(f"/api/conversations/{thread}/stop", json={}, headers=json_body)
+        events = agui_events((await asyncio.wait_for(running, GUARD)).text)
+        kept = (await http.get(f"/api/conversations/{thread}")).json()
+    assert stopped.status_code == 200 and engine.cancelled.is_set()
+    verify_agui(events)
+    assert events[-1]["message"] == "StreamClosed: the turn was stopped"
+    assert [m["role"] for m in kept["messages"]] == ["user", "assistant"]
+    assert "content" not in kept["messages"][1]  # the cut reply is not kept
+    assert await statuses(thread) == ["SUCCESS"]
+    (workflow,) = await DBOS.list_workflows_async(workflow_id_prefix=f"dspy_imp.web:{thread}:")
+    steps = await DBOS.list_workflow_steps_async(workflow.workflow_id)
+    assert [step["function_name"] for step in steps][-1] == "dspy_imp.request.step"
+    assert steps[-1]["output"]["stopped"] == "the turn was stopped"  # the cut step recorded as stopped
 
 
 async def test_a_stopped_durable_turn_keeps_its_history_on_the_stop() -> None:

@@ -461,11 +461,9 @@ def test_stop_ends_the_turn_mid_way_and_keeps_its_history(page: Page, sync: bool
         expect(page.locator("#question")).to_be_enabled()
         expect(page.locator("#stop")).to_be_hidden()
         page.reload()
-        if sync:  # the worker thread is not cancelled: the tool finished, its call and result kept
-            expect(page.locator('.tool-call[data-call-id="c1"] .result')).to_have_text("12 chairs")
-        else:  # the wait for the tool was cancelled (its thread left behind): the cut step is not kept
-            expect(page.locator(".user").first).to_be_visible()
-            expect(page.locator('.tool-call[data-call-id="c1"]')).to_have_count(0)
+        # Either way the wait for the tool was cancelled (its thread left behind): the cut step is not kept.
+        expect(page.locator(".user").first).to_be_visible()
+        expect(page.locator('.tool-call[data-call-id="c1"]')).to_have_count(0)
     assert lm.remaining == 1  # no request after the stop
 
 

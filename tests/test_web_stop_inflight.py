@@ -1,5 +1,6 @@
 """Stop cancels what a web turn is waiting for: the model request (before its first chunk or mid-stream) and an async
-tool; the turn ends stopped with its history, and a Stop answered 200 always ends the turn stopped.
+tool, and leaves a sync turn's running sync tool behind; the turn ends stopped with its history, and a Stop answered
+200 always ends the turn stopped.
 
 The model and the tool here wait on an event nobody sets: a turn that Stop does not cancel never
 ends, and ``asyncio.wait_for(..., GUARD)`` fails the test instead of hanging it.
@@ -24,6 +25,7 @@ from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner
 
 GUARD = 30  # seconds: a failure guard only, never a timing assertion
 JSON = {"content-type": "application/json"}
+ONLY_THE_QUESTION = {"question": "When?", "tool_calls": [], "tool_call_results": []}  # a turn stopped before a step
 STOPPED = {"type": "RUN_ERROR", "message": "StreamClosed: the turn was stopped", "code": "StreamClosed"}
 
 
@@ -209,15 +211,17 @@ async def test_stop_that_races_the_end_never_answers_for_an_answered_turn(presse
         assert ended.error is None and ended.prediction is turns.prediction
 
 
-async def test_a_sync_turn_is_asked_before_its_next_effect_and_its_tool_finishes() -> None:
-    """``sync=True``: the worker thread is not cancelled; the tool running there finishes, its
-    result kept, and the turn ends stopped before its next request."""
-    running, release = threading.Event(), threading.Event()
+async def test_a_sync_turn_leaves_its_running_sync_tool_behind() -> None:
+    """``sync=True``: the worker thread is not cancelled, but the turn does not wait for it: it ends
+    stopped while the sync tool still runs (left behind, as ``tool_timeouts`` leaves it), keeps the
+    history of its finished steps (the cut step is not one), and sends no request after."""
+    running, release, returned = threading.Event(), threading.Event(), threading.Event()
 
     def inventory(item: str) -> str:
         """Count an item in the warehouse (slow)."""
         running.set()
         release.wait(GUARD)
+        returned.set()
         return f"12 {item}"
 
     agent = dspy_imp.ReActV2("question -> answer", tools=[inventory])
@@ -229,9 +233,65 @@ async def test_a_sync_turn_is_asked_before_its_next_effect_and_its_tool_finishes
     turn = asyncio.ensure_future(events_of(runner, "s1"))
     assert await asyncio.wait_for(asyncio.to_thread(running.wait, GUARD), GUARD)
     assert runner.stop("s1", None) is True
-    release.set()
-    ended = (await asyncio.wait_for(turn, GUARD))[-1]
+    try:
+        ended = (await asyncio.wait_for(turn, GUARD))[-1]  # ended with the tool still running
+        assert not returned.is_set()
+    finally:
+        release.set()
     assert type(ended.error).__name__ == "StreamClosed"
     saved = await runner.store.load("s1")
-    assert saved is not None and "12 chairs" in str(saved.history.messages)
+    assert saved is not None and saved.history.messages == [ONLY_THE_QUESTION]
+    assert await asyncio.to_thread(returned.wait, GUARD)  # it returned later: dropped, never recorded
+    assert "12 chairs" not in str((await runner.store.load("s1")).history.messages)
     assert lm.remaining == 1
+
+
+class SyncOnly:
+    """A sync engine (no async counterpart) answering the script's first ``answered`` requests,
+    then blocking until ``release`` is set."""
+
+    def __init__(self, lm: ScriptedLM, answered: int) -> None:
+        self.script, self.answered = lm._engine_spec, answered
+        self.calls = 0
+        self.waiting, self.release = threading.Event(), threading.Event()
+
+    def complete(self, request: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.answered:
+            self.waiting.set()
+            self.release.wait(GUARD)
+        return self.script.complete(request)
+
+    def stream(self, request: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.answered:
+            self.waiting.set()
+            self.release.wait(GUARD)
+        yield from self.script.stream(request)
+
+
+@pytest.mark.parametrize("answered", [1, 0], ids=["answers", "stopped-while-it-blocks"])
+async def test_a_sync_turn_on_an_lm_without_async_engine_sends_sync_and_stops(answered: int) -> None:
+    """An LM with no async engine is sent through its sync engine (in a worker thread): the turn
+    works under ``sync=True``, and a Stop while its request blocks ends the turn at once, the
+    request left behind (it cannot be closed from outside; what it returns later is dropped)."""
+    script = ScriptedLM([reply("Monday.")])
+    engine = SyncOnly(script, answered)
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(script.copy(engine=engine))
+    runner = Runner(Calls(agent, sync=True), MemoryStore())
+    turn = asyncio.ensure_future(events_of(runner, "n1"))
+    try:
+        if answered:
+            ended = (await asyncio.wait_for(turn, GUARD))[-1]
+            assert ended.error is None and ended.prediction.answer == "Monday."
+            return
+        assert await asyncio.wait_for(asyncio.to_thread(engine.waiting.wait, GUARD), GUARD)
+        assert runner.stop("n1", None) is True
+        ended = (await asyncio.wait_for(turn, GUARD))[-1]
+        assert not engine.release.is_set()  # ended with the request still blocked
+    finally:
+        engine.release.set()
+    assert type(ended.error).__name__ == "StreamClosed"
+    saved = await runner.store.load("n1")
+    assert saved is not None and saved.history.messages == [ONLY_THE_QUESTION]

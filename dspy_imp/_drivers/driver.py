@@ -6,7 +6,9 @@ or a parallel batch (``tools``, whose sync tools run where ``tool_threads`` puts
 ``acall`` never on the event loop's thread), a sub-agent's turn (``child``), the guardrails
 (``guarding``), a call that ran no tool reported to DSPy's tool callbacks (``tracing``), a token
 count (``measure``), a call's arguments checked against an untrusted schema off the event loop
-(``tools.check_job``) or a retry pause. A ``Watch`` sees each effect performed (``watched``).
+(``tools.check_job``) or a retry pause. A ``Watch`` sees each effect performed (``watched``). A sync
+turn whose observer can stop it while an effect runs (the web app's Stop, ``stopping``) hands each
+effect to the async path on its event loop.
 
 The tool boundary catches ``Exception`` (a raising tool is an observation) and the request
 boundary too (the failed request's error goes to the machine unchanged).
@@ -15,19 +17,22 @@ boundary too (the failed request's error goes to the machine unchanged).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import functools
 import threading
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
-from dspy_imp._drivers import guarding, tools
+from dspy_imp._drivers import guarding, stopping, tool_threads, tools
 from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.finetune import install as install_finetune_data
+from dspy_imp._drivers.interrupts import AGENT_HISTORY_ATTRIBUTE, HISTORY_ATTRIBUTE
 from dspy_imp._drivers.job import Job, aoutcome, nothing, outcome, reraise, same
 from dspy_imp._drivers.measure import ameasure, measure
-from dspy_imp._drivers.requests import extraction_job, step_job
+from dspy_imp._drivers.requests import extraction_job, sends_async, step_job
 from dspy_imp._drivers.watched import awatched, watched
 from dspy_imp._records import clock
 from dspy_imp._records.steps import now_iso
@@ -39,6 +44,7 @@ from dspy_imp._turn.effects import (
     CheckArguments,
     CheckGuardrails,
     DecidedCall,
+    Extraction,
     Measure,
     ModelRequest,
     RunAgent,
@@ -73,6 +79,22 @@ async def adrive(turn: Generator[Any, Any, Any], effects: Effects) -> Any:
         sent = await effects.aperform(effect)
 
 
+@contextlib.contextmanager
+def _caller_history() -> Iterator[None]:
+    """A stop out of a sub-agent's turn carries the caller's history, not the sub-agent's: the
+    sub-agent's own, attached first, moves to ``dspy_imp_agent_history`` (the caller's turn keeps
+    it in its record of the call), so the caller's turn attaches its own."""
+    try:
+        yield
+    except BaseException as stop:
+        with contextlib.suppress(AttributeError, TypeError):
+            history = getattr(stop, HISTORY_ATTRIBUTE, None)
+            if history is not None:
+                setattr(stop, AGENT_HISTORY_ATTRIBUTE, history)
+                setattr(stop, HISTORY_ATTRIBUTE, None)
+        raise
+
+
 class Effects:
     """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
 
@@ -92,6 +114,20 @@ class Effects:
     def perform(self, effect: Any) -> Any:
         if self.watch is not None:
             self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)
+        until_stopped = stopping.stoppable(self.watch)
+        if until_stopped is not None and not isinstance(effect, RunAgent):  # a stop ends it while it runs
+            return stopping.perform(self._stoppable(effect), until_stopped)
+        return self._perform(effect)  # a sub-agent's turn runs here: each of its effects is stoppable
+
+    def _stoppable(self, effect: Any) -> Callable[[], Awaitable[Any]]:
+        """How a stoppable sync turn performs ``effect`` on its loop: a request whose LM has an async
+        engine as the async driver does (so a stop closes its HTTP stream); anything else as this
+        driver does, in a worker thread a stop leaves behind (a sync tool, as ``tool_timeouts`` does)."""
+        if isinstance(effect, ModelRequest | Extraction) and sends_async(self.program, effect):
+            return functools.partial(Effects.aperform, self, effect)
+        return functools.partial(tool_threads.arun, functools.partial(self._perform, effect))
+
+    def _perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
             return tools.run_batch(effect, self.perform, self._check)
         if isinstance(effect, Alongside):
@@ -163,11 +199,11 @@ class Effects:
             )
 
         def run() -> Any:
-            with calling(call(False)):
+            with calling(call(False)), _caller_history():
                 return tool(**args)
 
         async def arun() -> Any:
-            with calling(call(True)):
+            with calling(call(True)), _caller_history():
                 return await tool.acall(**args)
 
         return Job(run, arun, lambda value: ended(value, now_iso()), lambda error: raised(error, now_iso()))

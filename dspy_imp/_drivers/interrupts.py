@@ -19,6 +19,7 @@ from typing import Any
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 
 HISTORY_ATTRIBUTE = "dspy_imp_history"
+AGENT_HISTORY_ATTRIBUTE = "dspy_imp_agent_history"  # a sub-agent's history, on a stop out of its turn
 _STOPS = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 

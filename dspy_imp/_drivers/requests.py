@@ -110,6 +110,18 @@ def extraction_job(program: Program, effect: Extraction) -> Job:
     )
 
 
+def sends_async(program: Program, effect: ModelRequest | Extraction) -> bool:
+    """Whether the LM that sends ``effect`` has an async path of its own: a ``dspy.LM`` on one of
+    DSPy's engines or with an ``async_engine``, another ``BaseLM`` that implements ``aforward``."""
+    lm = program.fallback_chain()[effect.model - 1] if effect.model else program.react.lm or dspy.settings.lm
+    if isinstance(effect, Summarize):
+        lm = program.summary_predictor().lm or lm
+    if isinstance(lm, dspy.LM):
+        spec = getattr(lm, "_engine_spec", "auto")
+        return isinstance(spec, str) or getattr(lm, "_async_engine_spec", None) is not None
+    return lm is not None and type(lm).aforward is not dspy.BaseLM.aforward
+
+
 def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], Exchange]:
     """The step predictor's inputs, and the request's options and LM on the exchange.
 

@@ -25,6 +25,12 @@ pending for the next process.
 Records are JSON-safe (``_durable.codec``). The workflow returns the turn's conclusion encoded
 the same way; the caller's side decodes it into the prediction or the ``StepError``.
 
+A stop (the web page's Stop, through the turn's observer) is asked before each step; an async
+step it lands in is ended (``_drivers.stopping``: the model request's HTTP stream closed, a tool
+cancelled or left behind) and records only that it was stopped, so the turn ends stopped there,
+on a replay too. The cut step's reply or result is never recorded: the history is that of the
+finished steps.
+
 A sub-agent's call (``RunAgent``) is not a step: the child's turn runs inline in the workflow on a
 ``DurableEffects`` of its own (``child``), so each of its requests and tools is a step, and a
 recovered workflow replays the child to where it stopped, as it replays the caller.
@@ -37,6 +43,7 @@ idempotency key (the step id and its position in the batch).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -45,6 +52,7 @@ from typing import Any
 
 from dbos import DBOS, StepOptions
 
+from dspy_imp._drivers import stopping
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._drivers.interrupts import HISTORY_ATTRIBUTE, attach_history
 from dspy_imp._durable.codec import (
@@ -106,11 +114,13 @@ class DurableEffects(Effects):
     def __init__(self, program: Program, clock: _Clock):
         super().__init__(program)
         self.clock = clock
-        # An observer's ``stopped()`` (the web page's Stop) is asked here, before a step begins,
-        # never inside one: a stop is then the workflow's result, not a step that failed.
+        # An observer's ``stopped()`` (the web page's Stop) is asked here, before a step begins:
+        # a stop is then the workflow's result, not a step that failed. Its ``until_stopped()`` ends
+        # an async step while it runs (``_arecord``): the step records that it was stopped.
         self.stopped = self.watch.stopped if self.watch is not None else None
+        self.until_stopped = self.watch.until_stopped if self.watch is not None else None
         if self.watch is not None:
-            self.watch.stopped = None
+            self.watch.stopped = self.watch.until_stopped = None
 
     def _check_stop(self) -> None:
         if self.stopped is not None and self.stopped():
@@ -156,11 +166,19 @@ class DurableEffects(Effects):
 
     async def _arecord(self, effect: Any) -> dict[str, Any]:
         with deadline_clock.reading(time.time), _batch(effect):
-            outcome = await Effects.aperform(self, effect)
+            if self.until_stopped is None:
+                outcome = await Effects.aperform(self, effect)
+            else:  # a stop while the step runs ends it (the request's stream closed, a tool cancelled)
+                try:
+                    outcome = await stopping.race(functools.partial(Effects.aperform, self, effect), self.until_stopped)
+                except StreamClosed as stop:  # recorded: a recovered workflow stops here again
+                    return {"stopped": str(stop), "at": time.time()}
         return {"outcome": encode_outcome(outcome), "at": time.time()}
 
     def _advance(self, record: dict[str, Any]) -> Any:
         self.clock.at = record["at"]
+        if "stopped" in record:  # the step was cut by a stop: the turn stops, its result never read
+            raise StreamClosed(record["stopped"])
         return decode_outcome(record["outcome"])
 
 

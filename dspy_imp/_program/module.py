@@ -11,7 +11,7 @@ from dspy.signatures.signature import ensure_signature
 
 from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
-from dspy_imp._drivers.interrupts import attach_history, host_hook, tool_failure
+from dspy_imp._drivers.interrupts import AGENT_HISTORY_ATTRIBUTE, attach_history, host_hook, tool_failure
 from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
@@ -385,7 +385,8 @@ def escaped(program: Any, turn: Turn, error: BaseException) -> Failure:
     the one documented way, a ``StepError`` with the history; a stop (an interrupt, the caller's
     cancellation, a closed stream) and a refused option propagate, the history attached."""
     if isinstance(error, ConfigurationError | StepError) or not tool_failure(error):
-        attach_history(error, make_history(turn.resumable_entries()))
+        agent_history = getattr(error, AGENT_HISTORY_ATTRIBUTE, None)  # a sub-agent stopped with the turn
+        attach_history(error, make_history(turn.resumable_entries(agent_history)))
         trace_stop(program, error)
         raise error
     return Failure(error, hook=host_hook(error))

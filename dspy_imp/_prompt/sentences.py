@@ -174,6 +174,11 @@ def agent_unfinished(name: str, cause: str | None) -> str:
     return f"{name} ended without an answer ({cause or 'incomplete'})."
 
 
+def agent_stopped(name: str) -> str:
+    """The result of a sub-agent call whose turn was stopped with the caller's (its record keeps what it did)."""
+    return f"{name} was stopped before it finished (the turn was stopped)."
+
+
 def agent_paused_now(name: str) -> str:
     """A sub-agent that paused for a decision during a last request, which cannot wait for one."""
     return f"{name} paused for a decision, and this last request cannot wait for one."

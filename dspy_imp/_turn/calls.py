@@ -78,6 +78,7 @@ class StepCalls:
     pending: list[PendingCall] = field(default_factory=list)
     agent_runs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)  # the reply's call id -> the id recorded
+    running_agent: ToolCall | None = None  # the sub-agent call whose turn runs now
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,10 @@ class Checked:
 class Running:
     """What a step's calls run with beyond the call context: the caller's decisions on resume, the
     paused step being resumed (its recorded results and sub-agent records), and the turn's meter
-    (a sub-agent's budget, and where its usage is counted)."""
+    (a sub-agent's budget, and where its usage is counted), and what the calls came to so far."""
 
     decisions: Decisions = field(default_factory=Decisions)
     resumed: Step | None = None
     meter: Meter | None = None
+    done: StepCalls = field(default_factory=StepCalls)
+    """What came of the step's calls so far, as they run (a stopped turn records the calls that ran)."""

@@ -55,8 +55,8 @@ from typing import Any
 
 from dspy_imp._prompt.guidance import Guidance
 from dspy_imp._prompt.memo import RenderMemo
-from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
-from dspy_imp._prompt.signature import OutputSpec
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS, agent_stopped
+from dspy_imp._prompt.signature import OutputSpec, Rejection
 from dspy_imp._records import clock
 from dspy_imp._records.kinds import TerminationCause
 from dspy_imp._records.outcomes import Failed, RawCall, Reply
@@ -76,8 +76,9 @@ from dspy_imp._turn.log import Log, Outcome, calls_record, reasoning
 from dspy_imp._turn.meter import Meter
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
+from dspy_imp._turn.results import error_result
 from dspy_imp._turn.sending import Sender
-from dspy_imp._turn.tools import CallContext, Running, run_calls
+from dspy_imp._turn.tools import CallContext, Running, StepCalls, run_calls
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class Turn:
         self.started: float | None = None  # the turn's clock when ``run`` started, and when it ended
         self.ended: float | None = None
         self.call_ids = {call.id for step in setup.prior for call in step.calls}
+        self.running_step: tuple[Reply, Running, Step | None] | None = None  # a step whose calls run
         self.watchdog = Watchdog(setup.calls.limits)
         context = self.options.context
         names = self.guidance.task.output_names
@@ -171,9 +173,33 @@ class Turn:
     def policy(self) -> Policy | None:
         return self.log.policy
 
-    def resumable_entries(self) -> list[Mapping[str, Any]]:
-        """A ``StepError``'s history: the call's inputs kept even before any step, to resume."""
+    def resumable_entries(self, agent_history: Any = None) -> list[Mapping[str, Any]]:
+        """A ``StepError``'s or a stop's history: the call's inputs kept even before any step, to
+        resume; a step stopped while its calls ran keeps the calls that ran, with their results
+        (those not run yet are left out, as unexecuted calls are: every recorded call has its
+        result). A sub-agent call stopped with the turn (``agent_history``: what its turn recorded)
+        is kept as a call that did not finish, its record holding that history."""
+        if self.running_step is not None:
+            reply, running, resumed = self.running_step
+            self.running_step = None
+            done = running.done
+            ran = replace(done, calls=list(done.calls), results=list(done.results), agent_runs=dict(done.agent_runs))
+            ran.pending, ran.submitted = [], None
+            call = done.running_agent
+            if call is not None and agent_history is not None:
+                entries = getattr(agent_history, "messages", agent_history)
+                stopped = Rejection("agent_incomplete", agent_stopped(call.name or ""))
+                ran.calls.append(call)
+                ran.results.append(error_result(call, stopped))
+                record = {"agent": call.name, "termination_reason": "incomplete", "history": [dict(e) for e in entries]}
+                ran.agent_runs[call.id] = record
+            if ran.results:
+                self._record_calls(reply, ran, None, resumed)
         return self.log.resumable_entries()
+
+    def _record_calls(self, reply: Reply, done: StepCalls, outputs: Any, resumed: Step | None) -> None:
+        step = calls_record(reply, done, outputs)
+        self.log.record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
 
     # -- the step loop ---------------------------------------------------------------------
 
@@ -247,10 +273,12 @@ class Turn:
         decisions = self.setup.decisions if resumed is not None else Decisions()
         running = Running(decisions, resumed, self.sender.meter)
         index = self.step_index - 1
+        self.running_step = (reply, running, resumed)  # a stop meanwhile records the calls that ran
         done = yield from run_calls(self.setup.calls, reply.calls, "step", index, self.call_ids, running)
+        self.running_step = None
         outputs = done.submitted
-        step = calls_record(reply, done, outputs)
-        self.log.record(step if resumed is None else replace(step, inputs=resumed.inputs, extra=resumed.extra), resumed)
+        self._record_calls(reply, done, outputs, resumed)
+        step = self.log.recorded[-1]
         if done.pending:
             return Ending("paused", pending=step.pending)
         if outputs is not None:

@@ -53,7 +53,7 @@ def run_calls(
     ``"id": ""`` too: the first such call is what ``""`` names). ``taken`` is updated.
     """
     running = running or Running()
-    done = StepCalls()
+    done = running.done
     checked = []
     for index, call in enumerate(raw):
         record = ToolCall(
@@ -157,7 +157,9 @@ def _run_agent(
     assert item.runner is not None
     meter = running.meter
     budget = meter.remaining() if meter is not None else None
+    done.running_agent = item.call  # a stop meanwhile records the call as stopped, with what it did
     ended = yield agents.effect(item.runner, item.call, item.resume, running.decisions, budget)
+    done.running_agent = None
     came = agents.came_to(item.runner, item.call, ended, can_wait=mode == "step")
     if meter is not None:
         meter.add(came.usage)

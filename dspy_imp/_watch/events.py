@@ -22,6 +22,11 @@ pause gives the sub-agent's pending calls, ``"p1/c1"``); its request numbers are
 ``dspy_imp.web`` encodes them as AG-UI events and AI SDK stream parts. A turn's pause and its
 end are not events: the caller reads them from the prediction (or the ``StepError``).
 
+An observer may also stop the turn: ``stopped()``, asked before each effect, ends it there
+(``StreamClosed``), and ``until_stopped()``, a coroutine of the observer's event loop that returns
+once the stop is asked, lets a sync turn running in an AnyIO worker thread of that loop be stopped
+while an effect runs (``_drivers.stopping``).
+
 The observer is called from the thread doing the work (a sync turn's worker thread, a parallel
 tool's pool thread, the event loop of an async turn), so it must be thread-safe and quick. While
 one is set, each request streams (DSPy's ``send_stream`` is set for it): a sync turn observed this

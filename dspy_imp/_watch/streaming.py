@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dspy
@@ -86,6 +86,7 @@ class Watch:
         self.failed = False  # the turn ended in a StepError
         self.agent = ""  # a sub-agent's path ("researcher"): its end line names it
         self.stopped: Callable[[], bool] | None = None
+        self.until_stopped: Callable[[], Awaitable[None]] | None = None  # returns once the stop is asked
 
     @classmethod
     def of(cls, program: Program, agent: str = "", call_id: str = "") -> Watch | None:
@@ -111,6 +112,7 @@ class Watch:
         watch = cls(program, stream, ours, progress, reporter, spans=spans, hold=hold)
         watch.agent = agent
         watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
+        watch.until_stopped = getattr(observer, "until_stopped", None)  # ... and end the effect running then
         return watch
 
     # -- status -------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ random tail). The workflow keeps the
 observer it started with, so each request renews the conversation's channel, the observer's
 target; a workflow recovered after a restart has no observer, and its resumed part is told at its
 end (the answer and the ``MESSAGES_SNAPSHOT``), not as it runs. Stop reaches the workflow through
-the same channel: the turn stops before its next step and the workflow ends with the history so
-far as its result (``_durable.driver``), which the app saves like any stopped turn's.
+the same channel: the step running then is ended (its model request's HTTP stream closed, its tool
+cancelled), the turn stops there and the workflow ends with the history of its finished steps as
+its result (``_durable.driver``), which the app saves like any stopped turn's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ _POLL = 0.1  # seconds between looks at a running workflow's pending event
 
 class _Channel:
     """A conversation's observer: events go to the request now following the turn (its ``observe``),
-    and ``stopped()`` is that request's (the page's Stop), asked before each of the turn's steps."""
+    and ``stopped()`` is that request's (the page's Stop), asked before each of the turn's steps;
+    ``until_stopped()`` is that request's too, which ends the step running when Stop is pressed."""
 
     def __init__(self) -> None:
         self.target: Observer | None = None
@@ -48,6 +50,14 @@ class _Channel:
     def stopped(self) -> bool:
         asked = getattr(self.target, "stopped", None)
         return bool(asked is not None and asked())
+
+    async def until_stopped(self) -> None:
+        """Returns once the request following the turn asks it to stop (the step running then ends)."""
+        until = getattr(self.target, "until_stopped", None)
+        if until is None:
+            await asyncio.Event().wait()  # a request that cannot stop it: the step runs to its end
+        else:
+            await until()
 
 
 class Workflows:

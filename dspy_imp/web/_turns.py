@@ -186,7 +186,8 @@ class Calls:
     """A ``ReActV2``'s turns: one observed call, async or (``sync``) in a worker thread.
 
     An async turn is ``cancellable``: Stop cancels its task, so the model request or tool it
-    awaits is cancelled (the request's HTTP stream closed); a sync one is asked before each effect.
+    awaits is cancelled (the request's HTTP stream closed). A sync one hands each effect to this
+    loop, where Stop ends it the same way (``_drivers.stopping``), and is asked before each effect.
     """
 
     def __init__(self, agent: Any, sync: bool):
@@ -204,16 +205,21 @@ class Calls:
 
 
 class _Observer:
-    """A turn's observer: its events into the request's queue (in order, from any thread), and
-    ``stopped()``, which the turn's watch asks before each effect."""
+    """A turn's observer: its events into the request's queue (in order, from any thread);
+    ``stopped()``, which the turn's watch asks before each effect; and ``until_stopped()``, which
+    returns once Stop is asked (a sync turn's effect races it on this loop: ``_drivers.stopping``)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], stopped: Callable[[], bool]):
         self.loop = loop
         self.queue = queue
         self.stopped = stopped
+        self.halted = asyncio.Event()  # set by Stop, on this loop
 
     def __call__(self, event: TurnEvent | Ended) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    async def until_stopped(self) -> None:
+        await self.halted.wait()
 
 
 class Turn:
@@ -257,6 +263,7 @@ class Runner:
         self.busy: set[str] = set()
         self.stopping: set[str] = set()
         self.plays: dict[str, asyncio.Task[Any]] = {}  # each running turn's play
+        self.observers: dict[str, _Observer] = {}  # each running turn's observer
         self.taken: set[str] = set()  # turns whose ending was taken: too late to stop
         self.users: dict[str, str | None] = {}  # who runs each running turn
         self.lost: dict[str, BaseException] = {}  # turns whose store lease was lost: stopped, unsaved
@@ -267,7 +274,9 @@ class Runner:
         with it); ``False`` when none of ``user``'s runs, or its ending was already taken.
 
         A cancellable turn (``Calls`` of an async agent) has its task cancelled: what it awaits (the
-        model request, a tool) is cancelled now. Any other is asked before its next effect. Either
+        model request, a tool) is cancelled now. Any other (a sync turn, a durable workflow) has the
+        effect it runs ended through its observer (``until_stopped``: the request's HTTP stream closed,
+        a sync tool left behind as ``tool_timeouts`` leaves it) and is asked before its next. Either
         way a ``True`` here always ends the turn stopped (``_ending``): decided on the loop's
         thread, against the play's ending not yet taken, so a turn finishing meanwhile cannot win.
         """
@@ -277,11 +286,15 @@ class Runner:
         return True
 
     def _halt(self, key: str) -> None:
-        """Stop's mechanism: the play cancelled (a cancellable turn), or asked before its next effect."""
+        """Stop's mechanism: the play cancelled (a cancellable turn), else the effect it runs ended
+        through its observer (a sync turn, a durable workflow), and either way asked before its next effect."""
         self.stopping.add(key)
         play = self.plays.get(key)  # none yet while the history is read: asked before its first effect
         if play is not None and getattr(self.turns, "cancellable", False):
             play.cancel()
+        observer = self.observers.get(key)
+        if observer is not None:
+            observer.halted.set()
 
     def _lose(self, key: str, error: BaseException) -> None:
         """The store lost the turn's lease: the turn stopped as Stop does, ending with ``error``."""
@@ -350,6 +363,7 @@ class Runner:
         play = asyncio.create_task(self._play(key, call, observe))
         self.plays[key] = play
         before = stored.turns if stored is not None else ()
+        self.observers[key] = observe
         task = asyncio.create_task(self._turn(key, user, play, observe, call, before))  # releases the conversation
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -360,6 +374,7 @@ class Runner:
         self.stopping.discard(key)
         self.taken.discard(key)
         self.plays.pop(key, None)
+        self.observers.pop(key, None)
         self.users.pop(key, None)
         self.lost.pop(key, None)
 
