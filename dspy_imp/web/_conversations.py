@@ -32,10 +32,9 @@ class Conversations:
         self.signature = signature
 
     def routes(self) -> list[Route]:
-        return [
-            Route("/api/conversations", self.index, methods=["GET"]),
-            Route("/api/conversations/{key:path}", self.one, methods=["PATCH", "DELETE"]),
-        ]
+        """The list; renaming and deleting one (``one``) share the app's route of the conversation,
+        so that its path answers ``Allow: GET, HEAD, PATCH, DELETE``."""
+        return [Route("/api/conversations", self.index, methods=["GET"])]
 
     async def index(self, request: Request) -> Response:
         try:
