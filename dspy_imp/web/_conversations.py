@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._guard import Guard, Refused, conversation_id, read_json
+from dspy_imp.web._migrations import SchemaTooNew
 
 
 class Conversations:
@@ -61,6 +62,8 @@ class Conversations:
         title = body.get("title") if isinstance(body, dict) else None
         try:
             renamed = await self._needs("rename")(key, title, user)
+        except SchemaTooNew:
+            raise  # a database of a newer schema: 503 (the app's handler), as on every route
         except ConfigurationError as error:
             raise Refused(422, str(error)) from None
         if not renamed:
