@@ -188,6 +188,26 @@ async def test_a_conversations_path_allows_all_its_methods() -> None:
     assert {m.strip() for m in response.headers["allow"].split(",")} == {"GET", "HEAD", "PATCH", "DELETE"}
 
 
+async def test_an_id_holding_a_slash_is_one_segment_and_stop_is_the_last() -> None:
+    app = dspy_imp.web.app(agent())
+    message = {"id": "u", "role": "user", "content": "Refund order 42"}
+    for thread in ("a", "a/stop"):
+        body = {"threadId": thread, "runId": "r1", "messages": [message]}
+        assert (await get(app, "/ag-ui", method="POST", json=body)).status_code == 200
+    # the page's request: the id's slash sent as %2F reads the conversation `a/stop`, not `a`'s stop
+    read = await get(app, "/api/conversations/a%2Fstop")
+    assert read.status_code == 200 and read.json()["interrupts"] == []  # `a` waits on c1; `a/stop` answered
+    assert (await get(app, "/api/conversations/a")).json()["interrupts"][0]["id"] == "c1"
+    # was: the stop of conversation `a` (409 here); it is a POST on `a/stop`, which takes none
+    posted = await get(app, "/api/conversations/a%2Fstop", method="POST", json={})
+    assert posted.status_code == 405 and "PATCH" in posted.headers["allow"]
+    # Schemathesis's input: PATCH on the stop path was the rename of the conversation `0/stop`
+    patched = await get(app, "/api/conversations/0/stop", method="PATCH", json={"title": "x"})
+    assert patched.status_code == 405 and patched.headers["allow"] == "POST"
+    stopped = await get(app, "/api/conversations/a/stop", method="POST", json={})
+    assert stopped.status_code == 409  # the stop of `a`: no turn of it runs
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [

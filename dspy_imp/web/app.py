@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
@@ -124,12 +124,19 @@ def app(
     conversations = Conversations(runner, guard, program.signature)
 
     async def conversation(request: Request) -> Response:
+        if _stop_path(request):  # ``.../a/stop`` as sent: the stop route's path, which takes POST only
+            return _not_allowed("POST")
         return await (server.conversation if request.method in ("GET", "HEAD") else conversations.one)(request)
+
+    async def stop(request: Request) -> Response:
+        if not _stop_path(request):  # ``.../a%2Fstop``: the conversation ``a/stop``, which takes no POST
+            return _not_allowed("GET, HEAD, PATCH, DELETE")
+        return await server.stop(request)
 
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
-        Route("/api/conversations/{key:conversation}/stop", server.stop, methods=["POST"]),
+        Route("/api/conversations/{key:conversation}/stop", stop, methods=["POST"]),
         Route("/api/conversations/{key:conversation}", conversation, methods=["GET", "PATCH", "DELETE"]),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
@@ -336,6 +343,18 @@ async def _schema_too_new(request: Request, error: Exception) -> Response:
     assert isinstance(error, SchemaTooNew)
     body = {"error": str(error), "schema": error.found, "supported": error.known}
     return JSONResponse(body, status_code=503)
+
+
+def _stop_path(request: Request) -> bool:
+    """Whether the path as sent ends with the ``stop`` segment. The router reads the decoded path, where
+    an id's own ``/`` (sent as ``%2F``, as the page does) looks like a segment's: the raw path tells."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    return path.split("?", 1)[0].endswith("/stop")
+
+
+def _not_allowed(allow: str) -> Response:
+    return PlainTextResponse("Method Not Allowed", status_code=405, headers={"Allow": allow})
 
 
 def _no_conversation(key: str) -> Response:
