@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+import schemathesis
 import sqlalchemy as sa
 from starlette.routing import Mount, Route
 
@@ -105,7 +106,6 @@ async def test_every_route_is_described_and_nothing_else(kind: str, auth: bool, 
 
 
 async def test_the_description_is_valid_and_its_links_resolve(db_url: str) -> None:
-    schemathesis = pytest.importorskip("schemathesis")
     app = dspy_imp.web.app(agent(), store=dspy_imp.web.DatabaseStore(db_url), auth=signed_in, client_tools=True)
     document = (await get(app, "/openapi.json")).json()
     schema = schemathesis.openapi.from_dict(document)

@@ -33,10 +33,8 @@ from typing import Any
 import hypothesis
 import hypothesis.strategies as st
 import pytest
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
-
-pytest.importorskip("schemathesis")
 import schemathesis
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 import dspy_imp
 import dspy_imp.web
