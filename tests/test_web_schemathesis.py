@@ -270,7 +270,9 @@ def test_conversations_through_their_life(name: str) -> None:
 
 def test_schemathesis_follows_the_descriptions_links() -> None:
     """Schemathesis' own state machine, from the description's links (a run to reading, stopping,
-    approving, renaming and deleting its conversation)."""
+    approving, renaming and deleting its conversation): every link builds and is followed where a
+    step's answer allows. Its generated bodies seldom start a turn, so the lifecycle above is what
+    walks a conversation through all of it."""
     machine = SCHEMAS["sqlite_auth"].as_state_machine()
     machine.run(
         settings=hypothesis.settings(
