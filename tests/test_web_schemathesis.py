@@ -4,17 +4,19 @@ own ``GET /openapi.json``.
 Four apps: the memory store and the SQLite ``DatabaseStore``, each without and with ``auth=``
 (a bearer token, the description's default security scheme; two users, alice and bob).
 
-- Every operation fuzzed (Schemathesis' examples, coverage and generated phases, valid and invalid
-  cases) on the two ends of that matrix, memory without ``auth`` and SQLite with it.
+- Every operation fuzzed by Schemathesis' engine, as its CLI runs it (examples, coverage and
+  generated phases, valid and invalid cases), on the two ends of that matrix: memory without
+  ``auth``, SQLite with it; on the latter also its stateful phase, which follows the description's
+  links (a run to reading, stopping, approving, renaming and deleting its conversation).
 - A conversation's whole life on all four (``Lifecycle``, a Hypothesis state machine sending each
   request through Schemathesis): runs on either stream, reading back, approving or refusing what it
-  waits on, stopping, renaming, deleting, listing, by its owner and by another user.
-- Schemathesis' own state machine from the description's links, on SQLite with ``auth``.
+  waits on, stopping, renaming, deleting, listing, by its owner and by another user. (The engine's
+  generated bodies seldom start a turn, so this is what walks a conversation through all of it.)
 
-Every request goes through ``call_and_validate``, so every built-in check runs on it: no 5xx (but
-the 501 of a store that cannot list, rename or delete, as described), every status, content type,
-header and body as described (each AG-UI event and AI SDK part too), no valid request refused, no
-invalid one accepted, auth not ignored.
+Every built-in check runs on every request (the lifecycle's through ``call_and_validate``): no
+5xx (but the 501 of a store that cannot list, rename or delete, as described), every status,
+content type, header and body as described (each AG-UI event and AI SDK part too), no valid
+request refused, no invalid one accepted, auth not ignored.
 
 Budget and seed: a few examples each (``DSPY_IMP_FUZZ_EXAMPLES``, ``DSPY_IMP_FUZZ_STEPS`` for
 more), ``derandomize`` (Hypothesis seeds each test from its own code, so every run tries the same
@@ -35,6 +37,8 @@ import hypothesis.strategies as st
 import pytest
 import schemathesis
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from schemathesis import engine
+from schemathesis.engine import Status, events
 
 import dspy_imp
 import dspy_imp.web
@@ -67,13 +71,14 @@ def make_app(store: Any, auth: bool) -> Any:
     return dspy_imp.web.app(agent, store=store, auth=_signed_in if auth else None)
 
 
-def _config() -> schemathesis.Config:
+def _config(stateful: bool) -> schemathesis.Config:
     return schemathesis.Config.from_dict(
         {
             "seed": 48,
             "headers": {"Authorization": "Bearer alice-token"},
             "generation": {"max-examples": EXAMPLES, "deterministic": True, "database": "none"},
-            "phases": {"stateful": {"max-steps": STEPS}},
+            # the engine's own link-following state machine: on one app (the lifecycle runs on all)
+            "phases": {"stateful": {"enabled": stateful, "max-steps": STEPS}},
             "checks": {
                 # a store that cannot list or rename says so: 501, as described
                 "not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx", "501"]},
@@ -90,7 +95,8 @@ def _schema(kind: str, auth: bool) -> Any:
     store = None
     if kind == "sqlite":
         store = dspy_imp.web.DatabaseStore(f"sqlite:///{Path(_DATABASES.name) / f'{kind}-{auth}.db'}")
-    return schemathesis.openapi.from_asgi("/openapi.json", make_app(store, auth), config=_config())
+    config = _config(stateful=kind == "sqlite" and auth)
+    return schemathesis.openapi.from_asgi("/openapi.json", make_app(store, auth), config=config)
 
 
 SCHEMAS = {
@@ -101,14 +107,37 @@ SCHEMAS = {
 }
 
 
+def schemathesis_failures(schema: Any) -> list[str]:
+    """What Schemathesis' engine (as its CLI runs it: examples, coverage, fuzzing and stateful phases,
+    every check) finds against ``schema``'s app: one line per failing check, with its ``curl``."""
+    problems = []
+    for event in engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished) and event.status in (Status.FAILURE, Status.ERROR):
+            for checks in event.recorder.checks.values():
+                for check in checks:
+                    if check.status == Status.FAILURE and check.failure_info is not None:
+                        failure = check.failure_info.failure
+                        problems.append(
+                            f"{event.recorder.label}: {failure.title}: {failure.message}\n  "
+                            f"{check.failure_info.code_sample}"
+                        )
+            if not event.recorder.checks:
+                problems.append(f"{event.recorder.label}: {event.status} ({event.recorder.label})")
+        elif isinstance(event, events.NonFatalError):
+            problems.append(f"{event.label}: {event.info.title}: {event.info.message}")
+        elif isinstance(event, events.FatalError):
+            problems.append(f"fatal: {event.exception!r}")
+    return problems
+
+
 # Every operation fuzzed on the two ends of the matrix (how a body is read does not depend on the
-# store); the lifecycle below runs on all four.
-FUZZED = {name: SCHEMAS[name] for name in ("memory", "sqlite_auth")}
-
-
-@schemathesis.pytest.parametrize(**FUZZED)
-def test_every_operation_as_described(case: Any) -> None:
-    case.call_and_validate()
+# store); the lifecycle below runs on all four. Run by Schemathesis' engine, one test per app:
+# its pytest items of one function share one node id under pytest 9, and `pytest -n --dist
+# loadfile` then runs only one of them.
+@pytest.mark.parametrize("name", ["memory", "sqlite_auth"])
+def test_every_operation_as_described(name: str) -> None:
+    problems = schemathesis_failures(SCHEMAS[name])
+    assert not problems, "\n".join(problems)
 
 
 USERS = {"alice": "Bearer alice-token", "bob": "Bearer bob-token"}
@@ -266,21 +295,3 @@ def test_conversations_through_their_life(name: str) -> None:
         suppress_health_check=list(hypothesis.HealthCheck),  # they time generation: no test on machine speed
     )
     run_state_machine_as_test(machine, settings=settings)
-
-
-def test_schemathesis_follows_the_descriptions_links() -> None:
-    """Schemathesis' own state machine, from the description's links (a run to reading, stopping,
-    approving, renaming and deleting its conversation): every link builds and is followed where a
-    step's answer allows. Its generated bodies seldom start a turn, so the lifecycle above is what
-    walks a conversation through all of it."""
-    machine = SCHEMAS["sqlite_auth"].as_state_machine()
-    machine.run(
-        settings=hypothesis.settings(
-            max_examples=max(1, EXAMPLES // 2),
-            stateful_step_count=STEPS,
-            derandomize=True,
-            database=None,
-            deadline=None,
-            suppress_health_check=list(hypothesis.HealthCheck),
-        )
-    )
