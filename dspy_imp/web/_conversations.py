@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._guard import Guard, Refused, conversation_id, read_json
+from dspy_imp.web._migrations import SchemaTooNew
 
 
 class Conversations:
@@ -32,10 +33,9 @@ class Conversations:
         self.signature = signature
 
     def routes(self) -> list[Route]:
-        return [
-            Route("/api/conversations", self.index, methods=["GET"]),
-            Route("/api/conversations/{key:path}", self.one, methods=["PATCH", "DELETE"]),
-        ]
+        """The list; renaming and deleting one (``one``) share the app's route of the conversation,
+        so that its path answers ``Allow: GET, HEAD, PATCH, DELETE``."""
+        return [Route("/api/conversations", self.index, methods=["GET"])]
 
     async def index(self, request: Request) -> Response:
         try:
@@ -62,6 +62,8 @@ class Conversations:
         title = body.get("title") if isinstance(body, dict) else None
         try:
             renamed = await self._needs("rename")(key, title, user)
+        except SchemaTooNew:
+            raise  # a database of a newer schema: 503 (the app's handler), as on every route
         except ConfigurationError as error:
             raise Refused(422, str(error)) from None
         if not renamed:

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dspy_imp._records.errors import ConfigurationError
@@ -155,12 +156,22 @@ class Guard:
 
 
 class Guarded:
-    """The ASGI app behind ``Guard.refusal``: a refused request never reaches a route."""
+    """The ASGI app behind ``Guard.refusal``: a refused request never reaches a route.
 
-    def __init__(self, app: ASGIApp, guard: Guard):
+    ``routes``: the app's routes. A request that none of them takes (an unknown path, a method the
+    path does not answer) is the router's to answer (404, 405 with ``Allow``) whatever its content
+    type: it reaches no route, so its body is never read. ``Host`` and ``Origin`` are checked first all
+    the same."""
+
+    def __init__(self, app: ASGIApp, guard: Guard, routes: Sequence[BaseRoute] = ()):
         self.app = app
         self.guard = guard
+        self.routes = tuple(routes)
         self.warned = False
+
+    def _taken(self, scope: Scope) -> bool:
+        """Whether a route takes this request (its path and its method)."""
+        return any(isinstance(r, Route) and r.matches(scope)[0] is Match.FULL for r in self.routes)
 
     def _warn_if_open(self, server: Any) -> None:
         """Once, at the first request: served beyond loopback with no ``auth``, anyone who reaches
@@ -179,6 +190,8 @@ class Guarded:
         if scope["type"] == "http":
             self._warn_if_open(scope.get("server"))
             refused = self.guard.refusal(scope)
+            if refused is not None and refused.status == 415 and self.routes and not self._taken(scope):
+                refused = None  # no route takes it: the router answers (404, 405)
             if refused is not None:
                 await refused.response()(scope, receive, send)
                 return

@@ -6,6 +6,7 @@
     POST /api/conversations/<id>/stop   stop its running turn, cancelling what it awaits (history kept)
     POST /ag-ui       AG-UI: a ``RunAgentInput`` in, AG-UI events out (``agui``)
     POST /api/chat    the AI SDK UI message stream for ``useChat`` (``vercel``)
+    GET  /openapi.json   the OpenAPI 3.1 description of all of these (``_openapi``)
     /api/conversations  a user's conversations: list, read, rename, delete (``_conversations``)
 
 Conversations are kept by id (AG-UI's ``threadId``, ``useChat``'s chat ``id``) in the store,
@@ -16,7 +17,7 @@ each owned by the user ``auth`` named when it started. What may reach the routes
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,17 @@ import pydantic
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp.web import agui, vercel
+from dspy_imp.web import _openapi, agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
@@ -47,6 +49,22 @@ from dspy_imp.web.messages import to_messages
 STATIC = Path(__file__).parent / "static"
 
 
+class _AnyText(Convertor[str]):
+    """A path's conversation id, any text: one with a newline or a NUL reaches the route, which refuses
+    it naming the field (422), instead of matching no route (a plain-text 404)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("conversation", _AnyText())
+
+
 def app(
     agent: Any,
     *,
@@ -56,6 +74,7 @@ def app(
     hosts: Sequence[str] = (),
     origins: Sequence[str] = (),
     client_tools: bool = False,
+    auth_scheme: Mapping[str, Any] | None = None,
 ) -> ASGIApp:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
@@ -82,6 +101,9 @@ def app(
             of that turn, which pauses on its calls until the client sends their results. Off by
             default: declared tools are then not offered to the model. A ``DurableAgent`` cannot
             offer them (its workflows run the program it was made with).
+        auth_scheme: The OpenAPI security scheme that says what ``auth`` reads, for the API's
+            description (``GET /openapi.json``): ``{"type": "apiKey", "in": "header", "name":
+            "x-forwarded-user"}``. With ``auth`` and no ``auth_scheme``, a bearer token.
 
     Example:
         ```python
@@ -92,6 +114,7 @@ def app(
     guard = Guard(hosts, origins, auth)
     if not isinstance(client_tools, bool):
         raise ConfigurationError(f"`client_tools` must be True or False, got {client_tools!r}")
+    scheme = _openapi.checked_scheme(auth, auth_scheme)
     program, runner = _runner(agent, store or MemoryStore(), sync)
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
@@ -99,18 +122,31 @@ def app(
             "made with, which cannot take a client's tools"
         )
     server = _Server(program, runner, guard, client_tools)
+    conversations = Conversations(runner, guard, program.signature)
+
+    async def conversation(request: Request) -> Response:
+        if _stop_path(request):  # ``.../a/stop`` as sent: the stop route's path, which takes POST only
+            return _not_allowed("POST")
+        return await (server.conversation if request.method in ("GET", "HEAD") else conversations.one)(request)
+
+    async def stop(request: Request) -> Response:
+        if not _stop_path(request):  # ``.../a%2Fstop``: the conversation ``a/stop``, which takes no POST
+            return _not_allowed("GET, HEAD, PATCH, DELETE")
+        return await server.stop(request)
+
     routes = [
         Route("/", server.page),
         Route("/api/info", server.info),
-        Route("/api/conversations/{key:path}/stop", server.stop, methods=["POST"]),
-        Route("/api/conversations/{key:path}", server.conversation),
+        Route("/api/conversations/{key:conversation}/stop", stop, methods=["POST"]),
+        Route("/api/conversations/{key:conversation}", conversation, methods=["GET", "PATCH", "DELETE"]),
         Route("/ag-ui", server.agui, methods=["POST"]),
         Route("/api/chat", server.chat, methods=["POST"]),
-        *Conversations(runner, guard, program.signature).routes(),
+        *conversations.routes(),
         Mount("/static", StaticFiles(directory=STATIC)),
+        _openapi.route(scheme, runner.store, client_tools),
     ]
     handlers = {SchemaTooNew: _schema_too_new}
-    guarded: ASGIApp = Guarded(Starlette(routes=routes, exception_handlers=handlers), guard)
+    guarded: ASGIApp = Guarded(Starlette(routes=routes, exception_handlers=handlers), guard, routes)
     if not origins:
         return guarded
     allowed = [o.rstrip("/") for o in origins]
@@ -330,6 +366,18 @@ async def _schema_too_new(request: Request, error: Exception) -> Response:
     assert isinstance(error, SchemaTooNew)
     body = {"error": str(error), "schema": error.found, "supported": error.known}
     return JSONResponse(body, status_code=503)
+
+
+def _stop_path(request: Request) -> bool:
+    """Whether the path as sent ends with the ``stop`` segment. The router reads the decoded path, where
+    an id's own ``/`` (sent as ``%2F``, as the page does) looks like a segment's: the raw path tells."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    return path.split("?", 1)[0].endswith("/stop")
+
+
+def _not_allowed(allow: str) -> Response:
+    return PlainTextResponse("Method Not Allowed", status_code=405, headers={"Allow": allow})
 
 
 def _no_conversation(key: str) -> Response:
