@@ -207,14 +207,18 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
         },
         "/ag-ui": {
             "post": op(
-                "AG-UI: one run, one turn. A `RunAgentInput` in, AG-UI events out. A refusal found once the run has "
-                "started (a resume nothing waits for, another user's thread, a busy conversation) is a `RUN_ERROR`.",
+                "AG-UI: one run, one turn. A `RunAgentInput` in, AG-UI events out. Another user's thread, or a "
+                "decision for a thread that does not exist, is a 404 and a decision answered already a 409, before "
+                "any event; a refusal found once the run has started (a busy conversation, a resume for a call never "
+                "made) is a `RUN_ERROR`.",
                 {
                     "200": _stream(
                         "The run's AG-UI events (`RUN_STARTED` ... `RUN_FINISHED` or `RUN_ERROR`), each "
                         "`data` one event as JSON.",
                         {"$ref": "#/components/schemas/Event"},
-                    )
+                    ),
+                    "404": _error("The thread is another user's, or a decision names a thread that does not exist."),
+                    "409": _error("The decision was answered already (in another tab, or a second click)."),
                 },
                 body=_json_body("RunAgentInput"),
                 links=run_links,
@@ -223,8 +227,9 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
         },
         "/api/chat": {
             "post": op(
-                "The AI SDK UI message stream for `useChat`: one turn. A refusal found once the stream has started is "
-                "an `error` part.",
+                "The AI SDK UI message stream for `useChat`: one turn. Another user's chat, or a decision for a chat "
+                "that does not exist, is a 404 and a decision answered already a 409, before any part; a refusal "
+                "found once the stream has started is an `error` part.",
                 {
                     "200": _stream(
                         "The turn's UI message stream parts, each `data` one part as JSON, the last `[DONE]`; "
@@ -232,7 +237,9 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         {"$ref": "#/components/schemas/ChatPart"},
                         done=True,
                         headers={"x-vercel-ai-ui-message-stream": {"schema": {"const": "v1"}}},
-                    )
+                    ),
+                    "404": _error("The chat is another user's, or a decision names a chat that does not exist."),
+                    "409": _error("The decision was answered already (in another tab, or a second click)."),
                 },
                 body=_json_body("ChatRequest"),
                 links={
