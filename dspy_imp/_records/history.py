@@ -21,13 +21,15 @@ import dspy
 import pydantic
 from dspy.adapters.utils import serialize_for_json
 
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, brief
 from dspy_imp._records.media import contains_media, dump_media, is_dumped_media, is_media, revive
 from dspy_imp._records.redact import REDACTED, is_secret_key, redact_text
 from dspy_imp._records.steps import _STEP_KEYS, coerce_history, make_history
 from dspy_imp._records.text import result_text
 
 FORMAT = "history"
+MAX_DEPTH = 100
+"""The deepest a loaded history's values may nest (lists and dicts); a deeper one is refused."""
 
 
 def dump_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dict[str, Any]:
@@ -42,12 +44,30 @@ def dump_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dict[
 def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
     """The ``dspy.History`` a ``dump_history`` result (or a bare ``{"messages": [...]}``) holds."""
     if isinstance(data, Mapping) and data.get("type", FORMAT) != FORMAT:
-        raise ConfigurationError(f"load_history takes a dumped history, got type {data.get('type')!r}")
+        raise ConfigurationError(f"load_history takes a dumped history, got type {brief(data.get('type'))}")
     entries = coerce_history(data)
-    for entry in entries:
+    for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
+            raise ConfigurationError(f"history entries must be dicts, got {brief(entry)}")
+        check_depth(entry, f"messages[{index}]")
     return make_history([revive(dict(entry)) for entry in entries])
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse ``value`` (``ConfigurationError`` naming the path) when its lists and dicts nest deeper
+    than ``limit``: every walker of a history (media, JSON, the prompt) recurses. Walks iteratively."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children = [(v, f"{path}.{brief(k) if not isinstance(k, str) else k}") for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        if depth >= limit:
+            raise ConfigurationError(f"`{path}` nests deeper than {limit} levels of lists and dicts; refusing to load")
+        stack += [(child, at, depth + 1) for child, at in children]
 
 
 def redact_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dspy.History:
