@@ -83,7 +83,12 @@ def _source(react: Mapping[str, Any], has_extract: bool) -> str | None:
         return None
     instructions = signature.get("instructions")
     lines = instructions.split("\n") if isinstance(instructions, str) else []
-    prefixes = {f.get("prefix") for f in signature.get("fields") or () if isinstance(f, Mapping)}
+    fields = signature.get("fields")
+    prefixes = {
+        f.get("prefix")
+        for f in (fields if isinstance(fields, list) else ())
+        if isinstance(f, Mapping) and isinstance(f.get("prefix"), str)
+    }
     if has_extract or prefixes & _CLASSIC_PREFIXES or any(line.startswith(_CLASSIC_START) for line in lines):
         return CLASSIC
     if any(p.fullmatch(line.strip()) for p in _V2_LINES for line in lines):
