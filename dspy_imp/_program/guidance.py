@@ -8,13 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import dspy
-from dspy.adapters.utils import format_field_value
 
 from dspy_imp._program import options as opts
 from dspy_imp._prompt.demos import demo_examples
 from dspy_imp._prompt.guidance import Guidance, Task
 from dspy_imp._prompt.signature import is_text_answer
-from dspy_imp._records.errors import ConfigurationError, brief
 from dspy_imp._turn.plan import ProgramOptions
 
 
@@ -52,16 +50,3 @@ def check_demos(
     """
     task = Task.of(signature, is_text_answer(signature))
     demo_examples(guidance_of(options, task), demos)
-    fields = {**signature.input_fields, **signature.output_fields}
-    for number, demo in enumerate(demos):
-        data = dict(demo.items()) if isinstance(demo, dspy.Example) else demo
-        for name, info in fields.items():
-            if data.get(name) is None:
-                continue
-            try:  # as the adapter formats it (a value DSPy's formatter cannot take fails every call)
-                format_field_value(field_info=info, value=data[name])
-            except Exception as exc:
-                raise ConfigurationError(
-                    f"demo {number} on `react`: its `{name}` cannot be shown to the model "
-                    f"({type(exc).__name__}: {brief(str(exc))}), got {brief(data[name])}"
-                ) from None

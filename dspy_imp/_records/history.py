@@ -5,7 +5,8 @@ reloaded history sends byte-identical requests: call ids, parallel calls, result
 that are not JSON are stored as the text the model was shown), ``returned_at``, provider
 reasoning and notes all survive; every dump is strict JSON (no NaN or infinity). Media values
 (``dspy.Image``, ``dspy.Audio``, ``dspy.File``) are stored with their fields exactly as held,
-URLs and base64 as given, and come back as the same types. ``redact_history`` returns a copy
+URLs and base64 as given, and come back as the same types. A loaded history's lone surrogates
+(which JSON's escapes can hold) come back as U+FFFD, the text the model was shown. ``redact_history`` returns a copy
 with credential-shaped values replaced, for logs; never feed it back as the conversation.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,7 +52,27 @@ def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
         if not isinstance(entry, Mapping):
             raise ConfigurationError(f"history entries must be dicts, got {brief(entry)}")
         check_depth(entry, f"messages[{index}]")
-    return make_history([revive(dict(entry)) for entry in entries])
+    return make_history([revive(repaired(dict(entry))) for entry in entries])
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired(value: Any) -> Any:
+    """``value`` with each lone surrogate in its text (and keys) made U+FFFD, as the loop shows a
+    tool's such text: JSON's ``\\udcff`` escape holds one, and no provider can receive it.
+    Containers walked (nesting already bounded by ``check_depth``); nothing else changed."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, list):
+        return [repaired(v) for v in value]
+    if isinstance(value, Mapping):
+        return {repaired(k): repaired(v) for k, v in value.items()}
+    return value
 
 
 def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:

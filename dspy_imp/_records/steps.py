@@ -210,6 +210,10 @@ def from_entry(
     results = tuple(_read_result(r) for r in raw_results)
     calls = tuple(_read_call(c, i, position, results) for i, c in enumerate(raw_calls))
     results = tuple(replace(r, id=calls[i].id) if not r.id and i < len(calls) else r for i, r in enumerate(results))
+    if any(not r.id for r in results):
+        raise ConfigurationError(
+            f"history entry {position}: a recorded tool result has no `id` and no call at its position to answer"
+        )
     outputs = {n: entry[n] for n in output_names if n in entry}
     thought = entry.get("next_thought")
     return Step(

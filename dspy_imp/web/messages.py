@@ -19,7 +19,7 @@ import dspy
 from ag_ui.core import AssistantMessage, FunctionCall, ReasoningMessage, ToolCall, ToolMessage, UserMessage
 
 from dspy_imp._records.errors import ConfigurationError, brief
-from dspy_imp._records.history import check_depth, dump_history, load_history
+from dspy_imp._records.history import check_depth, dump_history, load_history, repaired
 from dspy_imp._turn.guardrails import OUTPUT_GUARDRAIL_KIND
 from dspy_imp.web._inputs import inputs_from_text, inputs_text
 from dspy_imp.web._narration import as_text
@@ -133,7 +133,7 @@ def from_messages(
     for entry in reader.entries:
         check_depth(entry, "messages")
     check_depth(reader.inputs, "messages")
-    return reader.entries, reader.inputs
+    return [repaired(entry) for entry in reader.entries], repaired(reader.inputs)
 
 
 class _Reader:
