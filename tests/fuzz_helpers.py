@@ -102,17 +102,23 @@ def realize(value: Any) -> Any:
 
 
 DEEP = st.builds(Deep, st.sampled_from([40, 1200, 5000]), st.sampled_from(["list", "dict"]))
-HOSTILE = (
+
+
+def sometimes_deep(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``values``, and one time in eight a ``Deep`` (more would stop most examples at the first check)."""
+    return st.integers(0, 7).flatmap(lambda n: DEEP if n == 0 else values)
+
+
+HOSTILE = sometimes_deep(
     st.recursive(
         SCALARS,
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
         max_leaves=8,
     )
-    | DEEP
 )
 """Any value a parsed JSON document (or a Python caller) may hand a parser."""
 
-JSONABLE = (
+JSONABLE = sometimes_deep(
     st.recursive(
         st.none()
         | st.booleans()
@@ -123,7 +129,6 @@ JSONABLE = (
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
         max_leaves=8,
     )
-    | DEEP
 )
 """Values strict JSON can carry (no NaN, no lone surrogate; ``Deep`` nesting), for bodies sent over HTTP."""
 
