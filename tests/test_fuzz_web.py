@@ -134,9 +134,10 @@ def test_a_new_turns_body_is_refused_naming_the_field_or_streams_a_whole_turn(
 
 # -- resumes of a paused turn ---------------------------------------------------------------------
 
+REFUSED = {"approved": False, "reason": "No."}
 AGUI_RESUME = [
     run_input(run="r2", resume=[{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]),
-    run_input(run="r2", resume=[{"interruptId": "c9", "status": "resolved", "payload": {"approved": False, "why": 1}}]),
+    run_input(run="r2", resume=[{"interruptId": "c9", "status": "resolved", "payload": REFUSED}]),
     run_input(run="r2", resume=[{"interruptId": "c9", "status": "cancelled"}]),
     {**run_input(run="r2"), "messages": [{"id": "t", "role": "tool", "toolCallId": "c9", "content": "done"}]},
 ]
