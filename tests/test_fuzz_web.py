@@ -6,7 +6,8 @@ Each example is a valid body with a few nodes replaced, deleted, inserted or nes
 the guard's bound, lone surrogates, huge numbers), or any JSON at all, sent as bytes. The
 property: a 4xx whose JSON body's ``error`` says what was refused, or a 200 stream every event of
 which the protocol's own types accept, ending with its terminal event (a ``RUN_ERROR``/``error`` of
-a documented error: the input the agent refused, or a failed step); never a 5xx, an exception out
+a documented error: the input the agent refused, a result for a call the conversation does not wait
+for, or a failed step); never a 5xx, an exception out
 of the app, or a hang.
 """
 
@@ -26,8 +27,9 @@ import dspy_imp.web
 from dspy_imp.testing import ScriptedLM, call, reply
 
 JSON_HEADERS = {"content-type": "application/json"}
-DOCUMENTED = {"ConfigurationError", "StepError"}
-"""The errors a stream may end with: input the agent refused, a step that got no model response."""
+DOCUMENTED = {"ConfigurationError", "StepError", "Refused"}
+"""The errors a stream may end with: input the agent refused, a step that got no model response, a
+result for a call the conversation does not wait for (docs/web.md: refused with ``RUN_ERROR``)."""
 
 TIME_TOOL = {
     "name": "browser_time",
@@ -166,6 +168,7 @@ RESUME = st.one_of(
 
 @budget(30)
 @given(RESUME)
+@example(("/ag-ui", AGUI_RESUME[3]))  # a tool message answering a call that waits for approval: RUN_ERROR
 def test_a_resumes_body_is_refused_naming_the_field_or_streams_the_resumed_turn(case: tuple[str, Any]) -> None:
     route, body = case
     sent(paused_app(), (route, PAUSING[route]), (route, body))
