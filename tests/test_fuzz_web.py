@@ -6,9 +6,8 @@ Each example is a valid body with a few nodes replaced, deleted, inserted or nes
 the guard's bound, lone surrogates, huge numbers), or any JSON at all, sent as bytes. The
 property: a 4xx whose JSON body's ``error`` says what was refused, or a 200 stream every event of
 which the protocol's own types accept, ending with its terminal event (a ``RUN_ERROR``/``error`` of
-a documented error: the input the agent refused, a result for a call the conversation does not wait
-for, or a failed step); never a 5xx, an exception out
-of the app, or a hang.
+a documented error: the input the agent refused, a result for a call the conversation does not
+wait for, or a failed step); never a 5xx, an exception out of the app, or a hang.
 """
 
 from __future__ import annotations
