@@ -99,6 +99,7 @@ def loads(data: Any) -> None:
 @example(one_entry(tool_calls=[{"id": "p1", "name": "", "args": {}}]))  # sent to the provider
 @example(one_entry(intent=[None], answer="a"))  # DSPy's formatter raised (a list of non-text for a str field)
 @example(one_entry(tool_call_results=[{"result": "seen"}]))  # a result with no id sent to the provider
+@example(one_entry(**{**LOOKED, "tool_calls": [{"id": "c1", "name": "look", "args": {"n": float("nan")}}]}))  # lm15
 @example(one_entry(note="caf\udce9"))  # UnicodeEncodeError in the conversation's digest
 @example(one_entry(intent="caf\udce9", **LOOKED))  # UnicodeEncodeError in the prompt cache's conversation key
 @example(one_entry(reasoning_content={"a": "Check the shelf."}, **LOOKED))  # sent to the provider

@@ -127,6 +127,8 @@ def edited(index: int, change: Callable[[dict[str, Any]], Any]) -> tuple[str, Bu
 @example(edited(1, lambda s: s["judge.verdict"].update(lm={"model": {"a": 1}})))  # unhashable (DSPy's Predict)
 @example(edited(0, lambda s: s["react"]["demos"][0].update(question="caf\udce9")))  # every turn a StepError
 @example(edited(3, lambda s: s["extract.predict"]["demos"][0].update(question=[None])))  # every turn a StepError
+@example(edited(3, lambda s: s["extract.predict"].update(demos=True)))  # TypeError: 'bool' object is not iterable
+@example(edited(3, lambda s: s["react"].update(demos=5)))  # TypeError (migration)
 def test_a_saved_state_is_refused_unchanged_or_loads_and_answers(case: tuple[str, Builder, Any]) -> None:
     _, builder, state = case
     bounded(lambda: loads_state(builder, realize(state)))

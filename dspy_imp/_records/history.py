@@ -6,7 +6,8 @@ that are not JSON are stored as the text the model was shown), ``returned_at``, 
 reasoning and notes all survive; every dump is strict JSON (no NaN or infinity). Media values
 (``dspy.Image``, ``dspy.Audio``, ``dspy.File``) are stored with their fields exactly as held,
 URLs and base64 as given, and come back as the same types. A loaded history's lone surrogates
-(which JSON's escapes can hold) come back as U+FFFD, the text the model was shown. ``redact_history`` returns a copy
+(which JSON's escapes can hold) come back as U+FFFD, the text the model was shown; a NaN or an
+infinity as its text, as a dump writes it. ``redact_history`` returns a copy
 with credential-shaped values replaced, for logs; never feed it back as the conversation.
 """
 
@@ -60,7 +61,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def repaired(value: Any) -> Any:
     """``value`` with each lone surrogate in its text (and keys) made U+FFFD, as the loop shows a
-    tool's such text: JSON's ``\\udcff`` escape holds one, and no provider can receive it.
+    tool's such text: JSON's ``\\udcff`` escape holds one, and no provider can receive it. A NaN or
+    an infinity becomes its text, as a dump writes it (Python's ``json`` reads ``NaN``).
     Containers walked (nesting already bounded by ``check_depth``); nothing else changed."""
     if isinstance(value, str):
         try:
@@ -68,6 +70,8 @@ def repaired(value: Any) -> Any:
         except UnicodeEncodeError:
             return _SURROGATE.sub("\ufffd", value)
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # as ``dump_history`` writes it: a request can hold no NaN or infinity
     if isinstance(value, list):
         return [repaired(v) for v in value]
     if isinstance(value, Mapping):

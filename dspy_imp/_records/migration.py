@@ -152,12 +152,15 @@ def _take_extract(extract: Any, react: dict, inputs: Sequence[str], outputs: Seq
     wanted = (*inputs, *outputs)
     converted = [
         {name: demo[name] for name in wanted}
-        for demo in demos or ()
+        for demo in (demos if isinstance(demos, list) else ())
         if isinstance(demo, Mapping) and all(name in demo for name in wanted)
     ]
-    have = [d for d in react.get("demos") or () if isinstance(d, Mapping)]
+    existing = react.get("demos")
+    if existing is not None and not isinstance(existing, list):
+        return  # a malformed `react.demos`: left for the step predictor's check to refuse, naming it
+    have = [d for d in existing or () if isinstance(d, Mapping)]
     new = [d for d in converted if not any(all(h.get(k) == v for k, v in d.items()) for h in have)]
     if new:
-        react["demos"] = [*(react.get("demos") or ()), *new]
+        react["demos"] = [*(existing or ()), *new]
         report.rewritten.append(f"{len(new)} demo(s) of the extractor `extract.predict` made labeled demos")
     report.dropped.append("the extractor `extract.predict` (dspy_imp's extractor keeps its own instructions)")
