@@ -17,6 +17,7 @@ DSPy key is checked first and refused with ``ConfigurationError`` naming the fie
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-import orjson
 from dspy.utils.saving import get_dependency_versions
 
 from dspy_imp._records.errors import ConfigurationError, brief
@@ -121,15 +121,16 @@ def _check_lm(saved: Any, current: Any, trusted: bool) -> None:
 
 
 def read_state_file(path: str | Path) -> dict[str, Any]:
-    """A ``.json`` state file's state, as DSPy's ``load`` reads it (``orjson``), or ``ConfigurationError``
-    naming the file and what is wrong: not JSON, not an object, a malformed ``metadata`` block.
+    """A ``.json`` state file's state, or ``ConfigurationError`` naming the file and what is wrong: not
+    strict JSON (as DSPy's ``orjson`` reads it: no ``NaN``, no nesting past the parser's limit), not
+    an object, a malformed ``metadata`` block.
 
     A version of a dependency that differs from this environment's is logged, as DSPy logs it; one
     this environment does not have is ignored (DSPy's own ``load`` raises ``KeyError`` there)."""
     try:
-        state = orjson.loads(Path(path).read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ConfigurationError(f"state file `{path}` is not JSON ({exc}); refusing to load") from None
+        state = json.loads(Path(path).read_bytes(), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigurationError(f"state file `{path}` is not JSON ({brief(str(exc))}); refusing to load") from None
     if not isinstance(state, dict):
         raise ConfigurationError(f"state file `{path}` must hold a JSON object, got {brief(state)}; refusing to load")
     metadata = state.get("metadata", {})
@@ -146,3 +147,7 @@ def read_state_file(path: str | Path) -> dict[str, Any]:
                 "state file %s was saved with %s==%s; this environment has %s", path, name, saved, current[name]
             )
     return state
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
