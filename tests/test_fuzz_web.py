@@ -168,6 +168,7 @@ RESUME = st.one_of(
 @budget(30)
 @given(RESUME)
 @example(("/ag-ui", AGUI_RESUME[3]))  # a tool message answering a call that waits for approval: RUN_ERROR
+@example(("/api/chat", {"id": "c1", "messages": [USER, {**APPROVED, "parts": [{"toolCallId": "x", "state": {}}]}]}))
 def test_a_resumes_body_is_refused_naming_the_field_or_streams_the_resumed_turn(case: tuple[str, Any]) -> None:
     route, body = case
     sent(paused_app(), (route, PAUSING[route]), (route, body))
