@@ -5,6 +5,7 @@
 #   make demo LIVE=1   the same against DSPY_IMP_MODEL (needs the provider's API key)
 #   make example NAME=support_agent   any script of examples/, offline (add ARGS=--live for a real model)
 #   make dist          the sdist and the wheel into dist/, checked with twine (pip install "dist/<wheel>[web]")
+#   make fuzz          the boundary fuzzers with a large budget (FUZZ_EXAMPLES=2000 per test; FUZZ_SEED=<n> replays a session)
 #   make check         the contributor loop: ruff (lint + format check) + import contracts + mypy + pytest on 2 workers, the slow tests left out (< 3 min)
 #   make test          ruff (lint + format check) + import contracts + mypy + pytest, the site build with its notebooks included (network blocked), the ten slowest tests listed
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
@@ -26,10 +27,10 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo example dist check test lint typecheck docs unit record bench architecture clean
+.PHONY: help demo example dist check test lint typecheck docs unit fuzz record bench architecture clean
 
 help:
-	@sed -n '3,13s/^#   //p' Makefile
+	@sed -n '3,14s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +88,16 @@ docs: $(VENV)/.installed-dev
 
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest -n 2 --dist loadfile --cov --cov-report=term --durations=10
+
+# The suites CI runs with a small derandomized budget (tests/test_fuzz_*.py, docs/fuzzing.md), with the
+# `fuzz` Hypothesis profile: FUZZ_EXAMPLES examples per test, a new seed for each test on every run,
+# failures kept in .hypothesis/fuzz and tried first on the next run. FUZZ_SEED=<n> runs the whole
+# session from one seed instead (Hypothesis keeps no failures then: the seed is the reproduction).
+FUZZ_EXAMPLES ?= 2000
+FUZZ_SEED ?=
+fuzz: $(VENV)/.installed-dev
+	HYPOTHESIS_PROFILE=fuzz DSPY_IMP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -n 2 --dist loadfile -p no:cacheprovider \
+		$(if $(FUZZ_SEED),--hypothesis-seed=$(FUZZ_SEED),) --hypothesis-show-statistics tests/test_fuzz_*.py
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run

@@ -13,8 +13,28 @@ from typing import Any
 
 import dspy
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+
+# Hypothesis profiles (docs/fuzzing.md). ``ci``, the default: derandomized (the same examples on
+# every run and machine), no example database (derandomize implies none; the regressions are
+# explicit ``@example``s), each suite's small budget (``fuzz_helpers.budget``). ``fuzz`` (``make
+# fuzz``, or ``HYPOTHESIS_PROFILE=fuzz``): a random seed each run (printed with a failure), many
+# examples, and failures kept in .hypothesis/fuzz to be replayed first on the next run. No deadline
+# in either: a hang is caught by each property's own generous bound (``fuzz_helpers.bounded``).
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW)
+settings.register_profile(
+    "fuzz",
+    deadline=None,
+    print_blob=True,
+    max_examples=int(os.environ.get("DSPY_IMP_FUZZ_EXAMPLES", "2000")),
+    database=DirectoryBasedExampleDatabase(os.path.join(os.path.dirname(__file__), "..", ".hypothesis", "fuzz")),
+    suppress_health_check=_SLOW,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(params=["sync", "async"])

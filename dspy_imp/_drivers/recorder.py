@@ -83,16 +83,27 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
     completion_details = _plain(usage.get("output_tokens_details" if responses else "completion_tokens_details")) or {}
     cost = entry.get("cost")
     return {
-        "input_tokens": int(usage.get("input_tokens" if responses else "prompt_tokens") or 0),
-        "output_tokens": int(usage.get("output_tokens" if responses else "completion_tokens") or 0),
-        "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
+        "input_tokens": _count(usage.get("input_tokens" if responses else "prompt_tokens")),
+        "output_tokens": _count(usage.get("output_tokens" if responses else "completion_tokens")),
+        "cached_tokens": _count(prompt_details.get("cached_tokens")),
         # lm15's spelling (DSPy's native usage), else LiteLLM's (Anthropic's own, at the top)
-        "cache_write_tokens": int(
-            prompt_details.get("cache_creation_tokens") or usage.get("cache_creation_input_tokens") or 0
+        "cache_write_tokens": _count(
+            prompt_details.get("cache_creation_tokens") or usage.get("cache_creation_input_tokens")
         ),
-        "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0),
+        "reasoning_tokens": _count(completion_details.get("reasoning_tokens")),
         "cost": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
     }
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 for what is not a count (a provider's response is
+    untrusted input: a dict or a string there must not fail the request that used the tokens)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value in (_INF, -_INF):
+        return 0
+    return int(value)
+
+
+_INF = float("inf")
 
 
 def _plain(value: Any) -> dict[str, Any] | None:
@@ -100,4 +111,5 @@ def _plain(value: Any) -> dict[str, Any] | None:
     if value is None or isinstance(value, Mapping):
         return dict(value) if value is not None else None
     dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else dict(vars(value))
+    plain = dump() if callable(dump) else getattr(value, "__dict__", None)
+    return dict(plain) if isinstance(plain, Mapping) else None  # a list or a number: no usage read

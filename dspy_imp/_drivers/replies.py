@@ -40,9 +40,10 @@ def from_call_dict(data: dict[str, Any]) -> RawCall:
 def raw_call(provider_call: Any) -> RawCall:
     data = dspy_private.provider_tool_call(provider_call)
     name = data.get("name") if data.get("name") != UNNAMED else None  # lm15 read it nameless (_nameless)
-    name = name or None
+    name = name if isinstance(name, str) and name else None  # a provider's id or name of another type: none
+    call_id = data.get("id")
     return RawCall(
-        id=data.get("id") or None,
+        id=call_id if isinstance(call_id, str) and call_id else None,
         name=name,
         args=data.get("args"),
         received=None if name else as_received(jsonable(provider_call)),

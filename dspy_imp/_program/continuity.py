@@ -30,7 +30,7 @@ def _digest(entry: Mapping[str, Any]) -> str:
         text = json.dumps(entry, sort_keys=True, default=str, ensure_ascii=False)
     except (TypeError, ValueError):  # keys JSON cannot write (a tuple): the entry as Python shows it
         text = repr(sorted(entry.items(), key=repr))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:24]
 
 
 def edited(entries: Sequence[Mapping[str, Any]]) -> bool:

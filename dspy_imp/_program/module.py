@@ -24,6 +24,7 @@ from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Guidance, Task
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.saved_state import read_state_file
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
@@ -197,6 +198,14 @@ class ReActV2(dspy.Module):
     def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> None:
         """DSPy's; a part (or the summarizer) the file holds no state for keeps its defaults."""
         parts.load_state(self, state, allow_unsafe_lm_state)
+
+    def load(self, path: Any, allow_pickle: bool = False, allow_unsafe_lm_state: bool = False) -> None:
+        """DSPy's; a ``.json`` file that is not JSON, not an object or has a malformed ``metadata``
+        block is a ``ConfigurationError`` naming the file (``read_state_file``), nothing applied."""
+        if not str(path).endswith(".json"):
+            return super().load(path, allow_pickle=allow_pickle, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        self.load_state(read_state_file(path), allow_unsafe_lm_state=allow_unsafe_lm_state)
+        return None
 
     def __getattr__(self, name: str) -> Any:  # only for names no attribute has: a part by name
         found = parts.part(self, name) if not name.startswith("_") and "own_tools" in self.__dict__ else None

@@ -30,8 +30,10 @@ from typing import Any
 
 import dspy
 
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, brief
+from dspy_imp._records.history import check_depth
 from dspy_imp._records.migration import migrate_state
+from dspy_imp._records.saved_state import check_predict_state
 from dspy_imp._routes.state_loading import load_except
 
 logger = logging.getLogger("dspy_imp")
@@ -151,8 +153,15 @@ def optional_ids(module: Any) -> frozenset[int]:
 def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool) -> None:
     """DSPy's ``load_state``, where a part (or the summarizer) the file has no state for keeps its own.
 
-    As DSPy's: a trial run on a copy first, so a file that fails applies nothing.
+    As DSPy's: a trial run on a copy first, so a file that fails applies nothing. A file is data
+    anyone may have edited: its shape is checked first (a dict of parts, each a dict, none nested
+    past ``MAX_DEPTH``, every part the program requires present, a plain ``dspy.Predict`` part's
+    block as strict as the step predictor's), and whatever DSPy's own loading raises on what is
+    left is a ``ConfigurationError`` naming the part.
     """
+    if not isinstance(state, dict):
+        raise ConfigurationError(f"saved state must be a dict of the program's parts, got {brief(state)}")
+    check_depth(state, "state")
     signature = program.signature
     state, report = migrate_state(state, tuple(signature.input_fields), tuple(signature.output_fields))
     _check_known(program, state)
@@ -161,9 +170,37 @@ def load_state(program: Any, state: dict[str, Any], allow_unsafe_lm_state: bool)
     def skip(name: str) -> bool:  # saved without this part: it keeps its defaults
         return name not in state and (name in OPTIONAL or name.startswith(optional))
 
-    load_except(program, state, skip, allow_unsafe_lm_state)
+    _check_blocks(program, state, skip, allow_unsafe_lm_state)
+    try:
+        load_except(program, state, skip, allow_unsafe_lm_state)
+    except ConfigurationError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError, ImportError, NotImplementedError) as exc:
+        raise ConfigurationError(f"saved state could not be loaded ({type(exc).__name__}: {brief(exc)})") from exc
     if report is not None:
         logger.warning("%s", report)
+
+
+def _check_blocks(program: Any, state: dict[str, Any], skip: Any, allow_unsafe_lm_state: bool) -> None:
+    """Each part's block present and a dict; a plain ``dspy.Predict``'s checked as the step predictor's."""
+    for name, param in program.named_parameters():
+        if skip(name):
+            continue
+        block = state.get(name)
+        if not isinstance(block, dict):
+            found = "has none" if name not in state else f"has {brief(block)}"
+            raise ConfigurationError(f"saved state needs a dict for the part `{name}`, {found}; refusing to load")
+        if isinstance(param, dspy.Predict) and type(param).load_state is dspy.Predict.load_state:  # DSPy's own
+            unknown = sorted(set(block) - _PREDICT_KEYS)
+            if unknown:
+                raise ConfigurationError(f"saved `{name}` has key(s) DSPy does not write: {unknown!r}; not loaded")
+            try:
+                check_predict_state(block, param.signature, param.lm, trusted=allow_unsafe_lm_state)
+            except ConfigurationError as refused:
+                raise ConfigurationError(f"saved `{name}`: {refused}") from None
+
+
+_PREDICT_KEYS = frozenset({"traces", "train", "demos", "signature", "lm", "fields"})
 
 
 def _check_known(program: Any, state: dict[str, Any]) -> None:

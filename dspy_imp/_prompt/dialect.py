@@ -33,6 +33,7 @@ from dspy_imp._prompt import sentences
 from dspy_imp._prompt.markup import find_fields, without_markers
 from dspy_imp._prompt.media import Content, with_media
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
+from dspy_imp._records.media import contains_media
 from dspy_imp._records.outcomes import RawCall
 
 Message = dict[str, Any]
@@ -76,7 +77,8 @@ class Dialect:
 
     def inputs(self, values: Mapping[str, Any]) -> Content:
         """The user message content of these inputs: text, or content parts when they hold media."""
-        shown = {k: v for k, v in values.items() if k in self.display.input_fields and v is not None}
+        fields = self.display.input_fields
+        shown = {k: _formattable(fields[k], v) for k, v in values.items() if k in fields and v is not None}
         if not shown:
             return ""
         return with_media(lambda lifted: self.base.format_user_message_content(self.display, lifted).strip(), shown)
@@ -230,3 +232,16 @@ def jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _formattable(info: Any, value: Any) -> Any:
+    """``value``, or its JSON text where DSPy's formatter cannot take it: a list holding other than
+    text for a ``str`` field (DSPy joins the items as text, and a ``None`` or a number raises)."""
+    if (
+        isinstance(value, list)
+        and getattr(info, "annotation", None) is str
+        and not all(isinstance(item, str) for item in value)
+        and not contains_media(value)
+    ):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+import reprlib
 from collections.abc import Mapping
+from typing import Any
 
 
 class ConfigurationError(ValueError):
@@ -82,6 +84,20 @@ def picklable(reason: BaseException | str) -> BaseException | str:
         return clone
     except Exception:
         return describe_reason(reason)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 4, 120, 120, 60
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 8
+
+
+def brief(value: Any) -> str:
+    """A short ``repr`` of a refused value for an error message: nesting, long text and long lists
+    cut (a value nested past the recursion limit, or whose ``repr`` raises, still shows)."""
+    try:
+        return _BRIEF.repr(value)
+    except Exception:  # a repr that raises, RecursionError included
+        return f"<{type(value).__name__}>"
 
 
 def describe_reason(reason: BaseException | str) -> str:

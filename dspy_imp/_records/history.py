@@ -5,7 +5,9 @@ reloaded history sends byte-identical requests: call ids, parallel calls, result
 that are not JSON are stored as the text the model was shown), ``returned_at``, provider
 reasoning and notes all survive; every dump is strict JSON (no NaN or infinity). Media values
 (``dspy.Image``, ``dspy.Audio``, ``dspy.File``) are stored with their fields exactly as held,
-URLs and base64 as given, and come back as the same types. ``redact_history`` returns a copy
+URLs and base64 as given, and come back as the same types. A loaded history's lone surrogates
+(which JSON's escapes can hold) come back as U+FFFD, the text the model was shown; a NaN or an
+infinity as its text, as a dump writes it. ``redact_history`` returns a copy
 with credential-shaped values replaced, for logs; never feed it back as the conversation.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,13 +24,15 @@ import dspy
 import pydantic
 from dspy.adapters.utils import serialize_for_json
 
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, brief
 from dspy_imp._records.media import contains_media, dump_media, is_dumped_media, is_media, revive
 from dspy_imp._records.redact import REDACTED, is_secret_key, redact_text
 from dspy_imp._records.steps import _STEP_KEYS, coerce_history, make_history
 from dspy_imp._records.text import result_text
 
 FORMAT = "history"
+MAX_DEPTH = 100
+"""The deepest a loaded history's values may nest (lists and dicts); a deeper one is refused."""
 
 
 def dump_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dict[str, Any]:
@@ -42,12 +47,53 @@ def dump_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dict[
 def load_history(data: Mapping[str, Any] | list[Any]) -> dspy.History:
     """The ``dspy.History`` a ``dump_history`` result (or a bare ``{"messages": [...]}``) holds."""
     if isinstance(data, Mapping) and data.get("type", FORMAT) != FORMAT:
-        raise ConfigurationError(f"load_history takes a dumped history, got type {data.get('type')!r}")
+        raise ConfigurationError(f"load_history takes a dumped history, got type {brief(data.get('type'))}")
     entries = coerce_history(data)
-    for entry in entries:
+    for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
-    return make_history([revive(dict(entry)) for entry in entries])
+            raise ConfigurationError(f"history entries must be dicts, got {brief(entry)}")
+        check_depth(entry, f"messages[{index}]")
+    return make_history([revive(repaired(dict(entry))) for entry in entries])
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired(value: Any) -> Any:
+    """``value`` with each lone surrogate in its text (and keys) made U+FFFD, as the loop shows a
+    tool's such text: JSON's ``\\udcff`` escape holds one, and no provider can receive it. A NaN or
+    an infinity becomes its text, as a dump writes it (Python's ``json`` reads ``NaN``).
+    Containers walked (nesting already bounded by ``check_depth``); nothing else changed."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # as ``dump_history`` writes it: a request can hold no NaN or infinity
+    if isinstance(value, list):
+        return [repaired(v) for v in value]
+    if isinstance(value, Mapping):
+        return {repaired(k): repaired(v) for k, v in value.items()}
+    return value
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse ``value`` (``ConfigurationError`` naming the path) when its lists and dicts nest deeper
+    than ``limit``: every walker of a history (media, JSON, the prompt) recurses. Walks iteratively."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children = [(v, f"{path}.{brief(k) if not isinstance(k, str) else k}") for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        if depth >= limit:
+            raise ConfigurationError(f"`{path}` nests deeper than {limit} levels of lists and dicts; refusing to load")
+        stack += [(child, at, depth + 1) for child, at in children]
 
 
 def redact_history(history: dspy.History | Mapping[str, Any] | list[Any]) -> dspy.History:

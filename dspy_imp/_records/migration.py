@@ -83,7 +83,12 @@ def _source(react: Mapping[str, Any], has_extract: bool) -> str | None:
         return None
     instructions = signature.get("instructions")
     lines = instructions.split("\n") if isinstance(instructions, str) else []
-    prefixes = {f.get("prefix") for f in signature.get("fields") or () if isinstance(f, Mapping)}
+    fields = signature.get("fields")
+    prefixes = {
+        f.get("prefix")
+        for f in (fields if isinstance(fields, list) else ())
+        if isinstance(f, Mapping) and isinstance(f.get("prefix"), str)
+    }
     if has_extract or prefixes & _CLASSIC_PREFIXES or any(line.startswith(_CLASSIC_START) for line in lines):
         return CLASSIC
     if any(p.fullmatch(line.strip()) for p in _V2_LINES for line in lines):
@@ -147,12 +152,15 @@ def _take_extract(extract: Any, react: dict, inputs: Sequence[str], outputs: Seq
     wanted = (*inputs, *outputs)
     converted = [
         {name: demo[name] for name in wanted}
-        for demo in demos or ()
+        for demo in (demos if isinstance(demos, list) else ())
         if isinstance(demo, Mapping) and all(name in demo for name in wanted)
     ]
-    have = [d for d in react.get("demos") or () if isinstance(d, Mapping)]
+    existing = react.get("demos")
+    if existing is not None and not isinstance(existing, list):
+        return  # a malformed `react.demos`: left for the step predictor's check to refuse, naming it
+    have = [d for d in existing or () if isinstance(d, Mapping)]
     new = [d for d in converted if not any(all(h.get(k) == v for k, v in d.items()) for h in have)]
     if new:
-        react["demos"] = [*(react.get("demos") or ()), *new]
+        react["demos"] = [*(existing or ()), *new]
         report.rewritten.append(f"{len(new)} demo(s) of the extractor `extract.predict` made labeled demos")
     report.dropped.append("the extractor `extract.predict` (dspy_imp's extractor keeps its own instructions)")

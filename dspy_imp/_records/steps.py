@@ -32,7 +32,7 @@ import dspy
 import pydantic
 
 from dspy_imp._records import clock
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import ConfigurationError, brief
 from dspy_imp._records.kinds import PendingKind
 from dspy_imp._records.view import PromptView, read_view
 
@@ -204,12 +204,16 @@ def from_entry(
     result's ``call_id`` by position, or ``call_h{position}_{index}``.
     """
     if not isinstance(entry, Mapping):
-        raise ConfigurationError(f"history entries must be dicts, got {entry!r}")
+        raise ConfigurationError(f"history entries must be dicts, got {brief(entry)}")
     known = set(input_names) | set(output_names) | _STEP_KEYS
     raw_calls, raw_results = _calls_and_results(entry)
     results = tuple(_read_result(r) for r in raw_results)
     calls = tuple(_read_call(c, i, position, results) for i, c in enumerate(raw_calls))
     results = tuple(replace(r, id=calls[i].id) if not r.id and i < len(calls) else r for i, r in enumerate(results))
+    if any(not r.id for r in results):
+        raise ConfigurationError(
+            f"history entry {position}: a recorded tool result has no `id` and no call at its position to answer"
+        )
     outputs = {n: entry[n] for n in output_names if n in entry}
     thought = entry.get("next_thought")
     return Step(
@@ -218,7 +222,7 @@ def from_entry(
         calls=calls,
         results=results,
         outputs=outputs or None,
-        reasoning_content=entry.get("reasoning_content"),
+        reasoning_content=_text_or_none(entry.get("reasoning_content"), "reasoning_content"),
         reasoning_details=entry.get("reasoning_details"),
         extra={k: v for k, v in entry.items() if k not in known},
         bare=not _STEP_KEYS.intersection(entry),
@@ -235,7 +239,7 @@ def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
     runs = value.values() if isinstance(value, Mapping) else None
     if runs is None or not all(isinstance(run, Mapping) and isinstance(run.get("history", []), list) for run in runs):
         raise ConfigurationError(
-            f"history `agent_runs` must map call ids to sub-agent records (with a `history` list), got {value!r}"
+            f"history `agent_runs` must map call ids to sub-agent records (with a `history` list), got {brief(value)}"
         )
     return {str(call_id): dict(run) for call_id, run in value.items()}
 
@@ -243,7 +247,7 @@ def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
 def _read_pending(data: Any) -> PendingCall:
     kind = data.get("kind") if isinstance(data, Mapping) else None
     if kind not in ("approval", "external") or not isinstance(data.get("id"), str):
-        raise ConfigurationError(f"a recorded pending call must be a dict with an id and a kind, got {data!r}")
+        raise ConfigurationError(f"a recorded pending call must be a dict with an id and a kind, got {brief(data)}")
     args = data.get("args")
     return PendingCall(data["id"], data.get("name"), dict(args) if isinstance(args, Mapping) else {}, kind)
 
@@ -253,7 +257,7 @@ def _as_list(value: Any) -> list[Any]:
         return []
     if isinstance(value, list | tuple):
         return list(value)
-    raise ConfigurationError(f"history `tool_calls`/`tool_call_results` must be lists, got {value!r}")
+    raise ConfigurationError(f"history `tool_calls`/`tool_call_results` must be lists, got {brief(value)}")
 
 
 def _calls_and_results(entry: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
@@ -278,12 +282,13 @@ def _read_call(data: Any, index: int, position: int, results: Sequence[ToolResul
     if isinstance(data, pydantic.BaseModel):
         data = data.model_dump()
     if not isinstance(data, Mapping):
-        raise ConfigurationError(f"a recorded tool call must be a dict, got {data!r}")
+        raise ConfigurationError(f"a recorded tool call must be a dict, got {brief(data)}")
+    name = _text_or_none(data.get("name"), "tool_calls[].name") or None  # "" is a call without a name
     args = data.get("args", data.get("arguments", {}))
     made_up = results[index].id if index < len(results) and results[index].id else f"call_h{position}_{index}"
     return ToolCall(
         id=str(data.get("id") or made_up),
-        name=data.get("name"),
+        name=name,
         args=dict(args) if isinstance(args, Mapping) else {},
         received=data.get("received"),
     )
@@ -293,7 +298,7 @@ def _read_result(data: Any) -> ToolResult:
     if isinstance(data, pydantic.BaseModel):
         data = data.model_dump()
     if not isinstance(data, Mapping):
-        raise ConfigurationError(f"a recorded tool result must be a dict, got {data!r}")
+        raise ConfigurationError(f"a recorded tool result must be a dict, got {brief(data)}")
     return ToolResult(
         id=str(data.get("id") or data.get("call_id") or ""),
         name=data.get("name"),
@@ -311,7 +316,7 @@ def _shown(value: Any) -> str | None:
 
 def _text_or_none(value: Any, key: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise ConfigurationError(f"a recorded `{key}` must be a string, got {value!r}")
+        raise ConfigurationError(f"a recorded `{key}` must be a string, got {brief(value)}")
     return value
 
 
@@ -329,7 +334,7 @@ def coerce_history(value: Any) -> list[Mapping[str, Any]]:
     if isinstance(value, list):
         return list(value)
     raise ConfigurationError(
-        f"`history` must be a dspy.History, a dict with `messages`, or a list of entries; got {value!r}"
+        f"`history` must be a dspy.History, a dict with `messages`, or a list of entries; got {brief(value)}"
     )
 
 

@@ -191,7 +191,7 @@ def conversation_key(model: str, instructions: str, first: Mapping[str, Any]) ->
     on every turn of one conversation (it hashes what stays first: the program's instructions and
     the conversation's first inputs), never a random value."""
     text = json.dumps([model, instructions, dict(first)], sort_keys=True, default=str, ensure_ascii=False)
-    return "dspy-imp-" + hashlib.sha256(text.encode()).hexdigest()[:24]
+    return "dspy-imp-" + hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:24]
 
 
 def marked(messages: Sequence[Mapping[str, Any]], mark: Mapping[str, str], openrouter: bool = False) -> list[Any]:

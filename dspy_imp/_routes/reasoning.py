@@ -238,7 +238,7 @@ def openrouter_details(details: Any, kinds: frozenset[str]) -> list[Block]:
 def _blocks(details: Any) -> list[Mapping[str, Any]]:
     if not isinstance(details, list | tuple):
         return []
-    return [b for b in details if isinstance(b, Mapping)]
+    return [b for b in details if isinstance(b, Mapping) and isinstance(b.get("type"), str | None)]
 
 
 def with_call_ids(details: Any, renamed: Mapping[str, str]) -> Any:

@@ -15,6 +15,8 @@ from jsonschema.protocols import Validator
 
 from dspy_imp._prompt import sentences
 from dspy_imp._prompt.signature import Rejection
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.history import MAX_DEPTH, check_depth
 from dspy_imp._turn.effects import Tool
 
 
@@ -22,6 +24,10 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
     """The call's arguments against the tool's JSON schema (reference §2.6 step 5)."""
     if not isinstance(args, Mapping):
         return Rejection("schema_validation", sentences.invalid_arguments(["arguments must be a JSON object"]))
+    try:  # the validators (and their messages' reprs) recurse into the value
+        check_depth(args, "arguments")
+    except ConfigurationError:
+        return Rejection("schema_validation", sentences.invalid_arguments([f"arguments nest deeper than {MAX_DEPTH}"]))
     whole = getattr(tool, "parameters_schema", None)
     if isinstance(whole, dict):
         return _check_whole(tool, whole, args)

@@ -18,8 +18,8 @@ from typing import Any
 import dspy
 from ag_ui.core import AssistantMessage, FunctionCall, ReasoningMessage, ToolCall, ToolMessage, UserMessage
 
-from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.history import dump_history, load_history
+from dspy_imp._records.errors import ConfigurationError, brief
+from dspy_imp._records.history import check_depth, dump_history, load_history, repaired
 from dspy_imp._turn.guardrails import OUTPUT_GUARDRAIL_KIND
 from dspy_imp.web._inputs import inputs_from_text, inputs_text
 from dspy_imp.web._narration import as_text
@@ -126,11 +126,14 @@ def from_messages(
             reader.read(message)
         except ConfigurationError as bad:
             raise ConfigurationError(f"`messages[{index}]{reader.field}`: {bad}") from None
-        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as bad:
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError, RecursionError) as bad:
             raise ConfigurationError(
-                f"`messages[{index}]{reader.field}` is malformed ({type(bad).__name__}: {bad}), got {message!r:.200}"
+                f"`messages[{index}]{reader.field}` is malformed ({type(bad).__name__}: {bad}), got {brief(message)}"
             ) from None
-    return reader.entries, reader.inputs
+    for entry in reader.entries:
+        check_depth(entry, "messages")
+    check_depth(reader.inputs, "messages")
+    return [repaired(entry) for entry in reader.entries], repaired(reader.inputs)
 
 
 class _Reader:
@@ -196,7 +199,7 @@ class _Reader:
     def _tool(self, message: Any) -> None:
         self.field = ".tool_call_id"
         if not isinstance(message.tool_call_id, str):
-            raise ConfigurationError(f"must be a string, got {message.tool_call_id!r:.100}")
+            raise ConfigurationError(f"must be a string, got {brief(message.tool_call_id)}")
         if message.tool_call_id in self.exact or not self.entries:
             return
         step = self.entries[-1]
@@ -222,7 +225,7 @@ def _text(message: Any) -> str:
     if content is None:
         return ""
     if not isinstance(content, list):
-        raise ConfigurationError(f"must be a string or a list of parts, got {content!r:.100}")
+        raise ConfigurationError(f"must be a string or a list of parts, got {brief(content)}")
     return "".join(_string(getattr(part, "text", "") or "") for part in content)
 
 
@@ -230,13 +233,13 @@ def _string(value: Any) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ConfigurationError(f"must be a string, got {value!r:.100}")
+        raise ConfigurationError(f"must be a string, got {brief(value)}")
     return value
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigurationError(f"must be a mapping, got {value!r:.100}")
+        raise ConfigurationError(f"must be a mapping, got {brief(value)}")
     return value
 
 

@@ -241,6 +241,7 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     for part in message.get("parts") or []:
         call_id = part.get("toolCallId") if isinstance(part, Mapping) else None
         state = part.get("state") if isinstance(part, Mapping) else None
+        state = state if isinstance(state, str) else None  # a client's `state` of another type answers nothing
         call = pending.get(call_id) if isinstance(call_id, str) else None
         if call is None:
             if state in _ANSWERS and call_id not in recorded:
