@@ -177,11 +177,13 @@ class DatabaseStore:
         self._watchers[_key(key)] = lost
 
     async def release(self, key: str) -> None:
-        """Give the lease back (the turn ended or failed)."""
+        """Give the lease back (the turn ended or failed). A release the database failed raises, and
+        is tried again in the background every ``renew_every`` until the lease would have run out,
+        so another instance need not wait out the whole lease after a restart."""
         key = _key(key)
         scope = self._held.pop(key, None)
         self._watchers.pop(key, None)
-        self._expires.pop(key, None)
+        expires = self._expires.pop(key, None)
         token = self._tokens.pop(key, None)
         if scope is not None:
             scope.cancel()
@@ -190,7 +192,17 @@ class DatabaseStore:
                 await self._run(self._release, key, token)
             except BaseException:
                 self._ended[key] = token  # the turn ended here: this store's next claim may replace it
+                _background(self._release_later, key, token, expires if expires is not None else self.clock())
                 raise
+
+    async def _release_later(self, key: str, token: str, expires: float) -> None:
+        while self.clock() < expires and self._ended.get(key) == token:
+            await anyio.sleep(self.renew_every)
+            with contextlib.suppress(Exception):
+                await self._run(self._release, key, token)
+                if self._ended.get(key) == token:
+                    del self._ended[key]
+                return
 
     # -- a user's conversations ----------------------------------------------------------------
 
