@@ -5,10 +5,11 @@ play five turns on each of four conversations, every turn sent to the other inst
 before; each turn runs one tool (``charge``) recording the turn's marker. When the load is half
 way, the server is crashed (``pg_ctl stop -m immediate``) from inside a turn's tool, so that turn
 ends (and is saved) while the database is down, and started again once the load has met the
-outage (two turns told an error, or every other conversation done); the load goes on. Afterwards: every turn was told (finished, or a
-``RUN_ERROR`` with a message), no conversation is locked past its lease (with both stores' clocks
-moved past it, every conversation takes a turn on either instance), and each conversation's saved
-history holds every charge that ran for it, once, and none that did not.
+outage (a save being tried again, or a turn told an error); the load goes on. Afterwards: every
+turn was told (finished, or a ``RUN_ERROR`` with a message), no conversation is locked past its
+lease (with both stores' clocks moved past it, every conversation takes a turn on either
+instance), and each conversation's saved history holds every charge that ran for it, once, and
+none that did not.
 
 Nothing waits on the machine's speed: the restart follows what the load was told (events), the
 clocks are moved, not waited for, and every wait has a generous guard.
@@ -87,79 +88,82 @@ async def saved_markers(url: str, thread: str) -> list[str]:
     ]
 
 
+class Outage:
+    """The restart: the server crashed from inside the ``half``-th charge, started again once the
+    load met the outage (a save tried again, as its warning says, or a turn told an error)."""
+
+    def __init__(self, postgres: Server, half: int) -> None:
+        self.postgres, self.half = postgres, half
+        self.going_down, self.crashed, self.met = threading.Event(), threading.Event(), threading.Event()
+        self.restarted = asyncio.Event()
+
+    def in_the_middle(self, count: int) -> None:  # in the tool's worker thread
+        if count == self.half:  # this turn holds its lease as the server goes down; it ends while it is down
+            self.going_down.set()
+            self.postgres.crash()
+            self.crashed.set()
+
+    def emit(self, record: logging.LogRecord) -> None:  # a logging handler's ``emit``
+        if self.going_down.is_set() and "not saved (retrying)" in record.getMessage():
+            self.met.set()
+
+    async def told(self, last: dict[str, Any]) -> None:
+        """After each turn: one that met the outage waits for the server to be back."""
+        if self.going_down.is_set() and not self.restarted.is_set():
+            if last["type"] == "RUN_ERROR":
+                self.met.set()
+            await self.restarted.wait()
+
+    async def restart(self) -> None:
+        await asyncio.to_thread(self.crashed.wait, GUARD)
+        await asyncio.to_thread(self.met.wait, GUARD)
+        await asyncio.to_thread(self.postgres.start_again)
+        self.restarted.set()
+
+
 async def test_a_postgres_restart_mid_load_on_two_instances_locks_nothing_and_loses_no_effect(
     postgres: Server,
 ) -> None:
     url = postgres.database("restart_load")
     clock = Clock()
     ran: list[tuple[str, str]] = []
-    going_down, crashed, restarted = threading.Event(), threading.Event(), asyncio.Event()
-    met_the_outage = threading.Event()
-    half = CONVERSATIONS * TURNS // 2
-
-    def in_the_middle(count: int) -> None:  # in the tool's worker thread
-        if count == half:  # this turn holds its lease as the server goes down; it ends while it is down
-            going_down.set()
-            postgres.crash()
-            crashed.set()
-
-    class Retried(logging.Handler):  # a save that met the outage and is being tried again
-        def emit(self, record: logging.LogRecord) -> None:
-            if going_down.is_set() and "not saved (retrying)" in record.getMessage():
-                met_the_outage.set()
-
-    handler = Retried()
-    logging.getLogger("dspy_imp.web").addHandler(handler)
-
+    outage = Outage(postgres, CONVERSATIONS * TURNS // 2)
+    handler = logging.Handler()
+    handler.emit = outage.emit  # type: ignore[method-assign]
     stores = [DatabaseStore(url, lease=LEASE, renew_every=0.2, timeout=10, clock=clock) for _ in range(2)]
-    apps = [dspy_imp.web.app(agent(ran, in_the_middle), store=store) for store in stores]
-    told: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    apps = [dspy_imp.web.app(agent(ran, outage.in_the_middle), store=store) for store in stores]
+    told: dict[str, list[tuple[str, dict[str, Any]]]] = {f"load-{n}": [] for n in range(CONVERSATIONS)}
 
     async def conversation(n: int) -> None:
         thread = f"load-{n}"
-        told[thread] = []
-        for turn in range(TURNS):
+        for turn in range(TURNS):  # each turn to the other instance than the one before
             marker = f"m{n}x{turn}"
             last = await play(apps[(n + turn) % 2], thread, f"{thread} {marker}", f"r{turn}")
             told[thread].append((marker, last))
-            if going_down.is_set() and not restarted.is_set():
-                if last["type"] == "RUN_ERROR":
-                    met_the_outage.set()
-                await restarted.wait()  # this conversation met the outage: it goes on once the server is back
+            await outage.told(last)
 
-    async def restart() -> None:
-        await asyncio.to_thread(crashed.wait, GUARD)
-        await asyncio.to_thread(met_the_outage.wait, GUARD)
-        await asyncio.to_thread(postgres.start_again)
-        restarted.set()
-
+    logging.getLogger("dspy_imp.web").addHandler(handler)
     try:
-        await asyncio.wait_for(asyncio.gather(restart(), *(conversation(n) for n in range(CONVERSATIONS))), GUARD)
+        load = asyncio.gather(outage.restart(), *(conversation(n) for n in range(CONVERSATIONS)))
+        await asyncio.wait_for(load, GUARD)
     finally:
         logging.getLogger("dspy_imp.web").removeHandler(handler)
-    assert crashed.is_set() and restarted.is_set()
+    assert outage.crashed.is_set() and outage.restarted.is_set()
 
     endings = [last for turns in told.values() for _, last in turns]
     assert len(endings) == CONVERSATIONS * TURNS
-    for last in endings:  # told: finished, or an error that says what happened
-        assert last["type"] in ("RUN_FINISHED", "RUN_ERROR"), last
-        assert last["type"] == "RUN_FINISHED" or last["message"], last
-    assert any(last["type"] == "RUN_FINISHED" for last in endings)
-
+    assert all(last["type"] == "RUN_FINISHED" or (last["type"] == "RUN_ERROR" and last["message"]) for last in endings)
     for thread, turns in told.items():  # each charge that ran is in its history once; none else
         executed = sorted(marker for conversation, marker in ran if conversation == thread)
         saved = await saved_markers(url, thread)
         assert sorted(saved) == executed, (thread, saved, executed, turns)
         assert len(set(saved)) == len(saved)
-        for marker, last in turns:
-            if last["type"] == "RUN_FINISHED":
-                assert marker in saved, (thread, marker)
+        assert {m for m, last in turns if last["type"] == "RUN_FINISHED"} <= set(saved), (thread, turns)
 
     clock.offset = LEASE + 1  # both instances' clocks past any lease left behind
     for n in range(CONVERSATIONS):
         for i, app in enumerate(apps):
-            thread = f"load-{n}"
-            last = await play(app, thread, f"{thread} after{i}", f"after{i}")
+            last = await play(app, f"load-{n}", f"load-{n} after{i}", f"after{i}")
             assert last["type"] == "RUN_FINISHED", last  # not locked past its lease
     for store in stores:
         store.close()
