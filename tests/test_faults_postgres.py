@@ -85,7 +85,7 @@ class Armed(DatabaseStore):
             self.phase = None  # once
             if self.fault == "refuse":
                 self.engine.dispose()  # no pooled connection: the statement needs a new one
-            self.proxy.set(self.fault)
+            self.proxy.set(self.fault, **OPTIONS.get(self.fault, {}))
             if self.fault == "stall":
                 self.faulted.set()  # the statement will not return while the stall lasts
             try:
@@ -163,7 +163,8 @@ async def history_of(url: str, key: str) -> list[str]:
     ]
 
 
-FAULTS = ["reset", "refuse", "drop", "stall"]
+FAULTS = ["reset", "refuse", "drop", "cut", "stall", "slow"]
+OPTIONS = {"cut": {"after": 8}, "slow": {"latency": 0.02}}  # cut: the answer's first bytes, then a reset
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -183,7 +184,10 @@ async def test_a_fault_at_each_phase_is_told_and_the_next_turn_works(
     proxy.clear()
     last = events[-1]
     first_ran = list(RAN)
-    if phase == "claim" or phase == "load":
+    if fault == "slow":  # only slower
+        assert last["type"] == "RUN_FINISHED", last
+        assert first_ran == ["charge A-1", "note done"]
+    elif phase == "claim" or phase == "load":
         assert last["type"] == "RUN_ERROR", last
         assert first_ran == []  # nothing ran
     elif phase == "renew" and fault != "stall":
