@@ -24,6 +24,7 @@ class Server:
     folder: str
     _bin: str
     _user: str | None
+    _options: str = ""
 
     def database(self, name: str) -> str:
         """The URL of a fresh database ``name`` on this server."""
@@ -34,6 +35,16 @@ class Server:
     @property
     def _port(self) -> str:
         return self.url.rsplit(":", 1)[1].split("/")[0]
+
+    def crash(self) -> None:
+        """Stop the server as a crash does (``immediate``: every connection dropped, no checkpoint)."""
+        _run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self.folder, "data"), "-m", "immediate", "-w",
+              "stop"], self._user)  # fmt: skip
+
+    def start_again(self) -> None:
+        """Start the stopped server on its port, waiting until it accepts connections (it recovers first)."""
+        _run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self.folder, "data"), "-o", self._options,
+              "-l", os.path.join(self.folder, "log"), "-w", "start"], self._user)  # fmt: skip
 
     def stop(self) -> None:
         _run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self.folder, "data"), "-m", "immediate", "stop"],
@@ -68,7 +79,7 @@ def start() -> tuple[Server | None, str]:
     except (OSError, subprocess.CalledProcessError) as exc:
         shutil.rmtree(folder, ignore_errors=True)
         return None, f"Postgres could not be started: {exc}"
-    return Server(f"postgresql://postgres@127.0.0.1:{port}/postgres", folder, bindir, user), ""
+    return Server(f"postgresql://postgres@127.0.0.1:{port}/postgres", folder, bindir, user, options), ""
 
 
 def _run(command: list[str], user: str | None, check: bool = True) -> None:

@@ -1,4 +1,4 @@
-"""Saved programs, states and histories work in a fresh interpreter (issue 47).
+"""Saved programs, states, histories, durable records and web conversations work in a fresh interpreter.
 
 Each side runs in its own ``subprocess`` (``tests/fresh_process_program.py``), so nothing the
 saving process built (class attributes, caches) is there when the loading process runs.
@@ -69,3 +69,35 @@ def test_the_same_compile_in_two_processes_gives_the_same_program() -> None:
     first = _run("compile", "1800000000", hash_seed="1")
     second = _run("compile", "1900000123.456", hash_seed="2")
     assert first == second
+
+
+def test_durable_records_are_read_and_continued_in_a_fresh_process(tmp_path: Path) -> None:
+    # The first process finishes one turn and leaves another waiting for its approval, then exits.
+    assert _run("durable-write", tmp_path) == {"finished": "Nothing to refund.", "pending": ["r1"]}
+    read = _run("durable-read", tmp_path)  # a new interpreter on the same records
+    assert read == {
+        "finished": "Nothing to refund.",  # the recorded prediction, no request (this LM would fail one)
+        "again": "Nothing to refund.",  # the same workflow id again: recorded
+        "pending": ["r1"],  # the waiting turn's pending call, read back
+        "resumed": "Done: refunded A-42",  # approved here, the turn goes on from its records
+        "refunds": ["A-42"],  # the refund ran once, in this process
+        "results": ["refunded A-42"],
+    }
+
+
+def test_a_web_conversation_is_continued_in_a_fresh_process(tmp_path: Path) -> None:
+    database = tmp_path / "conversations.db"
+    started = _run("web-start", database)  # paused on the refund's approval
+    assert isinstance(started, dict)
+    assert (started["last"], started["outcome"], started["listed"], started["refunds"]) == (
+        "RUN_FINISHED", "interrupt", ["fresh"], [],
+    )  # fmt: skip
+    approved = _run("web-approve", database)  # another interpreter reads it and approves
+    assert isinstance(approved, dict)
+    assert (approved["last"], approved["outcome"], approved["refunds"]) == ("RUN_FINISHED", "success", ["A-42"])
+    assert approved["messages"][: len(started["messages"]) - 1] == started["messages"][:-1]  # the same conversation
+    assert approved["messages"][-1]["content"] == "Done: refunded A-42"
+    twice = _run("web-approve", database)  # the same approval again, in a third process: nothing runs
+    assert isinstance(twice, dict)
+    assert (twice["last"], twice["refunds"]) == ("RUN_ERROR", [])
+    assert twice["messages"] == approved["messages"]

@@ -11,14 +11,18 @@ virtual environment, offline, where the quickstart's first program then runs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_examples import EXPECTED as EXAMPLE_LINES
 from test_first_hour import first_program
 
 import dspy_imp
@@ -108,8 +112,26 @@ def _run(*cmd: str | Path, cwd: Path = ROOT) -> str:
     return done.stdout
 
 
-@pytest.mark.slow  # about 30 s on 2 busy cores: a build and an install; `make test` runs it
-def test_the_built_wheel_installs_with_web_into_a_fresh_venv(tmp_path: Path) -> None:
+# A .pth line of the fresh venv: each of its processes writes, at exit, where dspy_imp came from.
+TELL = (
+    "import atexit, sys; atexit.register(lambda: sys.stderr.write("
+    '"dspy_imp from: %s\\n" % getattr(sys.modules.get("dspy_imp"), "__file__", None)))\n'
+)
+
+
+@dataclass(frozen=True)
+class WheelVenv:
+    """The wheel `make dist` builds, installed with ``[web]`` in a fresh venv: its ``python``, its
+    ``site`` (site-packages) and a ``folder`` outside the clone to run from."""
+
+    python: Path
+    site: Path
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # The wheel as `make dist` builds it (without build isolation: no network here).
     _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", tmp_path / "dist", ROOT)
     wheel = tmp_path / WHEEL
@@ -129,6 +151,16 @@ def test_the_built_wheel_installs_with_web_into_a_fresh_venv(tmp_path: Path) -> 
         python, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--disable-pip-version-check",
         "--quiet", f"{wheel}[web]",
     )  # fmt: skip
+    # Every process of this venv says, at exit, where it imported dspy_imp from (stderr).
+    (site / "zz_dspy_imp_from.pth").write_text(TELL, encoding="utf-8")
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    return WheelVenv(python, site, folder)
+
+
+@pytest.mark.slow  # about 30 s on 2 busy cores: a build and an install; `make test` runs it
+def test_the_built_wheel_installs_with_web_into_a_fresh_venv(wheel_venv: WheelVenv) -> None:
+    python, site, tmp_path = wheel_venv.python, wheel_venv.site, wheel_venv.folder
     out = _run(
         python,
         "-c",
@@ -147,3 +179,62 @@ def test_the_built_wheel_installs_with_web_into_a_fresh_venv(tmp_path: Path) -> 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.endswith("_API_KEY")}
     done = subprocess.run([python, "first.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stdout) == (0, printed), done.stderr
+
+
+def _outside_copy(venv: WheelVenv) -> Path:
+    """``examples/`` and ``notebooks/`` copied outside the clone (a notebook reads ``../examples``)."""
+    for folder in ("examples", "notebooks"):
+        if not (venv.folder / folder).exists():
+            shutil.copytree(
+                ROOT / folder, venv.folder / folder, ignore=shutil.ignore_patterns("__pycache__", "*.sqlite")
+            )
+    return venv.folder
+
+
+def _imported_from_the_wheel(stderr: str, venv: WheelVenv) -> None:
+    """Every process that imported dspy_imp (the example, and any it started) had the wheel's copy."""
+    said = [line.removeprefix("dspy_imp from: ") for line in stderr.splitlines() if line.startswith("dspy_imp from: ")]
+    files = [Path(f) for f in said if f != "None"]
+    assert files, stderr[-2000:]
+    for file in files:
+        assert file.is_relative_to(venv.site) and not file.is_relative_to(ROOT), file
+
+
+@pytest.mark.slow  # each example imports DSPy in a fresh interpreter: minutes in all; `make test` runs them
+@pytest.mark.parametrize("script", sorted(EXAMPLE_LINES))
+def test_every_example_runs_from_a_fresh_process_on_the_built_wheel(wheel_venv: WheelVenv, script: str) -> None:
+    folder = _outside_copy(wheel_venv)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DSPY_IMP_MODEL")}
+    done = subprocess.run(
+        [wheel_venv.python, Path("examples") / script], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "model: scripted" in done.stdout
+    missing = [line for line in EXAMPLE_LINES[script] if line not in done.stdout]
+    assert not missing, f"{script} printed:\n{done.stdout}"
+    _imported_from_the_wheel(done.stderr, wheel_venv)
+
+
+@pytest.mark.slow  # each notebook starts a kernel that imports DSPy; `make test` runs them
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_every_notebook_runs_from_a_fresh_process_on_the_built_wheel(
+    wheel_venv: WheelVenv, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = _outside_copy(wheel_venv)
+    kernels = folder / "jupyter" / "kernels" / "wheel"  # a kernel on the fresh venv's python
+    kernels.mkdir(parents=True, exist_ok=True)
+    argv = [str(wheel_venv.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (kernels / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "wheel", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(folder / "jupyter"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("DSPY_IMP_MODEL", raising=False)
+    notebook = nbformat.read(folder / "notebooks" / name, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell("import dspy_imp\nprint(dspy_imp.__file__)"))
+    NotebookClient(
+        notebook, kernel_name="wheel", timeout=300, resources={"metadata": {"path": str(folder / "notebooks")}}
+    ).execute()  # a failing cell raises CellExecutionError
+    printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs).strip()
+    assert Path(printed).is_relative_to(wheel_venv.site) and not Path(printed).is_relative_to(ROOT), printed

@@ -37,6 +37,7 @@ class FlakyRenewals(DatabaseStore):
         self.failing, self.wanted = failing, wanted
         self.renewals: list[str] = []  # "ok" or "failed", in order
         self.renewed = asyncio.Event()
+        self.lost = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def claim(self, key: str) -> bool:
@@ -53,15 +54,21 @@ class FlakyRenewals(DatabaseStore):
             self.loop.call_soon_threadsafe(self.renewed.set)
         return super()._extend(key)
 
+    def _lose(self, key: str, why: str) -> None:  # on the event loop
+        super()._lose(key, why)
+        self.lost.set()
+
 
 RAN: list[str] = []
 
 
 def lease_agent(store: FlakyRenewals) -> dspy_imp.ReActV2:
     async def first() -> str:
-        """Work a while: until the store renewed the lease a few times (or forever)."""
+        """Work a while: until the store renewed the lease a few times, or lost it."""
         RAN.append("first")
-        await asyncio.wait_for(store.renewed.wait(), GUARD)
+        renewed, lost = asyncio.ensure_future(store.renewed.wait()), asyncio.ensure_future(store.lost.wait())
+        await asyncio.wait([renewed, lost], timeout=GUARD, return_when=asyncio.FIRST_COMPLETED)
+        renewed.cancel(), lost.cancel()
         return "done"
 
     async def second() -> str:
@@ -101,25 +108,29 @@ async def test_a_renewal_failing_once_is_retried_and_the_turn_finishes(
 
 
 async def test_a_lease_lost_to_failed_renewals_stops_the_turn_before_its_next_tool(tmp_path: Path) -> None:
-    store = FlakyRenewals(tmp_path / "c.db", failing=lambda n: True)  # never renewed: expires at 3 s
+    # renewed until the first tool runs, then never again: expires 3 s (three renewals) later
+    store = FlakyRenewals(tmp_path / "c.db", failing=lambda n: "first" in RAN, wanted=10**6)
     app = dspy_imp.web.app(lease_agent(store), store=store)
     events = await asyncio.wait_for(post(app, run_input("Go")), GUARD)
     last = events[-1]
     assert last["type"] == "RUN_ERROR" and last["code"] == "LeaseLost", last
     assert "conversation 't1': its turn lease expired while renewals failed" in last["message"]
     assert RAN == ["first"]  # the tool after the loss never ran
-    assert store.renewals == ["failed", "failed", "failed"]  # retried while the lease lasted, then given up
-    assert await store.load("t1") is None  # not saved
+    assert store.renewals.count("failed") == 3 and store.renewals[-3:] == ["failed"] * 3  # retried, then given up
+    saved = await store.load("t1")  # no other turn took the lease: what the turn did is kept
+    assert saved is not None and [r["name"] for r in saved.history.messages[0]["tool_call_results"]] == ["first"]
     assert await store.claim("t1")  # and the conversation is free again
 
 
 async def test_a_lease_another_holder_took_is_an_error_part_on_the_ai_sdk_stream(tmp_path: Path) -> None:
-    store = FlakyRenewals(tmp_path / "c.db", failing=lambda n: False)
+    store = FlakyRenewals(tmp_path / "c.db", failing=lambda n: False, wanted=10**6)
     other = DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}", lease=3, clock=lambda: store.now + 100)
     original = store._extend
+    took: list[str] = []
 
     def taken(key: str) -> float | None:
-        if not store.renewals:  # before the first renewal: expired, and another instance claims it
+        if "first" in RAN and not took:  # while the first tool runs: expired, and another instance claims it
+            took.append(key)
             store.now += 100
             assert other._claim(key)
         return original(key)

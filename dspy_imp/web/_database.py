@@ -7,11 +7,22 @@ what the page shows again on a reload; a row written before has none). A second 
 conversation that is running a turn: which process holds it and until when. ``claim`` takes the
 lease in one statement (an upsert that only replaces an expired lease), so across processes and
 machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. A renewal that fails (the database restarting)
-is logged and tried again every interval while the lease has not expired; a lease that expires
-unrenewed, or that another holder took, is *lost*: the store tells the turn (``watch``), which the
-Runner stops before its next effect, ending with ``LeaseLost``. A process that dies leaves a lease that expires
-after ``lease`` seconds, and the conversation is usable again, with what was saved before.
+runs and deletes it when the turn ends or fails. Each claim takes the lease under a token of its
+own, and every later statement of that turn (renewals, the save, the release) names it, so a
+statement left behind by an earlier turn (abandoned while the database stalled, landing once it
+answers) can never overwrite a later turn's history or free its lease. A renewal that fails (the
+database restarting) is logged and tried again every interval while the lease has not expired; a
+lease that expires unrenewed, or that another holder took, is *lost*: the store tells the turn
+(``watch``), which the Runner stops before its next effect, ending with ``LeaseLost``. The turn's
+save is tried again the same way while its lease lasts, so a database that restarts as the turn
+ends loses none of it; a save lands only while the turn's own token holds the lease (checked in
+the saving transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
+seconds, and the conversation is usable again, with what was saved before.
+
+Every statement is bounded (``timeout``): a database that answers nothing (a stalled connection,
+a partition) fails the statement with ``TimeoutError`` instead of hanging the request; a renewal
+is bounded by what is left of its lease, so a stalled renewal loses the lease in time rather than
+letting the turn run past it.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
@@ -72,6 +83,8 @@ class DatabaseStore:
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
+        timeout: Seconds one statement may take before it fails with ``TimeoutError`` (a database
+            that does not answer); also the connection timeout on Postgres.
 
     Example:
         ```python
@@ -87,15 +100,20 @@ class DatabaseStore:
         lease: float = 60.0,
         renew_every: float | None = None,
         clock: Callable[[], float] = time.time,
+        timeout: float = 30.0,
     ):
         self.lease = _seconds("lease", lease)
+        self.timeout = _seconds("timeout", timeout)
         self.renew_every = self.lease / 3 if renew_every is None else _seconds("renew_every", renew_every)
         if not self.renew_every < self.lease:
             raise ConfigurationError(f"DatabaseStore renew_every must be less than lease, got {renew_every!r}")
-        self.engine = _engine(url)
+        self.engine = _engine(url, self.timeout)
         self.clock = clock
-        self.holder = uuid.uuid4().hex  # this store object, in this process
+        self.holder = uuid.uuid4().hex  # this store object, in this process; each claim adds a token
         self._held: dict[str, anyio.CancelScope] = {}
+        self._tokens: dict[str, str] = {}  # the holder each held lease was claimed as
+        self._expires: dict[str, float] = {}  # when each held lease runs out, as last renewed
+        self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
 
@@ -115,10 +133,23 @@ class DatabaseStore:
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
-        naming another owner is refused)."""
+        naming another owner is refused). Under a turn's lease, a save the database failed (a
+        dropped connection, no answer in ``timeout``) is tried again every ``renew_every`` while
+        the lease lasts."""
+        key = _key(key)
         data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
         text = json.dumps(data)  # ASCII escapes: a lone surrogate too
-        await self._run(self._save, _key(key), text, conversation.owner)
+        token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
+        while True:
+            try:
+                await self._run(self._save, key, text, conversation.owner, token)
+                return
+            except (sa.exc.OperationalError, TimeoutError) as error:
+                expires = self._expires.get(key)
+                if token is None or expires is None or self._tokens.get(key) != token or self.clock() >= expires:
+                    raise
+                _log.logger.warning("conversation %r: not saved (retrying): %s", key, error)
+            await anyio.sleep(self.renew_every)
 
     async def check(self) -> None:
         """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
@@ -129,11 +160,22 @@ class DatabaseStore:
     async def claim(self, key: str) -> bool:
         """Take ``key``'s turn lease (``False``: another turn holds it) and renew it until ``release``."""
         key = _key(key)
-        if key in self._held or not await self._run(self._claim, key):
+        token = f"{self.holder}:{uuid.uuid4().hex[:12]}"
+        if key in self._held:
             return False
+        try:
+            claimed = await self._run(self._claim, key, token, self._ended.get(key))
+        except BaseException:
+            self._ended[key] = token  # it may land later: this store's next claim may replace it
+            raise
+        if not claimed:
+            return False
+        self._ended.pop(key, None)
         scope = anyio.CancelScope()
         self._held[key] = scope
-        _background(self._renew, key, scope, self.clock() + self.lease)
+        self._tokens[key] = token
+        self._expires[key] = self.clock() + self.lease
+        _background(self._renew, key, scope, token, self._expires[key])
         return True
 
     def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
@@ -141,13 +183,32 @@ class DatabaseStore:
         self._watchers[_key(key)] = lost
 
     async def release(self, key: str) -> None:
-        """Give the lease back (the turn ended or failed)."""
+        """Give the lease back (the turn ended or failed). A release the database failed raises, and
+        is tried again in the background every ``renew_every`` until the lease would have run out,
+        so another instance need not wait out the whole lease after a restart."""
         key = _key(key)
         scope = self._held.pop(key, None)
         self._watchers.pop(key, None)
+        expires = self._expires.pop(key, None)
+        token = self._tokens.pop(key, None)
         if scope is not None:
             scope.cancel()
-        await self._run(self._release, key)
+        if token is not None:
+            try:
+                await self._run(self._release, key, token)
+            except BaseException:
+                self._ended[key] = token  # the turn ended here: this store's next claim may replace it
+                _background(self._release_later, key, token, expires if expires is not None else self.clock())
+                raise
+
+    async def _release_later(self, key: str, token: str, expires: float) -> None:
+        while self.clock() < expires and self._ended.get(key) == token:
+            await anyio.sleep(self.renew_every)
+            with contextlib.suppress(Exception):
+                await self._run(self._release, key, token)
+                if self._ended.get(key) == token:
+                    del self._ended[key]
+                return
 
     # -- a user's conversations ----------------------------------------------------------------
 
@@ -177,8 +238,13 @@ class DatabaseStore:
 
     # -- statements (worker threads) -----------------------------------------------------------
 
-    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(self._ready_then, function, *args)
+    async def _run(self, function: Callable[..., Any], *args: Any, bound: float | None = None) -> Any:
+        """``function(*args)`` in a worker thread, at most ``timeout`` (or ``bound``) seconds: past
+        it the statement is abandoned (its thread ends when the connection does) and this raises."""
+        limit = self.timeout if bound is None else max(0.0, min(self.timeout, bound))
+        with anyio.move_on_after(limit):
+            return await anyio.to_thread.run_sync(self._ready_then, function, *args, abandon_on_cancel=True)
+        raise TimeoutError(f"the conversation store's database did not answer within {limit:g} s")
 
     def _ready_then(self, function: Callable[..., Any], *args: Any) -> Any:
         if not self._ready:
@@ -195,12 +261,17 @@ class DatabaseStore:
         with self._transaction() as c:
             return c.execute(sa.text(f"SELECT owner, history FROM {T} WHERE key = :k"), {"k": key}).first()
 
-    def _save(self, key: str, text: str, owner: str | None) -> None:
+    def _save(self, key: str, text: str, owner: str | None, token: str | None = None) -> None:
+        """Upsert the row; under a lease (``token``) only while that token holds it, the lease row
+        locked until the write commits (a concurrent claim cannot slip between the check and the
+        write: SQLite's transactions are already one at a time)."""
         now = self.clock()
         with self._transaction() as c:
-            holder = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar()
-            if key in self._held and holder != self.holder:
-                raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
+            if token is not None:
+                lock = " FOR UPDATE" if c.dialect.name == "postgresql" else ""
+                holder = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k{lock}"), {"k": key}).scalar()
+                if holder != token:
+                    raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
             mine = c.execute(sa.text(f"SELECT owner FROM {T} WHERE key = :k"), {"k": key}).first()
             if mine is not None and None not in (mine.owner, owner) and mine.owner != owner:
                 raise ConfigurationError(f"conversation {key!r} belongs to another user")
@@ -213,32 +284,36 @@ class DatabaseStore:
                 {"k": key, "o": owner, "h": text, "now": now},
             )
 
-    def _claim(self, key: str) -> bool:
+    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> bool:
+        """Take the lease as ``token`` (this store's holder by default) unless another unexpired one
+        holds it; ``ended``: a token of this store whose turn is over (its release failed), replaced too."""
+        token = self.holder if token is None else token
         now = self.clock()
         with self._transaction() as c:
             c.execute(
                 sa.text(
                     f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
                     f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
-                    f"WHERE {L}.expires < :now"
+                    f"WHERE {L}.expires < :now OR {L}.holder = :ended"
                 ),
-                {"k": key, "h": self.holder, "e": now + self.lease, "now": now},
+                {"k": key, "h": token, "e": now + self.lease, "now": now, "ended": ended or ""},
             )
-            return c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == self.holder
+            return c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == token
 
     def _extend(self, key: str) -> float | None:
         """The lease's new expiry; ``None``: another holder has it (or it is gone)."""
+        token = self._tokens.get(key, self.holder)
         expires = self.clock() + self.lease
         with self._transaction() as c:
             done = c.execute(
                 sa.text(f"UPDATE {L} SET expires = :e WHERE key = :k AND holder = :h"),
-                {"k": key, "h": self.holder, "e": expires},
+                {"k": key, "h": token, "e": expires},
             )
             return expires if done.rowcount == 1 else None
 
-    def _release(self, key: str) -> None:
+    def _release(self, key: str, token: str) -> None:
         with self._transaction() as c:
-            c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k AND holder = :h"), {"k": key, "h": self.holder})
+            c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k AND holder = :h"), {"k": key, "h": token})
 
     def _list(self, owner: str | None) -> list[ConversationInfo]:
         where = "owner IS NULL" if owner is None else "owner = :o"
@@ -271,14 +346,15 @@ class DatabaseStore:
                 c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k"), {"k": key})
             return len(keys)
 
-    async def _renew(self, key: str, scope: anyio.CancelScope, expires: float) -> None:
-        """Renew every ``renew_every`` until released; a failure is logged and tried again while
-        the lease lasts. A lease lost (expired, or another holder's) is told to the watcher."""
+    async def _renew(self, key: str, scope: anyio.CancelScope, token: str, expires: float) -> None:
+        """Renew every ``renew_every`` until released; a failure (or no answer before the lease
+        would run out) is logged and tried again while the lease lasts. A lease lost (expired, or
+        another holder's) is told to the watcher."""
         with scope:
             while True:
                 await anyio.sleep(self.renew_every)
                 try:
-                    renewed = await self._run(self._extend, key)
+                    renewed = await self._run(self._extend, key, bound=expires - self.clock())
                 except Exception as error:  # a dropped connection, a restarting server: tried again
                     if scope.cancel_called:
                         return  # released meanwhile
@@ -293,10 +369,13 @@ class DatabaseStore:
                     self._lose(key, "another turn took its lease")
                     return
                 expires = renewed
+                if self._tokens.get(key) == token:
+                    self._expires[key] = expires
 
     def _lose(self, key: str, why: str) -> None:
         error = LeaseLost(f"conversation {key!r}: {why}; the turn was stopped")
         _log.logger.warning("%s", error)
+        self._expires.pop(key, None)  # the turn's save is no longer tried again
         lost = self._watchers.pop(key, None)
         if lost is not None:
             lost(error)
@@ -328,7 +407,7 @@ def _key(key: Any) -> str:
     return key
 
 
-def _engine(url: str) -> sa.Engine:
+def _engine(url: str, timeout: float) -> sa.Engine:
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -338,16 +417,17 @@ def _engine(url: str) -> sa.Engine:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite(parsed)
+        return _sqlite(parsed, timeout)
     if parsed.get_backend_name() != "postgresql":
         raise ConfigurationError(f"DatabaseStore supports sqlite:// and postgresql:// URLs, got {url!r}")
-    return sa.create_engine(parsed, pool_pre_ping=True)
+    bound = {"connect_timeout": max(1, round(timeout)), "tcp_user_timeout": round(timeout * 1000)}
+    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound)
 
 
-def _sqlite(url: sa.URL) -> sa.Engine:
+def _sqlite(url: sa.URL, timeout: float) -> sa.Engine:
     """SQLite with every transaction ``BEGIN IMMEDIATE`` (one writer at a time, across processes),
     WAL so readers do not wait for it, and a busy timeout instead of "database is locked"."""
-    engine = sa.create_engine(url, connect_args={"timeout": 30})
+    engine = sa.create_engine(url, connect_args={"timeout": timeout})
 
     @sa.event.listens_for(engine, "connect")
     def _connect(connection: Any, _: Any) -> None:

@@ -98,7 +98,8 @@ class Store(Protocol):
     them: ``async claim(key) -> bool`` (``False``: a turn of that conversation runs elsewhere) and
     ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn. One
     that can lose a lease mid-turn offers ``watch(key, lost)``: ``lost(error)`` (on the event loop)
-    stops the turn before its next effect, and it ends with that error, unsaved.
+    stops the turn before its next effect, and it ends with that error; what it did is saved if the
+    store still takes it (``DatabaseStore``: no other turn took the lease), else it is not.
     """
 
     async def load(self, key: str) -> Conversation | None: ...
@@ -297,10 +298,12 @@ class Runner:
             observer.halted.set()
 
     def _lose(self, key: str, error: BaseException) -> None:
-        """The store lost the turn's lease: the turn stopped as Stop does, ending with ``error``."""
+        """The store lost the turn's lease: the turn stops before its next effect, ending with
+        ``error``. What it awaits now (a tool with effects of its own) is not cancelled: it
+        finishes and is recorded, so the saved history (when the store still takes it) holds it."""
         if key in self.busy and key not in self.taken:
             self.lost[key] = error
-            self._halt(key)
+            self.stopping.add(key)
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -412,7 +415,12 @@ class Runner:
             ended, history = self._ending(key, play)  # no await from the wait to here: Stop cannot slip in
             if history is not None:  # with how each turn ended, which the page shows again on a reload
                 turns = (*before, told(call, ended, history))[-MAX_TURNS:]
-                await self.store.save(key, Conversation(history, user, turns))
+                try:
+                    await self.store.save(key, Conversation(history, user, turns))
+                except Exception as error:
+                    if key not in self.lost:
+                        raise
+                    _log.logger.warning("conversation %r: the stopped turn's history was not saved: %s", key, error)
         except Exception as error:  # the store failed: told as the run's error, never a hung stream
             ended = Ended(error=error)
         finally:
@@ -443,8 +451,9 @@ class Runner:
         error = asyncio.CancelledError() if play.cancelled() else play.exception()  # cancelled unstarted: no history
         if error is None and isinstance(play.result(), _Cancelled):
             error = play.result().error
-        if key in self.lost:  # not saved: the store refuses it, and another turn may have run
-            return Ended(error=self.lost[key]), None
+        if key in self.lost:  # stopped as by Stop; saved only if the store still takes it (no one took over)
+            _, history = _stopped(None if error is not None else play.result(), error)
+            return Ended(error=self.lost[key]), history
         if key in self.stopping:
             return _stopped(None if error is not None else play.result(), error)
         if error is None:
