@@ -180,8 +180,9 @@ def _web_turn(database: str, body: dict) -> object:
             stored = await http.get("/api/conversations/fresh")
         events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
         return {
-            "last": events[-1]["type"],
-            "outcome": (events[-1].get("outcome") or {}).get("type"),
+            "status": response.status_code,
+            "last": events[-1]["type"] if events else None,
+            "outcome": (events[-1].get("outcome") or {}).get("type") if events else None,
             "listed": [c["id"] for c in listed.json()],
             "messages": stored.json()["messages"],
             "refunds": REFUNDS,

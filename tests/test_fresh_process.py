@@ -99,5 +99,5 @@ def test_a_web_conversation_is_continued_in_a_fresh_process(tmp_path: Path) -> N
     assert approved["messages"][-1]["content"] == "Done: refunded A-42"
     twice = _run("web-approve", database)  # the same approval again, in a third process: nothing runs
     assert isinstance(twice, dict)
-    assert (twice["last"], twice["refunds"]) == ("RUN_ERROR", [])
+    assert (twice["status"], twice["last"], twice["refunds"]) == (409, None, [])  # answered already: before any event
     assert twice["messages"] == approved["messages"]
