@@ -10,7 +10,8 @@ by the environment:
   ``mixed`` (even users AG-UI, odd users the AI SDK). Each request carries the whole
   conversation so far, as browser clients send it (pydantic-ai's AG-UI app keeps no history).
 - ``BENCH_TURNS`` (3), ``BENCH_MODEL`` (the loopback model's root, for its counts),
-  ``BENCH_OUT`` (where the results JSON goes when the run stops).
+  ``BENCH_OUT`` (where the results JSON goes when the run stops), ``BENCH_STOP_AFTER`` (stop
+  once that many turns have ended, instead of at the run time: the harness's test).
 
 A refusal with ``Retry-After`` (429, 409) is counted by status and message, and the same turn
 is sent again after the wait (at most 10 s). When all users are spawned, the instances' lag
@@ -23,7 +24,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import time
 import urllib.error
 import urllib.request
@@ -33,32 +33,20 @@ from typing import Any
 import gevent
 from locust import FastHttpUser, constant, events, task
 
+from benchmarks.web_counts import error_kind, without_numbers
+
 HOSTS = [h for h in os.environ.get("BENCH_HOSTS", "http://127.0.0.1:8000").split(",") if h]
 PROTOCOL = os.environ.get("BENCH_PROTOCOL", "agui")
 TURNS = int(os.environ.get("BENCH_TURNS", "3"))
 MODEL = os.environ.get("BENCH_MODEL", "")
 OUT = os.environ.get("BENCH_OUT", "")
+STOP_AFTER = int(os.environ.get("BENCH_STOP_AFTER", "0"))  # quit after this many turns (0: at -t)
 RETRY_CAP = 10.0
 
 TURN_RECORDS: list[list[Any]] = []  # [protocol, started (time.time()), first event s, end s]
 ERRORS: dict[str, int] = {}
 STATE: dict[str, Any] = {"spawned_at": None, "started_at": time.time(), "conversations": 0}
 _USERS = itertools.count()
-
-
-def error_kind(status: int, text: str, retry_after: str | None) -> str:
-    """``"429 Retry-After: <message>"``: the status, whether it said when to retry, and its message
-    with the numbers taken out (so one kind of refusal is one count)."""
-    message = text
-    try:
-        body = json.loads(text)
-        if isinstance(body, dict):
-            found = body.get("detail") or body.get("error") or body.get("message") or body
-            message = found if isinstance(found, str) else json.dumps(found)
-    except ValueError:
-        pass
-    message = re.sub(r"\d+(\.\d+)?", "N", " ".join(str(message).split()))[:80]
-    return f"{status}{' Retry-After' if retry_after is not None else ''}: {message}"
 
 
 def count(kind: str) -> None:
@@ -95,8 +83,15 @@ class Conversation(FastHttpUser):
         if self.protocol == "agui":
             path = "/ag-ui"
             user = {"id": f"{key}-u{turn}", "role": "user", "content": text}
-            body: dict[str, Any] = {"threadId": key, "runId": f"{key}-r{turn}", "messages": [*history, user],
-                                    "state": {}, "tools": [], "context": [], "forwardedProps": {}}  # fmt: skip
+            body: dict[str, Any] = {
+                "threadId": key,
+                "runId": f"{key}-r{turn}",
+                "messages": [*history, user],
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            }
         else:
             path = "/api/chat"
             user = {"id": f"{key}-u{turn}", "role": "user", "parts": [{"type": "text", "text": text}]}
@@ -105,8 +100,14 @@ class Conversation(FastHttpUser):
         end_kind = None
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         try:
-            with self.client.post(path, data=json.dumps(body), headers=headers, stream=True, catch_response=True,
-                                  name=f"{self.protocol} turn") as response:  # fmt: skip
+            with self.client.post(
+                path,
+                data=json.dumps(body),
+                headers=headers,
+                stream=True,
+                catch_response=True,
+                name=f"{self.protocol} turn",
+            ) as response:
                 status = response.status_code
                 if status != 200:
                     retry = response.headers.get("retry-after")
@@ -133,12 +134,16 @@ class Conversation(FastHttpUser):
             return None
         if end_kind == "ok":
             TURN_RECORDS.append([self.protocol, start, first, time.time() - start])
+            if STOP_AFTER and len(TURN_RECORDS) == STOP_AFTER:
+                gevent.spawn(self.environment.runner.quit)
             history.append(user)
             reply = "".join(answer)
             if self.protocol == "agui":
                 history.append({"id": f"{key}-a{turn}", "role": "assistant", "content": reply})
             else:
-                history.append({"id": f"{key}-a{turn}", "role": "assistant", "parts": [{"type": "text", "text": reply}]})
+                history.append(
+                    {"id": f"{key}-a{turn}", "role": "assistant", "parts": [{"type": "text", "text": reply}]}
+                )
         return None
 
     def read(self, data: str, answer: list[str]) -> str | None:
@@ -155,9 +160,9 @@ class Conversation(FastHttpUser):
         if kind == "RUN_FINISHED":
             return "ok"
         if kind == "RUN_ERROR":
-            return "RUN_ERROR: " + re.sub(r"\d+(\.\d+)?", "N", str(event.get("message", "")))[:80]
+            return "RUN_ERROR: " + without_numbers(event.get("message", ""))
         if kind == "error":
-            return "error part: " + re.sub(r"\d+(\.\d+)?", "N", str(event.get("errorText", "")))[:80]
+            return "error part: " + without_numbers(event.get("errorText", ""))
         return None
 
 
@@ -194,8 +199,15 @@ def _stopped(**_: Any) -> None:
         _, stats = _get(f"{host}/bench/stats")
         health, _ = _get(f"{host}/healthz")
         ready, readiness = _get(f"{host}/readyz")
-        instances.append({"host": host, "stats": stats, "healthz": health, "readyz": ready,
-                          "readyz_body": readiness if ready == 200 else None})  # fmt: skip
+        instances.append(
+            {
+                "host": host,
+                "stats": stats,
+                "healthz": health,
+                "readyz": ready,
+                "readyz_body": readiness if ready == 200 else None,
+            }
+        )
     model = _get(f"{MODEL}/_bench/stats")[1] if MODEL else None
     if OUT:
         result = {**STATE, "turns": TURN_RECORDS, "errors": ERRORS, "instances": instances, "model": model}

@@ -41,8 +41,8 @@ class Counts:
         self.max_in_flight = self.in_flight
         self.requests = self.calls = self.answers = 0
 
-    def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))
+    def as_dict(self) -> dict[str, float]:
+        return {**vars(self), "cpu_s": time.process_time()}
 
 
 def decide(body: dict[str, Any]) -> tuple[str, str, str]:
@@ -123,8 +123,14 @@ def _whole(kind: str, name: str, text: str) -> bytes:
     finish = "stop" if kind == "text" else "tool_calls"
     choice = {"index": 0, "message": message, "finish_reason": finish}
     return json.dumps(
-        {"id": "chatcmpl-web", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-4o-mini",
-         "choices": [choice], "usage": USAGE}  # fmt: skip
+        {
+            "id": "chatcmpl-web",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "gpt-4o-mini",
+            "choices": [choice],
+            "usage": USAGE,
+        }
     ).encode()
 
 
@@ -187,7 +193,9 @@ class ModelServer:
     """The model in a child process: ``base_url`` (``.../v1``), ``reset()``, ``stats()``."""
 
     def __enter__(self) -> ModelServer:
-        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.web_model"], stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.web_model"], stdout=subprocess.PIPE, text=True
+        )
         assert self.process.stdout is not None
         self.root = f"http://127.0.0.1:{int(self.process.stdout.readline())}"
         self.base_url = f"{self.root}/v1"
@@ -196,13 +204,15 @@ class ModelServer:
     def __exit__(self, *exc: Any) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
-    def reset(self) -> dict[str, int]:
+    def reset(self) -> dict[str, float]:
         request = urllib.request.Request(f"{self.root}/_bench/reset", data=b"{}", method="POST")
         with urllib.request.urlopen(request, timeout=30) as response:
             return dict(json.loads(response.read()))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         with urllib.request.urlopen(f"{self.root}/_bench/stats", timeout=30) as response:
             return dict(json.loads(response.read()))
 

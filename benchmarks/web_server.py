@@ -26,6 +26,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from benchmarks.web_counts import percentile
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 MODEL = "gpt-4o-mini"
@@ -38,14 +40,6 @@ ASGI = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], A
 def look(where: str) -> str:
     """Look somewhere."""
     return f"nothing at {where}"
-
-
-def percentile(values: list[float], share: float) -> float | None:
-    """The nearest-rank percentile (``share`` in 0..1) of ``values``, ``None`` when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(share * len(ordered) + 0.5)) - 1))]
 
 
 class Probe:
@@ -103,7 +97,7 @@ def ours(model: str, store: str, max_turns: int | None) -> ASGI:
         if "max_turns" not in inspect.signature(dspy_imp.web.app).parameters:
             raise SystemExit("--max-turns: this dspy_imp.web.app takes no `max_turns` option")
         options["max_turns"] = max_turns
-    return dspy_imp.web.app(agent, **options)  # type: ignore[no-any-return]
+    return dspy_imp.web.app(agent, **options)
 
 
 def peer(model: str) -> ASGI:
