@@ -98,6 +98,7 @@ def levels_table(results: dict[str, Any]) -> str:
         "target",
         "conversations",
         "turns/s",
+        "model requests/s ÷ 2",
         "first event p50 / p95 / p99 ms",
         "end p50 / p95 / p99 ms",
         "errors",
@@ -107,7 +108,7 @@ def levels_table(results: dict[str, Any]) -> str:
         "model requests at once",
         "server CPU ms/turn",
         "RSS KB/conversation",
-        "load (1 min)",
+        "load (1 min) before → after",
     ]
     if readyz:
         head.append("/readyz")
@@ -118,7 +119,8 @@ def levels_table(results: dict[str, Any]) -> str:
             cells = [
                 target["name"],
                 _n(m["level"]),
-                _n(m["turns_per_s"]),
+                _n(m["turns_per_s"]) + (" *" if _short(m) else ""),
+                _n(_from_model(m)),
                 f"{_n(f['p50'], 0)} / {_n(f['p95'], 0)} / {_n(f['p99'], 0)}",
                 f"{_n(e['p50'], 0)} / {_n(e['p95'], 0)} / {_n(e['p99'], 0)}",
                 _n(m["errors_total"]),
@@ -128,13 +130,33 @@ def levels_table(results: dict[str, Any]) -> str:
                 _n(m["model_max_in_flight"]),
                 _n(m["server_cpu_ms_per_turn"]),
                 _n(m["rss_kb_per_conversation"], 0),
-                _n(m["load_after"][0], 2),
+                f"{m['load_before'][0]:.1f} → {m['load_after'][0]:.1f}",
             ]
             if readyz:
                 bodies = [json.dumps(b, separators=(",", ":"))[:60] for b in m.get("readyz_body", []) if b is not None]
                 cells.append("<br>".join(f"`{b}`" for b in bodies) or "–")
             rows.append("| " + " | ".join(cells) + " |")
+    if any(_short(m) for t in results["targets"] for m in t["levels"]):
+        per_ended = any(_short(m) and m.get("cpu_basis") != "model" for t in results["targets"] for m in t["levels"])
+        rows.append(
+            "\n\\* A turn took more than a third of the measured time (or none ended in it): fewer than "
+            "three turns per conversation fit in it, the conversations were still starting, and the rate of "
+            "ended turns is a lower bound. *Model requests/s ÷ 2* (a turn is two requests, counted as they "
+            "reach the model over the same time) is the rate of work done either way."
+            + (" In such a row the CPU per turn, counted per ended turn, is too high." if per_ended else "")
+        )
     return "\n".join(rows)
+
+
+def _from_model(m: dict[str, Any]) -> float | None:
+    """The model's requests over the measured time, halved (a turn is two requests)."""
+    requests = m.get("model_requests")
+    return round(requests / 2 / m["window_s"], 1) if requests is not None and m["window_s"] else None
+
+
+def _short(m: dict[str, Any]) -> bool:
+    """Whether the turns were too long for the measured time to show a steady rate."""
+    return m["end_ms"]["p50"] is None or m["end_ms"]["p50"] > m["window_s"] * 1000 / 3
 
 
 def errors_table(results: dict[str, Any]) -> str:
@@ -144,7 +166,10 @@ def errors_table(results: dict[str, Any]) -> str:
             for kind, n in m["errors"].items():
                 rows.append(f"| {target['name']} | {m['level']:,} | `{kind.replace('|', '/')}` | {n:,} |")
     if not rows:
-        return "No errors of any kind: every turn that started in the measured time ended with its last event."
+        return (
+            "No errors of any kind: no refusal, no error event, no cut or unfinished stream (the turns still "
+            "running when a level stopped are not counted)."
+        )
     return "\n".join(["| target | conversations | error | count |", "|---|---:|---|---:|", *rows])
 
 
@@ -168,12 +193,13 @@ def capacity(results: dict[str, Any]) -> str:
     for target in results["targets"]:
         if target["instances"] != 1 or not target["levels"]:
             continue
-        best = max(target["levels"], key=lambda m: m["turns_per_s"])
+        best = max(target["levels"], key=lambda m: (m["turns_per_s"], _from_model(m) or 0))
         clean = "no errors" if best["errors_total"] == 0 else f"{best['errors_total']:,} errors"
         parts.append(
-            f"- **{target['name']}**: {best['turns_per_s']:,.1f} turns/s at {best['level']:,} conversations "
-            f"({clean}, end p50 {_n(best['end_ms']['p50'], 0)} ms, loop lag p99 {_n(best['lag_ms']['p99'])} ms, "
-            f"at most {_n(best['model_max_in_flight'])} model requests at once)"
+            f"- **{target['name']}**: {best['turns_per_s']:,.1f} turns/s ended at {best['level']:,} conversations "
+            f"({_n(_from_model(best))} by the model's requests), "
+            f"{clean}, end p50 {_n(best['end_ms']['p50'], 0)} ms, loop lag p99 {_n(best['lag_ms']['p99'])} ms, "
+            f"at most {_n(best['model_max_in_flight'])} model requests at once"
         )
     return "\n".join(parts) or "- nothing was measured on one instance"
 
@@ -200,28 +226,30 @@ def section(results: dict[str, Any]) -> str:
     skipped = "".join(f"\n- skipped: {x}" for x in results.get("skipped", []))
     return f"""{HEADING}
 
-`make bench-web` (`benchmarks/web_load.py`) measures the web app from outside: Locust, headless,
-runs N concurrent conversations of {s["turns"]} turns each, one after another, for a
-{s["ramp_s"]:g} s ramp then {s["duration_s"]:g} s measured, against uvicorn processes of
-`dspy_imp.web.app` (a `ReActV2` agent with one tool, on `dspy.LM`) and pydantic-ai's AG-UI
-adapter on the same model. Our users speak {_protocol(s["protocol"])}; pydantic-ai's speak AG-UI.
-Every request carries the conversation so far, and each stream is read to its last event
-(`RUN_FINISHED`/`RUN_ERROR`, `[DONE]`). The model is a loopback server streaming
-{s["tokens"]} tokens {s["token_delay_ms"]} ms apart per request; a turn is a tool call then the
-answer, about 2.1 s unloaded. Two instances share the store and each user keeps to one of them.
-A refusal with `Retry-After` is counted and the turn sent again after the wait. The loop lag is
-measured inside each server (a task sleeping 10 ms, its overshoot; the worst instance shown), the
-model requests at once by the model server, RSS growth per concurrent conversation and CPU per
-turn from the server processes.
+`make bench-web` (`benchmarks/web_load.py`) measures the web app from outside. Locust, headless,
+runs N concurrent conversations of {s["turns"]} turns each, one after another ({s["ramp_s"]:g} s to
+start them all, then {s["duration_s"]:g} s measured), against uvicorn processes of `dspy_imp.web.app`
+(a `ReActV2` agent with one tool, on `dspy.LM`) and against pydantic-ai's AG-UI adapter on the same
+model. Our users speak {_protocol(s["protocol"])}; pydantic-ai's speak AG-UI. Every request
+carries the conversation so far, and each stream is read to its last event (`RUN_FINISHED` or
+`RUN_ERROR`, `[DONE]`). The model is a loopback server streaming {s["tokens"]} tokens
+{s["token_delay_ms"]} ms apart per request; a turn is a tool call then the answer, about 2.1 s
+unloaded. Two instances share the store, and each user keeps to one of them. A refusal with
+`Retry-After` is counted and the turn sent again after the wait (at most 10 s).
 
-**Machine**: {results["machine"]["cpus"]} cores, Python {results["machine"]["python"]}; the whole
-run took {results["elapsed_s"]:,.0f} s. The machine was shared with other work while it ran: load
-average {results["load_at_start"][0]:.1f} at the start, {load} (1 min) after each level,
-{results["load_at_end"][0]:.1f} at the end, against {results["machine"]["cpus"]} cores; the load
-generator, the model server and the instances all ran on it too. Read the numbers as what this
-machine gave at that load, not as the app's ceiling.{skipped}
+The loop lag is measured inside each server (a task sleeping 10 ms, its overshoot; the worst
+instance shown), the model requests at once by the model server, the RSS growth per concurrent
+conversation and the CPU per turn from the server processes (both instances summed).
 
-What one instance sustained (the most turns/s measured, {", ".join(map(str, s["levels"]))} conversations offered):
+**Machine**: {results["machine"]["cpus"]} cores, Python {results["machine"]["python"]}; the whole run
+took {results["elapsed_s"]:,.0f} s. The machine was shared with other work while it ran: load average
+{results["load_at_start"][0]:.1f} at the start, {load} (1 min) after each level and
+{results["load_at_end"][0]:.1f} at the end, against {results["machine"]["cpus"]} cores. The load
+generator, the model server and the instances ran on it too. Read the numbers as what this machine
+gave at that load, not as the app's ceiling.{_busy(results, loads)}{skipped}
+
+What one instance sustained (the most turns/s measured; {", ".join(f"{n:,}" for n in s["levels"])}
+conversations offered):
 
 {capacity(results)}
 
@@ -235,6 +263,17 @@ The targets, as set when the benchmark was asked for, marked from this measureme
 
 {goals_table(results)}
 """
+
+
+def _busy(results: dict[str, Any], loads: list[float]) -> str:
+    cpus = results["machine"]["cpus"] or 1
+    if not loads or max(loads) <= cpus:
+        return ""
+    return (
+        f" With more runnable processes than cores (load up to {max(loads):.1f} on {cpus}), the loop lag "
+        "includes the time each server waited for a core, and every process of the run, the load generator "
+        "included, got less than the core it could use."
+    )
 
 
 def _protocol(protocol: str) -> str:

@@ -187,6 +187,17 @@ def run_level(
     }
 
 
+def _per_turn(cpu: float, turns: int, model: dict[str, Any], before: dict[str, Any]) -> float | None:
+    """The servers' CPU ms per turn over the level: per two model requests sent in it (a turn is two,
+    and a turn still running at the end has done its share), else per ended turn."""
+    worked = (model.get("total", 0) - before.get("total", 0)) / 2 if "total" in model else turns
+    return round(cpu * 1000 / worked, 1) if worked else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 1)
 
@@ -224,7 +235,7 @@ def measures(
         "turns_by_protocol": by_protocol,
         "turns_per_s": round(len(steady) / window, 1),
         "first_event_ms": {f"p{q}": _ms(percentile(firsts, q / 100)) for q in (50, 95, 99)},
-        "end_ms": {f"p{q}": _ms(percentile(ends, q / 100)) for q in (50, 95, 99)},
+        "end_ms": {f"p{q}": _ms(percentile(ends, q / 100)) for q in (50, 95, 99)} | {"mean": _ms(_mean(ends))},
         "errors": errors,
         "errors_total": sum(errors.values()),
         "refused_429": sum(n for k, n in errors.items() if k.startswith("429")),
@@ -235,7 +246,8 @@ def measures(
         "rss_mb": round(sum(s.get("rss", 0) for s in stats) / 2**20, 1),
         "rss_delta_mb": round(rss_delta / 2**20, 1),
         "rss_kb_per_conversation": round(rss_delta / 1024 / level, 1),
-        "server_cpu_ms_per_turn": round(cpu * 1000 / len(turns), 1) if turns else None,
+        "server_cpu_ms_per_turn": _per_turn(cpu, len(turns), model, model_before),
+        "cpu_basis": "model" if "total" in model else "ended turns",
         "server_cpu_share": round(cpu / max(1e-9, raw["stopped_at"] - raw["started_at"]), 2),
         "lag_ms": {"p50": worst("p50"), "p95": worst("p95"), "p99": worst("p99"), "max": worst("max")},
         "model_max_in_flight": model.get("max_in_flight"),
@@ -381,6 +393,7 @@ def main() -> None:
     if args.duration <= 0 or args.ramp <= 0:
         parser().error("--duration and --ramp must be positive seconds")
     results = json.loads(args.render.read_text()) if args.render else run(args)
+    results["goals"] = report_web.goals(results)  # marked again on a --render: the rules may be newer
     print()
     print(report_web.tables(results))
     out = args.out or (None if quick or args.render else ROOT / "benchmarks" / "web_results.json")

@@ -9,8 +9,8 @@ otherwise it calls the first other tool offered. A turn is therefore a tool call
 answer: two requests.
 
 It counts the requests in flight and the most it saw at once: ``GET /_bench/stats`` returns
-them, ``POST /_bench/reset`` starts a new count. ``ModelServer`` runs it in a child process
-(its work never counts against the server being measured).
+them, ``POST /_bench/reset`` starts a new count (``total`` counts on since the start).
+``ModelServer`` runs it in a child process (its work never counts against the server measured).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Counts:
         self.requests = 0
         self.calls = 0
         self.answers = 0
+        self.total = 0  # every request since the start, never reset
 
     def reset(self) -> None:
         """A new count; the requests still in flight stay counted."""
@@ -161,6 +162,7 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
             body = json.loads(raw or b"{}")
             kind, name, text = decide(body)
             counts.requests += 1
+            counts.total += 1
             counts.calls += kind == "call"
             counts.answers += kind == "text" or name in ANSWER_TOOLS
             counts.in_flight += 1
