@@ -11,6 +11,7 @@
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
+#   make bench-web     the web app under load (Locust): benchmarks/web_results.json and docs/performance.md's web section (QUICK=1: a one-minute check; ARGS=--levels 200,500 ...)
 #   make architecture  redraw docs/architecture.svg from the import graph
 
 SHELL := /bin/bash
@@ -27,10 +28,10 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo example dist check test lint typecheck docs unit fuzz record bench architecture clean
+.PHONY: help demo example dist check test lint typecheck docs unit fuzz record bench bench-web architecture clean
 
 help:
-	@sed -n '3,14s/^#   //p' Makefile
+	@sed -n '3,15s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +102,14 @@ fuzz: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run
+
+# One and two instances on each store and pydantic-ai's AG-UI app, levels 200, 500 and 1,000
+# conversations, 30 s each (about 20 minutes); QUICK=1: 20 conversations, 8 s, the memory store and
+# the peer, printed only. ARGS adds options: `make bench-web ARGS="--levels 200,500 --stores memory"`.
+QUICK ?=
+bench-web: $(VENV)/.installed-bench
+	$(BIN)/python -m benchmarks.web_load $(if $(filter 1 yes true,$(QUICK)),--quick,) $(ARGS)
+
 # LiteLLM's requests for the wire scenarios and the quickstart, answered by tests/wire/emulator.py
 # on 127.0.0.1; the native engine's are checked against the emulator on every test run instead.
 record: $(VENV)/.installed-dev

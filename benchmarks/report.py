@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import report_cost, report_e2e, report_summary
+from . import report_cost, report_e2e, report_summary, report_web
 
 FLAT_LIMIT = 1.5  # ours at 1,000 steps against ours at 10
 RATIO_LIMIT = 0.2  # ours + DSPy's plumbing against dspy.ReActV2, per request at 100 steps
@@ -518,6 +518,9 @@ def page(results: dict[str, Any]) -> str:
     ]
     if "context" in results:
         parts.append(_CONTEXT.format(context=context_table(results)))
+    web = report_web.saved_section()  # `make bench-web`'s, kept when `make bench` rewrites the page
+    if web is not None:
+        parts.append(web)
     return "\n".join(parts)
 
 

@@ -1,0 +1,147 @@
+"""One web instance for the load benchmark, with a probe of its own event loop.
+
+    python -m benchmarks.web_server --kind dspy-imp --store memory --port 8001 --model http://127.0.0.1:9/v1
+
+``--kind dspy-imp`` serves ``dspy_imp.web.app(agent, store=...)``: a ``ReActV2`` agent
+(``message -> reply``, one tool) on ``dspy.LM`` pointed at the loopback model
+(``benchmarks.web_model``), the response cache off. ``--store`` is ``memory``, or a database URL
+for a ``DatabaseStore`` (``sqlite:///...``, ``postgresql://...``). ``--max-turns N`` is passed to
+the app only when it takes that option. ``--kind pydantic-ai`` serves pydantic-ai's AG-UI
+adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
+``OpenAIChatModel`` on the same model and the same tool.
+
+Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
+its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``), the process's RSS and CPU
+seconds; ``/bench/reset`` clears the lag samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from benchmarks.web_counts import percentile
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+MODEL = "gpt-4o-mini"
+KEY = "sk-bench"
+TICK = 0.01
+
+ASGI = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def look(where: str) -> str:
+    """Look somewhere."""
+    return f"nothing at {where}"
+
+
+class Probe:
+    """Overshoots of a 10 ms sleep on the loop, in ms, since the last reset."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(TICK)
+            self.samples.append((time.perf_counter() - start - TICK) * 1000)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.samples
+        return {
+            "samples": len(s),
+            **{f"p{int(q * 100)}": percentile(s, q) for q in (0.5, 0.95, 0.99)},
+            "max": max(s) if s else None,
+        }
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def with_probe(app: ASGI, probe: Probe) -> ASGI:
+    async def outer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/bench/"):
+            return await app(scope, receive, send)
+        if scope["path"] == "/bench/reset":
+            probe.samples = []
+        body = json.dumps({"lag_ms": probe.stats(), "rss": rss(), "cpu_s": time.process_time()}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return outer
+
+
+def ours(model: str, store: str, max_turns: int | None) -> ASGI:
+    import dspy
+
+    import dspy_imp
+    import dspy_imp.web
+
+    agent = dspy_imp.ReActV2("message -> reply", tools=[look])
+    agent.set_lm(dspy.LM(f"openai/{MODEL}", api_base=model, api_key=KEY, cache=False))
+    options: dict[str, Any] = {}
+    if store != "memory":
+        options["store"] = dspy_imp.web.DatabaseStore(store)
+    if max_turns is not None:
+        if "max_turns" not in inspect.signature(dspy_imp.web.app).parameters:
+            raise SystemExit("--max-turns: this dspy_imp.web.app takes no `max_turns` option")
+        options["max_turns"] = max_turns
+    return dspy_imp.web.app(agent, **options)
+
+
+def peer(model: str) -> ASGI:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    agent = Agent(OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=model, api_key=KEY)), tools=[look])
+
+    async def agui(request: Request) -> Response:
+        return await AGUIAdapter.dispatch_request(request, agent=agent)
+
+    return Starlette(routes=[Route("/ag-ui", agui, methods=["POST"])])
+
+
+async def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    app = peer(args.model) if args.kind == "pydantic-ai" else ours(args.model, args.store, args.max_turns)
+    probe = Probe()
+    task = asyncio.create_task(probe.run())
+    config = uvicorn.Config(
+        with_probe(app, probe), host="127.0.0.1", port=args.port, log_level="warning", backlog=4096, access_log=False
+    )
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        task.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kind", choices=["dspy-imp", "pydantic-ai"], default="dspy-imp")
+    parser.add_argument("--store", default="memory", help="memory, or a DatabaseStore URL")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
+    parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
+    asyncio.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
