@@ -1,0 +1,86 @@
+"""An MCP tool's result (``CallToolResult``) as the value a function tool would have returned.
+
+- Text blocks are text; images, audio and binary resources are media values (``dspy.Image``,
+  ``dspy.Audio``, ``dspy.File``), placed for the provider as any tool's media are
+  (``docs/media.md``); an embedded text resource is its text under its URI; a resource link is a
+  line naming it (never fetched).
+- One block is that value; several are a list of them (text joined when all are text).
+- ``structuredContent`` is the value when every block is text (the text is then its rendering, as
+  the specification asks of servers): the model reads it as JSON, a ``finish_on`` hook gets the data.
+- ``isError: true`` raises ``ServerToolError`` with the server's text: an error observation the
+  model reads, like a function tool's exception.
+- A medium larger than ``MAX_MEDIA_CHARS`` (base64) is left out, a line saying so in its place;
+  at most ``MAX_BLOCKS`` blocks are read. The program's ``max_result_chars`` cuts the text.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+import dspy
+import mcp_types as types
+
+MAX_MEDIA_CHARS = 20_000_000
+"""The largest image, audio or binary resource kept from a result, in base64 characters."""
+MAX_BLOCKS = 256
+"""The most content blocks read from one result."""
+
+_AUDIO_FORMATS = {"mpeg": "mp3", "x-wav": "wav", "wave": "wav"}
+
+
+class ServerToolError(Exception):
+    """An MCP server answered a call with ``isError: true``; the message is its text."""
+
+
+def result_value(result: types.CallToolResult) -> Any:
+    """What the call returned, as a function tool's value (or ``ServerToolError``)."""
+    blocks = list(result.content or ())
+    parts = [_part(block) for block in blocks[:MAX_BLOCKS]]
+    if len(blocks) > MAX_BLOCKS:
+        parts.append(f"[{len(blocks) - MAX_BLOCKS} more content blocks left out]")
+    texts = all(isinstance(part, str) for part in parts)
+    if result.is_error:
+        text = "\n".join(p if isinstance(p, str) else f"[{type(p).__name__}]" for p in parts)
+        raise ServerToolError(text.strip() or "the server reported an error and gave no text")
+    if result.structured_content is not None and texts:
+        return result.structured_content
+    if not parts:
+        return ""
+    if texts:
+        return "\n".join(parts) if len(parts) > 1 else parts[0]
+    return parts if len(parts) > 1 else parts[0]
+
+
+def _part(block: Any) -> Any:
+    if isinstance(block, types.TextContent):
+        return block.text
+    if isinstance(block, types.ImageContent):
+        return _medium(block.data, block.mime_type, "image", None)
+    if isinstance(block, types.AudioContent):
+        return _medium(block.data, block.mime_type, "audio", None)
+    if isinstance(block, types.EmbeddedResource):
+        contents = block.resource
+        if isinstance(contents, types.TextResourceContents):
+            return f"[resource {contents.uri}]\n{contents.text}"
+        return _medium(contents.blob, contents.mime_type or "application/octet-stream", "resource", contents.uri)
+    if isinstance(block, types.ResourceLink):
+        details = ", ".join(x for x in (block.mime_type, block.description) if x)
+        return f"[resource link: {block.name} {block.uri}{f' ({details})' if details else ''}]"
+    return f"[a {getattr(block, 'type', type(block).__name__)} block this client does not read]"
+
+
+def _medium(data: str, mime: str, what: str, uri: str | None) -> Any:
+    named = f" {uri}" if uri else ""
+    if len(data) > MAX_MEDIA_CHARS:
+        return f"[{what}{named} ({mime}) left out: {len(data)} base64 characters, over {MAX_MEDIA_CHARS}]"
+    major, _, minor = mime.partition("/")
+    try:
+        if major == "image":
+            return dspy.Image(f"data:{mime};base64,{data}")
+        if major == "audio":
+            return dspy.Audio(data=data, audio_format=_AUDIO_FORMATS.get(minor, minor or "wav"))
+        name = posixpath.basename(uri) if uri else None
+        return dspy.File(file_data=f"data:{mime};base64,{data}", filename=name or None)
+    except (ValueError, TypeError) as error:  # a medium DSPy refuses: its description stands in its place
+        return f"[{what}{named} ({mime}) unreadable: {' '.join(str(error).split())[:200]}]"
