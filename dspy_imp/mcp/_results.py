@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 import dspy
@@ -80,7 +79,6 @@ def _medium(data: str, mime: str, what: str, uri: str | None) -> Any:
             return dspy.Image(f"data:{mime};base64,{data}")
         if major == "audio":
             return dspy.Audio(data=data, audio_format=_AUDIO_FORMATS.get(minor, minor or "wav"))
-        name = posixpath.basename(uri) if uri else None
-        return dspy.File(file_data=f"data:{mime};base64,{data}", filename=name or None)
+        return dspy.File(file_data=f"data:{mime};base64,{data}")  # no filename: chat routes cannot carry one
     except (ValueError, TypeError) as error:  # a medium DSPy refuses: its description stands in its place
         return f"[{what}{named} ({mime}) unreadable: {' '.join(str(error).split())[:200]}]"
