@@ -20,7 +20,9 @@ import dspy_imp
 from dspy_imp import mcp
 from dspy_imp.testing import ScriptedLM, call, reply
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 def answer(text: str) -> Any:
@@ -403,7 +405,7 @@ def test_bad_transport_arguments_name_the_field() -> None:
         mcp.stdio("server", env={"A": 1})
     with pytest.raises(dspy_imp.ConfigurationError, match="`url`"):
         mcp.http("localhost:8000/mcp")
-    with pytest.raises(dspy_imp.ConfigurationError, match="mcp.memory takes"):
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"mcp\.memory takes"):
         mcp.memory(object())  # type: ignore[arg-type]
 
 
