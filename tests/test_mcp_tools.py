@@ -76,7 +76,7 @@ def test_a_servers_tools_are_offered_with_their_schema_and_called(run: Any, mode
     assert set(offered) == {"add", "shout"}
     assert offered["add"]["description"] == "Add two numbers."
     assert offered["add"]["parameters"]["required"] == ["a", "b"]
-    assert tool_message(lm)["content"] == '{"result": 5}'  # the structured content, as JSON
+    assert tool_message(lm)["content"] == "5"  # the structured content, unwrapped
     server.close()
 
 
@@ -96,7 +96,7 @@ def test_function_tools_and_a_server_side_by_side(run: Any) -> None:
         run(agent, question="q")
     assert lm.requests[0].tool_names == ["lookup", "add", "shout"]  # the program's own first
     results = [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"]
-    assert results == ["value of k", '{"result": "HI"}']
+    assert results == ["value of k", "HI"]
     assert agent.tools.keys() == {"lookup"}  # a server's tools are the turn's, not the program's
     server.close()
 
@@ -109,7 +109,7 @@ def test_prefix_include_and_exclude(run: Any) -> None:
     with dspy.context(lm=lm):
         pred = run(agent, question="1+1?")
     assert lm.requests[0].tool_names == ["one_add", "two_shout"]
-    assert tool_message(lm)["content"] == '{"result": 2}'  # sent to the server as `add`
+    assert tool_message(lm)["content"] == "2"  # sent to the server as `add`
     assert pred.answer == "2"
     one.close()
     two.close()
@@ -207,7 +207,7 @@ def test_a_changed_tool_list_reaches_the_next_turn_not_this_one(run: Any, mode: 
     with dspy.context(lm=lm):
         run(agent, question="q")
     assert "extra" in lm.requests[0].tool_names
-    assert tool_message(lm)["content"] == '{"result": "extra ran"}' or "extra ran" in tool_message(lm)["content"]
+    assert tool_message(lm)["content"] == "extra ran"
     server.close()
 
 
@@ -305,6 +305,10 @@ def test_binary_resources_audio_and_oversized_media() -> None:
     assert value[2].startswith("[image (image/png) left out:")
     structured = types.CallToolResult(content=[types.TextContent(text='{"a": 1}')], structured_content={"a": 1})
     assert result_value(structured) == {"a": 1}
+    wrapped = types.CallToolResult(content=[types.TextContent(text="7")], structured_content={"result": 7})
+    schema = {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+    assert result_value(wrapped, schema) == 7
+    assert result_value(wrapped) == {"result": 7}  # no schema saying it is wrapped: kept as sent
     assert result_value(types.CallToolResult(content=[])) == ""
     two = types.CallToolResult(content=[types.TextContent(text="a"), types.TextContent(text="b")])
     assert result_value(two) == "a\nb"
@@ -320,7 +324,7 @@ def test_an_approval_per_mcp_tool_pauses_the_turn(run: Any) -> None:
         assert [c["name"] for c in paused.metadata.pending_calls] == ["add"]
         done = run(agent, history=paused.metadata.history, approvals={"c1": True})
     assert done.answer == "2"
-    assert tool_message(lm)["content"] == '{"result": 2}'
+    assert tool_message(lm)["content"] == "2"
     server.close()
 
 

@@ -7,6 +7,8 @@
 - One block is that value; several are a list of them (text joined when all are text).
 - ``structuredContent`` is the value when every block is text (the text is then its rendering, as
   the specification asks of servers): the model reads it as JSON, a ``finish_on`` hook gets the data.
+  A value the server wrapped as ``{"result": value}`` because its output schema says exactly that
+  (what the ``mcp`` SDK does for a tool returning a number or a string) is the value itself.
 - ``isError: true`` raises ``ServerToolError`` with the server's text: an error observation the
   model reads, like a function tool's exception.
 - A medium larger than ``MAX_MEDIA_CHARS`` (base64) is left out, a line saying so in its place;
@@ -32,8 +34,9 @@ class ServerToolError(Exception):
     """An MCP server answered a call with ``isError: true``; the message is its text."""
 
 
-def result_value(result: types.CallToolResult) -> Any:
-    """What the call returned, as a function tool's value (or ``ServerToolError``)."""
+def result_value(result: types.CallToolResult, output_schema: Any = None) -> Any:
+    """What the call returned, as a function tool's value (or ``ServerToolError``); ``output_schema``
+    is the tool's, as listed."""
     blocks = list(result.content or ())
     parts = [_part(block) for block in blocks[:MAX_BLOCKS]]
     if len(blocks) > MAX_BLOCKS:
@@ -43,12 +46,23 @@ def result_value(result: types.CallToolResult) -> Any:
         text = "\n".join(p if isinstance(p, str) else f"[{type(p).__name__}]" for p in parts)
         raise ServerToolError(text.strip() or "the server reported an error and gave no text")
     if result.structured_content is not None and texts:
-        return result.structured_content
+        return _unwrapped(result.structured_content, output_schema)
     if not parts:
         return ""
     if texts:
         return "\n".join(parts) if len(parts) > 1 else parts[0]
     return parts if len(parts) > 1 else parts[0]
+
+
+def _unwrapped(structured: Any, schema: Any) -> Any:
+    wrapped = (
+        isinstance(schema, dict)
+        and set(schema.get("properties") or ()) == {"result"}
+        and schema.get("required") == ["result"]
+        and isinstance(structured, dict)
+        and set(structured) == {"result"}
+    )
+    return structured["result"] if wrapped else structured
 
 
 def _part(block: Any) -> Any:

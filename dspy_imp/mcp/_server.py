@@ -203,10 +203,10 @@ class Server(Toolset):
                 break
         return remotes
 
-    async def _call(self, remote_name: str, arguments: dict[str, Any]) -> Any:
+    async def _call(self, tool: types.Tool, arguments: dict[str, Any]) -> Any:
         """A tool's call, from the caller's loop: sent on the layer's loop, its result read here."""
-        result = await _loop.arun(self._send(remote_name, arguments))
-        return result_value(result)
+        result = await _loop.arun(self._send(tool.name, arguments))
+        return result_value(result, tool.output_schema)
 
     async def _send(self, remote_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         client = await self._client()

@@ -70,18 +70,16 @@ class McpTool(dspy.Tool):
         remote: types.Tool,
         schema: dict[str, Any],
         validator: Any,
-        call: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
         label: str,
     ):
-        remote_name = remote.name
-
         async def run(**arguments: Any) -> Any:
-            return await call(remote_name, arguments)
+            return await call(remote, arguments)
 
         description = (remote.description or remote.title or "").strip()[:MAX_DESCRIPTION_CHARS]
         properties = schema.get("properties") or {}
         super().__init__(run, name=name, desc=description, args=dict(properties), arg_types={})
-        self.remote_name = remote_name
+        self.remote_name = remote.name
         self.server_label = label
         self.parameters_schema = schema
         self.parameters_validator = validator
@@ -123,7 +121,7 @@ def build(
     remotes: list[types.Tool],
     prefix: str | None,
     keep: Callable[[str], bool],
-    call: Callable[[str, dict[str, Any]], Awaitable[Any]],
+    call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
     label: str,
 ) -> dict[str, McpTool]:
     """A listing's tools by the name the model calls them (see the module)."""

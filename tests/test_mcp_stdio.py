@@ -1,0 +1,167 @@
+"""MCP servers over stdio, real child processes: ``mcp-server-time`` from PyPI and ``mcp_test_server.py``.
+
+Both drivers (the ``run`` fixture). No test waits on the machine's speed: a hang is bounded by
+``tool_timeouts`` (a bound, never an assertion), and what the server saw is read from its marks
+file, polled under a generous guard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+import dspy_imp
+from dspy_imp import mcp
+from dspy_imp.testing import ScriptedLM, call, reply
+
+HERE = Path(__file__).parent
+GUARD = 60.0  # a hang guard, never a measure
+
+
+def answer(text: str) -> Any:
+    return reply(f"[[ ## answer ## ]]\n{text}\n\n[[ ## completed ## ]]")
+
+
+def children() -> set[int]:
+    """This process's child processes now."""
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        text = (task / "children").read_text()
+        found.update(int(pid) for pid in text.split())
+    return found
+
+
+def test_server(marks: Path, **options: Any) -> mcp.Server:
+    return mcp.stdio(
+        sys.executable, [str(HERE / "mcp_test_server.py")], env={"MCP_TEST_MARKS": str(marks)}, name="test", **options
+    )
+
+
+test_server.__test__ = False  # type: ignore[attr-defined]
+
+
+def results(pred: Any) -> list[dict[str, Any]]:
+    return [r for e in pred.metadata.history.messages for r in e.get("tool_call_results") or ()]
+
+
+def test_mcp_server_time_from_pypi_through_a_turn(run: Any) -> None:
+    time_server = mcp.stdio(sys.executable, ["-m", "mcp_server_time", "--local-timezone=UTC"], name="time")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[time_server])
+    lm = ScriptedLM(
+        [reply("converting", calls=[call("convert_time", {"source_timezone": "UTC", "time": "12:00",
+                                                          "target_timezone": "Asia/Tokyo"}, id="c1")]),
+         answer("21:00")]
+    )  # fmt: skip
+    before = children()
+    with dspy.context(lm=lm):
+        pred = run(agent, question="noon UTC in Tokyo?")
+    assert set(lm.requests[0].tool_names) == {"get_current_time", "convert_time"}
+    converted = results(pred)[0]["result"]
+    assert converted["target"]["timezone"] == "Asia/Tokyo" and converted["target"]["datetime"].endswith(
+        "21:00:00+09:00"
+    )
+    assert len(children() - before) == 1  # the server's process, kept for the next turn
+    time_server.close()
+    assert children() - before == set()
+
+
+def test_a_server_killed_mid_call_is_an_error_observation_and_the_next_call_restarts_it(
+    run: Any, tmp_path: Path
+) -> None:
+    server = test_server(tmp_path / "marks")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM(
+        [
+            reply("pid", calls=[call("pid", {}, id="c1")]),
+            reply("die", calls=[call("die", {}, id="c2")]),
+            reply("pid again", calls=[call("pid", {}, id="c3")]),
+            answer("done"),
+        ]
+    )
+    before = children()
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    first, died, second = results(pred)
+    assert died["error"] is True and "closed its session during the call" in died["result"]
+    assert first["error"] is False and second["error"] is False
+    assert first["result"] != second["result"]  # another process
+    assert server.sessions_opened == 2
+    server.close()
+    assert children() - before == set()
+
+
+def read_marks(path: Path, expected: int) -> list[str]:
+    """The server's marks once it has written ``expected`` lines (polled under a hang guard)."""
+    end = time.monotonic() + GUARD
+    while time.monotonic() < end:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= expected:
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"the server wrote {path.read_text() if path.exists() else 'nothing'!r}")
+
+
+def test_a_hanging_call_is_bounded_by_tool_timeouts_and_cancelled_on_the_wire(run: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    server = test_server(marks)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=0.5)
+    lm = ScriptedLM(
+        [
+            reply("hang", calls=[call("hang", {"tag": "first"}, id="c1")]),
+            reply("echo", calls=[call("echo", {"text": "still here"}, id="c2")]),
+            answer("done"),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    hung, echoed = results(pred)
+    assert hung["error"] is True and "timed out after 0.5 s" in hung["result"]
+    # The handler was cancelled while the process lived on: only `notifications/cancelled` does that.
+    assert read_marks(marks, 1) == ["cancelled first"]
+    assert echoed["result"] == "still here"
+    assert server.sessions_opened == 1
+    server.close()
+
+
+def test_the_server_timeout_bounds_its_own_tools(run: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    server = test_server(marks, timeout=0.5)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM([reply("hang", calls=[call("hang", {"tag": "own"}, id="c1")]), answer("done")])
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    assert "timed out after 0.5 s" in results(pred)[0]["result"]
+    assert read_marks(marks, 1) == ["cancelled own"]
+    server.close()
+
+
+def test_evaluate_with_eight_threads_and_two_servers_leaves_no_child(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "mcp_evaluate_program.py"), str(tmp_path / "marks")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["score"] == 100.0
+    assert report["sessions"] == [1, 1]  # one session per server for all eight threads
+    assert len(report["children"]) == 2
+    for pid in report["children"]:  # closed at the program's exit, none left running
+        assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_server_closed_by_with_leaves_no_child(tmp_path: Path) -> None:
+    before = children()
+    with test_server(tmp_path / "marks") as server:
+        assert [t.name for t in server.list_tools()] == ["echo", "pid", "die", "hang"]
+        assert len(children() - before) == 1
+    assert children() - before == set()
