@@ -1,8 +1,8 @@
 """A stdio MCP server for the tests (``python tests/mcp_test_server.py``), on the ``mcp`` SDK.
 
 Tools: ``echo``, ``pid`` (this process's id), ``die`` (the process exits mid-call), ``hang``
-(waits until cancelled; a cancellation reaching the handler is written to the file named by
-``MCP_TEST_MARKS``, one line per call, so a test sees the client's ``notifications/cancelled``).
+(waits until cancelled; its start, then a cancellation reaching the handler, are written to the
+file named by ``MCP_TEST_MARKS``, so a test sees the client's ``notifications/cancelled``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def die() -> str:
 @server.tool()
 async def hang(tag: str) -> str:
     """Wait until cancelled."""
+    with open(os.environ["MCP_TEST_MARKS"], "a", encoding="utf-8") as marks:
+        marks.write(f"started {tag}\n")
     try:
         await anyio.sleep_forever()
     except anyio.get_cancelled_exc_class():

@@ -7,6 +7,7 @@ file, polled under a generous guard.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+import pytest
 
 import dspy_imp
 from dspy_imp import mcp
@@ -124,7 +126,7 @@ def test_a_hanging_call_is_bounded_by_tool_timeouts_and_cancelled_on_the_wire(ru
     hung, echoed = results(pred)
     assert hung["error"] is True and "timed out after 0.5 s" in hung["result"]
     # The handler was cancelled while the process lived on: only `notifications/cancelled` does that.
-    assert read_marks(marks, 1) == ["cancelled first"]
+    assert read_marks(marks, 2) == ["started first", "cancelled first"]
     assert echoed["result"] == "still here"
     assert server.sessions_opened == 1
     server.close()
@@ -138,7 +140,28 @@ def test_the_server_timeout_bounds_its_own_tools(run: Any, tmp_path: Path) -> No
     with dspy.context(lm=lm):
         pred = run(agent, question="q")
     assert "timed out after 0.5 s" in results(pred)[0]["result"]
-    assert read_marks(marks, 1) == ["cancelled own"]
+    assert read_marks(marks, 2) == ["started own", "cancelled own"]
+    server.close()
+
+
+def test_stop_cancels_the_request_on_the_wire(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    server = test_server(marks)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM([reply("hang", calls=[call("hang", {"tag": "stopped"}, id="c1")]), answer("never")])
+
+    async def main() -> None:
+        with dspy.context(lm=lm):
+            turn = asyncio.create_task(agent.acall(question="q"))
+            end = time.monotonic() + GUARD
+            while not marks.exists() and time.monotonic() < end:  # until the server runs the call
+                await asyncio.sleep(0.05)
+            turn.cancel()  # what Stop does to an async turn
+            with pytest.raises(asyncio.CancelledError):
+                await turn
+
+    asyncio.run(main())
+    assert read_marks(marks, 2) == ["started stopped", "cancelled stopped"]
     server.close()
 
 
