@@ -99,6 +99,9 @@ class Server(Toolset):
         if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
             raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
         self.mode = mode
+        self.connects_to: Any = None
+        """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
+        in-process server object (set by ``stdio``, ``http``, ``memory``)."""
         self.sessions_opened = 0
         """How many sessions it has opened (a restarted server counts again)."""
         self._session: _Session | None = None

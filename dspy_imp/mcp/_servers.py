@@ -63,10 +63,12 @@ def stdio(
     def target() -> Any:
         return stdio_client(parameters, errlog=stderr_sink())
 
-    return Server(
+    server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode,
     )  # fmt: skip
+    server.connects_to = parameters
+    return server
 
 
 def http(
@@ -97,10 +99,12 @@ def http(
         ):
             yield streams
 
-    return Server(
+    remote = Server(
         name or url, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode,
     )  # fmt: skip
+    remote.connects_to = url
+    return remote
 
 
 def memory(
@@ -121,10 +125,12 @@ def memory(
     if not isinstance(server, MCPServer | LowLevelServer):
         raise ConfigurationError(f"mcp.memory takes an mcp SDK server (MCPServer or Server), got {server!r}")
     default = getattr(server, "name", None) or "memory"
-    return Server(
+    served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode,
     )  # fmt: skip
+    served.connects_to = server
+    return served
 
 
 def _check_text(value: Any, where: str) -> str:
