@@ -418,3 +418,64 @@ def test_a_server_that_cannot_start_fails_the_call_naming_it(tmp_path: Any) -> N
     agent = dspy_imp.ReActV2("question -> answer", tools=[server])
     with dspy.context(lm=ScriptedLM([answer("x")])), pytest.raises(mcp.ServerUnavailable, match="'missing'"):
         agent(question="q")
+
+
+def test_a_sync_call_inside_a_running_loop_as_in_a_notebook() -> None:
+    import asyncio
+
+    server = mcp.memory(calculator())
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+
+    async def cell() -> Any:  # a notebook cell runs `agent(...)` on the kernel's running loop
+        with dspy.context(lm=ScriptedLM(calling("add", {"a": 4, "b": 4}, then="8"))):
+            return agent(question="4+4?")
+
+    assert asyncio.run(cell()).answer == "8"
+    server.close()
+
+
+def test_a_sub_agent_with_its_own_server(run: Any) -> None:
+    server = mcp.memory(calculator())
+    adder = dspy_imp.ReActV2("question -> answer", tools=[server])
+    boss = dspy_imp.ReActV2("question -> answer", tools=[adder.as_tool(name="adder")])
+    lm = ScriptedLM(
+        [
+            reply("ask", calls=[call("adder", {"question": "1+2?"}, id="b1")]),
+            reply("add", calls=[call("add", {"a": 1, "b": 2}, id="a1")]),  # the sub-agent's turn
+            answer("3"),
+            answer("it is 3"),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(boss, question="1+2?")
+    assert pred.answer == "it is 3"
+    assert lm.requests[0].tool_names == ["adder"]
+    assert lm.requests[1].tool_names == ["add", "shout"]
+    assert tool_message(lm, 2)["content"] == "3"
+    server.close()
+
+
+def test_per_call_limits_may_name_a_servers_tool_and_parallel_calls_run(run: Any) -> None:
+    server = mcp.memory(calculator())
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], parallel_tools=True)
+    script = [
+        reply("both", calls=[call("add", {"a": 1, "b": 1}, id="c1"), call("shout", {"text": "x"}, id="c2")]),
+        answer("ok"),
+    ]
+    lm = ScriptedLM(script)
+    with dspy.context(lm=lm):
+        run(agent, question="q", tool_timeouts={"add": 30, "*": 30}, max_result_chars={"shout": 100})
+    assert [m["content"] for m in lm.requests[1].messages if m["role"] == "tool"] == ["2", "X"]
+    with pytest.raises(dspy_imp.ConfigurationError, match="`tool_timeouts` names a tool the program does not hold"):
+        dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts={"add": 5})  # known only per turn
+    server.close()
+
+
+def test_a_deep_copy_of_the_program_shares_the_server() -> None:
+    import copy
+
+    server = mcp.memory(calculator())
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    twin = copy.deepcopy(agent)
+    assert twin.toolsets[0] is server
+    assert agent.deepcopy().toolsets[0] is server
