@@ -13,9 +13,10 @@ from dspy_imp._drivers.child import current as current_child
 from dspy_imp._drivers.driver import Effects, adrive, drive
 from dspy_imp._drivers.interrupts import attach_history, host_hook, tool_failure
 from dspy_imp._drivers.requests import Extractor
-from dspy_imp._program import continuity, parts, toolsets
+from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
+from dspy_imp._program import toolsets as sets
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.guidance import check_demos, program_guidance
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
@@ -102,6 +103,10 @@ class ReActV2(dspy.Module):
         ```
     """
 
+    toolsets: tuple[sets.Toolset, ...] = ()
+    """The MCP servers (toolsets) given in ``tools=``; their tools are listed at each turn's start. A
+    class default too, so a program pickled before toolsets existed loads with none."""
+
     Extractor = Extractor
     """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
     ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
@@ -145,7 +150,7 @@ class ReActV2(dspy.Module):
         opts.check_signature(self.signature)
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
         install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
-        tools, self.toolsets = toolsets.split(tools)
+        tools, self.toolsets = sets.split(tools)
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
@@ -234,7 +239,7 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
-        listing = toolsets.listed(self.toolsets, self.own_tools, self._submits(kwargs)) if self.toolsets else None
+        listing = sets.listed(self.toolsets, self.own_tools, self._submits(kwargs)) if self.toolsets else None
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
@@ -248,7 +253,7 @@ class ReActV2(dspy.Module):
         child = current_child(self)
         listing = None
         if self.toolsets:
-            listing = await toolsets.alisted(self.toolsets, self.own_tools, self._submits(kwargs))
+            listing = await sets.alisted(self.toolsets, self.own_tools, self._submits(kwargs))
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
@@ -287,10 +292,10 @@ class ReActV2(dspy.Module):
         return opts.has_submit(self.signature, finish)
 
     def _turn(
-        self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: toolsets.Listing | None = None
+        self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None
     ) -> Turn:
         own = self.own_tools if listing is None else {**self.own_tools, **listing.tools}
-        options = self.options if listing is None else toolsets.with_listing(self.options, listing)
+        options = self.options if listing is None else sets.with_listing(self.options, listing)
         plan = opts.plan_call(options, self.signature, own, kwargs)
         entries = coerce_history(plan.history)
         edited = continuity.edited(entries)  # before a paused step is taken off to be answered
