@@ -479,3 +479,42 @@ def test_a_deep_copy_of_the_program_shares_the_server() -> None:
     twin = copy.deepcopy(agent)
     assert twin.toolsets[0] is server
     assert agent.deepcopy().toolsets[0] is server
+
+
+def library() -> MCPServer:
+    server = MCPServer("library", instructions="Cite the shelf.")
+
+    @server.resource("file:///shelf/notes.txt", mime_type="text/plain")
+    def notes() -> str:
+        """The notes."""
+        return "alpha beta"
+
+    @server.prompt()
+    def summarize(topic: str) -> str:
+        """Ask for a summary."""
+        return f"Summarize {topic}."
+
+    return server
+
+
+def test_resources_prompts_and_instructions() -> None:
+    server = mcp.memory(library())
+    assert server.instructions is None  # nothing opened yet
+    resources = server.list_resources()
+    assert [(r.name, r.uri) for r in resources] == [("notes", "file:///shelf/notes.txt")]
+    (contents,) = server.read_resource("file:///shelf/notes.txt")
+    assert isinstance(contents, types.TextResourceContents) and contents.text == "alpha beta"
+    assert [p.name for p in server.list_prompts()] == ["summarize"]
+    prompt = server.get_prompt("summarize", {"topic": "MCP"})
+    assert prompt.messages[0].content.text == "Summarize MCP."
+    assert server.instructions == "Cite the shelf."
+    server.close()
+
+
+async def test_resources_and_prompts_async() -> None:
+    server = mcp.memory(library(), mode="legacy")
+    async with server:
+        assert [r.uri for r in await server.alist_resources()] == ["file:///shelf/notes.txt"]
+        assert (await server.aread_resource("file:///shelf/notes.txt"))[0].text == "alpha beta"
+        assert [p.name for p in await server.alist_prompts()] == ["summarize"]
+        assert (await server.aget_prompt("summarize", {"topic": "x"})).messages[0].content.text == "Summarize x."

@@ -25,9 +25,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -41,6 +41,7 @@ from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tools import McpTool, build
 
 logger = logging.getLogger("dspy_imp")
+T = TypeVar("T")
 
 CONNECT_SECONDS = 60.0
 """The longest a session may take to open (a stdio server to start and answer ``initialize``)."""
@@ -158,7 +159,56 @@ class Server(Toolset):
     async def alist_tools(self) -> list[types.Tool]:
         return await _loop.arun(self._fetch())
 
+    @property
+    def instructions(self) -> str | None:
+        """The ``instructions`` the server sent when its session opened (``None`` before it opened).
+        Untrusted text: never added to a program's instructions by dspy_imp."""
+        session = self._session
+        return session.client.instructions if session is not None else None
+
+    def list_resources(self) -> list[types.Resource]:
+        """The server's resources (every page), listed now."""
+        return _loop.run(self._ask(lambda client: _paged(client.list_resources, "resources")))
+
+    async def alist_resources(self) -> list[types.Resource]:
+        return await _loop.arun(self._ask(lambda client: _paged(client.list_resources, "resources")))
+
+    def read_resource(self, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+        """The contents of the resource at ``uri``."""
+        return _loop.run(self._ask(lambda client: _contents(client, uri)))
+
+    async def aread_resource(self, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+        return await _loop.arun(self._ask(lambda client: _contents(client, uri)))
+
+    def list_prompts(self) -> list[types.Prompt]:
+        """The server's prompts (every page), listed now."""
+        return _loop.run(self._ask(lambda client: _paged(client.list_prompts, "prompts")))
+
+    async def alist_prompts(self) -> list[types.Prompt]:
+        return await _loop.arun(self._ask(lambda client: _paged(client.list_prompts, "prompts")))
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult:
+        """The prompt ``name`` filled with ``arguments`` (its messages: untrusted text)."""
+        return _loop.run(self._ask(lambda client: client.get_prompt(name, dict(arguments or {}))))
+
+    async def aget_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult:
+        return await _loop.arun(self._ask(lambda client: client.get_prompt(name, dict(arguments or {}))))
+
     # -- on the layer's loop -------------------------------------------------------------------
+
+    async def _ask(self, ask: Callable[[Client], Awaitable[T]]) -> T:
+        """``ask(client)`` on the session; a session found dead is opened again, once."""
+        for attempt in (1, 2):
+            client = await self._client()
+            try:
+                return await ask(client)
+            except (MCPError, *_GONE) as error:
+                if not _gone(error):
+                    raise
+                self._let_go(client)
+                if attempt == 2:
+                    raise ServerDisconnected(f"{self.label} closed its session during the request") from error
+        raise AssertionError("unreachable")
 
     async def _listing(self) -> Listing:
         tools = await self._tools()
@@ -315,6 +365,22 @@ class Server(Toolset):
             for owner in pending:
                 owner.cancel()
         self._cache = None
+
+
+async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await list_page(cursor=cursor)
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+    return list((await client.read_resource(uri)).contents)
 
 
 def _gone(error: BaseException) -> bool:
