@@ -1,6 +1,7 @@
 """A stdio MCP server for the tests (``python tests/mcp_test_server.py``), on the ``mcp`` SDK.
 
-Tools: ``echo``, ``pid`` (this process's id), ``die`` (the process exits mid-call), ``hang``
+Tools: ``echo``, ``pid`` (this process's id), ``die`` (the process exits mid-call), ``garbage``
+(a line that is not JSON-RPC on stdout, then a flood of log notifications, then an answer), ``hang``
 (waits until cancelled; its start, then a cancellation reaching the handler, are written to the
 file named by ``MCP_TEST_MARKS``, so a test sees the client's ``notifications/cancelled``).
 """
@@ -8,9 +9,10 @@ file named by ``MCP_TEST_MARKS``, so a test sees the client's ``notifications/ca
 from __future__ import annotations
 
 import os
+import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("test-server")
 
@@ -31,6 +33,16 @@ def pid() -> int:
 def die() -> str:
     """End this server's process in the middle of the call."""
     os._exit(3)
+
+
+@server.tool()
+async def garbage(ctx: Context) -> str:
+    """Write a line that is not JSON-RPC to stdout and flood the client with log messages, then answer."""
+    sys.stdout.write("this is not JSON-RPC\n")
+    sys.stdout.flush()
+    for index in range(2000):
+        await ctx.info(f"flood {index}")
+    return "survived"
 
 
 @server.tool()

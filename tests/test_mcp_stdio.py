@@ -144,6 +144,23 @@ def test_the_server_timeout_bounds_its_own_tools(run: Any, tmp_path: Path) -> No
     server.close()
 
 
+def test_a_line_that_is_not_json_rpc_and_a_flood_of_notifications_end_nothing(run: Any, tmp_path: Path) -> None:
+    server = test_server(tmp_path / "marks", mode="legacy")  # a 2025 session: the server's logs reach us
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM(
+        [
+            reply("garbage", calls=[call("garbage", {}, id="c1")]),
+            reply("echo", calls=[call("echo", {"text": "after"}, id="c2")]),
+            answer("done"),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    assert [r["result"] for r in results(pred)] == ["survived", "after"]
+    assert server.sessions_opened == 1
+    server.close()
+
+
 def test_stop_cancels_the_request_on_the_wire(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     server = test_server(marks)
@@ -185,6 +202,6 @@ def test_evaluate_with_eight_threads_and_two_servers_leaves_no_child(tmp_path: P
 def test_a_server_closed_by_with_leaves_no_child(tmp_path: Path) -> None:
     before = children()
     with test_server(tmp_path / "marks") as server:
-        assert [t.name for t in server.list_tools()] == ["echo", "pid", "die", "hang"]
+        assert [t.name for t in server.list_tools()] == ["echo", "pid", "die", "garbage", "hang"]
         assert len(children() - before) == 1
     assert children() - before == set()
