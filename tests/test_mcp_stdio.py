@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,6 +98,23 @@ def test_a_server_killed_mid_call_is_an_error_observation_and_the_next_call_rest
     assert server.sessions_opened == 2
     server.close()
     assert children() - before == set()
+
+
+def test_a_server_that_died_between_turns_is_started_again_for_the_next_call(run: Any, tmp_path: Path) -> None:
+    server = test_server(tmp_path / "marks")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    with dspy.context(lm=ScriptedLM([reply("pid", calls=[call("pid", {}, id="c1")]), answer("x")])):
+        first = results(run(agent, question="q"))[0]["result"]
+    os.kill(first, signal.SIGKILL)  # killed while idle, between turns
+    end = time.monotonic() + GUARD
+    while server.connected and time.monotonic() < end:  # until its stream's end is read
+        time.sleep(0.05)
+    assert not server.connected
+    with dspy.context(lm=ScriptedLM([reply("pid", calls=[call("pid", {}, id="c2")]), answer("x")])):
+        second = results(run(agent, question="q"))[0]
+    assert second["error"] is False and second["result"] != first
+    assert server.sessions_opened == 2
+    server.close()
 
 
 def read_marks(path: Path, expected: int) -> list[str]:

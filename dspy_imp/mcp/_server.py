@@ -15,7 +15,8 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
   (``ServerToolError``); a protocol error is the call's exception, an error observation too.
 - **A session that dies** (a stdio server's process ended, a connection closed): the call it died
   in fails (``ServerDisconnected``, an error observation); the session is let go, and the next use
-  opens a new one (a stdio server is started again).
+  opens a new one (a stdio server is started again). The stream from the server is watched
+  (``_Watched``), so a server that died while idle is replaced before the next request is sent.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.server import Server as LowLevelServer
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from dspy_imp._program.toolsets import Listing, Toolset
@@ -69,6 +73,56 @@ class _Session:
     client: Client
     closing: asyncio.Event
     owner: asyncio.Task[None]
+    ended: asyncio.Event
+    """Set when the transport's stream from the server ends (a stdio server's process exited)."""
+
+    def alive(self) -> bool:
+        return not self.owner.done() and not self.ended.is_set()
+
+
+class _Watched:
+    """A transport's stream from the server, read through: its end sets ``ended``, so a session whose
+    server died while idle is replaced before the next request rather than failing it."""
+
+    def __init__(self, stream: Any, ended: asyncio.Event):
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like, as the stream has them
+        return getattr(self._stream, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        self._ended.set()
+        return await self._stream.__aexit__(*exc)
+
+
+@asynccontextmanager
+async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
+    async with transport as (read, write):
+        yield _Watched(read, ended), write
 
 
 class Server(Toolset):
@@ -158,6 +212,13 @@ class Server(Toolset):
 
     async def alist_tools(self) -> list[types.Tool]:
         return await _loop.arun(self._fetch())
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open now (``False`` before first use, after ``close``, or once its
+        server died: the next use opens another)."""
+        session = self._session
+        return session is not None and session.alive()
 
     @property
     def instructions(self) -> str | None:
@@ -275,14 +336,16 @@ class Server(Toolset):
 
     async def _client(self) -> Client:
         session = self._session
-        if session is not None and not session.owner.done():
+        if session is not None and session.alive():
             return session.client
         if self._opening is None:
             self._opening = asyncio.Lock()
         async with self._opening:
             session = self._session
-            if session is not None and not session.owner.done():
+            if session is not None and session.alive():
                 return session.client
+            if session is not None:  # its server died while idle: let it go, open another
+                self._let_go(session.client)
             self._session = await self._connect()
             self._cache = None  # a new session: its tools are listed again
             self.sessions_opened += 1
@@ -291,8 +354,8 @@ class Server(Toolset):
 
     async def _connect(self) -> _Session:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        closing = asyncio.Event()
-        owner = asyncio.create_task(self._own(ready, closing), name=f"dspy_imp.mcp {self.name}")
+        closing, ended = asyncio.Event(), asyncio.Event()
+        owner = asyncio.create_task(self._own(ready, closing, ended), name=f"dspy_imp.mcp {self.name}")
         try:
             client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except BaseException as error:
@@ -304,12 +367,15 @@ class Server(Toolset):
             if isinstance(error, TimeoutError):
                 raise ServerUnavailable(f"{self.label} did not open within {self.connect_timeout:g} s") from None
             raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
-        return _Session(client, closing, owner)
+        return _Session(client, closing, owner, ended)
 
-    async def _own(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
+    async def _own(self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event) -> None:
         """The session's owner: enters the SDK's context managers, holds them until ``closing``."""
         try:
-            client = Client(self._target(), mode=self.mode, message_handler=self._on_message, cache=None)
+            target = self._target()
+            if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
+                target = _watched(target, ended)
+            client = Client(target, mode=self.mode, message_handler=self._on_message, cache=None)
             async with client, anyio.create_task_group() as group:
                 capabilities = client.server_capabilities.tools
                 if capabilities is not None and capabilities.list_changed:
