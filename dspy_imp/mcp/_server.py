@@ -154,6 +154,8 @@ class Server(Toolset):
         if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
             raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
         self.mode = mode
+        self.network_transport: str | None = None
+        """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
         self.connects_to: Any = None
         """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
         in-process server object (set by ``stdio``, ``http``, ``memory``)."""
@@ -282,10 +284,18 @@ class Server(Toolset):
             return self._cache
         changes = self._changes
         remotes = await self._fetch()
-        tools = build(remotes, self.prefix, self._keeps, self._call, self.label)
+        tools = build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced)
         if changes == self._changes:  # no change announced meanwhile: the next turn may reuse it
             self._cache = tools
         return tools
+
+    def _traced(self) -> dict[str, Any]:
+        """Its calls' span attributes now (read from the caller's thread: plain attribute reads)."""
+        session = self._session
+        version = session.client.session.protocol_version if session is not None else None
+        found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
+                 "mcp.protocol.version": version}  # fmt: skip
+        return {key: value for key, value in found.items() if value is not None}
 
     def _keeps(self, name: str) -> bool:
         return (self.include is None or name in self.include) and name not in self.exclude

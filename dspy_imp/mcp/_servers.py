@@ -67,7 +67,7 @@ def stdio(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode,
     )  # fmt: skip
-    server.connects_to = parameters
+    server.connects_to, server.network_transport = parameters, "pipe"
     return server
 
 
@@ -103,7 +103,7 @@ def http(
         name or url, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode,
     )  # fmt: skip
-    remote.connects_to = url
+    remote.connects_to, remote.network_transport = url, "tcp"
     return remote
 
 

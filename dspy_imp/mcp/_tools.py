@@ -63,6 +63,8 @@ class McpTool(dspy.Tool):
     parameters_validator: Any = pydantic.Field(default=None, exclude=True)
     remote: Any = pydantic.Field(default=None, exclude=True)
     """The server's ``mcp.types.Tool`` (its annotations, ``outputSchema``, ``_meta``)."""
+    describe: Any = pydantic.Field(default=None, exclude=True)
+    """``describe()``: the server's trace attributes now (its transport, its session's protocol)."""
 
     def __init__(
         self,
@@ -72,6 +74,7 @@ class McpTool(dspy.Tool):
         validator: Any,
         call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
         label: str,
+        describe: Callable[[], dict[str, Any]] | None = None,
     ):
         async def run(**arguments: Any) -> Any:
             return await call(remote, arguments)
@@ -84,6 +87,7 @@ class McpTool(dspy.Tool):
         self.parameters_schema = schema
         self.parameters_validator = validator
         self.remote = remote
+        self.describe = describe
         self.has_kwargs = False  # the whole schema decides what is accepted (``_turn.arguments``)
 
     @with_callbacks
@@ -91,6 +95,12 @@ class McpTool(dspy.Tool):
         """The call, its arguments already checked against the whole schema by the turn (DSPy's own
         per-argument check cannot resolve a schema's local ``$ref``s)."""
         return await self.func(**kwargs)
+
+    def trace_attributes(self) -> dict[str, Any]:
+        """Attributes of its ``execute_tool`` span, in OpenTelemetry's MCP conventions (and the server's
+        own name of the tool)."""
+        described = self.describe() if callable(self.describe) else {}
+        return {"mcp.method.name": "tools/call", "dspy_imp.mcp.tool": self.remote_name, **described}
 
     def format_as_litellm_function_call(self) -> dict[str, Any]:
         return {
@@ -123,6 +133,7 @@ def build(
     keep: Callable[[str], bool],
     call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
     label: str,
+    describe: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, McpTool]:
     """A listing's tools by the name the model calls them (see the module)."""
     tools: dict[str, McpTool] = {}
@@ -144,5 +155,5 @@ def build(
                 label, remote.name, name, tools[name].remote_name,
             )  # fmt: skip
             continue
-        tools[name] = McpTool(name, remote, schema, validator, call, label)
+        tools[name] = McpTool(name, remote, schema, validator, call, label, describe)
     return tools
