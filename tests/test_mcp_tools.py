@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 import dspy
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Image, MCPServer, Resolve
+from pydantic import BaseModel
 
 import dspy_imp
 from dspy_imp import mcp
@@ -541,3 +542,72 @@ def test_a_server_that_changes_its_list_to_shadow_another_tool_is_refused_next_t
         ),
     ):
         run(agent, question="q")
+
+
+class Seat(BaseModel):
+    row: int
+    window: bool = True
+
+
+def ask_seat() -> Elicit[Seat]:
+    return Elicit("Which row?", Seat)
+
+
+async def book(seat: Annotated[ElicitationResult[Seat], Resolve(ask_seat)]) -> str:
+    """Book a seat, asking which."""
+    if not isinstance(seat, AcceptedElicitation):
+        return f"not booked: {seat.action}"
+    return f"row {seat.data.row}, window {seat.data.window}"
+
+
+def booking() -> MCPServer:
+    """A server whose tool asks the client for input (on a 2026-07-28 session as input-required
+    rounds, on an older one as an ``elicitation/create`` request mid-call)."""
+    server = MCPServer("booking")
+    server.tool()(book)
+    return server
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_an_elicitation_is_answered_by_the_callback(run: Any, mode: str) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def elicit(message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        asked.append((message, schema))
+        return {"row": 7}
+
+    server = mcp.memory(booking(), mode=mode, elicit=elicit)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM(calling("book", {}))
+    with dspy.context(lm=lm):
+        run(agent, question="q")
+    assert tool_message(lm)["content"] == "row 7, window True"
+    ((message, schema),) = asked
+    assert message == "Which row?" and schema["properties"]["window"]["default"] is True
+    server.close()
+
+
+def test_an_elicitation_declined_or_not_offered(run: Any) -> None:
+    async def decline(message: str, schema: dict[str, Any]) -> None:
+        return None
+
+    for server, said in ((mcp.memory(booking(), elicit=decline), "not booked: decline"),
+                         (mcp.memory(booking()), "did not declare the form elicitation capability")):  # fmt: skip
+        lm = ScriptedLM(calling("book", {}))
+        with dspy.context(lm=lm):
+            run(dspy_imp.ReActV2("question -> answer", tools=[server]), question="q")
+        assert said in tool_message(lm)["content"]
+        server.close()
+
+
+async def test_the_schema_defaults_fill_what_the_answer_leaves_out() -> None:
+    server = mcp.memory(booking(), elicit=lambda message, schema: {"row": 3})
+    schema = {
+        "type": "object",
+        "properties": {"row": {"type": "integer"}, "meal": {"type": "string", "default": "veg"}},
+    }
+    params = types.ElicitRequestFormParams(message="m", requested_schema=schema)
+    result = await server._on_elicit(None, params)
+    assert result == types.ElicitResult(action="accept", content={"row": 3, "meal": "veg"})
+    with pytest.raises(dspy_imp.ConfigurationError, match="`elicit`"):
+        mcp.memory(booking(), elicit="yes")  # type: ignore[arg-type]

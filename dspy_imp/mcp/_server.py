@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import sys
@@ -141,6 +142,7 @@ class Server(Toolset):
         timeout: float | None = None,
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
+        elicit: Callable[[str, dict[str, Any]], Any] | None = None,
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -154,6 +156,11 @@ class Server(Toolset):
         if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
             raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
         self.mode = mode
+        if elicit is not None and not callable(elicit):
+            raise ConfigurationError(
+                f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
+            )
+        self.elicit = elicit
         self.network_transport: str | None = None
         """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
         self.connects_to: Any = None
@@ -385,7 +392,13 @@ class Server(Toolset):
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
                 target = _watched(target, ended)
-            client = Client(target, mode=self.mode, message_handler=self._on_message, cache=None)
+            client = Client(
+                target,
+                mode=self.mode,
+                message_handler=self._on_message,
+                cache=None,
+                elicitation_callback=self._on_elicit if self.elicit is not None else None,
+            )
             async with client, anyio.create_task_group() as group:
                 capabilities = client.server_capabilities.tools
                 if capabilities is not None and capabilities.list_changed:
@@ -410,6 +423,32 @@ class Server(Toolset):
             async with client.listen(tools_list_changed=True) as events:
                 async for _event in events:
                     self._changed()
+
+    async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
+        """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
+        thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
+        leaves out, SEP-1034), ``None`` declines."""
+        if not isinstance(params, types.ElicitRequestFormParams):
+            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
+        schema = _plain(params.requested_schema)
+        callback = self.elicit
+        assert callback is not None
+        try:
+            if inspect.iscoroutinefunction(callback):
+                answer = await callback(params.message, schema)
+            else:
+                answer = await asyncio.to_thread(callback, params.message, schema)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+        except Exception as error:  # the callback is host code: the server reads a refusal
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
+        if answer is None:
+            return types.ElicitResult(action="decline")
+        if not isinstance(answer, Mapping):
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
+            )
+        return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -457,6 +496,21 @@ async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[A
 
 async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
     return list((await client.read_resource(uri)).contents)
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    if isinstance(schema, Mapping):
+        return dict(schema)
+    dumped = schema.model_dump(by_alias=True, exclude_none=True)
+    return dumped if isinstance(dumped, dict) else {}
+
+
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults an elicitation's form schema gives its fields (SEP-1034)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {k: v["default"] for k, v in properties.items() if isinstance(v, Mapping) and "default" in v}
 
 
 def _gone(error: BaseException) -> bool:

@@ -35,6 +35,7 @@ def stdio(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
+    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -53,6 +54,10 @@ def stdio(
             ``lambda t: not (t.annotations and t.annotations.read_only_hint)``).
         timeout: Seconds one call may take (the program's ``tool_timeouts`` for a tool wins).
         mode: The ``mcp`` SDK's protocol negotiation: ``"auto"``, ``"legacy"`` or a version.
+        elicit: ``callable(message, schema)`` answering the server's requests for input
+            (``elicitation/create``): a dict accepts (the schema's defaults filled in for fields it
+            leaves out), ``None`` declines. Sync (run in a worker thread) or async. By default the
+            client offers no elicitation.
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
@@ -65,7 +70,7 @@ def stdio(
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
     )  # fmt: skip
     server.connects_to, server.network_transport = parameters, "pipe"
     return server
@@ -82,6 +87,7 @@ def http(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
+    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP (``headers`` sent with every request: an
     ``Authorization`` header, say). The other arguments are those of ``stdio``."""
@@ -101,7 +107,7 @@ def http(
 
     remote = Server(
         name or url, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
     )  # fmt: skip
     remote.connects_to, remote.network_transport = url, "tcp"
     return remote
@@ -117,6 +123,7 @@ def memory(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
+    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -127,7 +134,7 @@ def memory(
     default = getattr(server, "name", None) or "memory"
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
     )  # fmt: skip
     served.connects_to = server
     return served
