@@ -2,7 +2,7 @@
 
 Installed by ``.ci/run`` (``npm ci --prefix tests/npm``, pinned by ``tests/npm/package-lock.json``);
 started with this machine's Node. Each of its tools that needs nothing the client does not offer
-yet (sampling, elicitation) runs through a turn, sync and async, and what it returns is checked as
+yet (MCP tasks) runs through a turn, sync and async, and what it returns is checked as
 the model reads it: text, structured content, images as the provider's media parts, resource
 references and links.
 """
@@ -47,7 +47,7 @@ CALLS: dict[str, tuple[dict[str, Any], Any]] = {
     "toggle-subscriber-updates": ({}, "simulated resource update"),
     "trigger-long-running-operation": ({"duration": 0.2, "steps": 2}, "completed"),
 }
-NOT_YET = {"simulate-research-query"}  # it asks the client to elicit (not offered yet)
+NOT_YET = {"simulate-research-query"}  # it requires task augmentation (MCP tasks), which no client here offers
 
 
 def test_every_tool_the_server_offers_is_known_here(everything: Any) -> None:
