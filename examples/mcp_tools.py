@@ -26,16 +26,16 @@ from dspy_imp.testing import call, reply
 INVENTORY = mcp.stdio(sys.executable, [str(Path(__file__).with_name("mcp_server.py"))], name="inventory")
 CLOCK = mcp.stdio(sys.executable, ["-m", "mcp_server_time", "--local-timezone=UTC"], name="time", prefix="clock")
 
+CONVERT = {"source_timezone": "UTC", "time": "09:00", "target_timezone": "Asia/Tokyo"}
 SCRIPT = [
     # the sync turn
     reply(calls=[call("check_stock", {"item": "gadget"}, id="c1")]),
     reply(calls=[call("reorder", {"item": "gadget", "quantity": 20}, id="c2")]),
     reply("Gadgets were out of stock, so I ordered 20; they arrive in 3 days."),
     # the async turn
-    reply(calls=[call("clock_convert_time", {"source_timezone": "UTC", "time": "09:00", "target_timezone": "Asia/Tokyo"},
-                      id="c3")]),
+    reply(calls=[call("clock_convert_time", CONVERT, id="c3")]),
     reply("The supplier's 09:00 UTC call is at 18:00 in Tokyo."),
-]  # fmt: skip
+]
 
 
 def build() -> dspy_imp.ReActV2:
