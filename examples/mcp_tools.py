@@ -43,9 +43,10 @@ def build() -> dspy_imp.ReActV2:
 
 
 async def later(agent: dspy_imp.ReActV2, lm: dspy.LM) -> dspy.Prediction:
-    async with INVENTORY, CLOCK:  # the same sessions, from this event loop
-        with dspy.context(lm=lm):
-            return await agent.acall(request="When is the supplier's 09:00 UTC call in Tokyo?")
+    # The same sessions, from this event loop (`async with INVENTORY, CLOCK:` would open and close
+    # them here, for a program that is async only).
+    with dspy.context(lm=lm):
+        return await agent.acall(request="When is the supplier's 09:00 UTC call in Tokyo?")
 
 
 def main() -> None:
@@ -58,8 +59,9 @@ def main() -> None:
         print(f"sync request: {request}")
         with dspy.context(lm=lm):
             show_turn(agent(request=request))
-    print("async request: the supplier's call")
-    show_turn(asyncio.run(later(agent, lm)))
+        print("async request: the supplier's call")
+        show_turn(asyncio.run(later(agent, lm)))
+        print(f"sessions opened: inventory {INVENTORY.sessions_opened}, time {CLOCK.sessions_opened}")
 
 
 if __name__ == "__main__":

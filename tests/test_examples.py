@@ -39,6 +39,7 @@ EXPECTED = {
         "'target': {'timezone': 'Asia/Tokyo', 'datetime': '",
         "T18:00:00+09:00'",
         "  outputs: {'answer': \"The supplier's 09:00 UTC call is at 18:00 in Tokyo.\"}",
+        "sessions opened: inventory 1, time 1",
     ],
     "durable_agent.py": [
         "send_email: killing this process (SIGKILL) before the email goes out",
