@@ -234,7 +234,10 @@ class Server(Toolset):
         """The ``instructions`` the server sent when its session opened (``None`` before it opened).
         Untrusted text: never added to a program's instructions by dspy_imp."""
         session = self._session
-        return session.client.instructions if session is not None else None
+        try:
+            return session.client.instructions if session is not None else None
+        except RuntimeError:  # the session closed meanwhile
+            return None
 
     def list_resources(self) -> list[types.Resource]:
         """The server's resources (every page), listed now."""
@@ -299,7 +302,10 @@ class Server(Toolset):
     def _traced(self) -> dict[str, Any]:
         """Its calls' span attributes now (read from the caller's thread: plain attribute reads)."""
         session = self._session
-        version = session.client.session.protocol_version if session is not None else None
+        try:
+            version = session.client.session.protocol_version if session is not None else None
+        except RuntimeError:  # the session closed meanwhile
+            version = None
         found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
                  "mcp.protocol.version": version}  # fmt: skip
         return {key: value for key, value in found.items() if value is not None}
