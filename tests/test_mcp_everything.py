@@ -1,4 +1,5 @@
-"""``@modelcontextprotocol/server-everything`` from npm (the reference server), over stdio, through turns.
+"""``@modelcontextprotocol/server-everything`` from npm (the reference server), over stdio and over
+streamable HTTP (its own process on 127.0.0.1), through turns.
 
 Installed by ``.ci/run`` (``npm ci --prefix tests/npm``, pinned by ``tests/npm/package-lock.json``);
 started with this machine's Node. Each of its tools that needs nothing the client does not offer
@@ -10,6 +11,11 @@ references and links.
 from __future__ import annotations
 
 import base64
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +29,43 @@ from dspy_imp.testing import ScriptedLM, call, reply
 SERVER = Path(__file__).parent / "npm" / "node_modules" / ".bin" / "mcp-server-everything"
 
 
-@pytest.fixture(scope="module")
-def everything() -> Any:
+pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])  # its HTTP server is local
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def everything(request: pytest.FixtureRequest) -> Iterator[mcp.Server]:
     assert SERVER.exists(), f"{SERVER} is missing: run `npm ci --prefix tests/npm` (.ci/run does)"
-    server = mcp.stdio(str(SERVER), ["stdio"], name="everything")
-    yield server
-    server.close()
+    if request.param == "stdio":
+        server = mcp.stdio(str(SERVER), ["stdio"], name="everything")
+        yield server
+        server.close()
+        return
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    process = subprocess.Popen(
+        [str(SERVER), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        end = time.monotonic() + 60  # a hang guard while it starts
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > end or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        server = mcp.http(f"http://127.0.0.1:{port}/mcp", name="everything")
+        yield server
+        server.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 GZIP_INPUT = "data:text/plain;base64," + base64.b64encode(b"hello " * 20).decode()
