@@ -611,3 +611,26 @@ async def test_the_schema_defaults_fill_what_the_answer_leaves_out() -> None:
     assert result == types.ElicitResult(action="accept", content={"row": 3, "meal": "veg"})
     with pytest.raises(dspy_imp.ConfigurationError, match="`elicit`"):
         mcp.memory(booking(), elicit="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_progress_notifications_are_status_lines_of_a_stream(how: str, mode: str) -> None:
+    from streaming_helpers import statuses, stream_items
+
+    backend = MCPServer("slow")
+
+    @backend.tool()
+    async def crunch(ctx: Context) -> str:
+        """Crunch in two steps."""
+        await ctx.report_progress(1, 2, "first half")
+        await ctx.report_progress(2, 2, "second half")
+        return "crunched"
+
+    server = mcp.memory(backend, mode=mode)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    with dspy.context(lm=ScriptedLM(calling("crunch", {}))):
+        items = stream_items(agent, how, [], question="q")
+    lines = statuses(items)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Calling crunch"))
+    assert lines[start + 1 : start + 3] == ["crunch: 1/2 first half", "crunch: 2/2 second half"]
+    server.close()

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
+import dspy
 import mcp_types as types
+from dspy.streaming import StatusMessage
 from mcp import Client
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
@@ -341,14 +343,38 @@ class Server(Toolset):
         return remotes
 
     async def _call(self, tool: types.Tool, arguments: dict[str, Any]) -> Any:
-        """A tool's call, from the caller's loop: sent on the layer's loop, its result read here."""
-        result = await _loop.arun(self._send(tool.name, arguments))
+        """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
+        ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
+        stream = dspy.settings.send_stream
+        if stream is None:
+            result = await _loop.arun(self._send(tool.name, arguments))
+        else:
+            result = await self._reporting(stream, tool, arguments)
         return result_value(result, tool.output_schema)
 
-    async def _send(self, remote_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+        here = asyncio.get_running_loop()
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:  # on the layer's loop
+            here.call_soon_threadsafe(lines.put_nowait, progress_line(tool.name, done, total, message))
+
+        async def relay() -> None:
+            while (line := await lines.get()) is not None:
+                with contextlib.suppress(Exception):  # a stream its consumer closed: the turn notices itself
+                    await stream.send(StatusMessage(line))
+
+        relaying = asyncio.ensure_future(relay())
+        try:
+            return await _loop.arun(self._send(tool.name, arguments, progress))
+        finally:
+            lines.put_nowait(None)
+            await asyncio.shield(relaying)
+
+    async def _send(self, remote_name: str, arguments: dict[str, Any], progress: Any = None) -> types.CallToolResult:
         client = await self._client()
         try:
-            return await client.call_tool(remote_name, arguments)
+            return await client.call_tool(remote_name, arguments, progress_callback=progress)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
                 raise
@@ -502,6 +528,12 @@ async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[A
 
 async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
     return list((await client.read_resource(uri)).contents)
+
+
+def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
+    """A progress notification as one status line: ``fetch: 2/5 reading``."""
+    count = f"{done:g}/{total:g}" if total else f"{done:g}"
+    return " ".join(part for part in (f"{name}:", count, " ".join((message or "").split())[:200]) if part)
 
 
 def _plain(schema: Any) -> dict[str, Any]:
