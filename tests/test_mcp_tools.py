@@ -159,7 +159,7 @@ def test_name_clashes_are_configuration_errors_naming_both(run: Any) -> None:
         submitting = MCPServer("sub")
         submitting.tool(name="submit")(lambda: "x")
         with pytest.raises(dspy_imp.ConfigurationError, match=r"MCP server 'sub' offers a tool named 'submit'"):
-            run(dspy_imp.ReActV2("question -> answer: int", tools=[mcp.memory(submitting)]), question="q")
+            run(dspy_imp.ReActV2("question -> answer", tools=[mcp.memory(submitting)]), question="q")  # no submit
     assert lm.requests == []  # refused before any request
     with pytest.raises(dspy_imp.ConfigurationError, match="holds MCP server 'one' twice"):
         dspy_imp.ReActV2("question -> answer", tools=[one, one])

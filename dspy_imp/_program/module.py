@@ -239,7 +239,7 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
-        listing = sets.listed(self.toolsets, self.own_tools, self._submits(kwargs)) if self.toolsets else None
+        listing = sets.listed(self.toolsets, self.own_tools) if self.toolsets else None
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
@@ -253,7 +253,7 @@ class ReActV2(dspy.Module):
         child = current_child(self)
         listing = None
         if self.toolsets:
-            listing = await sets.alisted(self.toolsets, self.own_tools, self._submits(kwargs))
+            listing = await sets.alisted(self.toolsets, self.own_tools)
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
@@ -284,12 +284,6 @@ class ReActV2(dspy.Module):
             ```
         """
         return agent_tool(self, name, description)
-
-    def _submits(self, kwargs: Mapping[str, Any]) -> bool:
-        """Whether this call's turn may end through ``submit`` (a toolset's tool may not take its name then)."""
-        given = kwargs.get("finish") if "finish" not in self.signature.input_fields else None
-        finish = self.options.finish if given is None else opts.check_finish(given)
-        return opts.has_submit(self.signature, finish)
 
     def _turn(
         self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None

@@ -69,16 +69,17 @@ def split(tools: Any) -> tuple[Any, tuple[Toolset, ...]]:
     return [item for item in items if not isinstance(item, Toolset)], toolsets
 
 
-def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listing]], submit: bool = True) -> Listing:
+def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listing]]) -> Listing:
     """The toolsets' listings as one, each name checked against the program's tools, ``submit``
-    and the other toolsets' (a ``ConfigurationError`` naming both)."""
+    (reserved whatever the finish mode, as for the program's own tools) and the other toolsets'
+    (a ``ConfigurationError`` naming both)."""
     owners: dict[str, Toolset] = {}
     tools: dict[str, dspy.Tool] = {}
     approval: set[str] = set()
     timeouts: dict[str, float] = {}
     for toolset, listing in listings:
         for name, tool in listing.tools.items():
-            if name == SUBMIT and submit:
+            if name == SUBMIT:
                 raise ConfigurationError(
                     f"{toolset.label} offers a tool named {SUBMIT!r}, which is reserved for the final outputs; "
                     "give it a `prefix=` or leave the tool out with `exclude=`"
@@ -100,15 +101,15 @@ def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listi
     return Listing(tools, frozenset(approval), timeouts)
 
 
-def listed(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], submit: bool) -> Listing:
+def listed(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
     """Every toolset's listing, asked in turn (a sync turn's start)."""
-    return merged(own, [(toolset, toolset.listing()) for toolset in toolsets], submit)
+    return merged(own, [(toolset, toolset.listing()) for toolset in toolsets])
 
 
-async def alisted(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], submit: bool) -> Listing:
+async def alisted(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
     """Every toolset's listing, asked at once (an async turn's start)."""
     listings = await asyncio.gather(*(toolset.alisting() for toolset in toolsets))
-    return merged(own, list(zip(toolsets, listings, strict=True)), submit)
+    return merged(own, list(zip(toolsets, listings, strict=True)))
 
 
 def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
