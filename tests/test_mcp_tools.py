@@ -634,3 +634,13 @@ def test_progress_notifications_are_status_lines_of_a_stream(how: str, mode: str
     start = next(i for i, line in enumerate(lines) if line.startswith("Calling crunch"))
     assert lines[start + 1 : start + 3] == ["crunch: 1/2 first half", "crunch: 2/2 second half"]
     server.close()
+
+
+def test_a_flood_of_text_is_cut_before_it_reaches_the_record() -> None:
+    from dspy_imp.mcp._results import MAX_TEXT_CHARS, result_value
+
+    flood = "x" * (MAX_TEXT_CHARS + 5)
+    value = result_value(types.CallToolResult(content=[types.TextContent(text=flood)]))
+    assert value == "x" * MAX_TEXT_CHARS + "\n[5 more characters left out]"
+    structured = types.CallToolResult(content=[types.TextContent(text="short")], structured_content={"big": flood})
+    assert result_value(structured) == "short"  # the structured flood gives way to the text

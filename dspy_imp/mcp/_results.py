@@ -11,12 +11,16 @@
   (what the ``mcp`` SDK does for a tool returning a number or a string) is the value itself.
 - ``isError: true`` raises ``ServerToolError`` with the server's text: an error observation the
   model reads, like a function tool's exception.
-- A medium larger than ``MAX_MEDIA_CHARS`` (base64) is left out, a line saying so in its place;
-  at most ``MAX_BLOCKS`` blocks are read. The program's ``max_result_chars`` cuts the text.
+- A medium larger than ``MAX_MEDIA_CHARS`` (base64) is left out, a line saying so in its place; a
+  text block longer than ``MAX_TEXT_CHARS`` is cut (a line saying how much was left out), and
+  structured content longer than that as JSON gives way to the (cut) text; at most ``MAX_BLOCKS``
+  blocks are read. So a server's flood never reaches the record whole; the program's
+  ``max_result_chars`` then cuts what the model reads, as for any tool.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dspy
@@ -24,6 +28,8 @@ import mcp_types as types
 
 MAX_MEDIA_CHARS = 20_000_000
 """The largest image, audio or binary resource kept from a result, in base64 characters."""
+MAX_TEXT_CHARS = 1_000_000
+"""The longest text block kept from a result (and structured content, as JSON)."""
 MAX_BLOCKS = 256
 """The most content blocks read from one result."""
 
@@ -45,13 +51,26 @@ def result_value(result: types.CallToolResult, output_schema: Any = None) -> Any
     if result.is_error:
         text = "\n".join(p if isinstance(p, str) else f"[{type(p).__name__}]" for p in parts)
         raise ServerToolError(text.strip() or "the server reported an error and gave no text")
-    if result.structured_content is not None and texts:
+    if result.structured_content is not None and texts and _fits(result.structured_content):
         return _unwrapped(result.structured_content, output_schema)
     if not parts:
         return ""
     if texts:
         return "\n".join(parts) if len(parts) > 1 else parts[0]
     return parts if len(parts) > 1 else parts[0]
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    return f"{text[:MAX_TEXT_CHARS]}\n[{len(text) - MAX_TEXT_CHARS} more characters left out]"
+
+
+def _fits(structured: Any) -> bool:
+    try:
+        return len(json.dumps(structured, default=str)) <= MAX_TEXT_CHARS
+    except (TypeError, ValueError):
+        return False
 
 
 def _unwrapped(structured: Any, schema: Any) -> Any:
@@ -67,7 +86,7 @@ def _unwrapped(structured: Any, schema: Any) -> Any:
 
 def _part(block: Any) -> Any:
     if isinstance(block, types.TextContent):
-        return block.text
+        return _cut(block.text)
     if isinstance(block, types.ImageContent):
         return _medium(block.data, block.mime_type, "image", None)
     if isinstance(block, types.AudioContent):
@@ -75,7 +94,7 @@ def _part(block: Any) -> Any:
     if isinstance(block, types.EmbeddedResource):
         contents = block.resource
         if isinstance(contents, types.TextResourceContents):
-            return f"[resource {contents.uri}]\n{contents.text}"
+            return f"[resource {contents.uri}]\n{_cut(contents.text)}"
         return _medium(contents.blob, contents.mime_type or "application/octet-stream", "resource", contents.uri)
     if isinstance(block, types.ResourceLink):
         details = ", ".join(x for x in (block.mime_type, block.description) if x)
