@@ -3,8 +3,6 @@ sync and async, beside a client's declared tools."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from mcp.server.mcpserver import MCPServer
 from web_helpers import agui_events, verify_agui
