@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,30 @@ def test_a_server_closed_by_with_leaves_no_child(tmp_path: Path) -> None:
         assert [t.name for t in server.list_tools()] == ["echo", "pid", "die", "garbage", "hang"]
         assert len(children() - before) == 1
     assert children() - before == set()
+
+
+def test_a_forked_child_opens_its_own_session(tmp_path: Path) -> None:
+    server = test_server(tmp_path / "marks")
+    parents = server.listing().tools["pid"]
+    parent_server = asyncio.run(parents.acall())
+    with warnings.catch_warnings():  # Python 3.12 warns of fork() in a process with threads: that is the case
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports by its exit status only
+        try:
+            own = asyncio.run(server.listing().tools["pid"].acall())
+            code = 0 if own != parent_server and server.sessions_opened == 2 else 1
+            server.close()
+        except BaseException:
+            code = 2
+        os._exit(code)
+    end = time.monotonic() + GUARD  # a hang guard: a child talking on its parent's session never ends
+    while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        raise AssertionError("the forked child hung on its parent's session")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert asyncio.run(parents.acall()) == parent_server  # the parent's session is untouched
+    server.close()

@@ -175,6 +175,7 @@ class Server(Toolset):
         self._opening: asyncio.Lock | None = None
         self._cache: dict[str, McpTool] | None = None
         self._changes = 0
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"<dspy_imp.mcp.Server {self.name!r}>"
@@ -384,6 +385,9 @@ class Server(Toolset):
             ) from error
 
     async def _client(self) -> Client:
+        if self._pid != os.getpid():  # a forked child: the parent's session lives on a loop not here
+            self._session, self._ending, self._opening, self._cache = None, set(), None, None
+            self._pid = os.getpid()
         session = self._session
         if session is not None and session.alive():
             return session.client
