@@ -31,7 +31,16 @@ EXPECTED = {
         "termination_reason: answered",
         "the history dumps with its images: dspy.Image",
     ],
-    "mcp_tools.py": ["tools from the MCP server: ['check_stock', 'reorder']", "termination_reason: answered"],
+    "mcp_tools.py": [
+        "tools from the MCP servers: ['check_stock', 'reorder', 'clock_get_current_time', 'clock_convert_time']",
+        "  tool call: reorder({'item': 'gadget', 'quantity': 20}) -> 'ordered 20 gadget(s); arriving in 3 days'",
+        "  outputs: {'answer': 'Gadgets were out of stock, so I ordered 20; they arrive in 3 days.'}",
+        "async request: the supplier's call",
+        "'target': {'timezone': 'Asia/Tokyo', 'datetime': '",
+        "T18:00:00+09:00'",
+        "  outputs: {'answer': \"The supplier's 09:00 UTC call is at 18:00 in Tokyo.\"}",
+        "sessions opened: inventory 1, time 1",
+    ],
     "durable_agent.py": [
         "send_email: killing this process (SIGKILL) before the email goes out",
         "(the process was killed: the turn is half done)",

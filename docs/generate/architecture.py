@@ -22,7 +22,7 @@ FLOORS = [
     (
         "public",
         "dspy_imp · dspy_imp.durable · dspy_imp.testing · dspy_imp.tracing",
-        "the public API: ReActV2, deadline, DBOS, ScriptedLM, the web, evals, GenAI spans",
+        "the public API: ReActV2, deadline, DBOS, ScriptedLM, the web, evals, MCP, GenAI spans",
     ),
     ("_durable", "_durable/", "durable turns on DBOS: the checkpointing driver and its codec"),
     ("_program", "_program/", "ReActV2 itself, its inner predictor, option checks, the prediction"),
@@ -38,7 +38,7 @@ BOX_W, BOX_H, GAP, LEFT, TOP, LANE = 690, 58, 22, 64, 20, 18
 
 def floor_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in {"durable", "evals", "testing", "tracing", "web"}:
+    if len(parts) == 1 or parts[1] in {"durable", "evals", "mcp", "testing", "tracing", "web"}:
         return "public"
     return parts[1]
 

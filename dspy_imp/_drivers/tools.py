@@ -8,6 +8,11 @@ tool that swallows its cancellation, and drops the late result of one that block
 bound of ``0`` (the deadline passed before the call) starts nothing. A bound that passes is
 ``ToolTimedOut``, the call's observation.
 
+An async tool that runs on any event loop (``any_loop``: an MCP server's tool, whose request is
+sent on the MCP layer's own loop) runs in a sync turn too: awaited on a short-lived loop (the
+stream's, under ``dspy.streamify``) exactly as under ``acall``, so its bound cancels it (and the
+cancellation reaches the server) instead of leaving a thread behind.
+
 A batch runs its calls at once, each through the driver's ``perform``/``aperform`` (so a watcher
 and the durable driver see each call): asyncio tasks under ``acall``, worker threads (at most
 ``MAX_TOOL_THREADS`` at once) in a sync call; each run sees the caller's DSPy context, and each
@@ -74,6 +79,9 @@ def tool_job(effect: RunTool) -> Job:
     tool, args = effect.tool, effect.args
 
     def run() -> Any:
+        if any_loop(tool):
+            _check_time_left(_started(effect))
+            return tool_threads.call(_awaited, _started(effect))
         if _async_only(tool):
             raise RuntimeError(f"{tool.name} is async and this turn runs sync")
         return tool(**args)
@@ -101,7 +109,7 @@ def tool_job(effect: RunTool) -> Job:
             raise _timed_out(started[0]) from None
 
     return Job(
-        run if effect.timeout is None else bounded,
+        run if effect.timeout is None or any_loop(tool) else bounded,
         arun,
         lambda value: Returned(value, now_iso()),
         lambda error: Raised(error, now_iso()),
@@ -193,6 +201,11 @@ def _off_the_loop(tool: dspy.Tool, bound: tool_threads.Bound) -> dspy.Tool:
 def async_tool(tool: dspy.Tool) -> bool:
     function = tool.func if inspect.isfunction(tool.func) else getattr(tool.func, "__call__", None)  # noqa: B004
     return inspect.iscoroutinefunction(function)
+
+
+def any_loop(tool: dspy.Tool) -> bool:
+    """An async tool that may be awaited on any event loop, a sync turn's short-lived one too."""
+    return getattr(tool, "any_loop", False) is True and async_tool(tool)
 
 
 def _async_only(tool: dspy.Tool) -> bool:

@@ -16,12 +16,13 @@ from dspy_imp._drivers.requests import Extractor
 from dspy_imp._program import continuity, parts
 from dspy_imp._program import limits as lim
 from dspy_imp._program import options as opts
+from dspy_imp._program import toolsets as sets
 from dspy_imp._program.agent_tool import agent_tool
 from dspy_imp._program.guidance import check_demos, program_guidance
 from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
-from dspy_imp._prompt.guidance import Guidance, Task
+from dspy_imp._prompt.guidance import Task
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.saved_state import read_state_file
@@ -49,7 +50,9 @@ class ReActV2(dspy.Module):
 
     Args:
         signature: Any DSPy signature (string or class).
-        tools: Callables or ``dspy.Tool``s; their declared order is kept.
+        tools: Callables or ``dspy.Tool``s; their declared order is kept. MCP servers
+            (``dspy_imp.mcp``) may stand among them: their tools are listed at the start of each
+            turn (``docs/mcp.md``).
         max_iters: Ordinary steps before the step limit interrupts the turn.
         finish: ``"auto"``, ``"submit"`` or ``"tools"`` (see ``docs/finish-modes.md``).
         finish_on: ``{"tool_name": hook}``; ``hook(args, result, inputs)`` returns
@@ -101,6 +104,10 @@ class ReActV2(dspy.Module):
         ```
     """
 
+    toolsets: tuple[sets.Toolset, ...] = ()
+    """The MCP servers (toolsets) given in ``tools=``; their tools are listed at each turn's start. A
+    class default too, so a program pickled before toolsets existed loads with none."""
+
     Extractor = Extractor
     """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
     ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
@@ -144,6 +151,7 @@ class ReActV2(dspy.Module):
         opts.check_signature(self.signature)
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
         install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
+        tools, self.toolsets = sets.split(tools)
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
@@ -240,7 +248,8 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
-        turn = self._turn(kwargs, child.budget if child is not None else None)
+        listing = sets.listed(self.toolsets, self.own_tools) if self.toolsets else None
+        turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
@@ -251,7 +260,10 @@ class ReActV2(dspy.Module):
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)
-        turn = self._turn(kwargs, child.budget if child is not None else None)
+        listing = None
+        if self.toolsets:
+            listing = await sets.alisted(self.toolsets, self.own_tools)
+        turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
         effects = child.effects(self) if child is not None else Effects(self)
         try:
@@ -282,8 +294,12 @@ class ReActV2(dspy.Module):
         """
         return agent_tool(self, name, description)
 
-    def _turn(self, kwargs: dict[str, Any], budget: UsageLimits | None = None) -> Turn:
-        plan = opts.plan_call(self.options, self.signature, self.own_tools, kwargs)
+    def _turn(
+        self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None
+    ) -> Turn:
+        own = self.own_tools if listing is None else {**self.own_tools, **listing.tools}
+        options = self.options if listing is None else sets.with_listing(self.options, listing)
+        plan = opts.plan_call(options, self.signature, own, kwargs)
         entries = coerce_history(plan.history)
         edited = continuity.edited(entries)  # before a paused step is taken off to be answered
         if not plan.inputs and not entries:  # the request would hold nothing to answer
@@ -298,12 +314,12 @@ class ReActV2(dspy.Module):
         check_resume(paused, plan.decisions, plan.inputs)
         if paused is not None:  # answered first, then recorded again with its results
             prior, entries = prior[:-1], entries[:-1]
-        guidance = self._guidance(plan, task)
+        guidance = program_guidance(self.signature, own, self.submit_tool, plan.options, task)
         demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
         setup = Setup(
             guidance,
             OutputSpec(self.signature),
-            self._call_context(plan),
+            self._call_context(plan, own),
             prior,
             tuple(entries),
             paused=paused,
@@ -326,12 +342,9 @@ class ReActV2(dspy.Module):
         first = self.react.lm or dspy.settings.lm
         return tuple(lim.model_name(lm) for lm in (first, *self.fallback_chain()))
 
-    def _guidance(self, plan: CallPlan, task: Task) -> Guidance:
-        return program_guidance(self.signature, self.own_tools, self.submit_tool, plan.options, task)
-
-    def _call_context(self, plan: CallPlan) -> CallContext:
+    def _call_context(self, plan: CallPlan, own: Mapping[str, dspy.Tool] | None = None) -> CallContext:
         options = plan.options
-        roster = dict(self.own_tools)
+        roster = dict(self.own_tools if own is None else own)
         if opts.has_submit(self.signature, options.finish):
             roster[self.submit_tool.name] = self.submit_tool
         return CallContext(

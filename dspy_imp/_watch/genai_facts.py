@@ -113,15 +113,17 @@ def tool_attributes(effect: RunTool | DecidedCall) -> dict[str, Any]:
     call = effect.call
     name = (call.name if call is not None else None) or getattr(getattr(effect, "tool", None), "name", None)
     description = effect.tool.desc if isinstance(effect, RunTool) else effect.description
-    return present(
-        {
-            ga.GEN_AI_OPERATION_NAME: OPERATION.EXECUTE_TOOL.value,
-            ga.GEN_AI_TOOL_NAME: name or "<malformed call>",
-            ga.GEN_AI_TOOL_CALL_ID: call.id if call is not None else None,
-            ga.GEN_AI_TOOL_TYPE: "function",
-            ga.GEN_AI_TOOL_DESCRIPTION: description or None,
-        }
-    )
+    attributes = {
+        ga.GEN_AI_OPERATION_NAME: OPERATION.EXECUTE_TOOL.value,
+        ga.GEN_AI_TOOL_NAME: name or "<malformed call>",
+        ga.GEN_AI_TOOL_CALL_ID: call.id if call is not None else None,
+        ga.GEN_AI_TOOL_TYPE: "function",
+        ga.GEN_AI_TOOL_DESCRIPTION: description or None,
+    }
+    own = getattr(getattr(effect, "tool", None), "trace_attributes", None)
+    if callable(own):  # a tool that says more of itself: an MCP server's (``mcp.method.name``, ...)
+        attributes.update(own())
+    return present(attributes)
 
 
 def end_tool(span: Any, effect: Any, outcome: Any, capture: bool) -> None:

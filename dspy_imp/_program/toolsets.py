@@ -1,0 +1,129 @@
+"""Tools a program lists at the start of each turn: toolsets (an MCP server, ``dspy_imp.mcp``).
+
+A ``Toolset`` given in ``ReActV2(..., tools=[...])`` beside function tools and sub-agents is not a
+tool: it is asked, when a turn starts, for the tools it offers then (``listing``, or ``alisting``
+under ``acall``), and the turn runs with the program's own tools and those, as if the program held
+them all. The turn keeps the tools it started with; the next turn asks again. What a toolset lists
+is checked here: its names may take no name of the program's own tools, of ``submit`` or of
+another toolset's (a ``ConfigurationError`` naming both); its approvals and time bounds join the
+turn's options (``needs_approval``, ``tool_timeouts``), the program's own settings first.
+
+The toolset itself is shared, never copied: ``copy.deepcopy`` of a program (every optimizer's
+first step) keeps the same toolset, so a copy reuses its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from dspy_imp._prompt.signature import SUBMIT
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._turn.plan import ProgramOptions
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a toolset offers one turn: its tools by the name the model calls them, the names of
+    those that wait for a person's approval, and per-tool time bounds (seconds)."""
+
+    tools: Mapping[str, dspy.Tool] = field(default_factory=dict)
+    needs_approval: frozenset[str] = frozenset()
+    timeouts: Mapping[str, float] = field(default_factory=dict)
+
+
+class Toolset:
+    """A source of tools listed at the start of each turn (subclassed by ``dspy_imp.mcp``'s servers)."""
+
+    label: str = "toolset"
+    """How errors name it (``"MCP server 'time'"``)."""
+
+    def listing(self) -> Listing:
+        """The tools it offers now (blocking; a sync turn's start)."""
+        raise NotImplementedError
+
+    async def alisting(self) -> Listing:
+        """The tools it offers now (an async turn's start)."""
+        raise NotImplementedError
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Toolset:
+        return self  # one connection, shared by a program and its copies
+
+
+def split(tools: Any) -> tuple[Any, tuple[Toolset, ...]]:
+    """``tools`` as given, with the toolsets taken out (the rest goes to ``wrap_tools``)."""
+    if tools is None or isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        return tools, ()
+    items = list(tools)
+    toolsets = tuple(item for item in items if isinstance(item, Toolset))
+    seen: set[int] = set()
+    for toolset in toolsets:
+        if id(toolset) in seen:
+            raise ConfigurationError(f"`tools` holds {toolset.label} twice; give each toolset once")
+        seen.add(id(toolset))
+    return [item for item in items if not isinstance(item, Toolset)], toolsets
+
+
+def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listing]]) -> Listing:
+    """The toolsets' listings as one, each name checked against the program's tools, ``submit``
+    (reserved whatever the finish mode, as for the program's own tools) and the other toolsets'
+    (a ``ConfigurationError`` naming both)."""
+    owners: dict[str, Toolset] = {}
+    tools: dict[str, dspy.Tool] = {}
+    approval: set[str] = set()
+    timeouts: dict[str, float] = {}
+    for toolset, listing in listings:
+        for name, tool in listing.tools.items():
+            if name == SUBMIT:
+                raise ConfigurationError(
+                    f"{toolset.label} offers a tool named {SUBMIT!r}, which is reserved for the final outputs; "
+                    "give it a `prefix=` or leave the tool out with `exclude=`"
+                )
+            if name in own:
+                raise ConfigurationError(
+                    f"{toolset.label} offers a tool named {name!r}, the name of the program's own tool {name!r}; "
+                    "give the server a `prefix=` or leave the tool out with `exclude=`"
+                )
+            if name in owners:
+                raise ConfigurationError(
+                    f"{owners[name].label} and {toolset.label} both offer a tool named {name!r}; "
+                    "give one of them a `prefix=` or leave the tool out with `exclude=`"
+                )
+            owners[name] = toolset
+            tools[name] = tool
+        approval.update(listing.needs_approval)
+        timeouts.update(listing.timeouts)
+    return Listing(tools, frozenset(approval), timeouts)
+
+
+def listed(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
+    """Every toolset's listing, asked in turn (a sync turn's start)."""
+    return merged(own, [(toolset, toolset.listing()) for toolset in toolsets])
+
+
+async def alisted(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
+    """Every toolset's listing, asked at once (an async turn's start)."""
+    listings = await asyncio.gather(*(toolset.alisting() for toolset in toolsets))
+    return merged(own, list(zip(toolsets, listings, strict=True)))
+
+
+def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
+    """The program's options for a turn that also holds ``listing``'s tools: their approvals added,
+    their time bounds where the program sets none for them (its ``"*"`` bound stays the fallback)."""
+    if not listing.tools:
+        return options
+    approval = tuple(name for name in listing.tools if name in listing.needs_approval)
+    timeouts = dict(options.tool_timeouts)
+    for name, seconds in listing.timeouts.items():
+        timeouts.setdefault(name, seconds)
+    changes: dict[str, Any] = {}
+    if approval:
+        changes["needs_approval"] = (*options.needs_approval, *approval)
+    if timeouts != dict(options.tool_timeouts):
+        changes["tool_timeouts"] = timeouts
+    return dataclasses.replace(options, **changes) if changes else options

@@ -1,0 +1,38 @@
+"""Tools from MCP servers (``pip install -e ".[mcp]"``): a server is a toolset in ``tools=[...]``.
+
+``dspy_imp.mcp.stdio(command, args)`` starts a server this process talks to over stdio,
+``dspy_imp.mcp.http(url, headers=)`` reaches one over streamable HTTP, ``dspy_imp.mcp.memory(server)``
+serves an ``mcp`` SDK server object in this process (tests), and ``dspy_imp.mcp.from_config(path)``
+reads the ``mcpServers`` JSON of Claude Desktop, Cursor and VS Code. Built on the official ``mcp``
+SDK. See ``docs/mcp.md``.
+
+Example:
+    ```python
+    time = dspy_imp.mcp.stdio("uvx", ["mcp-server-time"])
+    agent = dspy_imp.ReActV2("question -> answer", tools=[time, lookup])
+    with time:
+        agent(question="What time is it in Tokyo?")
+    ```
+"""
+
+from dspy_imp._records.errors import require_extra
+
+require_extra('dspy_imp.mcp needs its extra: pip install -e ".[mcp]" (from a clone)', "mcp", "re2")
+
+from dspy_imp.mcp._config import from_config
+from dspy_imp.mcp._results import ServerToolError
+from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
+from dspy_imp.mcp._servers import http, memory, stdio
+from dspy_imp.mcp._tools import McpTool
+
+__all__ = [
+    "McpTool",
+    "Server",
+    "ServerDisconnected",
+    "ServerToolError",
+    "ServerUnavailable",
+    "from_config",
+    "http",
+    "memory",
+    "stdio",
+]

@@ -1,0 +1,614 @@
+"""An MCP server as a toolset: its session, its tool list, its calls.
+
+Theory of operation. A ``Server`` holds at most one session (the ``mcp`` SDK's ``Client``) at a
+time, on the MCP layer's own loop (``_loop``), shared by every caller in the process. The session
+is opened on first use (a turn's start lists the tools) by an *owner* task that enters the SDK's
+context managers and keeps them open until the server is closed (``close``, ``with``/``async
+with``, or interpreter exit), since the SDK's transports must be entered and left by one task.
+
+- **Tools**: listed once, kept in a cache, listed again when the server says its list changed
+  (``notifications/tools/list_changed``, or a ``subscriptions/listen`` event on a 2026-07-28
+  session) or after a new session; a turn keeps the tools it started with.
+- **Calls**: each a request on the session, awaited from the caller's loop (``_loop.arun``), so a
+  cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
+  ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
+  (``ServerToolError``); a protocol error is the call's exception, an error observation too.
+- **A session that dies** (a stdio server's process ended, a connection closed): the call it died
+  in fails (``ServerDisconnected``, an error observation); the session is let go, and the next use
+  opens a new one (a stdio server is started again). The stream from the server is watched
+  (``_Watched``), so a server that died while idle is replaced before the next request is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import dspy
+import mcp_types as types
+from dspy.streaming import StatusMessage
+from mcp import Client
+from mcp.server import Server as LowLevelServer
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+
+from dspy_imp._program.toolsets import Listing, Toolset
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.mcp import _loop
+from dspy_imp.mcp._results import result_value
+from dspy_imp.mcp._tools import McpTool, build
+
+logger = logging.getLogger("dspy_imp")
+T = TypeVar("T")
+
+CONNECT_SECONDS = 60.0
+"""The longest a session may take to open (a stdio server to start and answer ``initialize``)."""
+LIST_SECONDS = 60.0
+"""The longest listing the tools may take."""
+CLOSE_SECONDS = 15.0
+"""The longest closing a session may take (the SDK bounds a stdio server's shutdown itself)."""
+MAX_PAGES = 100
+"""The most pages of a tool listing read."""
+
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class ServerUnavailable(Exception):
+    """An MCP server could not be reached: its session would not open, or its tools not be listed."""
+
+
+class ServerDisconnected(Exception):
+    """An MCP server's session ended during a call (its process died, its connection closed); the
+    next call opens a new session."""
+
+
+@dataclass
+class _Session:
+    client: Client
+    closing: asyncio.Event
+    owner: asyncio.Task[None]
+    ended: asyncio.Event
+    """Set when the transport's stream from the server ends (a stdio server's process exited)."""
+
+    def alive(self) -> bool:
+        return not self.owner.done() and not self.ended.is_set()
+
+
+class _Watched:
+    """A transport's stream from the server, read through: its end sets ``ended``, so a session whose
+    server died while idle is replaced before the next request rather than failing it."""
+
+    def __init__(self, stream: Any, ended: asyncio.Event):
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like, as the stream has them
+        return getattr(self._stream, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        self._ended.set()
+        return await self._stream.__aexit__(*exc)
+
+
+@asynccontextmanager
+async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
+    async with transport as (read, write):
+        yield _Watched(read, ended), write
+
+
+class Server(Toolset):
+    """An MCP server whose tools a ``dspy_imp.ReActV2`` offers (build one with ``dspy_imp.mcp.stdio``,
+    ``http`` or ``memory``). Give it in ``tools=[...]``; see ``docs/mcp.md``."""
+
+    def __init__(
+        self,
+        name: str,
+        target: Callable[[], Any],
+        *,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] = (),
+        prefix: str | None = None,
+        needs_approval: bool | Iterable[str] | Callable[[types.Tool], bool] = False,
+        timeout: float | None = None,
+        mode: str = "auto",
+        connect_timeout: float = CONNECT_SECONDS,
+        elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    ):
+        self.name = _text(name, "name")
+        self.label = f"MCP server {self.name!r}"
+        self._target = target
+        self.include = None if include is None else _names(include, "include")
+        self.exclude = _names(exclude, "exclude")
+        self.prefix = None if prefix is None else _text(prefix, "prefix")
+        self.needs_approval = _approval(needs_approval)
+        self.timeout = _seconds(timeout, "timeout")
+        self.connect_timeout = _seconds(connect_timeout, "connect_timeout")
+        if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
+            raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
+        self.mode = mode
+        if elicit is not None and not callable(elicit):
+            raise ConfigurationError(
+                f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
+            )
+        self.elicit = elicit
+        self.network_transport: str | None = None
+        """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
+        self.connects_to: Any = None
+        """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
+        in-process server object (set by ``stdio``, ``http``, ``memory``)."""
+        self.sessions_opened = 0
+        """How many sessions it has opened (a restarted server counts again)."""
+        self._session: _Session | None = None
+        self._ending: set[asyncio.Task[None]] = set()
+        self._opening: asyncio.Lock | None = None
+        self._cache: dict[str, McpTool] | None = None
+        self._changes = 0
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"<dspy_imp.mcp.Server {self.name!r}>"
+
+    # -- what a turn asks (``_program.toolsets``) ----------------------------------------------
+
+    def listing(self) -> Listing:
+        return _loop.run(self._listing())
+
+    async def alisting(self) -> Listing:
+        return await _loop.arun(self._listing())
+
+    # -- the session, from any thread or loop --------------------------------------------------
+
+    def open(self) -> Server:
+        """Open the session now (else it opens on first use)."""
+        _loop.run(self._client())
+        return self
+
+    async def aopen(self) -> Server:
+        await _loop.arun(self._client())
+        return self
+
+    def close(self) -> None:
+        """Close the session (a stdio server's process ends); the next use opens a new one."""
+        _loop.run(self.aclose_here())
+
+    async def aclose(self) -> None:
+        await _loop.arun(self.aclose_here())
+
+    def __enter__(self) -> Server:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Server:
+        return await self.aopen()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def list_tools(self) -> list[types.Tool]:
+        """The server's tools as it lists them (every one, before ``include``/``exclude``), listed now."""
+        return _loop.run(self._fetch())
+
+    async def alist_tools(self) -> list[types.Tool]:
+        return await _loop.arun(self._fetch())
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open now (``False`` before first use, after ``close``, or once its
+        server died: the next use opens another)."""
+        session = self._session
+        return session is not None and session.alive()
+
+    @property
+    def instructions(self) -> str | None:
+        """The ``instructions`` the server sent when its session opened (``None`` before it opened).
+        Untrusted text: never added to a program's instructions by dspy_imp."""
+        session = self._session
+        try:
+            return session.client.instructions if session is not None else None
+        except RuntimeError:  # the session closed meanwhile
+            return None
+
+    def list_resources(self) -> list[types.Resource]:
+        """The server's resources (every page), listed now."""
+        return _loop.run(self._ask(lambda client: _paged(client.list_resources, "resources")))
+
+    async def alist_resources(self) -> list[types.Resource]:
+        return await _loop.arun(self._ask(lambda client: _paged(client.list_resources, "resources")))
+
+    def read_resource(self, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+        """The contents of the resource at ``uri``."""
+        return _loop.run(self._ask(lambda client: _contents(client, uri)))
+
+    async def aread_resource(self, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+        return await _loop.arun(self._ask(lambda client: _contents(client, uri)))
+
+    def list_prompts(self) -> list[types.Prompt]:
+        """The server's prompts (every page), listed now."""
+        return _loop.run(self._ask(lambda client: _paged(client.list_prompts, "prompts")))
+
+    async def alist_prompts(self) -> list[types.Prompt]:
+        return await _loop.arun(self._ask(lambda client: _paged(client.list_prompts, "prompts")))
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult:
+        """The prompt ``name`` filled with ``arguments`` (its messages: untrusted text)."""
+        return _loop.run(self._ask(lambda client: client.get_prompt(name, dict(arguments or {}))))
+
+    async def aget_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult:
+        return await _loop.arun(self._ask(lambda client: client.get_prompt(name, dict(arguments or {}))))
+
+    # -- on the layer's loop -------------------------------------------------------------------
+
+    async def _ask(self, ask: Callable[[Client], Awaitable[T]]) -> T:
+        """``ask(client)`` on the session; a session found dead is opened again, once."""
+        for attempt in (1, 2):
+            client = await self._client()
+            try:
+                return await ask(client)
+            except (MCPError, *_GONE) as error:
+                if not _gone(error):
+                    raise
+                self._let_go(client)
+                if attempt == 2:
+                    raise ServerDisconnected(f"{self.label} closed its session during the request") from error
+        raise AssertionError("unreachable")
+
+    async def _listing(self) -> Listing:
+        tools = await self._tools()
+        approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
+        timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
+        return Listing(tools, approval, timeouts)
+
+    async def _tools(self) -> dict[str, McpTool]:
+        if self._cache is not None:
+            return self._cache
+        changes = self._changes
+        remotes = await self._fetch()
+        tools = build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced)
+        if changes == self._changes:  # no change announced meanwhile: the next turn may reuse it
+            self._cache = tools
+        return tools
+
+    def _traced(self) -> dict[str, Any]:
+        """Its calls' span attributes now (read from the caller's thread: plain attribute reads)."""
+        session = self._session
+        try:
+            version = session.client.session.protocol_version if session is not None else None
+        except RuntimeError:  # the session closed meanwhile
+            version = None
+        found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
+                 "mcp.protocol.version": version}  # fmt: skip
+        return {key: value for key, value in found.items() if value is not None}
+
+    def _keeps(self, name: str) -> bool:
+        return (self.include is None or name in self.include) and name not in self.exclude
+
+    async def _fetch(self) -> list[types.Tool]:
+        for attempt in (1, 2):  # a session found dead is opened again, once
+            client = await self._client()
+            try:
+                with anyio.fail_after(LIST_SECONDS):
+                    return await self._pages(client)
+            except TimeoutError:
+                raise ServerUnavailable(f"{self.label} did not list its tools within {LIST_SECONDS:g} s") from None
+            except (MCPError, *_GONE) as error:
+                if not _gone(error):
+                    raise ServerUnavailable(f"{self.label} refused to list its tools: {error}") from error
+                self._let_go(client)
+                if attempt == 2:
+                    raise ServerUnavailable(f"{self.label} closed its session while listing its tools") from error
+        raise AssertionError("unreachable")
+
+    async def _pages(self, client: Client) -> list[types.Tool]:
+        remotes: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            remotes.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return remotes
+
+    async def _call(self, tool: types.Tool, arguments: dict[str, Any]) -> Any:
+        """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
+        ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
+        stream = dspy.settings.send_stream
+        if stream is None:
+            result = await _loop.arun(self._send(tool.name, arguments))
+        else:
+            result = await self._reporting(stream, tool, arguments)
+        return result_value(result, tool.output_schema)
+
+    async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+        here = asyncio.get_running_loop()
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:  # on the layer's loop
+            here.call_soon_threadsafe(lines.put_nowait, progress_line(tool.name, done, total, message))
+
+        async def relay() -> None:
+            while (line := await lines.get()) is not None:
+                with contextlib.suppress(Exception):  # a stream its consumer closed: the turn notices itself
+                    await stream.send(StatusMessage(line))
+
+        relaying = asyncio.ensure_future(relay())
+        try:
+            return await _loop.arun(self._send(tool.name, arguments, progress))
+        finally:
+            lines.put_nowait(None)
+            await asyncio.shield(relaying)
+
+    async def _send(self, remote_name: str, arguments: dict[str, Any], progress: Any = None) -> types.CallToolResult:
+        client = await self._client()
+        try:
+            return await client.call_tool(remote_name, arguments, progress_callback=progress)
+        except (MCPError, *_GONE) as error:
+            if not _gone(error):
+                raise
+            self._let_go(client)
+            raise ServerDisconnected(
+                f"{self.label} closed its session during the call (it is started again on the next call)"
+            ) from error
+
+    async def _client(self) -> Client:
+        if self._pid != os.getpid():  # a forked child: the parent's session lives on a loop not here
+            self._session, self._ending, self._opening, self._cache = None, set(), None, None
+            self._pid = os.getpid()
+        session = self._session
+        if session is not None and session.alive():
+            return session.client
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            session = self._session
+            if session is not None and session.alive():
+                return session.client
+            if session is not None:  # its server died while idle: let it go, open another
+                self._let_go(session.client)
+            self._session = await self._connect()
+            self._cache = None  # a new session: its tools are listed again
+            self.sessions_opened += 1
+            _loop.on_exit(self)
+            return self._session.client
+
+    async def _connect(self) -> _Session:
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        closing, ended = asyncio.Event(), asyncio.Event()
+        owner = asyncio.create_task(self._own(ready, closing, ended), name=f"dspy_imp.mcp {self.name}")
+        try:
+            client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        except BaseException as error:
+            closing.set()
+            owner.cancel()
+            await asyncio.gather(owner, return_exceptions=True)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            if isinstance(error, TimeoutError):
+                raise ServerUnavailable(f"{self.label} did not open within {self.connect_timeout:g} s") from None
+            raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
+        return _Session(client, closing, owner, ended)
+
+    async def _own(self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event) -> None:
+        """The session's owner: enters the SDK's context managers, holds them until ``closing``."""
+        try:
+            target = self._target()
+            if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
+                target = _watched(target, ended)
+            client = Client(
+                target,
+                mode=self.mode,
+                message_handler=self._on_message,
+                cache=None,
+                elicitation_callback=self._on_elicit if self.elicit is not None else None,
+            )
+            async with client, anyio.create_task_group() as group:
+                capabilities = client.server_capabilities.tools
+                if capabilities is not None and capabilities.list_changed:
+                    group.start_soon(self._listen, client)
+                ready.set_result(client)
+                await closing.wait()
+                group.cancel_scope.cancel()
+        except BaseException as error:  # the session's own end: reported to whoever waits to open it
+            if not ready.done():
+                if isinstance(error, Exception):
+                    ready.set_exception(error)
+                else:
+                    ready.cancel()
+            else:
+                logger.debug("dspy_imp.mcp: %s: session ended: %r", self.label, error)
+            if not isinstance(error, Exception):
+                raise
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026-07-28 session's change events (earlier ones send notifications: ``_on_message``)."""
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=True) as events:
+                async for _event in events:
+                    self._changed()
+
+    async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
+        """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
+        thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
+        leaves out, SEP-1034), ``None`` declines."""
+        if not isinstance(params, types.ElicitRequestFormParams):
+            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
+        schema = _plain(params.requested_schema)
+        callback = self.elicit
+        assert callback is not None
+        try:
+            if inspect.iscoroutinefunction(callback):
+                answer = await callback(params.message, schema)
+            else:
+                answer = await asyncio.to_thread(callback, params.message, schema)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+        except Exception as error:  # the callback is host code: the server reads a refusal
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
+        if answer is None:
+            return types.ElicitResult(action="decline")
+        if not isinstance(answer, Mapping):
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
+            )
+        return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._changed()
+
+    def _changed(self) -> None:
+        self._changes += 1
+        self._cache = None
+
+    def _let_go(self, client: Client) -> None:
+        """A dead session: its owner told to end (in the background), the next use opens another."""
+        session = self._session
+        if session is None or session.client is not client:
+            return
+        self._session = None
+        session.closing.set()
+        self._ending.add(session.owner)
+        session.owner.add_done_callback(self._ending.discard)
+
+    async def aclose_here(self) -> None:
+        """Close the session, on the layer's loop (``close``, ``with``, interpreter exit)."""
+        session, self._session = self._session, None
+        owners = set(self._ending)
+        if session is not None:
+            session.closing.set()
+            owners.add(session.owner)
+        if owners:
+            _, pending = await asyncio.wait(owners, timeout=CLOSE_SECONDS)
+            for owner in pending:
+                owner.cancel()
+        self._cache = None
+
+
+async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await list_page(cursor=cursor)
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+    return list((await client.read_resource(uri)).contents)
+
+
+def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
+    """A progress notification as one status line: ``fetch: 2/5 reading``."""
+    count = f"{done:g}/{total:g}" if total else f"{done:g}"
+    return " ".join(part for part in (f"{name}:", count, " ".join((message or "").split())[:200]) if part)
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    if isinstance(schema, Mapping):
+        return dict(schema)
+    dumped = schema.model_dump(by_alias=True, exclude_none=True)
+    return dumped if isinstance(dumped, dict) else {}
+
+
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults an elicitation's form schema gives its fields (SEP-1034)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {k: v["default"] for k, v in properties.items() if isinstance(v, Mapping) and "default" in v}
+
+
+def _gone(error: BaseException) -> bool:
+    """Whether ``error`` says the session is over (not a request's own failure)."""
+    return isinstance(error, _GONE) or (isinstance(error, MCPError) and error.code == types.CONNECTION_CLOSED)
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_message(e) for e in error.exceptions)
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"MCP server `{where}` must be a non-blank string, got {value!r}")
+    return value
+
+
+def _names(value: Any, where: str) -> frozenset[str]:
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ConfigurationError(f"MCP server `{where}` must be a list of tool names, got {value!r}")
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise ConfigurationError(f"MCP server `{where}` must be a list of tool names, got {name!r} in it")
+    return frozenset(names)
+
+
+def _approval(value: Any) -> Callable[[types.Tool], bool]:
+    if isinstance(value, bool):
+        return lambda tool: value
+    if callable(value):
+        return lambda tool: bool(value(tool))
+    try:
+        names = _names(value, "needs_approval")
+    except ConfigurationError:
+        raise ConfigurationError(
+            "MCP server `needs_approval` must be True, False, a list of the server's tool names, or "
+            f"callable(tool) -> bool; got {value!r}"
+        ) from None
+    return lambda tool: tool.name in names
+
+
+def _seconds(value: Any, where: str) -> Any:
+    if value is None and where == "timeout":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigurationError(f"MCP server `{where}` must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def stderr_sink() -> Any:
+    """Where a stdio server's stderr goes: this process's stderr when it is a real file, else nowhere."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return open(os.devnull, "w")  # held by the server's process for its life
+    return sys.stderr
