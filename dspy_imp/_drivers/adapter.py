@@ -48,6 +48,7 @@ from dspy_imp._drivers.request_options import (
     json_response_format,
     sends_request,
     settled,
+    thinking_of,
 )
 from dspy_imp._prompt.dialect import dialect_for
 from dspy_imp._prompt.guidance import roster_for_provider
@@ -227,7 +228,7 @@ class ReActAdapter(dspy.ChatAdapter):
                 lm_kwargs.pop(key, None)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
-        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs, *thinking_of(exchange))
         return signature
 
     def format(self, signature, demos, inputs):

@@ -362,3 +362,21 @@ def adapter_call_to(lm: Any, sender: Any) -> Iterator[None]:
     same = sender is lm or origin is None or origin[0] is not lm
     with contextlib.nullcontext() if same else _deprecation.adapter_message_call(sender, origin[1]):
         yield
+
+
+def native_thinking(model: str, effort: str) -> tuple[int, int] | None:
+    """What DSPy's native engine sends to Anthropic for ``reasoning_effort=effort`` on ``model``:
+    ``(budget_tokens, visible max_tokens when none is set)``, or ``None`` for a model of the
+    adaptive class (``thinking: {"type": "adaptive"}``, no budget).
+
+    Why: lm15's effort-to-budget table (``EFFORT_THINKING_BUDGETS``), its class test and its
+    default output ceiling are private; LiteLLM maps the same effort to another budget and
+    ceiling, and the loop makes that engine send what DSPy's default engine sends.
+    """
+    import importlib  # by name: the vendored modules are not for the type checker to follow
+
+    anthropic = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+    budgets = importlib.import_module("dspy._vendor.lm15.providers.common").EFFORT_THINKING_BUDGETS
+    if anthropic.anthropic_adaptive_class(model) or effort not in budgets:
+        return None
+    return int(budgets[effort]), int(anthropic._default_max_tokens(model))

@@ -146,7 +146,8 @@ _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDicti
 
 
 def _key(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> tuple[Any, ...]:
-    return (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})))
+    clients = frozenset(k for k in lm_kwargs if k in dspy_private.client_keys())  # a header sends "auto" to LiteLLM
+    return (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})), clients)
 
 
 def remembered_capabilities(lm: Any, lm_kwargs: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
