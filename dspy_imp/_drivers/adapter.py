@@ -57,7 +57,7 @@ from dspy_imp._prompt.render import render_request
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Reply
-from dspy_imp._routes.caching import marked, marking, native_cache
+from dspy_imp._routes.caching import marked, marking, marking_previous, native_cache
 from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.route import (
     call_options,
@@ -192,7 +192,8 @@ class ReActAdapter(dspy.ChatAdapter):
     def _sending(exchange: Exchange) -> Iterator[None]:
         """A native request's read and write bound; natively to OpenRouter, its cache marks."""
         native_mark = exchange.caching.mark if exchange.route.engine == "native" else None
-        with request_seconds(exchange.seconds), marking(native_mark):
+        previous = exchange.caching.previous if exchange.route.engine == "native" else None
+        with request_seconds(exchange.seconds), marking(native_mark), marking_previous(previous):
             yield
 
     @planned

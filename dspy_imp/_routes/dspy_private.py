@@ -100,6 +100,17 @@ def lm15_openai_responses() -> Any:
     return importlib.import_module("dspy._vendor.lm15.providers.openai")
 
 
+def lm15_anthropic() -> Any:
+    """lm15's Anthropic Messages provider module (``dspy._vendor.lm15.providers.anthropic``).
+
+    Why: DSPy's ``CacheConfig`` marks one message; ``_routes.caching`` wraps the body writer
+    (``AnthropicLM._payload``) to add the second moving breakpoint. Imported by name.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+
+
 def lm15_openai_chat() -> Any:
     """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
 
