@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .costs import PRICES
+from .costs import PRICES, THINKING_LENGTHS
 
 SPLIT_STEPS = (10, 100, 1000)
 
@@ -47,8 +47,23 @@ def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
             f"`{k}` {_usd(v['scenarios_cached'])}{_answered(v)}" for k, v in loops.items() if k != "dspy_imp"
         )
         ours = loops["dspy_imp"]
+        thinks = "scenarios_thinking" in ours
         figure = f"µ$ per answered turn over six scenarios (turns answered), {label} prices, caching on"
+        figure += ", no thinking billed" if thinks else ""
         rows.append([figure, _usd(ours["scenarios_cached"]) + _answered(ours), peers])
+        if not thinks:
+            continue
+        lengths = " / ".join(str(n) for n in THINKING_LENGTHS)
+
+        def billed(loop: dict[str, Any]) -> str:
+            found = (loop.get("scenarios_thinking") or {}).get("turn")
+            if not found:
+                return _usd(loop["scenarios_cached"])
+            return " / ".join(_usd(found[str(n)]) for n in THINKING_LENGTHS)
+
+        peers = ", ".join(f"`{k}` {billed(v)}" for k, v in loops.items() if k != "dspy_imp")
+        figure = f"the same, {lengths} thinking tokens billed once per assistant turn (each loop's own thinking)"
+        rows.append([figure, billed(ours), peers])
     sonnet = cost["prices"].get("Claude Sonnet 4.5", {}).get("loops", {})
     for steps in cost["long"]:
         key = f"steps:{steps}"
