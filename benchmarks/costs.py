@@ -46,7 +46,7 @@ PRICES: dict[str, tuple[str, str, str]] = {
     "DeepSeek V3.2": (GPT, "deepseek", "deepseek-chat"),
 }
 CLAUDE_KINDS = ("anthropic", "anthropic_later")
-OURS_OFF = "dspy_imp, thinking off"
+OURS_OFF = "dspy_imp (thinking off)"
 OURS = ("dspy_imp", OURS_OFF)  # never a peer of each other
 COST_LOOPS = ("dspy_imp", OURS_OFF, "dspy.ReActV2", "pydantic-ai", "openai-agents")
 # Thinking tokens a thinking model writes each time it thinks: the bench model writes none, so each

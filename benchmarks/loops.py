@@ -212,6 +212,6 @@ LOOPS: dict[str, Callable[..., Turn]] = {
     "openai-agents": openai_agents,
 }
 # The cost part also prices ours with thinking off (``benchmarks.costs``).
-COST_LOOP_MAKERS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy_imp, thinking off": ours_thinking_off}
+COST_LOOP_MAKERS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy_imp (thinking off)": ours_thinking_off}
 # End to end, stock on both engines too (``benchmarks.e2e``).
 E2E_LOOPS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy.ReActV2 (litellm)": dspy_react_litellm}

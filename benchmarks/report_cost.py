@@ -107,7 +107,6 @@ def targets_table(results: dict[str, Any]) -> str:
     return _table(["target", "limit", "measured", "met"], rows, "lrrr")
 
 
-
 def summary_table(results: dict[str, Any]) -> str:
     """Per price and loop: µ$ per answered turn over the six scenarios, and per long turn, with caching (without)."""
     cost = results["cost"]
@@ -270,7 +269,8 @@ thinking, DSPy's default, and Anthropic refuses thinking with a forced choice. I
 answer. In *never submits* it sends the forced submit and then the extraction request before
 giving up. And on every ordinary step, `tool_choice="auto"` pays Anthropic's 346-token tool-use
 prompt where pydantic-ai's `"required"` pays 313: most of what it is behind in *provider
-error* and *enum output*, where both send as many requests.
+error* and *enum output*, where both send as many requests. Under the later table (496 under
+`auto`, 588 under `any`) that reverses, and so does the order of the two (the *496/588* rows).
 
 {scenarios}
 

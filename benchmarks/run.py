@@ -152,6 +152,7 @@ def run_cost(
             out["engines"] = kept_engines
     out["targets_cost"] = report_cost.targets(out["cost"])
     out["cost"]["machine"] = {"load_before": load, "load_after": _load(), "elapsed_s": time.perf_counter() - started}
+    out["cost"]["machine"]["engines_kept"] = kept_engines is not None
     return out
 
 
