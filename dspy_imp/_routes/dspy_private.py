@@ -35,8 +35,10 @@ def select_backend(lm: Any, lm_kwargs: dict[str, Any]) -> Any:
     return select(lm, lm_kwargs)
 
 
+@functools.cache
 def client_keys() -> frozenset[str]:
-    """The option names DSPy treats as client settings, not request options (``CLIENT_KEYS``)."""
+    """The option names DSPy treats as client settings, not request options (``CLIENT_KEYS``; read once:
+    a module constant, asked for on every request)."""
     from dspy.clients.backend_selection import CLIENT_KEYS
 
     return frozenset(CLIENT_KEYS)
