@@ -208,15 +208,16 @@ def load_line(results: dict[str, Any]) -> str:
             f"The cost and engine parts ran in {cost['elapsed_s']:,.0f} s under a load average (1 minute) of "
             f"{_load(cost)}, on {cpus} CPUs"
         )
-        added = cost.get("added")
-        if added:
-            loops = ", ".join(f"`{name}`" for name in added["loops"])
-            lines.append(
-                f"the longest cost turn of {loops} was added afterwards, "
-                f"in {added['elapsed_s']:,.0f} s under {_load(added)}"
-            )
+    added = (cost or {}).get("added")
+    if added:
+        loops = ", ".join(f"`{name}`" for name in added["loops"])
+        lines.append(
+            f"the longest cost turn of {loops} was added afterwards, "
+            f"in {added['elapsed_s']:,.0f} s under {_load(added)}"
+        )
     rest = _load(results["machine"])
-    lines.append(f"the other parts under {rest}" if rest else "the other parts recorded no load average")
+    before = " (in the run before)" if cost and cost.get("engines_kept") else ""
+    lines.append(f"the other parts{before} under {rest}" if rest else "the other parts recorded no load average")
     return "; ".join(lines) + ". Other work shared the machine: that is what the spreads show."
 
 
