@@ -42,6 +42,10 @@ DEFAULT_MINIMUM = 1024
 # tool-use page, "Pricing": the same for Opus 4.x, Sonnet 4.x and Haiku 4.5). Billed as input tokens;
 # not a block of its own (a new ``tool_choice`` re-reads only the messages, per the caching guide).
 TOOL_USE_SYSTEM_PROMPT = {"auto": 346, "none": 346, "any": 313, "tool": 313}
+# The later public table of the same prompt (496 under auto/none, 588 under any/tool): it reverses
+# which ``tool_choice`` is cheaper. The bench bills every Claude turn under both, and shows both.
+TOOL_USE_SYSTEM_PROMPT_LATER = {"auto": 496, "none": 496, "any": 588, "tool": 588}
+TOOL_USE_TABLES = {"346/313": TOOL_USE_SYSTEM_PROMPT, "496/588": TOOL_USE_SYSTEM_PROMPT_LATER}
 
 
 class TooManyBreakpoints(ValueError):
@@ -126,12 +130,14 @@ def message_settings(body: dict[str, Any]) -> str:
     return _dumps({"tool_choice": choice, "thinking": thinking})
 
 
-def tool_use_prompt(body: dict[str, Any]) -> int:
-    """The tokens of the tool-use system prompt Anthropic adds to a request (0 without ``tools``)."""
+def tool_use_prompt(body: dict[str, Any], table: dict[str, int] | None = None) -> int:
+    """The tokens of the tool-use system prompt Anthropic adds to a request (0 without ``tools``),
+    from ``table`` (``TOOL_USE_SYSTEM_PROMPT`` unless given)."""
     if not body.get("tools"):
         return 0
+    table = table or TOOL_USE_SYSTEM_PROMPT
     choice = (body.get("tool_choice") or {"type": "auto"}).get("type", "auto")
-    return TOOL_USE_SYSTEM_PROMPT.get(choice, TOOL_USE_SYSTEM_PROMPT["auto"])
+    return table.get(choice, table["auto"])
 
 
 def _system_blocks(body: dict[str, Any]) -> int:
@@ -146,11 +152,12 @@ class AnthropicCache:
     count: Counter
     minimum: int = DEFAULT_MINIMUM
     entries: set[int] = field(default_factory=set)
+    tool_prompt: dict[str, int] = field(default_factory=lambda: TOOL_USE_SYSTEM_PROMPT)
 
     @classmethod
-    def for_model(cls, count: Counter, model: str) -> AnthropicCache:
+    def for_model(cls, count: Counter, model: str, tool_prompt: dict[str, int] | None = None) -> AnthropicCache:
         minimum = next((m for name, m in ANTHROPIC_MINIMUM.items() if model.startswith(name)), DEFAULT_MINIMUM)
-        return cls(count, minimum)
+        return cls(count, minimum, tool_prompt=tool_prompt or TOOL_USE_SYSTEM_PROMPT)
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
         """The request's prompt split as Anthropic reports it; its breakpoints' prefixes are written."""
@@ -163,7 +170,7 @@ class AnthropicCache:
         head = len(body.get("tools") or []) + _system_blocks(body)
         settings = message_settings(body)  # a change re-reads the messages, not the tools and system
         chain = _chain([text if i < head else settings + text for i, (text, _) in enumerate(blocks)])
-        upto = _cumulative([self.count(text) for text, _ in blocks], tool_use_prompt(body))
+        upto = _cumulative([self.count(text) for text, _ in blocks], tool_use_prompt(body, self.tool_prompt))
         hit = 0  # blocks read from the cache
         for mark in marks:
             for end in range(mark, max(-1, mark - LOOKBACK - 1), -1):

@@ -114,6 +114,12 @@ def ours(base_url: str, kind: str, max_steps: int, engine: str = "auto", model: 
     return _dspy_turn(agent, _dspy_lm(base_url, model, engine), None)
 
 
+def ours_thinking_off(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
+    """Ours with ``thinking="off"``: on Claude no request asks for thinking (the cost part's other row of ours)."""
+    agent = dspy_imp.ReActV2(SIGNATURES[kind], tools=[look], max_iters=max_steps, thinking="off")
+    return _dspy_turn(agent, _dspy_lm(base_url, model, "auto"), None)
+
+
 def ours_litellm(base_url: str, kind: str, max_steps: int, model: str = MODEL) -> Turn:
     return ours(base_url, kind, max_steps, engine="litellm", model=model)
 
@@ -205,5 +211,7 @@ LOOPS: dict[str, Callable[..., Turn]] = {
     "pydantic-ai": pydantic_ai,
     "openai-agents": openai_agents,
 }
+# The cost part also prices ours with thinking off (``benchmarks.costs``).
+COST_LOOP_MAKERS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy_imp (thinking off)": ours_thinking_off}
 # End to end, stock on both engines too (``benchmarks.e2e``).
 E2E_LOOPS: dict[str, Callable[..., Turn]] = {**LOOPS, "dspy.ReActV2 (litellm)": dspy_react_litellm}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .costs import COST_LOOPS, PRICES, dollars
+from .costs import CLAUDE_KINDS, COST_LOOPS, OURS, OURS_OFF, PRICES, THINKING_LENGTHS, dollars
 
 SAVING_LIMIT = 0.3  # ours with caching against ours without, a 100-step turn on Claude Sonnet 4.5
 SAVING_PRICE, SAVING_STEPS = "Claude Sonnet 4.5", 100
@@ -34,10 +34,25 @@ def targets(cost: dict[str, Any]) -> dict[str, Any]:
         below = peer["cached"] is None or (ours["cached"] is not None and ours["cached"] < peer["cached"])
         out["below_peer"] = {"ours": ours["cached"], "peer": peer["cached"], "met": below}
     for label, entry in cost["prices"].items():
-        mine = entry["loops"].get("dspy_imp", {}).get("scenarios_cached")
-        peers = {k: v["scenarios_cached"] for k, v in entry["loops"].items() if k != "dspy_imp"}
-        met = mine is not None and all(v is None or mine <= v for v in peers.values())
-        out[f"scenarios:{label}"] = {"ours": mine, "peers": peers, "met": met}
+        loops = entry["loops"]
+        for name, prefix in (("dspy_imp", "scenarios"), (OURS_OFF, "scenarios_off")):
+            mine = loops.get(name, {}).get("scenarios_cached")
+            if name not in loops:
+                continue
+            peers = {k: v["scenarios_cached"] for k, v in loops.items() if k not in OURS}
+            met = mine is not None and all(v is None or mine <= v for v in peers.values())
+            out[f"{prefix}:{label}"] = {"ours": mine, "peers": peers, "met": met}
+        if PRICES[label][1] not in CLAUDE_KINDS or "scenarios_thinking" not in loops.get("dspy_imp", {}):
+            continue
+        for tokens in THINKING_LENGTHS:  # each loop's own thinking billed, once per assistant turn
+            mine = loops["dspy_imp"]["scenarios_thinking"]["turn"][str(tokens)]
+            peers = {
+                k: (v.get("scenarios_thinking") or {}).get("turn", {}).get(str(tokens), v["scenarios_cached"])
+                for k, v in loops.items()
+                if k not in OURS
+            }
+            met = all(v is None or mine <= v for v in peers.values())
+            out[f"scenarios_thinking:{label}:{tokens}"] = {"ours": mine, "peers": peers, "met": met, "tokens": tokens}
     return out
 
 
@@ -69,18 +84,26 @@ def targets_table(results: dict[str, Any]) -> str:
             ]
         )
     for label in PRICES:
-        s = t.get(f"scenarios:{label}")
-        if s is None:
-            continue
-        peers = ", ".join(f"{k} {_usd(v)}" for k, v in s["peers"].items())
-        rows.append(
-            [
-                f"µ$ per answered turn, six scenarios, {label}: no higher than any peer's",
-                f"≤ {peers}",
-                _usd(s["ours"]),
-                _met(s["met"]),
-            ]
-        )
+        found = [
+            (t.get(f"scenarios:{label}"), "`dspy_imp` (its default), no thinking billed"),
+            *(
+                (t.get(f"scenarios_thinking:{label}:{n}"), f"`dspy_imp` (its default), {n} thinking tokens billed")
+                for n in THINKING_LENGTHS
+            ),
+            (t.get(f"scenarios_off:{label}"), f"`{OURS_OFF}`"),
+        ]
+        for s, who in found:
+            if s is None:
+                continue
+            peers = ", ".join(f"{k} {_usd(v)}" for k, v in s["peers"].items())
+            rows.append(
+                [
+                    f"µ$ per answered turn, six scenarios, {label}, {who}: no higher than any peer's",
+                    f"≤ {peers}",
+                    _usd(s["ours"]),
+                    _met(s["met"]),
+                ]
+            )
     return _table(["target", "limit", "measured", "met"], rows, "lrrr")
 
 
@@ -133,57 +156,47 @@ def scenarios_table(results: dict[str, Any], label: str = SAVING_PRICE) -> str:
     return _table(["scenario", *(f"`{loop}`" for loop in loops)], rows, "l" + "r" * len(loops))
 
 
-def break_even(results: dict[str, Any], label: str, what: str = "scenarios") -> dict[str, Any] | None:
-    """Thinking tokens per thinking request at which ``dspy_imp`` reaches the cheapest peer that asks for none.
-
-    The bench model returns no thinking; a real model bills what it thinks as output tokens.
-    ``what`` is ``"scenarios"`` (per answered turn over the six) or ``"steps:N"`` (one long turn).
-    """
-    entry = results["cost"]["prices"].get(label, {})
-    loops = entry.get("loops", {})
-    ours = loops.get("dspy_imp")
-    if not ours:
-        return None
-
-    def spent(loop: dict[str, Any]) -> tuple[float | None, int]:
-        if what == "scenarios":
-            return loop.get("scenarios_cached"), loop.get("thinking", 0)
-        turn = loop.get(what) or {}
-        return turn.get("cached"), turn.get("thinking", 0)
-
-    mine, asked = spent(ours)
-    peers = {n: spent(v)[0] for n, v in loops.items() if n != "dspy_imp" and spent(v)[1] == 0 and spent(v)[0]}
-    if mine is None or not asked or not peers:
-        return None
-    peer = min(peers, key=lambda n: peers[n])
-    per_token = dollars({"input": 0, "write": 0, "read": 0, "output": 1}, entry["key"])
-    answered = ours["answered"] if what == "scenarios" else 1
-    tokens = (peers[peer] - mine) * answered / asked / per_token
-    return {"peer": peer, "asked": asked, "tokens": tokens, "ours": mine, "theirs": peers[peer]}
+def _thinking_cells(figures: dict[str, Any] | None, mode: str, scale: float, digits: int) -> str:
+    if not figures:
+        return "–"
+    return " / ".join(_usd(figures[mode][str(n)], scale, digits) for n in THINKING_LENGTHS)
 
 
 def thinking_table(results: dict[str, Any]) -> str:
-    """Where ``dspy_imp`` asks for thinking: how many requests, and the break-even thinking per request."""
+    """Claude prices, every loop: the six scenarios per answered turn and the 100-step turn with no
+    thinking billed, and with each thinking length billed once per assistant turn and per request."""
     cost = results["cost"]
     rows = []
+    steps = min(cost["long"], default=None)
     for label, (_, kind, _) in PRICES.items():
-        if kind != "anthropic":
+        if kind not in CLAUDE_KINDS:
             continue
-        for what in ("scenarios", *(f"steps:{n}" for n in cost["long"])):
-            found = break_even(results, label, what)
-            if found is None:
+        for loop in COST_LOOPS:
+            r = cost["prices"].get(label, {}).get("loops", {}).get(loop)
+            if r is None:
                 continue
-            name = "six scenarios, per answered turn" if what == "scenarios" else f"{int(what[6:]):,}-step turn"
-            tokens = "none: already dearer" if found["tokens"] < 0 else f"{found['tokens']:,.0f}"
-            rows.append([label, name, f"{found['asked']:,}", f"`{found['peer']}`", tokens])
+            turn = r.get(f"steps:{steps}") or {}
+            cells = [
+                _usd(r["scenarios_cached"]),
+                _thinking_cells(r.get("scenarios_thinking"), "turn", 1e6, 0),
+                _thinking_cells(r.get("scenarios_thinking"), "request", 1e6, 0),
+                _usd(turn.get("cached"), 1e3, 1),
+                _thinking_cells(turn.get("with_thinking"), "turn", 1e3, 1),
+                _thinking_cells(turn.get("with_thinking"), "request", 1e3, 1),
+            ]
+            rows.append([label, f"`{loop}`", *cells])
+    lengths = " / ".join(f"{n:,}" for n in THINKING_LENGTHS)
     header = [
         "prices",
-        "turns",
-        "`dspy_imp` requests asking for thinking",
-        "cheapest peer asking for none",
-        "break-even thinking tokens per request",
+        "loop",
+        "µ$ per answered turn, six scenarios, no thinking billed",
+        f"the same, {lengths} thinking tokens, once per assistant turn",
+        "the same, per request (interleaved)",
+        f"m$ per {steps:,}-step turn, no thinking billed" if steps else "m$ per long turn",
+        f"the same, {lengths} thinking tokens, once per assistant turn",
+        "the same, per request (interleaved)",
     ]
-    return _table(header, rows, "llrlr") if rows else ""
+    return _table(header, rows, "llrrrrrr") if rows else ""
 
 
 def connections_table(results: dict[str, Any]) -> str:
@@ -229,9 +242,13 @@ Completions, `prompt_tokens_details.cached_tokens` for the longest prefix an ear
 sent, from 1,024 tokens in 128-token steps (OpenAI), and in 64-token units for DeepSeek
 (`prompt_cache_hit_tokens`). Tokens are `cl100k_base` counts of each block, an estimate for
 every provider; every turn starts with a cold cache. On Anthropic a request with `tools` also
-pays the tool-use system prompt Anthropic puts in front of them: 346 tokens under `tool_choice`
-`auto` and 313 under `any` or `tool` (the pricing table of Anthropic's tool-use page, the same
-for the Claude 4 models), read and written with the prefix behind it. Dollars use LiteLLM's
+pays the tool-use system prompt Anthropic puts in front of them, read and written with the
+prefix behind it. Anthropic has published two tables of it: 346 tokens under `tool_choice` `auto`
+and 313 under `any` or `tool` (the Claude 4 models), and a later one, 496 under `auto`/`none` and
+588 under `any`/`tool`, which reverses which choice is cheaper. The Claude rows bill the first;
+the rows marked *496/588* bill the same requests under the second. Output tokens are counted from
+what the model wrote (its text, each call's name and arguments), as the provider bills them, not
+from the Chat Completions JSON around it. Dollars use LiteLLM's
 price map (input, cache read, cache write and output prices), replies included; *uncached*
 prices the same requests with every prompt token at the input price. Scenario cost is the
 dollars summed over the six scenarios divided by the turns that ended with an answer (µ$:
@@ -252,16 +269,23 @@ thinking, DSPy's default, and Anthropic refuses thinking with a forced choice. I
 answer. In *never submits* it sends the forced submit and then the extraction request before
 giving up. And on every ordinary step, `tool_choice="auto"` pays Anthropic's 346-token tool-use
 prompt where pydantic-ai's `"required"` pays 313: most of what it is behind in *provider
-error* and *enum output*, where both send as many requests.
+error* and *enum output*, where both send as many requests. Under the later table (496 under
+`auto`, 588 under `any`) that reverses, and so does the order of the two (the *496/588* rows).
 
 {scenarios}
 
-The bench model returns no thinking, and these figures bill none. On a real Claude, the thinking
-that `dspy_imp` and `dspy.ReActV2` ask for on each ordinary step (`reasoning_effort="low"`,
-DSPy's default for a model that supports reasoning; pydantic-ai and the Agents SDK ask for none)
-is billed as output tokens. The table gives, for `dspy_imp`, how much thinking per request
-would bring it level with the cheapest peer that does not think: past that, its default costs
-more on Claude, in return for the thinking. `dspy.LM(..., reasoning_effort=None)` turns it off.
+**Thinking, billed as Anthropic documents it.** The bench model returns no thinking, so the
+figures above bill none. On a real Claude, the thinking that `dspy_imp` (its default,
+`thinking="every"`) and `dspy.ReActV2` ask for on each ordinary step (`reasoning_effort="low"`:
+`budget_tokens` 2,048 on both engines; pydantic-ai and the Agents SDK ask for none) is billed as
+output tokens. Without Anthropic's interleaved-thinking beta, which none of these loops sends,
+Claude thinks once per assistant turn: on the first request after the user's message that asks
+for it (a tool-use loop is one turn); with the beta (`thinking="interleaved"`) on every request
+that asks. The table bills 50, 200 and 500 thinking tokens each time the model thinks, as output,
+and the block sent back on each later request of the same assistant turn at the cache-read
+price, counted from each request the loop sent (`benchmarks/costs.py`, `thinking_counts`). The
+targets above are met only where they hold on every row. `thinking="off"` (or
+`dspy.LM(..., reasoning_effort=None)`) turns it off: the `{off}` rows.
 
 {thinking}
 
@@ -295,5 +319,6 @@ def cost_page(results: dict[str, Any]) -> str:
         targets=targets_table(results),
         scenarios=scenarios_table(results) if cost_rows(results) else "",
         thinking=thinking_table(results),
+        off=OURS_OFF,
         connections=connections_table(results),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .costs import PRICES
+from .costs import PRICES, THINKING_LENGTHS
 
 SPLIT_STEPS = (10, 100, 1000)
 
@@ -47,8 +47,23 @@ def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
             f"`{k}` {_usd(v['scenarios_cached'])}{_answered(v)}" for k, v in loops.items() if k != "dspy_imp"
         )
         ours = loops["dspy_imp"]
+        thinks = "scenarios_thinking" in ours
         figure = f"µ$ per answered turn over six scenarios (turns answered), {label} prices, caching on"
+        figure += ", no thinking billed" if thinks else ""
         rows.append([figure, _usd(ours["scenarios_cached"]) + _answered(ours), peers])
+        if not thinks:
+            continue
+        lengths = " / ".join(str(n) for n in THINKING_LENGTHS)
+
+        def billed(loop: dict[str, Any]) -> str:
+            found = (loop.get("scenarios_thinking") or {}).get("turn")
+            if not found:
+                return _usd(loop["scenarios_cached"])
+            return " / ".join(_usd(found[str(n)]) for n in THINKING_LENGTHS)
+
+        peers = ", ".join(f"`{k}` {billed(v)}" for k, v in loops.items() if k != "dspy_imp")
+        figure = f"the same, {lengths} thinking tokens billed once per assistant turn (each loop's own thinking)"
+        rows.append([figure, billed(ours), peers])
     sonnet = cost["prices"].get("Claude Sonnet 4.5", {}).get("loops", {})
     for steps in cost["long"]:
         key = f"steps:{steps}"
@@ -181,20 +196,28 @@ def load_line(results: dict[str, Any]) -> str:
     cpus = results["machine"]["cpus"]
     cost = (results.get("cost") or {}).get("machine")
     lines = []
-    if cost:
+    if cost and cost.get("engines_kept"):
+        lines.append(
+            f"The cost part ran in {cost['elapsed_s']:,.0f} s under a load average (1 minute) of "
+            f"{_load(cost)}, on {cpus} CPUs, while other work kept both CPUs busy; its dollars do not depend "
+            "on the load. The engine part and every time figure are kept from the run before, not measured "
+            "under that load"
+        )
+    elif cost:
         lines.append(
             f"The cost and engine parts ran in {cost['elapsed_s']:,.0f} s under a load average (1 minute) of "
             f"{_load(cost)}, on {cpus} CPUs"
         )
-        added = cost.get("added")
-        if added:
-            loops = ", ".join(f"`{name}`" for name in added["loops"])
-            lines.append(
-                f"the longest cost turn of {loops} was added afterwards, "
-                f"in {added['elapsed_s']:,.0f} s under {_load(added)}"
-            )
+    added = (cost or {}).get("added")
+    if added:
+        loops = ", ".join(f"`{name}`" for name in added["loops"])
+        lines.append(
+            f"the longest cost turn of {loops} was added afterwards, "
+            f"in {added['elapsed_s']:,.0f} s under {_load(added)}"
+        )
     rest = _load(results["machine"])
-    lines.append(f"the other parts under {rest}" if rest else "the other parts recorded no load average")
+    before = " (in the run before)" if cost and cost.get("engines_kept") else ""
+    lines.append(f"the other parts{before} under {rest}" if rest else "the other parts recorded no load average")
     return "; ".join(lines) + ". Other work shared the machine: that is what the spreads show."
 
 
@@ -206,6 +229,8 @@ depend on the machine. Times do: each is the median over interleaved rounds, wit
 and highest round and the number of rounds. {load}
 
 {table}
+
+{thinking}
 
 {runs}
 
@@ -237,9 +262,30 @@ Ours stays flat; DSPy's grows with the history.
 """
 
 
+def thinking_line(results: dict[str, Any], label: str = "Claude Sonnet 4.5") -> str:
+    """What the default's thinking costs on Claude, said plainly (the bench model thinks none)."""
+    loops = ((results.get("cost") or {}).get("prices", {}).get(label) or {}).get("loops", {})
+    ours, off = loops.get("dspy_imp") or {}, loops.get("dspy_imp (thinking off)") or {}
+    found = (ours.get("scenarios_thinking") or {}).get("turn")
+    if not found or off.get("scenarios_cached") is None:
+        return ""
+    each = " / ".join(_usd(found[str(n)]) for n in THINKING_LENGTHS)
+    lengths = " / ".join(str(n) for n in THINKING_LENGTHS)
+    per_request = " / ".join(_usd(ours["scenarios_thinking"]["request"][str(n)]) for n in THINKING_LENGTHS)
+    return (
+        f"**What the default's thinking costs.** On {label}, `dspy_imp`'s default asks for thinking on "
+        f'every ordinary step (`thinking="every"`, DSPy\'s `reasoning_effort="low"`). Billed as Anthropic '
+        f"documents it, once per assistant turn, at {lengths} thinking tokens each time, the six scenarios "
+        f'cost {each} µ$ per answered turn, against {_usd(off["scenarios_cached"])} with `thinking="off"` '
+        f"(and {per_request} if every request thought, as with the interleaved beta). Which lengths a real "
+        "Claude writes is not measured here: the bench model writes none."
+    )
+
+
 def summary_page(results: dict[str, Any]) -> str:
     engines = results.get("engines")
     return _SUMMARY.format(
+        thinking=thinking_line(results),
         load=load_line(results),
         table=summary_table(results),
         runs=runs_line(results),

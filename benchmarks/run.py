@@ -33,7 +33,7 @@ from . import (
     report_e2e,
     report_summary,
 )
-from .loops import E2E_LOOPS, LOOPS
+from .loops import COST_LOOP_MAKERS, E2E_LOOPS, LOOPS
 from .profile import shares
 from .server import SCENARIOS, BenchServer
 
@@ -126,10 +126,13 @@ def run(quick: bool, long_loops: list[str] | None = None, kept: dict[str, Any] |
     return results
 
 
-def run_cost(sizes: dict[str, Any], long_loops: list[str] | None = None) -> dict[str, Any]:
+def run_cost(
+    sizes: dict[str, Any], long_loops: list[str] | None = None, kept_engines: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What a turn costs (dollars, connections) and the engine choice at a long history.
 
     ``long_loops``: the loops that run the longest turn (all of them unless given).
+    ``kept_engines``: the engine part's saved results, kept instead of measured again.
     """
     out: dict[str, Any] = {}
     started, load = time.perf_counter(), _load()
@@ -137,14 +140,19 @@ def run_cost(sizes: dict[str, Any], long_loops: list[str] | None = None) -> dict
         print("\n[cost] dollars per answered turn, every loop on every model's prices", flush=True)
         only = {int(k): v for k, v in sizes["cost_long_only"].items()}
         longest = max(sizes["cost_long"])
-        rows = costs.measure(server, LOOPS, report_e2e.SHARED, sizes["cost_long"], only=only, long_loops=long_loops)
+        makers = COST_LOOP_MAKERS
+        rows = costs.measure(server, makers, report_e2e.SHARED, sizes["cost_long"], only=only, long_loops=long_loops)
         out["cost"] = costs.summary(rows, report_e2e.SHARED, sizes["cost_long"])
         out["cost"]["rows"] = rows
         out["cost"]["longest"] = {"steps": longest, "models": only.get(longest), "loops": long_loops}
-        print("\n[engine] engine='lm15' against the default at a long history", flush=True)
-        out["engines"] = engines.measure(server, sizes["engine_steps"], sizes["engine_rounds"])
+        if kept_engines is None:
+            print("\n[engine] engine='lm15' against the default at a long history", flush=True)
+            out["engines"] = engines.measure(server, sizes["engine_steps"], sizes["engine_rounds"])
+        else:
+            out["engines"] = kept_engines
     out["targets_cost"] = report_cost.targets(out["cost"])
     out["cost"]["machine"] = {"load_before": load, "load_after": _load(), "elapsed_s": time.perf_counter() - started}
+    out["cost"]["machine"]["engines_kept"] = kept_engines is not None
     return out
 
 
@@ -161,7 +169,7 @@ def add_longest(results: dict[str, Any], names: list[str]) -> None:
     with BenchServer() as server:
         for model in models:
             for name in names:
-                turn = LOOPS[name](server.base_url, "text", longest + 5, model=model)
+                turn = COST_LOOP_MAKERS[name](server.base_url, "text", longest + 5, model=model)
                 row = costs.run_one(server, turn, "steps", longest, {"answer": "found"})
                 cost["rows"] = [
                     r for r in cost["rows"] if (r["loop"], r["model"], r["what"]) != (name, model, f"steps:{longest}")
@@ -211,6 +219,9 @@ def main() -> None:
         "--long-loops", help="comma-separated loops that run the cost part's longest turn (default: all)"
     )
     parser.add_argument(
+        "--keep-engines", action="store_true", help="with --cost-only: keep the saved engine part, rerun the cost part"
+    )
+    parser.add_argument(
         "--keep-cost",
         type=Path,
         metavar="JSON",
@@ -230,7 +241,8 @@ def main() -> None:
         args.out = args.out or args.add_long
     elif args.cost_only:
         results = json.loads(args.cost_only.read_text())
-        results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops))
+        kept = results.get("engines") if args.keep_engines else None
+        results.update(run_cost(SIZES["quick" if args.quick else "full"], long_loops, kept))
         args.out = args.out or args.cost_only
     elif args.keep_cost:
         results = run(args.quick, long_loops, kept=json.loads(args.keep_cost.read_text()))

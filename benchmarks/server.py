@@ -58,11 +58,17 @@ class Script:
         self.count = count = _counter()
         self.openai, self.deepseek_cache = caches.openai_cache(count), caches.deepseek_cache(count)
         self.anthropic: dict[str, caches.AnthropicCache] = {}
+        self.anthropic_later: dict[str, caches.AnthropicCache] = {}  # the later tool-use prompt table
+        self.usage_later: list[dict[str, Any] | None] = []  # the same requests billed under it
+        self.betas: list[str | None] = []  # each request's ``anthropic-beta`` header
 
-    def respond(self, raw: bytes, wire: str = "chat") -> tuple[int, dict[str, Any]]:
+    def respond(self, raw: bytes, wire: str = "chat", beta: str | None = None) -> tuple[int, dict[str, Any]]:
         """The reply to one request: ``wire`` is ``"chat"`` (Chat Completions) or ``"messages"`` (Anthropic)."""
         index = len(self.bodies)
         self.bodies.append(raw)
+        self.betas.append(beta)
+        if wire != "messages":
+            self.usage_later.append(None)
         received = json.loads(raw)
         body = messages_api.chat_view(received) if wire == "messages" else received
         status, reply = self._decide(index, body)
@@ -75,6 +81,8 @@ class Script:
         else:
             self.usage.append(None)
             self.deepseek.append(None)
+            if wire == "messages":
+                self.usage_later.append(None)
         self.statuses.append(status)
         self.replies.append(reply["choices"][0]["message"] if status == 200 else None)
         if wire == "messages":
@@ -83,7 +91,13 @@ class Script:
         return status, reply
 
     def _output(self, reply: dict[str, Any]) -> int:
-        return self.count(json.dumps(reply["choices"][0]["message"], separators=(",", ":")))
+        """The output tokens as the provider bills them: what the model wrote (its text, and each call's
+        name and arguments), not the Chat Completions JSON around it (roles, ids, field names)."""
+        message = reply["choices"][0]["message"]
+        written = [message.get("content") or ""]
+        for call in message.get("tool_calls") or ():
+            written += [call["function"]["name"], call["function"].get("arguments") or ""]
+        return sum(self.count(text) for text in written if text)
 
     def _chat_usage(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
         prompt, cached = self.openai.usage(body)
@@ -102,10 +116,15 @@ class Script:
     def _anthropic_usage(self, body: dict[str, Any], reply: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         model = body.get("model", "")
         cache = self.anthropic.setdefault(model, caches.AnthropicCache.for_model(self.count, model))
+        later = self.anthropic_later.setdefault(
+            model, caches.AnthropicCache.for_model(self.count, model, caches.TOOL_USE_SYSTEM_PROMPT_LATER)
+        )
         try:
             usage: dict[str, Any] = {**cache.usage(body), "output_tokens": self._output(reply)}
+            self.usage_later.append({**later.usage(body), "output_tokens": usage["output_tokens"]})
         except caches.TooManyBreakpoints as error:
             self.usage.append(None)
+            self.usage_later.append(None)
             self.deepseek.append(None)
             return 400, _error(str(error), "invalid_request_error")
         self.usage.append(usage)
@@ -278,7 +297,7 @@ def serve() -> None:
                 else:
                     script = state["script"]
                     wire = "messages" if self.path.rstrip("/").endswith("/messages") else "chat"
-                    status, reply = script.respond(raw, wire)
+                    status, reply = script.respond(raw, wire, self.headers.get("anthropic-beta"))
                     stream = wire == "messages" and status == 200 and json.loads(raw).get("stream") is True
                     script.times.append([received, 0.0])
                     timing = script.times[-1]
@@ -298,6 +317,8 @@ def serve() -> None:
                     "times": script.times,
                     "replies": script.replies,
                     "usage": script.usage,
+                    "usage_later": script.usage_later,
+                    "betas": script.betas,
                     "deepseek": script.deepseek,
                     "connections": len(script.connections),
                     "opened": script.opened,

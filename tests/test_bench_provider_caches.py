@@ -222,3 +222,25 @@ def test_the_cost_targets_compare_ours_with_and_without_caching_and_with_every_p
     assert targets["saving"]["ratio"] == 0.2 and targets["saving"]["met"]
     assert targets["below_peer"] == {"ours": 0.2, "peer": 0.25, "met": True}
     assert targets["scenarios:Claude Sonnet 4.5"]["met"] and not targets["scenarios:OpenAI gpt-4o-mini"]["met"]
+
+
+def test_the_later_tool_use_table_bills_496_under_auto_and_588_under_a_forced_choice():
+    count = _counter()
+    bare = {"model": "claude-sonnet-4-5", "messages": _turn(1), "tools": _tools(marked=False)}
+    bare["messages"][-1]["content"][-1].pop("cache_control")
+    listed = sum(count(text) for text, _ in caches.anthropic_blocks(bare))
+    for choice, first, later in (({"type": "auto"}, 346, 496), ({"type": "any"}, 313, 588)):
+        body = {**bare, "tool_choice": choice}
+        now = caches.AnthropicCache.for_model(count, "claude-sonnet-4-5").usage(body)
+        then = caches.AnthropicCache.for_model(count, "claude-sonnet-4-5", caches.TOOL_USE_SYSTEM_PROMPT_LATER)
+        assert now["input_tokens"] == listed + first
+        assert then.usage(body)["input_tokens"] == listed + later
+
+
+def test_output_tokens_count_what_the_model_wrote_not_the_chat_json():
+    script = Script("steps", 1)
+    call = {"id": "call_0", "type": "function", "function": {"name": "look", "arguments": '{"where":"shelf"}'}}
+    reply = {"choices": [{"message": {"role": "assistant", "content": "Let me look.", "tool_calls": [call]}}]}
+    wrote = sum(script.count(t) for t in ("Let me look.", "look", '{"where":"shelf"}'))
+    assert script._output(reply) == wrote
+    assert wrote < script.count(json.dumps(reply["choices"][0]["message"], separators=(",", ":")))

@@ -211,34 +211,53 @@ def test_the_context_benchmark_counts_prefix_breaks_per_tier_change():
     assert "| requests that broke the prefix |" in report.context_table({"context": result})
 
 
-def test_the_break_even_thinking_is_what_closes_the_gap_to_the_cheapest_peer_that_thinks_not():
-    def loop(cost: float, thinking: int, answered: int = 2) -> dict:
-        return {
-            "scenarios_cached": cost,
-            "thinking": thinking,
-            "answered": answered,
-            "steps:2": {"cached": cost * 10, "thinking": thinking * 5},
-        }
+def test_thinking_is_billed_once_per_assistant_turn_without_the_beta_and_per_request_with_it():
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+
+    def body(*messages: dict, thinks: bool = True) -> dict:
+        return {"messages": list(messages), **({"thinking": thinking} if thinks else {})}
+
+    user = {"role": "user", "content": [{"type": "text", "text": "Where is it?"}]}
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "look", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "no"}]}
+    # one assistant turn of three requests (a tool loop), then the forced submit without thinking
+    turn = [body(user), body(user, call, result), body(user, call, result, call, result)]
+    bodies = [*turn, body(user, call, result, call, result, thinks=False)]
+    counts = costs.thinking_counts(bodies, [None] * 4)
+    assert counts == {"turn": 1, "request": 3, "carried_turn": 3, "carried_request": 0 + 1 + 2 + 3}
+    beta = "interleaved-thinking-2025-05-14"
+    sent = costs.thinking_counts(bodies, [beta] * 4)
+    assert (sent["turn"], sent["carried_turn"]) == (3, 6)  # with the beta, as sent: per request
+    again = costs.thinking_counts([*bodies, body(user, call, result, call, result, call, result, user)], [None] * 5)
+    assert again["turn"] == 2  # a new user message opens a new assistant turn
+
+    key = costs.PRICES["Claude Sonnet 4.5"][2]
+    entry = costs.litellm.model_cost[key]
+    billed = costs.thinking_dollars(counts, key, "turn", 200)
+    assert billed == pytest.approx(200 * (entry["output_cost_per_token"] + 3 * entry["cache_read_input_token_cost"]))
+
+
+def test_the_thinking_targets_are_met_only_on_the_rows_that_hold():
+    def loop(cost: float, thought: dict | None) -> dict:
+        found = {"scenarios_cached": cost, "scenarios_uncached": cost}
+        if thought is not None:
+            found["scenarios_thinking"] = {"turn": thought, "request": thought}
+        return found
 
     label = "Claude Sonnet 4.5"
     loops = {
-        "dspy_imp": loop(0.001, 4),
-        "pydantic-ai": loop(0.0013, 0),
-        "dspy.ReActV2": loop(0.0011, 4),
-        "openai-agents": loop(0.0015, 0, 1),
+        "dspy_imp": loop(0.0010, {"50": 0.0011, "200": 0.0014, "500": 0.0020}),
+        costs.OURS_OFF: loop(0.0010, {"50": 0.0010, "200": 0.0010, "500": 0.0010}),
+        "pydantic-ai": loop(0.0012, {"50": 0.0012, "200": 0.0012, "500": 0.0012}),
+        "dspy.ReActV2": loop(0.0013, {"50": 0.0015, "200": 0.0020, "500": 0.0030}),
     }
-    results = {"cost": {"long": [2], "prices": {label: {"key": costs.PRICES[label][2], "loops": loops}}}}
-    per_token = costs.dollars({"input": 0, "write": 0, "read": 0, "output": 1}, costs.PRICES[label][2])
-
-    found = report_cost.break_even(results, label)
-    assert found["peer"] == "pydantic-ai"  # the cheapest that asks for no thinking; dspy.ReActV2 asks for it
-    assert found["tokens"] == pytest.approx(0.0003 * 2 / 4 / per_token)  # 2 answered turns, 4 thinking requests
-    long = report_cost.break_even(results, label, "steps:2")
-    assert long["tokens"] == pytest.approx(0.003 / 20 / per_token)
-    loops["dspy_imp"]["scenarios_cached"] = 0.002  # already dearer than the peer
-    assert "none: already dearer" in report_cost.thinking_table(results)
-    loops["dspy_imp"]["thinking"] = 0
-    assert report_cost.break_even(results, label) is None  # nothing asked for: no break-even
+    targets = report_cost.targets({"long": [], "prices": {label: {"loops": loops}}})
+    assert targets[f"scenarios:{label}"]["met"] and targets[f"scenarios_off:{label}"]["met"]
+    assert set(targets[f"scenarios_off:{label}"]["peers"]) == {"pydantic-ai", "dspy.ReActV2"}  # ours is no peer
+    assert [targets[f"scenarios_thinking:{label}:{n}"]["met"] for n in (50, 200, 500)] == [True, False, False]
+    assert targets[f"scenarios_thinking:{label}:200"]["peers"]["dspy.ReActV2"] == 0.0020  # its own thinking billed
+    table = report_cost.targets_table({"targets_cost": targets})
+    assert table.count("| yes |") == 3 and table.count("| **no** |") == 2
 
 
 def test_adding_the_longest_turn_for_more_loops_replaces_their_rows_and_recomputes_the_summary(monkeypatch):
@@ -256,7 +275,7 @@ def test_adding_the_longest_turn_for_more_loops_replaces_their_rows_and_recomput
     built = []
     monkeypatch.setattr(run, "BenchServer", Server)
     monkeypatch.setattr(
-        run, "LOOPS", {"pydantic-ai": lambda url, kind, steps, model: built.append(steps) or (lambda: True)}
+        run, "COST_LOOP_MAKERS", {"pydantic-ai": lambda url, kind, steps, model: built.append(steps) or (lambda: True)}
     )
     usage = {"anthropic": {"input": 2000, "write": 0, "read": 0, "output": 10}}
     measured = {"answered": True, "requests": 3, "connections": 1, "opened": 1, "thinking": 0, "usage": usage}

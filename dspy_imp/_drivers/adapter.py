@@ -48,6 +48,7 @@ from dspy_imp._drivers.request_options import (
     json_response_format,
     sends_request,
     settled,
+    thinking_of,
 )
 from dspy_imp._prompt.dialect import dialect_for
 from dspy_imp._prompt.guidance import roster_for_provider
@@ -56,7 +57,7 @@ from dspy_imp._prompt.render import render_request
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
 from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Reply
-from dspy_imp._routes.caching import marked, marking, native_cache
+from dspy_imp._routes.caching import marked, marking, marking_previous, native_cache
 from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.route import (
     call_options,
@@ -191,7 +192,8 @@ class ReActAdapter(dspy.ChatAdapter):
     def _sending(exchange: Exchange) -> Iterator[None]:
         """A native request's read and write bound; natively to OpenRouter, its cache marks."""
         native_mark = exchange.caching.mark if exchange.route.engine == "native" else None
-        with request_seconds(exchange.seconds), marking(native_mark):
+        previous = exchange.caching.previous if exchange.route.engine == "native" else None
+        with request_seconds(exchange.seconds), marking(native_mark), marking_previous(previous):
             yield
 
     @planned
@@ -227,7 +229,7 @@ class ReActAdapter(dspy.ChatAdapter):
                 lm_kwargs.pop(key, None)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
-        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs)
+        default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs, *thinking_of(exchange))
         return signature
 
     def format(self, signature, demos, inputs):

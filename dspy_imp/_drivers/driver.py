@@ -36,6 +36,7 @@ from dspy_imp._drivers.requests import extraction_job, sends_async, step_job
 from dspy_imp._drivers.watched import awatched, watched
 from dspy_imp._records import clock
 from dspy_imp._records.steps import now_iso
+from dspy_imp._routes.caching import install as install_native_breakpoints
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.responses_bridge import install as install_responses_bridge
@@ -107,6 +108,7 @@ class Effects:
         child = current_child(program)  # a sub-agent's turn: its lines and events name it
         self.watch = Watch.of(program, child.name, child.call_id) if child is not None else Watch.of(program)
         install_chat_extras()
+        install_native_breakpoints()
         install_responses_bridge()
         install_nameless_reader(lambda: current_exchange().get() is not None)
         install_finetune_data()

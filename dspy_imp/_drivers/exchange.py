@@ -43,6 +43,7 @@ class Exchange:
     seconds: float | None = None  # a native request's read and write bound (``_routes.timeouts``)
     prompt_cache: bool | str = True  # the call's setting; ``caching``: what is left to place (``_routes.caching``)
     first_inputs: Mapping[str, Any] = field(default_factory=dict)  # the conversation's first (its cache key)
+    thinking: str = "every"  # the program's ``thinking`` (``request_options.default_reasoning_effort``)
     caching: Caching = NOTHING
     cache_bust: str | None = None  # why it does not extend the request before (``_turn.busts``), for its span
     sent: tuple[Any, dict[str, Any]] | None = None  # the LM and the options DSPy sends the messages with

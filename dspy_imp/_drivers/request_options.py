@@ -21,6 +21,7 @@ from dspy_imp._routes.route import (
     replays_state,
     settle_options,
 )
+from dspy_imp._routes.thinking import interleaved, one_config_per_turn, same_thinking
 from dspy_imp._routes.timeouts import native_seconds
 from dspy_imp._routes.warmup import warm_litellm
 
@@ -63,8 +64,9 @@ def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[
     exchange), a native request's timeout as its read and write bound (``_routes.timeouts``);
     LiteLLM's cold import paid before the last deadline check (in ``format``), not inside the send."""
     lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
-    default_reasoning_effort(exchange.guidance.kind, lm, settled)  # before the route: it can change it
+    default_reasoning_effort(exchange.guidance.kind, lm, settled, *thinking_of(exchange))  # before the route
     exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
+    same_thinking(lm, exchange.route, settled)  # LiteLLM's Anthropic route thinks as the native engine
     exchange.seconds = native_seconds(lm, exchange.route, settled)
     key = conversation_key(
         str(getattr(lm, "model", "")), exchange.guidance.task.signature.instructions, exchange.first_inputs
@@ -75,30 +77,55 @@ def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[
     return lm, settled
 
 
-def default_reasoning_effort(kind: str, lm: Any, lm_kwargs: dict[str, Any]) -> None:
-    """``reasoning_effort="low"`` on an ordinary request to an LM that supports reasoning, as
-    ``dspy.ReActV2`` sends it (its thought is a ``dspy.Reasoning`` field).
+def thinking_of(exchange: Exchange) -> tuple[str, bool]:
+    """The program's ``thinking`` and whether this is the turn's first step (no step of the turn recorded)."""
+    guidance = exchange.guidance
+    return exchange.thinking, len(guidance.steps) <= guidance.boundary
 
-    An explicit setting wins: in the request's config or in ``lm.kwargs``, ``None`` included.
-    DSPy's own exception is kept: GPT-5 models on the Chat Completions API return no reasoning
-    content, so nothing is sent to them. The forced requests (``forced_submit``, the
-    ``"required"`` retry) get ``reasoning_effort=None`` (Anthropic refuses thinking with a forced
-    choice), except to a model whose forced request keeps its thinking
-    (``route.forced_keeps_thinking``: Claude 5.1+), which gets what the steps get: the thinking
-    settings, and the prompt cache, hold through the turn.
+
+def default_reasoning_effort(
+    kind: str, lm: Any, lm_kwargs: dict[str, Any], thinking: str = "every", first: bool = True
+) -> None:
+    """``reasoning_effort`` on a request, by the program's ``thinking`` (``docs/providers.md#thinking``).
+
+    ``"every"`` (DSPy's default, as ``dspy.ReActV2`` sends it: its thought is a ``dspy.Reasoning``
+    field): ``"low"`` on every ordinary request to an LM that supports reasoning. An explicit
+    setting wins: in the request's config or in ``lm.kwargs``, ``None`` included (the level it
+    names is then the one the other modes send too). DSPy's own exception is kept: GPT-5 models on
+    the Chat Completions API return no reasoning content, so nothing is sent to them.
+    ``"first"``: only the turn's first step asks; on Claude the later steps keep its settings
+    (Anthropic: one thinking configuration per assistant turn, and a tool-use loop is one),
+    which Claude without the interleaved beta spends once per turn. ``"off"``: ``None`` on every
+    request. ``"interleaved"``: as ``"every"``, with Anthropic's interleaved-thinking beta header
+    on Claude 4.x (``_routes.thinking``).
+
+    The forced requests (``forced_submit``, the ``"required"`` retry) get ``reasoning_effort=None``
+    (Anthropic refuses thinking with a forced choice), except to a model whose forced request
+    keeps its thinking (``route.forced_keeps_thinking``: Claude 5.1+), which gets what the steps
+    get: the thinking settings, and the prompt cache, hold through the turn.
     """
     if kind in ("forced_submit", "required_retry"):
         if not forced_keeps_thinking(lm):
             lm_kwargs["reasoning_effort"] = None
             return
         kind = "step"
-    if kind not in ("step", "last_text", "summary") or "reasoning_effort" in lm_kwargs:
+    if kind not in ("step", "last_text", "summary"):
         return
-    if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):
+    if thinking == "off" or (thinking == "first" and not first and not one_config_per_turn(lm)):
+        lm_kwargs["reasoning_effort"] = None
         return
-    if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
+    if thinking == "first" and kind != "step" and not one_config_per_turn(lm):
+        lm_kwargs["reasoning_effort"] = None
         return
-    lm_kwargs["reasoning_effort"] = "low"
+    if "reasoning_effort" not in lm_kwargs:
+        if "reasoning_effort" in (getattr(lm, "kwargs", None) or {}) or not _supports_reasoning(lm, lm_kwargs):
+            return
+        if "gpt-5" in str(getattr(lm, "model", "")) and getattr(lm, "model_type", None) == "chat":
+            return
+        lm_kwargs["reasoning_effort"] = "low"
+    effort = lm_kwargs.get("reasoning_effort", (getattr(lm, "kwargs", None) or {}).get("reasoning_effort"))
+    if thinking == "interleaved" and effort:
+        interleaved(lm, lm_kwargs)
 
 
 def _supports_reasoning(lm: Any, lm_kwargs: dict[str, Any]) -> bool:

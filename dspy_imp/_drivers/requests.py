@@ -31,7 +31,7 @@ from dspy_imp._records.clock import check_before_send
 from dspy_imp._records.outcomes import Extracted, Failed, Reply
 from dspy_imp._routes.dspy_private import request_seconds
 from dspy_imp._routes.failures import ContentFiltered, refused_call
-from dspy_imp._routes.route import route_for
+from dspy_imp._routes.route import forced_keeps_thinking, route_for
 from dspy_imp._routes.timeouts import native_seconds
 from dspy_imp._routes.warmup import warm_litellm
 from dspy_imp._turn.effects import Extraction, ModelRequest, Summarize
@@ -138,6 +138,7 @@ def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], 
         drop_block=effect.drop_block,
         context=effect.context,
         prompt_cache=effect.prompt_cache,
+        thinking=effect.thinking,
         first_inputs=_first_inputs(effect),
         cache_bust=effect.cache_bust,
     )
@@ -162,6 +163,8 @@ def _extraction_call(program: Program, effect: Extraction) -> tuple[dspy.Module,
     options = {k: v for k, v in effect.config.items() if k not in ("tools", "tool_choice")}
     config, lm = _pin_lm(program, options, effect.no_retries, effect.model)
     sends_with = lm or program.react.lm or dspy.settings.lm
+    if sends_with is not None and not forced_keeps_thinking(sends_with):
+        config["reasoning_effort"] = None  # it only extracts the answer: no thinking (``docs/providers.md#thinking``)
     seconds = native_seconds(sends_with, route_for(sends_with, config), config) if sends_with is not None else None
     extractor = program.Extractor(signature, **config)  # built per request: its options are its own
     if lm is not None:

@@ -95,6 +95,11 @@ class ReActV2(dspy.Module):
         prompt_cache: Provider prompt caching (``docs/providers.md#prompt-caching``): ``True`` (the
             default: cache breakpoints or a cache key where the route takes them), ``False``, or a
             lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
+        thinking: Which requests ask for thinking on a model that supports reasoning
+            (``docs/providers.md#thinking``): ``"every"`` (the default, DSPy's: every ordinary
+            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``,
+            or ``"interleaved"`` (every step, with Anthropic's interleaved-thinking beta on Claude
+            4.x). The requests that only force or extract the answer never ask for it.
 
     Example:
         ```python
@@ -140,6 +145,7 @@ class ReActV2(dspy.Module):
         fallback: Iterable[dspy.BaseLM] = (),
         context: Context | None = None,
         prompt_cache: bool | str = True,
+        thinking: str = "every",
         **unknown: Any,
     ):
         super().__init__()
@@ -179,6 +185,7 @@ class ReActV2(dspy.Module):
             fallback=lim.check_fallback(fallback),
             context=check_context(context),
             prompt_cache=opts.check_prompt_cache(prompt_cache),
+            thinking=opts.check_thinking(thinking),
         )
         opts.check_rules(options)
         self.submit_tool = make_submit_tool(self.signature)

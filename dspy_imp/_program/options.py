@@ -17,7 +17,16 @@ import dspy
 from dspy_imp._program.limits import LIMIT_OPTIONS, call_limits
 from dspy_imp._prompt.signature import SUBMIT, is_text_answer
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._records.kinds import CACHE_TTLS, FINISH_MODES, HISTORY_REPLAYS, FinishMode, HistoryReplay, PromptCache
+from dspy_imp._records.kinds import (
+    CACHE_TTLS,
+    FINISH_MODES,
+    HISTORY_REPLAYS,
+    THINKING_MODES,
+    FinishMode,
+    HistoryReplay,
+    PromptCache,
+    ThinkingMode,
+)
 from dspy_imp._records.steps import _STEP_KEYS as RECORD_KEYS
 from dspy_imp._records.usage import check_usage_limits
 from dspy_imp._routes.dspy_private import checked_tool
@@ -105,6 +114,13 @@ def check_prompt_cache(value: Any) -> PromptCache:
     raise ConfigurationError(
         f"`prompt_cache` must be True, False or one of {', '.join(map(repr, CACHE_TTLS))}; got {value!r}"
     )
+
+
+def check_thinking(value: Any) -> ThinkingMode:
+    """``"every"``, ``"first"``, ``"off"`` or ``"interleaved"``."""
+    if isinstance(value, str) and value in THINKING_MODES:
+        return value  # type: ignore[return-value]
+    raise ConfigurationError(f"`thinking` must be one of {', '.join(map(repr, THINKING_MODES))}; got {value!r}")
 
 
 def check_note(value: Any, where: str = "last_request_note") -> str | None:

@@ -49,6 +49,7 @@ _SAVED = (
     "needs_approval",
     "external_tools",
     "prompt_cache",
+    "thinking",
 )
 
 
@@ -164,6 +165,7 @@ def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, 
         "parallel_tools": opts.check_flag(saved.get("parallel_tools", False), "parallel_tools"),
         "usage_limits": check_usage_limits(saved.get("usage_limits")),
         "prompt_cache": opts.check_prompt_cache(saved.get("prompt_cache", _DEFAULTS.prompt_cache)),
+        "thinking": opts.check_thinking(saved.get("thinking", _DEFAULTS.thinking)),
     }
     held = dict.fromkeys(tool_names)
     for key in _TOOL_LISTS:

@@ -115,6 +115,15 @@ PromptCache = bool | CacheTTL
 ``False`` (nothing sent), or a lifetime."""
 
 
+ThinkingMode = Literal["off", "first", "every", "interleaved"]
+
+
+"""When a program's requests ask for thinking (``thinking=``, ``docs/providers.md#thinking``):
+``"every"`` (the default, DSPy's: every ordinary step), ``"first"`` (the turn's first step only),
+``"off"`` (never), ``"interleaved"`` (every ordinary step, with Anthropic's interleaved-thinking
+beta on the Claude models that take it: the model may think after each tool result)."""
+
+
 CacheBustReason = Literal[
     "context_policy", "fallback", "tools_changed", "history_edited", "history_replay", "tool_choice_changed"
 ]
@@ -142,6 +151,7 @@ FINISH_MODES: tuple[str, ...] = get_args(FinishMode)
 
 
 CACHE_TTLS: tuple[str, ...] = get_args(CacheTTL)
+THINKING_MODES: tuple[str, ...] = get_args(ThinkingMode)
 
 
 HISTORY_REPLAYS: tuple[str, ...] = get_args(HistoryReplay)

@@ -5,14 +5,19 @@ Each request of a turn is a byte-exact extension of the one before, the best cas
 but some providers cache only where the request marks a breakpoint, and OpenAI routes a request
 to a warm cache by a key. Per route, with ``prompt_cache`` on:
 
-- **Anthropic** (native engine, LiteLLM, and LiteLLM's Bedrock and Vertex AI Claude models): two
-  breakpoints, where the request's stable prefix ends: the end of tools + system (a mark on the
-  system message) and the end of the last message (moving forward with the turn, so each request
-  reads what the one before wrote). The TTL is the provider's default (5 minutes) or ``"1h"``
-  (``"1h"``/``"24h"``). Natively this is DSPy's own setting, ``prompt_cache`` with an lm15
-  ``CacheConfig(prefix="history")``; on LiteLLM, ``cache_control`` on those two messages (LiteLLM
-  puts it on their last content block, and turns it into Bedrock's ``cachePoint``).
-- **OpenRouter**'s Claude and Gemini models: the same two marks in the content parts (OpenRouter
+- **Anthropic** (native engine, LiteLLM, and LiteLLM's Bedrock and Vertex AI Claude models): three
+  breakpoints, where the request's stable prefixes end: the end of tools + system (a mark on the
+  system message), the end of the request before (the message before the last assistant message,
+  which the request before ended on) and the end of the last message. The last two move forward
+  with the turn: each request finds what the one before wrote at its own second breakpoint, however
+  many blocks the last step added (Anthropic looks back only 20 blocks from a breakpoint; a reply
+  with 11 or more parallel calls adds more than that), and writes its own prefix at the last. The
+  TTL is the provider's default (5 minutes) or ``"1h"`` (``"1h"``/``"24h"``). Natively this is
+  DSPy's own setting, ``prompt_cache`` with an lm15 ``CacheConfig(prefix="history")`` (the system
+  and the last message), and the middle mark added to lm15's Messages body (``install``); on
+  LiteLLM, ``cache_control`` on those three messages (LiteLLM puts it on their last content block,
+  and turns it into Bedrock's ``cachePoint``). Three of Anthropic's four.
+- **OpenRouter**'s Claude and Gemini models: the same three marks in the content parts (OpenRouter
   passes them through); natively, the ``_routes.chat_extras`` writer adds them.
 - **OpenAI** models (Chat Completions and the Responses API): ``prompt_cache_key`` from the
   conversation (``conversation_key``), and ``prompt_cache_retention="24h"`` for ``"24h"`` where
@@ -39,7 +44,7 @@ from typing import Any
 
 from dspy.lm15 import CacheConfig
 
-from dspy_imp._routes import local_servers
+from dspy_imp._routes import dspy_private, local_servers
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.route import Route
 
@@ -106,6 +111,7 @@ class Caching:
 
     mark: dict[str, str] | None = None
     native: CacheConfig | None = None
+    previous: dict[str, str] | None = None  # natively to Anthropic: the mark on the request before's end
 
 
 NOTHING = Caching()
@@ -130,7 +136,8 @@ def cache_options(lm: Any, route: Route, options: dict[str, Any], setting: bool 
             _retention(lm, options)
         return NOTHING
     if kin == "anthropic" and route.engine == "native":
-        return Caching(native=CacheConfig(prefix="history", retention="long" if ttl in ("1h", "24h") else None))
+        native = CacheConfig(prefix="history", retention="long" if ttl in ("1h", "24h") else None)
+        return Caching(native=native, previous=cache_mark(ttl))
     return Caching(mark=cache_mark(ttl))  # natively to OpenRouter, the ``chat_extras`` writer places it
 
 
@@ -170,6 +177,54 @@ def _has_audio(message: Mapping[str, Any]) -> bool:
 
 
 _MARK: ContextVar[dict[str, str] | None] = ContextVar("dspy_imp_cache_mark", default=None)
+_PREVIOUS: ContextVar[dict[str, str] | None] = ContextVar("dspy_imp_cache_previous", default=None)
+
+
+@contextlib.contextmanager
+def marking_previous(mark: Mapping[str, str] | None) -> Iterator[None]:
+    """Native requests to Anthropic sent in this block get ``mark`` on the end of the request before."""
+    token = _PREVIOUS.set(dict(mark) if mark is not None else None)
+    try:
+        yield
+    finally:
+        _PREVIOUS.reset(token)
+
+
+def install() -> None:
+    """Wrap lm15's Anthropic Messages body writer once per process (idempotent): inside
+    ``marking_previous``, the body gets the middle breakpoint DSPy's ``CacheConfig`` has no slot for."""
+
+    def wrap(original: Any) -> Any:
+        def payload(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            body = original(self, *args, **kwargs)
+            mark = _PREVIOUS.get()
+            if mark is not None and isinstance(body, dict) and isinstance(body.get("messages"), list):
+                body["messages"] = mark_previous(body["messages"], mark)
+            return body
+
+        return payload
+
+    dspy_private.wrap_once(dspy_private.lm15_anthropic().AnthropicLM, "_payload", wrap)
+
+
+def mark_previous(messages: list[Any], mark: Mapping[str, str]) -> list[Any]:
+    """Messages API ``messages`` with ``mark`` on the last block of ``previous_end`` (unless it is
+    empty text, or already marked); the rest as they were."""
+    index = previous_end(messages)
+    if index is None:
+        return messages
+    message = messages[index]
+    content = message.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content or not isinstance(content[-1], Mapping):
+        return messages
+    last = dict(content[-1])
+    if "cache_control" in last or (last.get("type") == "text" and not str(last.get("text") or "").strip()):
+        return messages
+    out = list(messages)
+    out[index] = {**message, "content": [*content[:-1], {**last, "cache_control": dict(mark)}]}
+    return out
 
 
 @contextlib.contextmanager
@@ -194,8 +249,19 @@ def conversation_key(model: str, instructions: str, first: Mapping[str, Any]) ->
     return "dspy-imp-" + hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:24]
 
 
+def previous_end(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Where the request before this one ended: the message before the last assistant message (the
+    user's input, or the last tool result, of the request that asked for that reply); ``None``
+    when no assistant message follows a user's."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    if last is None or last < 1 or messages[last - 1].get("role") in ("system", "assistant"):
+        return None
+    return last - 1
+
+
 def marked(messages: Sequence[Mapping[str, Any]], mark: Mapping[str, str], openrouter: bool = False) -> list[Any]:
-    """``messages`` (new dicts) with ``mark`` on the system message and the last message.
+    """``messages`` (new dicts) with ``mark`` on the system message, the end of the request before
+    (``previous_end``) and the last message.
 
     LiteLLM's Anthropic routes take a message-level ``cache_control``; OpenRouter takes it on a
     content part, so a string content becomes one text part there. A message that is not text
@@ -206,6 +272,9 @@ def marked(messages: Sequence[Mapping[str, Any]], mark: Mapping[str, str], openr
     targets = {len(out) - 1}
     if out and out[0].get("role") == "system":
         targets.add(0)
+    before = previous_end(out)
+    if before is not None:
+        targets.add(before)
     for index in sorted(targets):
         if index < 0:
             continue

@@ -35,8 +35,10 @@ def select_backend(lm: Any, lm_kwargs: dict[str, Any]) -> Any:
     return select(lm, lm_kwargs)
 
 
+@functools.cache
 def client_keys() -> frozenset[str]:
-    """The option names DSPy treats as client settings, not request options (``CLIENT_KEYS``)."""
+    """The option names DSPy treats as client settings, not request options (``CLIENT_KEYS``; read once:
+    a module constant, asked for on every request)."""
     from dspy.clients.backend_selection import CLIENT_KEYS
 
     return frozenset(CLIENT_KEYS)
@@ -98,6 +100,17 @@ def lm15_openai_responses() -> Any:
     import importlib
 
     return importlib.import_module("dspy._vendor.lm15.providers.openai")
+
+
+def lm15_anthropic() -> Any:
+    """lm15's Anthropic Messages provider module (``dspy._vendor.lm15.providers.anthropic``).
+
+    Why: DSPy's ``CacheConfig`` marks one message; ``_routes.caching`` wraps the body writer
+    (``AnthropicLM._payload``) to add the second moving breakpoint. Imported by name.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.anthropic")
 
 
 def lm15_openai_chat() -> Any:
@@ -362,3 +375,21 @@ def adapter_call_to(lm: Any, sender: Any) -> Iterator[None]:
     same = sender is lm or origin is None or origin[0] is not lm
     with contextlib.nullcontext() if same else _deprecation.adapter_message_call(sender, origin[1]):
         yield
+
+
+def native_thinking(model: str, effort: str) -> tuple[int, int] | None:
+    """What DSPy's native engine sends to Anthropic for ``reasoning_effort=effort`` on ``model``:
+    ``(budget_tokens, visible max_tokens when none is set)``, or ``None`` for a model of the
+    adaptive class (``thinking: {"type": "adaptive"}``, no budget).
+
+    Why: lm15's effort-to-budget table (``EFFORT_THINKING_BUDGETS``), its class test and its
+    default output ceiling are private; LiteLLM maps the same effort to another budget and
+    ceiling, and the loop makes that engine send what DSPy's default engine sends.
+    """
+    import importlib  # by name: the vendored modules are not for the type checker to follow
+
+    anthropic = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+    budgets = importlib.import_module("dspy._vendor.lm15.providers.common").EFFORT_THINKING_BUDGETS
+    if anthropic.anthropic_adaptive_class(model) or effort not in budgets:
+        return None
+    return int(budgets[effort]), int(anthropic._default_max_tokens(model))

@@ -146,7 +146,9 @@ _ROUTES: weakref.WeakKeyDictionary[Any, dict[Any, Route]] = weakref.WeakKeyDicti
 
 
 def _key(lm: Any, lm_kwargs: Mapping[str, Any], spec: str) -> tuple[Any, ...]:
-    return (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})))
+    known = dspy_private.client_keys()
+    clients = frozenset(k for k in lm_kwargs if k in known)  # a header sends "auto" to LiteLLM
+    return (spec, lm.model, frozenset(_options(lm, lm_kwargs)), frozenset(getattr(lm, "kwargs", {})), clients)
 
 
 def remembered_capabilities(lm: Any, lm_kwargs: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
@@ -293,7 +295,8 @@ def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = N
 
 def _options(lm: Any, lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     merged = {**getattr(lm, "kwargs", {}), **lm_kwargs}
-    return {k: v for k, v in merged.items() if v is not None and k not in dspy_private.client_keys() | _NOT_OPTIONS}
+    dropped = dspy_private.client_keys() | _NOT_OPTIONS  # once, not per option
+    return {k: v for k, v in merged.items() if v is not None and k not in dropped}
 
 
 def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:

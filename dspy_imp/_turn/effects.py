@@ -70,6 +70,7 @@ class ModelRequest:
     context: Mapping[str, Any] | None = None  # what a context policy applied before this request
     drop_block: bool = False  # ask the provider to drop thinking blocks bound to a changed prefix
     prompt_cache: bool | str = True  # the call's ``prompt_cache`` (``_routes.caching`` says what it sends)
+    thinking: str = "every"  # the program's ``thinking`` (``_drivers.request_options`` says what it sends)
     cache_bust: CacheBustReason | None = None  # why it does not extend the request before (``_turn.busts``)
 
 

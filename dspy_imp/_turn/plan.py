@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dspy_imp._records.kinds import FinishMode, HistoryReplay, PromptCache
+from dspy_imp._records.kinds import FinishMode, HistoryReplay, PromptCache, ThinkingMode
 from dspy_imp._records.usage import UsageLimits
 from dspy_imp._turn.approval import Decisions
 from dspy_imp._turn.context import Context
@@ -50,6 +50,7 @@ class ProgramOptions:
 
     context: Context | None = None
     prompt_cache: PromptCache = True  # on: breakpoints and cache keys where the route takes them
+    thinking: ThinkingMode = "every"  # which requests ask for thinking (``_drivers.request_options``)
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,7 @@ class Sender:
             fallback=self.meter.allows_fallback(),
             model=self.models.index,
             prompt_cache=self.plan.options.prompt_cache,
+            thinking=self.plan.options.thinking,
         )
         return request if self.policy is None else self.policy.annotate(request, self.log.recorded)
 

@@ -18,16 +18,33 @@ media_rules.register(provider_rules.RULES)  # every wire request is checked agai
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "wire"
 
 
+_KEPT_HEADERS = ("content-type", "anthropic-beta")
+
+
 def _scrub(request: Any) -> Any:
-    """Keep only what matters for matching and review: no credentials, no client version headers."""
-    request.headers = {k: v for k, v in request.headers.items() if k.lower() == "content-type"}
+    """Keep only what matters for matching and review: no credentials, no client version headers
+    (Anthropic's beta header is kept: it changes what the request asks for)."""
+    request.headers = {k: v for k, v in request.headers.items() if k.lower() in _KEPT_HEADERS}
     return request
+
+
+def beta_of(request: Any) -> str | None:
+    """A (recorded or live) request's ``anthropic-beta`` header."""
+    return next((v for k, v in request.headers.items() if k.lower() == "anthropic-beta"), None)
+
+
+def _same_beta(live: Any, recorded: Any) -> None:
+    assert beta_of(live) == beta_of(recorded), f"anthropic-beta {beta_of(live)!r} != {beta_of(recorded)!r}"
+
+
+def pytest_recording_configure(config: Any, vcr: Any) -> None:
+    vcr.register_matcher("anthropic_beta", _same_beta)
 
 
 @pytest.fixture(scope="module")
 def vcr_config() -> dict[str, Any]:
     return {
-        "match_on": ["method", "path", "body"],
+        "match_on": ["method", "path", "body", "anthropic_beta"],
         "before_record_request": _scrub,
         "filter_query_parameters": ["key"],
         "allow_playback_repeats": False,

@@ -47,6 +47,7 @@ class Received:
     method: str
     path: str
     body: Any
+    beta: str | None = None  # the ``anthropic-beta`` header, as sent
 
 
 class Emulator:
@@ -92,7 +93,7 @@ def _handler_for(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            received = Received("POST", self.path, json.loads(raw) if raw else None)
+            received = Received("POST", self.path, json.loads(raw) if raw else None, self.headers.get("anthropic-beta"))
             scripted = emulator.answer(received)
             status, body = emulator.caches.answer(
                 self.path, received.body, scripted.status, scripted.body_for(received.body)

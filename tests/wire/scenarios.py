@@ -11,6 +11,7 @@ from turns_compat import COMPAT
 from turns_foreign import FOREIGN
 from turns_gemini import GEMINI
 from turns_responses import RESPONSES_API
+from turns_thinking import THINKING_SCENARIOS
 
 SCENARIOS: list[Scenario] = [
     *ANTHROPIC,
@@ -22,6 +23,7 @@ SCENARIOS: list[Scenario] = [
     *RESPONSES_API,
     *FOREIGN,
     *CACHE,
+    *THINKING_SCENARIOS,
 ]
 
 __all__ = ["BASE_SUFFIX", "SCENARIOS", "Outcome", "Scenario"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import dspy
 import pytest
+from conftest import beta_of
 from emulator import Emulator
 from provider_rules import assert_accepted
 from scenarios import BASE_SUFFIX, SCENARIOS, Outcome, Scenario
@@ -44,10 +45,10 @@ def _turn(scenario: Scenario, api_base: str, engine: str, run: Any) -> Outcome:
             return Outcome(error=error)
 
 
-def _native(scenario: Scenario, run: Any) -> tuple[list[Any], list[str]]:
+def _native(scenario: Scenario, run: Any) -> tuple[Any, list[Any], list[str | None]]:
     with Emulator(scenario.script) as emulator:
         outcome = _turn(scenario, emulator.base_url + BASE_SUFFIX[(scenario.protocol, "native")], "auto", run)
-    return outcome, [(r.path, r.body) for r in emulator.requests]
+    return outcome, [(r.path, r.body) for r in emulator.requests], [r.beta for r in emulator.requests]
 
 
 def _fixed_call_ids(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +59,7 @@ def _fixed_call_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gemini_module, "uuid", SimpleNamespace(uuid4=lambda: uuid.UUID(int=next(count))))
 
 
-def _litellm(scenario: Scenario, run: Any, request: pytest.FixtureRequest) -> tuple[Any, list[Any]]:
+def _litellm(scenario: Scenario, run: Any, request: pytest.FixtureRequest) -> tuple[Any, list[Any], list[str | None]]:
     cassette = request.getfixturevalue("vcr")
     _fixed_call_ids(request.getfixturevalue("monkeypatch"))
     recording = request.config.getoption("--record-mode") not in ("none", None)
@@ -68,7 +69,7 @@ def _litellm(scenario: Scenario, run: Any, request: pytest.FixtureRequest) -> tu
     if not recording:
         assert cassette.all_played, f"{scenario.name}: unplayed interactions in the cassette"
     sent = [(r.path, json.loads(r.body)) for r in cassette.requests]
-    return outcome, sent
+    return outcome, sent, [beta_of(r) for r in cassette.requests]  # replayed: each matched the live one
 
 
 # Each scenario on the engines it names (the Responses API's reasoning items go back natively only).
@@ -86,7 +87,9 @@ CASES = [
 def test_a_whole_turn_sends_only_requests_the_provider_accepts(
     scenario: Scenario, engine: str, run: Any, request: pytest.FixtureRequest
 ) -> None:
-    outcome, sent = _native(scenario, run) if engine == "native" else _litellm(scenario, run, request)
+    outcome, sent, betas = _native(scenario, run) if engine == "native" else _litellm(scenario, run, request)
     for path, body in sent:
         assert_accepted(scenario.protocol, body, path)
     scenario.expect([body for _, body in sent], outcome)
+    if scenario.betas is not None:
+        assert betas == list(scenario.betas)

@@ -94,6 +94,7 @@ class Scenario:
     history: Sequence[Mapping[str, Any]] | None = None
     adapter: Any = None  # configured with the LM (``dspy.configure(adapter=...)``) when given
     engines: tuple[str, ...] = ("native", "litellm")
+    betas: Sequence[str | None] | None = None  # each request's ``anthropic-beta`` header, when it matters
 
     @property
     def model_name(self) -> str:

@@ -56,14 +56,21 @@ def _anthropic_marks(body: Body) -> list[tuple[str, Any]]:
     return [(where, block["cache_control"]) for where, block in _marked_blocks(body)]
 
 
+def _moving(count: int) -> list[int]:
+    """The moving breakpoints of a request of ``count`` messages ending on a user's: the end of the
+    request before (two messages back: the reply and its results came since), and the last."""
+    return [count - 3, count - 1] if count >= 3 else [count - 1]
+
+
 def _expect_breakpoints(mark: dict[str, str]) -> Callable[[list[Body], Outcome], None]:
-    """Two breakpoints on every request, the end of system + tools and the end of its last message,
-    moving forward with the turn; each request reads what the one before wrote."""
+    """Breakpoints on every request at the end of system + tools, the end of the request before (from
+    the second request on) and the end of its last message, the last two moving forward with the
+    turn; each request reads what the one before wrote."""
 
     def expect(bodies: list[Body], outcome: Outcome) -> None:
         answered("Sunny and 14:05.")(outcome)
         assert [_anthropic_marks(b) for b in bodies] == [
-            [("system[0]", mark), (f"messages[{len(b['messages']) - 1}]", mark)] for b in bodies
+            [("system[0]", mark)] + [(f"messages[{i}]", mark) for i in _moving(len(b["messages"]))] for b in bodies
         ]
         assert [len(b["messages"]) for b in bodies] == [1, 3, 5]
         calls = outcome.prediction.metadata.usage.calls
@@ -79,6 +86,41 @@ def _expect_breakpoints(mark: dict[str, str]) -> Callable[[list[Body], Outcome],
             dollars = fresh * SONNET_45["input"] + call.cache_write_tokens * write_price
             dollars += call.cached_tokens * SONNET_45["read"] + call.output_tokens * SONNET_45["output"]
             assert abs(call.cost - dollars / 1e6) < 1e-12, (call, dollars / 1e6)
+
+    return expect
+
+
+def _wide_script(width: int, steps: int = 3) -> list[Any]:
+    """``steps`` replies of ``width`` parallel calls each (each a new city: no repeated call), then the answer."""
+    replies = [
+        anthropic(calls=[(f"toolu_w{s}x{j}", "get_weather", {"city": f"City {s}.{j}"}) for j in range(width)])
+        for s in range(steps)
+    ]
+    return [*replies, anthropic(text="Sunny and 14:05.")]
+
+
+def _expect_wide_steps(width: int, steps: int = 3) -> Callable[[list[Body], Outcome], None]:
+    """A step of ``width`` parallel calls adds ``2 * width`` blocks, past Anthropic's 20-block lookback
+    from 11 calls on: the breakpoint on the end of the request before still finds what that request
+    wrote, so every request reads the whole prefix the one before wrote and writes only its step."""
+
+    def expect(bodies: list[Body], outcome: Outcome) -> None:
+        answered("Sunny and 14:05.")(outcome)
+        mark = {"type": "ephemeral"}
+        assert [len(b["messages"]) for b in bodies] == [1 + 2 * k for k in range(steps + 1)]
+        assert [len(m["content"]) for m in bodies[-1]["messages"][1:]] == [width] * (2 * steps)  # calls, results
+        assert [_anthropic_marks(b) for b in bodies] == [
+            [("system[0]", mark)] + [(f"messages[{i}]", mark) for i in _moving(len(b["messages"]))] for b in bodies
+        ]
+        for body in bodies[1:]:  # the middle mark is on the last tool result (or the input) of the request before
+            before = body["messages"][len(body["messages"]) - 3]["content"]
+            assert "cache_control" in before[-1] and all("cache_control" not in b for b in before[:-1])
+        calls = outcome.prediction.metadata.usage.calls
+        reads = [c.cached_tokens for c in calls]
+        writes = [c.cache_write_tokens for c in calls]
+        assert reads[0] == 0 and writes[0] > 2000
+        assert reads[1:] == [sum(writes[:k]) for k in range(1, steps + 1)]  # each reads all the one before wrote
+        assert all(0 < w < 100 * width for w in writes[1:])
 
     return expect
 
@@ -113,13 +155,14 @@ def _expect_key(
 
 
 def _expect_openrouter_marks(bodies: list[Body], outcome: Outcome) -> None:
-    """OpenRouter's Claude: the marks on content parts (it passes them to Anthropic), no OpenAI key."""
+    """OpenRouter's Claude: the marks on content parts (it passes them to Anthropic), no OpenAI key;
+    the end of the request before is the last tool result of the step before (or the user's input)."""
     answered("Sunny and 14:05.")(outcome)
     mark = {"type": "ephemeral"}
     for body in bodies:
         messages = body["messages"]
         marked = [i for i, m in enumerate(messages) if "cache_control" in str(m)]
-        assert marked == [0, len(messages) - 1]
+        assert marked == [0, *(1 + i for i in _moving(len(messages) - 1))]  # the system message, then as on Anthropic
         for index in marked:
             content = messages[index]["content"]
             assert isinstance(content, list) and content[-1]["cache_control"] == mark
@@ -182,6 +225,17 @@ SUNNY = {"answer": "Sunny."}
 LONG = {"question": BRIEFING}
 
 CACHE: list[Scenario] = [
+    *(
+        Scenario(  # wide steps: 12 and 30 parallel calls a reply
+            f"anthropic_cache_wide_steps_{width}",
+            "anthropic",
+            _wide_script(width),
+            _expect_wide_steps(width),
+            lm={"reasoning_effort": None},
+            inputs=LONG,
+        )
+        for width in (12, 30)
+    ),
     Scenario(
         "anthropic_cache_breakpoints_move_forward",
         "anthropic",
