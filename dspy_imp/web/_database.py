@@ -124,6 +124,10 @@ class DatabaseStore:
         """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
         await self._run(lambda: None)
 
+    async def ping(self) -> None:
+        """Reach the database now, with a statement (``/readyz``); ``SchemaTooNew`` as ``check``."""
+        await self._run(self._ping)
+
     # -- the turn lease ------------------------------------------------------------------------
 
     async def claim(self, key: str) -> bool:
@@ -135,6 +139,11 @@ class DatabaseStore:
         self._held[key] = scope
         _background(self._renew, key, scope, self.clock() + self.lease)
         return True
+
+    async def lease_left(self, key: str) -> float:
+        """Seconds until the turn lease on ``key`` expires (0: none is held): when a client refused
+        because another instance runs the conversation's turn may try again (``Retry-After``)."""
+        return float(await self._run(self._left, _key(key)))
 
     def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
         """Have ``lost`` told (on the event loop) if ``key``'s lease cannot be kept until ``release``."""
@@ -191,6 +200,10 @@ class DatabaseStore:
         with self.engine.begin() as connection:
             yield connection
 
+    def _ping(self) -> None:
+        with self.engine.connect() as c:
+            c.execute(sa.text("SELECT 1"))
+
     def _row(self, key: str) -> Any:
         with self._transaction() as c:
             return c.execute(sa.text(f"SELECT owner, history FROM {T} WHERE key = :k"), {"k": key}).first()
@@ -225,6 +238,11 @@ class DatabaseStore:
                 {"k": key, "h": self.holder, "e": now + self.lease, "now": now},
             )
             return c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == self.holder
+
+    def _left(self, key: str) -> float:
+        with self._transaction() as c:
+            expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
+        return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
 
     def _extend(self, key: str) -> float | None:
         """The lease's new expiry; ``None``: another holder has it (or it is gone)."""

@@ -1,5 +1,6 @@
 """The ASGI app: both streams and the chat page, for one agent.
 
+    GET  /healthz     alive (200); GET /readyz: accepting turns (200) or not (503), and why
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
     GET  /api/info    the agent: its title, signature, inputs, outputs and tools
     GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
@@ -15,6 +16,7 @@ each owned by the user ``auth`` named when it started. What may reach the routes
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -30,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
@@ -41,10 +43,13 @@ from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversat
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn, default_max_turns
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
+_NO_STORE = {"cache-control": "no-store"}
+DRAIN_SECONDS = 30.0
+"""``drain_seconds``' default: how long a shutdown lets running turns end before stopping them."""
 
 
 def app(
@@ -56,7 +61,9 @@ def app(
     hosts: Sequence[str] = (),
     origins: Sequence[str] = (),
     client_tools: bool = False,
-) -> ASGIApp:
+    max_turns: int | None = None,
+    drain_seconds: float = DRAIN_SECONDS,
+) -> App:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
     Args:
@@ -82,6 +89,20 @@ def app(
             of that turn, which pauses on its calls until the client sends their results. Off by
             default: declared tools are then not offered to the model. A ``DurableAgent`` cannot
             offer them (its workflows run the program it was made with).
+        max_turns: The most turns this instance runs at once (by default 256 per core,
+            ``os.cpu_count()``: 512 on 2 cores). A turn asked for beyond it is refused before any event with
+            429 and ``Retry-After`` (a refused approval leaves the turn waiting for it: the client
+            sends it again). ``/readyz`` answers 503 while the instance is full.
+        drain_seconds: At shutdown (the ASGI lifespan's end; SIGTERM under ``python -m
+            dspy_imp.web``), how long running turns may go on ending by themselves; then those
+            left are stopped, their history so far saved, and their leases released. New turns
+            are refused meanwhile with 503 and ``Retry-After``.
+
+    The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
+    accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
+    schema; the body tells which, with the running turns and the limits), behind the ``Host``
+    check but without ``auth``, for a load balancer. ``await app.drain()`` is the shutdown's
+    drain, for a server that calls it itself.
 
     Example:
         ```python
@@ -92,7 +113,12 @@ def app(
     guard = Guard(hosts, origins, auth)
     if not isinstance(client_tools, bool):
         raise ConfigurationError(f"`client_tools` must be True or False, got {client_tools!r}")
+    if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
+        raise ConfigurationError(f"`max_turns` must be a whole number of turns >= 1, got {max_turns!r}")
+    if not isinstance(drain_seconds, int | float) or isinstance(drain_seconds, bool) or not drain_seconds >= 0:
+        raise ConfigurationError(f"`drain_seconds` must be a number of seconds >= 0, got {drain_seconds!r}")
     program, runner = _runner(agent, store or MemoryStore(), sync)
+    runner.max_turns = default_max_turns() if max_turns is None else max_turns
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
             "`client_tools=True` needs a dspy_imp.ReActV2: a DurableAgent's workflows run the program it was "
@@ -100,6 +126,8 @@ def app(
         )
     server = _Server(program, runner, guard, client_tools)
     routes = [
+        Route("/healthz", server.healthz),
+        Route("/readyz", server.readyz),
         Route("/", server.page),
         Route("/api/info", server.info),
         Route("/api/conversations/{key:path}/stop", server.stop, methods=["POST"]),
@@ -110,11 +138,35 @@ def app(
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     handlers = {SchemaTooNew: _schema_too_new}
-    guarded: ASGIApp = Guarded(Starlette(routes=routes, exception_handlers=handlers), guard)
-    if not origins:
-        return guarded
-    allowed = [o.rstrip("/") for o in origins]
-    return CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
+
+    routes_app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    guarded: ASGIApp = Guarded(routes_app, guard)
+    if origins:
+        allowed = [o.rstrip("/") for o in origins]
+        guarded = CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
+    return App(guarded, runner, float(drain_seconds))
+
+
+class App:
+    """The ASGI app ``app`` returns; ``drain`` is its graceful shutdown (the lifespan's end runs it)."""
+
+    def __init__(self, asgi: ASGIApp, runner: Runner, drain_seconds: float):
+        self.asgi = asgi
+        self.runner = runner
+        self.drain_seconds = drain_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.asgi(scope, receive, send)
+
+    async def drain(self, seconds: float | None = None) -> None:
+        """Start no new turn (503 and ``Retry-After``; ``/readyz`` 503), let running ones end for up
+        to ``seconds`` (``drain_seconds``), stop those left (history saved), leases released."""
+        await self.runner.drain(self.drain_seconds if seconds is None else seconds)
 
 
 def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
@@ -147,6 +199,25 @@ class _Server:
             return Offered(self.own)
         return Offered(self.own, declared(declared_tools, self.own, field, schema_key))
 
+    async def healthz(self, request: Request) -> Response:
+        """Alive: the process serves requests (no ``auth``: a load balancer asks)."""
+        return JSONResponse({"alive": True}, headers=_NO_STORE)
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready for turns (200), or not (503): draining, at ``max_turns``, or the store unreachable
+        or of a newer schema; the body tells which, with the running turns and the limits."""
+        body: dict[str, Any] = self.runner.readiness()
+        try:
+            await self._check_store(reach=True)
+            body["store"] = "ok"
+        except SchemaTooNew as error:
+            body["store"] = f"too new: {error}"
+        except Exception as error:  # unreachable: told, never raised to the balancer
+            body["store"] = f"unreachable: {type(error).__name__}: {error}"
+        full = body["running_turns"] >= body["max_turns"]
+        ready = not body["draining"] and not full and body["store"] == "ok"
+        return JSONResponse(scrubbed({"ready": ready, **body}), status_code=200 if ready else 503, headers=_NO_STORE)
+
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
@@ -171,9 +242,12 @@ class _Server:
             }
         )
 
-    async def _check_store(self) -> None:
-        """Reach the store's database (``SchemaTooNew``, told as a 503: a newer dspy-imp wrote it)."""
-        check = getattr(self.runner.store, "check", None)
+    async def _check_store(self, reach: bool = False) -> None:
+        """Reach the store's database (``SchemaTooNew``, told as a 503: a newer dspy-imp wrote it);
+        ``reach``: with a statement, every time (``ping``), not only until the schema is known."""
+        check = getattr(self.runner.store, "ping" if reach else "check", None) or getattr(
+            self.runner.store, "check", None
+        )
         if check is not None:
             await check()
 

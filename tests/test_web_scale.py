@@ -1,0 +1,148 @@
+"""The web app at scale: limits that say "later" (429, 409 with ``Retry-After``) before any event,
+instead of stalling or telling the refusal inside a stream.
+
+A turn here holds in its ``hold`` tool until the test sets its event: what runs at once is
+decided by the test, never by the machine's speed (``GUARD`` is a hang guard only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from web_helpers import agui_events
+from web_scenarios import client, run_input
+
+import dspy_imp
+import dspy_imp.web
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.testing import ScriptedLM, call, reply
+
+GUARD = 30  # seconds: a failure guard only, never a timing assertion
+
+
+class Holds:
+    """An agent whose ``hold`` tool waits for ``released``; ``refund`` needs approval."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.holding, self.released = asyncio.Event(), asyncio.Event()
+        self.refunded: list[str] = []
+
+        async def hold() -> str:
+            """Hold the line."""
+            self.holding.set()
+            await self.released.wait()
+            return "held"
+
+        def refund(order_id: str) -> str:
+            """Refund an order."""
+            self.refunded.append(order_id)
+            return f"order {order_id} refunded"
+
+        self.agent = dspy_imp.ReActV2("question -> answer", tools=[hold, refund], needs_approval=["refund"])
+        self.agent.set_lm(ScriptedLM(script))
+
+
+def chat_body(key: str, text: str) -> dict[str, Any]:
+    message = {"id": f"{key}-u", "role": "user", "parts": [{"type": "text", "text": text}]}
+    return {"id": key, "messages": [message], "trigger": "submit-message"}
+
+
+async def test_a_turn_beyond_max_turns_is_refused_429_with_retry_after_before_any_event() -> None:
+    holds = Holds([reply(calls=[call("hold", {}, id="h1")]), reply("Held."), reply("Now."), reply("Chat.")])
+    app = dspy_imp.web.app(holds.agent, max_turns=1)
+    async with client(app) as http:
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Hold", thread="a")))
+        await asyncio.wait_for(holds.holding.wait(), GUARD)
+        refused = await http.post("/ag-ui", json=run_input("Me too", thread="b"))
+        chat = await http.post("/api/chat", json=chat_body("c", "Me too"))
+        holds.released.set()
+        first = agui_events((await asyncio.wait_for(running, GUARD)).text)
+        later = agui_events((await http.post("/ag-ui", json=run_input("Me too", thread="b", run="r2"))).text)
+        chat_later = await http.post("/api/chat", json=chat_body("c", "Me too"))
+    for answer in (refused, chat):
+        assert (answer.status_code, answer.headers["retry-after"]) == (429, "1")
+        assert answer.headers["content-type"] == "application/json"  # no stream was started
+        body = answer.json()
+        assert (body["limit"], body["max_turns"], body["retry_after"]) == ("max_turns", 1, 1)
+        assert "max_turns=1" in body["error"]
+    assert first[-1]["type"] == "RUN_FINISHED"
+    assert later[-1]["type"] == "RUN_FINISHED"  # the slot is free again: the retry runs
+    assert chat_later.status_code == 200 and '"type":"finish"' in chat_later.text.replace(" ", "")
+
+
+async def test_an_approval_refused_for_a_full_instance_is_kept_and_runs_when_sent_again() -> None:
+    script = [
+        reply(calls=[call("refund", {"order_id": "42"}, id="c9")]),  # p: pauses for approval
+        reply(calls=[call("hold", {}, id="h1")]),  # h: fills the instance
+        reply("Held."),
+        reply("Refunded."),
+    ]
+    holds = Holds(script)
+    resume = run_input(
+        thread="p", run="r2", resume=[{"interruptId": "c9", "status": "resolved", "payload": {"approved": True}}]
+    )
+    app = dspy_imp.web.app(holds.agent, max_turns=1)
+    async with client(app) as http:
+        paused = agui_events((await http.post("/ag-ui", json=run_input("Refund 42", thread="p"))).text)
+        assert paused[-1]["outcome"]["type"] == "interrupt"
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Hold", thread="h")))
+        await asyncio.wait_for(holds.holding.wait(), GUARD)
+        refused = await http.post("/ag-ui", json=resume)
+        kept = (await http.get("/api/conversations/p")).json()
+        holds.released.set()
+        await asyncio.wait_for(running, GUARD)
+        resumed = agui_events((await http.post("/ag-ui", json=resume)).text)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+    assert [i["id"] for i in kept["interrupts"]] == ["c9"]  # the pause still waits for its decision
+    assert resumed[-1]["type"] == "RUN_FINISHED" and resumed[-1]["result"]["outputs"] == {"answer": "Refunded."}
+    assert holds.refunded == ["42"]  # run once, by the retry
+
+
+async def test_a_conversation_already_running_here_is_refused_409_with_retry_after() -> None:
+    holds = Holds([reply(calls=[call("hold", {}, id="h1")]), reply("Held.")])
+    async with client(dspy_imp.web.app(holds.agent)) as http:
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Hold", thread="a")))
+        await asyncio.wait_for(holds.holding.wait(), GUARD)
+        again = await http.post("/ag-ui", json=run_input("Again", thread="a", run="r2"))
+        chat = await http.post("/api/chat", json=chat_body("a", "Again"))
+        holds.released.set()
+        await asyncio.wait_for(running, GUARD)
+    for answer in (again, chat):
+        assert (answer.status_code, answer.headers["retry-after"]) == (409, "1")
+        assert answer.json()["error"] == "conversation 'a' is already running a turn"
+
+
+async def test_a_conversation_another_instance_runs_is_refused_409_with_its_leases_remaining_seconds(
+    tmp_path: Any,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'conversations.db'}"
+    other = dspy_imp.web.DatabaseStore(url, lease=30, clock=lambda: 1000.0)  # another instance's store
+    here = dspy_imp.web.DatabaseStore(url, lease=30, clock=lambda: 1012.5)
+    holds = Holds([reply("Never asked.")])
+    try:
+        assert await other.claim("x")  # its lease ends at 1030: 17.5 s from here's clock
+        async with client(dspy_imp.web.app(holds.agent, store=here)) as http:
+            refused = await http.post("/ag-ui", json=run_input("Mine now?", thread="x"))
+            chat = await http.post("/api/chat", json=chat_body("x", "Mine now?"))
+        for answer in (refused, chat):
+            assert (answer.status_code, answer.headers["retry-after"]) == (409, "18")  # rounded up
+            assert answer.json()["error"] == "conversation 'x' is already running a turn on another instance"
+        assert await here.load("x") is None  # nothing was read or written for the refused turn
+    finally:
+        await other.release("x")
+        other.close()
+        here.close()
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "10"])
+def test_max_turns_must_be_a_whole_number_of_turns(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="`max_turns` must be a whole number"):
+        dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"), max_turns=bad)
+
+
+def test_max_turns_defaults_to_256_per_core_and_allows_500_on_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    served = dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"))
+    assert served.runner.max_turns == 512
