@@ -50,7 +50,14 @@ async def test_healthz_and_readyz_answer_without_auth_but_behind_the_host_check(
     assert info.status_code == 401
     assert (health.status_code, health.json()) == (200, {"alive": True})
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "draining": False, "running_turns": 0, "max_turns": 7, "store": "ok"}
+    assert ready.json() == {
+        "ready": True,
+        "draining": False,
+        "running_turns": 0,
+        "max_turns": 7,
+        "model_requests": 1024,
+        "store": "ok",
+    }
     assert foreign.status_code == 403
 
 
@@ -64,7 +71,14 @@ async def test_readyz_is_503_while_the_instance_runs_its_most_turns() -> None:
         await asyncio.wait_for(running, GUARD)
         free = await http.get("/readyz")
     assert full.status_code == 503
-    assert full.json() == {"ready": False, "draining": False, "running_turns": 1, "max_turns": 1, "store": "ok"}
+    assert full.json() == {
+        "ready": False,
+        "draining": False,
+        "running_turns": 1,
+        "max_turns": 1,
+        "model_requests": 1024,
+        "store": "ok",
+    }
     assert free.status_code == 200 and free.json()["running_turns"] == 0
 
 

@@ -8,9 +8,12 @@ decided by the test, never by the machine's speed (``GUARD`` is a hang guard onl
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
+import dspy
 import pytest
+from fake_openai_server import FakeOpenAIServer, HTTPReply, ReceivedRequest, text_completion
 from web_helpers import agui_events
 from web_scenarios import client, run_input
 
@@ -146,3 +149,50 @@ def test_max_turns_defaults_to_256_per_core_and_allows_500_on_two_cores(monkeypa
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     served = dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"))
     assert served.runner.max_turns == 512
+
+
+class Counting(FakeOpenAIServer):
+    """A model server that holds every request until ``target`` are in flight at once (or, on a
+    ceiling that never lets that many through, until the hang guard), counting the most it saw."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__([])
+        self.target, self.waiting, self.most = target, 0, 0
+        self.all_in = threading.Event()
+        self._httpd.socket.listen(1024)  # room for every connection at once (the default backlog is 5)
+
+    def _next(self, request: ReceivedRequest) -> HTTPReply:
+        with self._lock:
+            self.requests.append(request)
+            self.waiting += 1
+            self.most = max(self.most, self.waiting)
+            if self.waiting >= self.target:
+                self.all_in.set()
+        self.all_in.wait(GUARD)  # a hang guard: on a ceiling below the target it ends the test
+        with self._lock:
+            self.waiting -= 1
+        return HTTPReply(text_completion("Done."))
+
+
+@pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
+async def test_the_native_engine_keeps_more_than_100_model_requests_in_flight() -> None:
+    turns = 150
+    server = Counting(turns).start()
+    try:
+        agent = dspy_imp.ReActV2("question -> answer")
+        lm = dspy.LM("openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0)
+        agent.set_lm(lm)
+        async with client(dspy_imp.web.app(agent, model_requests=turns, max_turns=turns)) as http:
+            answers = await asyncio.gather(
+                *(http.post("/ag-ui", json=run_input("Go", thread=f"t{n}")) for n in range(turns))
+            )
+    finally:
+        server.stop()
+    assert server.most == turns  # every turn's request at once: DSPy alone stops at 100
+    assert all(agui_events(a.text)[-1]["type"] == "RUN_FINISHED" for a in answers)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, False, "1024"])
+def test_model_requests_must_be_a_whole_number_of_requests(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="`model_requests` must be a whole number"):
+        dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"), model_requests=bad)

@@ -270,6 +270,7 @@ class Runner:
         self.turns = turns
         self.store = store
         self.max_turns = default_max_turns() if max_turns is None else max_turns
+        self.model_requests: int | None = None  # the app's ceiling on model requests in flight, told by /readyz
         self.draining = False  # ``drain``: no new turns
         self._idle: asyncio.Event | None = None  # set when the last running turn is given back
         self.busy: set[str] = set()
@@ -435,7 +436,8 @@ class Runner:
 
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` tells of the turns: running, the bound, whether it drains."""
-        return {"draining": self.draining, "running_turns": len(self.busy), "max_turns": self.max_turns}
+        told = {"draining": self.draining, "running_turns": len(self.busy), "max_turns": self.max_turns}
+        return {**told, "model_requests": self.model_requests}
 
     async def _claim(self, key: str) -> bool:
         """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""

@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._routes.dspy_private import set_model_connections
 from dspy_imp.web import agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
@@ -48,6 +49,8 @@ from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
 _NO_STORE = {"cache-control": "no-store"}
+MODEL_REQUESTS = 1024
+"""``model_requests``' default: the model requests a process keeps in flight at once."""
 DRAIN_SECONDS = 30.0
 """``drain_seconds``' default: how long a shutdown lets running turns end before stopping them."""
 
@@ -63,6 +66,7 @@ def app(
     client_tools: bool = False,
     max_turns: int | None = None,
     drain_seconds: float = DRAIN_SECONDS,
+    model_requests: int = MODEL_REQUESTS,
 ) -> App:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
@@ -97,6 +101,12 @@ def app(
             dspy_imp.web``), how long running turns may go on ending by themselves; then those
             left are stopped, their history so far saved, and their leases released. New turns
             are refused meanwhile with 503 and ``Retry-After``.
+        model_requests: The most model requests the process keeps in flight at once on DSPy's
+            native engine (its connection pool, ``max_connections``; 1024 by default, where DSPy
+            alone stops at 100 and queues the rest unseen). It applies to the engines built after
+            the app is made, for the whole process. LiteLLM's engine has its own pool
+            (``AIOHTTP_CONNECTOR_LIMIT`` and ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` in the
+            environment before LiteLLM is imported: 1000 and 500 by default).
 
     The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
     accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
@@ -117,8 +127,12 @@ def app(
         raise ConfigurationError(f"`max_turns` must be a whole number of turns >= 1, got {max_turns!r}")
     if not isinstance(drain_seconds, int | float) or isinstance(drain_seconds, bool) or not drain_seconds >= 0:
         raise ConfigurationError(f"`drain_seconds` must be a number of seconds >= 0, got {drain_seconds!r}")
+    if not isinstance(model_requests, int) or isinstance(model_requests, bool) or model_requests < 1:
+        raise ConfigurationError(f"`model_requests` must be a whole number of requests >= 1, got {model_requests!r}")
     program, runner = _runner(agent, store or MemoryStore(), sync)
     runner.max_turns = default_max_turns() if max_turns is None else max_turns
+    runner.model_requests = model_requests
+    set_model_connections(model_requests)  # DSPy's native engine: no hidden ceiling of 100
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
             "`client_tools=True` needs a dspy_imp.ReActV2: a DurableAgent's workflows run the program it was "
