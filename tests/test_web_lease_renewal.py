@@ -43,7 +43,7 @@ class FlakyRenewals(DatabaseStore):
         self.loop = asyncio.get_running_loop()
         return await super().claim(key)
 
-    def _extend(self, key: str) -> float | None:  # in a worker thread
+    def _extend(self, keys: list[str]) -> tuple[float, set[str]]:  # in a worker thread
         self.now += 1
         if self.failing(len(self.renewals) + 1):
             self.renewals.append("failed")
@@ -51,7 +51,7 @@ class FlakyRenewals(DatabaseStore):
         self.renewals.append("ok")
         if self.renewals.count("ok") == self.wanted and self.loop is not None:
             self.loop.call_soon_threadsafe(self.renewed.set)
-        return super()._extend(key)
+        return super()._extend(keys)
 
 
 RAN: list[str] = []
@@ -118,11 +118,11 @@ async def test_a_lease_another_holder_took_is_an_error_part_on_the_ai_sdk_stream
     other = DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}", lease=3, clock=lambda: store.now + 100)
     original = store._extend
 
-    def taken(key: str) -> float | None:
+    def taken(keys: list[str]) -> tuple[float, set[str]]:
         if not store.renewals:  # before the first renewal: expired, and another instance claims it
             store.now += 100
-            assert other._claim(key)
-        return original(key)
+            assert other._claim(keys[0])
+        return original(keys)
 
     store._extend = taken  # type: ignore[method-assign]
     app = dspy_imp.web.app(lease_agent(store), store=store)

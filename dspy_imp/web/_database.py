@@ -7,11 +7,13 @@ what the page shows again on a reload; a row written before has none). A second 
 conversation that is running a turn: which process holds it and until when. ``claim`` takes the
 lease in one statement (an upsert that only replaces an expired lease), so across processes and
 machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. A renewal that fails (the database restarting)
+runs (one statement a tick for all of a store's leases) and deletes it when the turn ends or
+fails. A renewal that fails (the database restarting)
 is logged and tried again every interval while the lease has not expired; a lease that expires
 unrenewed, or that another holder took, is *lost*: the store tells the turn (``watch``), which the
 Runner stops before its next effect, ending with ``LeaseLost``. A process that dies leaves a lease that expires
-after ``lease`` seconds, and the conversation is usable again, with what was saved before.
+after ``lease`` seconds, and the conversation is usable again, with what was saved before; the
+next claim, for any conversation, deletes every expired lease.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
@@ -42,6 +44,9 @@ from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
+LEASE = 2.5
+"""The turn lease's default seconds: a killed instance's conversations are free again this soon
+(renewed every third of it, one statement a tick for all of a store's leases)."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,10 @@ class DatabaseStore:
             no server) or ``postgresql://user@host/db`` (psycopg 3 is used when the URL names no
             driver); with a ``DurableAgent``, the same Postgres URL as DBOS keeps conversations and
             workflows in one database (the tables are ``dspy_imp_web_*``).
-        lease: Seconds a turn's lease lasts without renewal; the holder renews it every third of
-            that. A process killed mid-turn frees its conversation after this long.
+        lease: Seconds a turn's lease lasts without renewal (``LEASE``, 2.5, by default); the
+            holder renews all its leases every third of that, in one statement. A process killed
+            mid-turn frees its conversations after this long (the next claim deletes every
+            expired lease), and a client refused meanwhile is told the seconds left.
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
@@ -84,7 +91,7 @@ class DatabaseStore:
         self,
         url: str = DEFAULT_URL,
         *,
-        lease: float = 60.0,
+        lease: float = LEASE,
         renew_every: float | None = None,
         clock: Callable[[], float] = time.time,
     ):
@@ -95,7 +102,9 @@ class DatabaseStore:
         self.engine = _engine(url)
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process
-        self._held: dict[str, anyio.CancelScope] = {}
+        self._held: dict[str, float] = {}  # each lease this store holds, and when it expires
+        self._lost: set[str] = set()  # leases lost mid-turn, until released: a save is refused
+        self._renewer: asyncio.Task[Any] | None = None  # renews them all, one statement a tick
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
 
@@ -135,9 +144,12 @@ class DatabaseStore:
         key = _key(key)
         if key in self._held or not await self._run(self._claim, key):
             return False
-        scope = anyio.CancelScope()
-        self._held[key] = scope
-        _background(self._renew, key, scope, self.clock() + self.lease)
+        self._held[key] = self.clock() + self.lease
+        renewer = self._renewer
+        if renewer is None or renewer.done() or renewer.get_loop() is not asyncio.get_running_loop():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+            _TASKS.add(self._renewer)
+            self._renewer.add_done_callback(_TASKS.discard)
         return True
 
     async def lease_left(self, key: str) -> float:
@@ -152,10 +164,9 @@ class DatabaseStore:
     async def release(self, key: str) -> None:
         """Give the lease back (the turn ended or failed)."""
         key = _key(key)
-        scope = self._held.pop(key, None)
+        self._held.pop(key, None)
+        self._lost.discard(key)
         self._watchers.pop(key, None)
-        if scope is not None:
-            scope.cancel()
         await self._run(self._release, key)
 
     # -- a user's conversations ----------------------------------------------------------------
@@ -212,7 +223,7 @@ class DatabaseStore:
         now = self.clock()
         with self._transaction() as c:
             holder = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar()
-            if key in self._held and holder != self.holder:
+            if (key in self._held or key in self._lost) and holder != self.holder:
                 raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
             mine = c.execute(sa.text(f"SELECT owner FROM {T} WHERE key = :k"), {"k": key}).first()
             if mine is not None and None not in (mine.owner, owner) and mine.owner != owner:
@@ -229,6 +240,7 @@ class DatabaseStore:
     def _claim(self, key: str) -> bool:
         now = self.clock()
         with self._transaction() as c:
+            c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :now"), {"now": now})  # dead holders' leases
             c.execute(
                 sa.text(
                     f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
@@ -244,15 +256,14 @@ class DatabaseStore:
             expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
         return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
 
-    def _extend(self, key: str) -> float | None:
-        """The lease's new expiry; ``None``: another holder has it (or it is gone)."""
+    def _extend(self, keys: list[str]) -> tuple[float, set[str]]:
+        """Every lease of this holder renewed in one statement: their new expiry, and which of
+        ``keys`` it still holds (the others another holder took, or they are gone)."""
         expires = self.clock() + self.lease
         with self._transaction() as c:
-            done = c.execute(
-                sa.text(f"UPDATE {L} SET expires = :e WHERE key = :k AND holder = :h"),
-                {"k": key, "h": self.holder, "e": expires},
-            )
-            return expires if done.rowcount == 1 else None
+            c.execute(sa.text(f"UPDATE {L} SET expires = :e WHERE holder = :h"), {"h": self.holder, "e": expires})
+            rows = c.execute(sa.text(f"SELECT key FROM {L} WHERE holder = :h"), {"h": self.holder})
+            return expires, {r.key for r in rows} & set(keys)
 
     def _release(self, key: str) -> None:
         with self._transaction() as c:
@@ -289,30 +300,39 @@ class DatabaseStore:
                 c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k"), {"k": key})
             return len(keys)
 
-    async def _renew(self, key: str, scope: anyio.CancelScope, expires: float) -> None:
-        """Renew every ``renew_every`` until released; a failure is logged and tried again while
-        the lease lasts. A lease lost (expired, or another holder's) is told to the watcher."""
-        with scope:
-            while True:
-                await anyio.sleep(self.renew_every)
-                try:
-                    renewed = await self._run(self._extend, key)
-                except Exception as error:  # a dropped connection, a restarting server: tried again
-                    if scope.cancel_called:
-                        return  # released meanwhile
-                    if self.clock() < expires:
+    async def _renew(self) -> None:
+        """Renew every lease held, every ``renew_every``, one statement for all, until none is held;
+        a failure is logged and tried again while each lease lasts. A lease lost (expired, or
+        another holder's) is told to its watcher."""
+        while self._held:
+            await anyio.sleep(self.renew_every)
+            keys = list(self._held)
+            if not keys:
+                return
+            try:
+                expires, mine = await self._run(self._extend, keys)
+            except Exception as error:  # a dropped connection, a restarting server: tried again
+                now = self.clock()
+                for key in keys:
+                    if key not in self._held:
+                        continue  # released meanwhile
+                    if now < self._held[key]:
                         _log.logger.warning("conversation %r: lease not renewed (retrying): %s", key, error)
-                        continue
-                    self._lose(key, f"its turn lease expired while renewals failed ({error})")
-                    return
-                if scope.cancel_called:
-                    return  # released while the statement ran: gone, not lost
-                if renewed is None:
+                    else:
+                        self._held.pop(key, None)
+                        self._lose(key, f"its turn lease expired while renewals failed ({error})")
+                continue
+            for key in keys:
+                if key not in self._held:
+                    continue  # released while the statement ran: gone, not lost
+                if key in mine:
+                    self._held[key] = expires
+                else:
+                    self._held.pop(key, None)
                     self._lose(key, "another turn took its lease")
-                    return
-                expires = renewed
 
     def _lose(self, key: str, why: str) -> None:
+        self._lost.add(key)
         error = LeaseLost(f"conversation {key!r}: {why}; the turn was stopped")
         _log.logger.warning("%s", error)
         lost = self._watchers.pop(key, None)
@@ -377,13 +397,6 @@ def _sqlite(url: sa.URL) -> sa.Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
-
-
-def _background(function: Callable[..., Any], *args: Any) -> None:
-    """Start ``function(*args)`` on the running loop, kept alive until it returns."""
-    task = asyncio.get_running_loop().create_task(function(*args))
-    _TASKS.add(task)
-    task.add_done_callback(_TASKS.discard)
 
 
 _TASKS: set[asyncio.Task[Any]] = set()
