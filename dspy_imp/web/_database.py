@@ -13,7 +13,7 @@ is logged and tried again every interval while the lease has not expired; a leas
 unrenewed, or that another holder took, is *lost*: the store tells the turn (``watch``), which the
 Runner stops before its next effect, ending with ``LeaseLost``. A process that dies leaves a lease that expires
 after ``lease`` seconds, and the conversation is usable again, with what was saved before; the
-next claim, for any conversation, deletes every expired lease.
+next claim, for any conversation, deletes every lease expired for a whole lease or more.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
@@ -74,8 +74,8 @@ class DatabaseStore:
             workflows in one database (the tables are ``dspy_imp_web_*``).
         lease: Seconds a turn's lease lasts without renewal (``LEASE``, 2.5, by default); the
             holder renews all its leases every third of that, in one statement. A process killed
-            mid-turn frees its conversations after this long (the next claim deletes every
-            expired lease), and a client refused meanwhile is told the seconds left.
+            mid-turn frees its conversations after this long (the next claim deletes every lease
+            expired for a whole lease or more), and a client refused meanwhile is told the seconds left.
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
@@ -104,7 +104,8 @@ class DatabaseStore:
         self.holder = uuid.uuid4().hex  # this store object, in this process
         self._held: dict[str, float] = {}  # each lease this store holds, and when it expires
         self._lost: set[str] = set()  # leases lost mid-turn, until released: a save is refused
-        self._renewer: asyncio.Task[Any] | None = None  # renews them all, one statement a tick
+        self._renewer: asyncio.Task[Any] | None = None
+        self._renewals: anyio.CapacityLimiter | None = None  # renews them all, one statement a tick
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
 
@@ -147,6 +148,7 @@ class DatabaseStore:
         self._held[key] = self.clock() + self.lease
         renewer = self._renewer
         if renewer is None or renewer.done() or renewer.get_loop() is not asyncio.get_running_loop():
+            self._renewals = anyio.CapacityLimiter(1)  # of this loop
             self._renewer = asyncio.get_running_loop().create_task(self._renew())
             _TASKS.add(self._renewer)
             self._renewer.add_done_callback(_TASKS.discard)
@@ -197,8 +199,8 @@ class DatabaseStore:
 
     # -- statements (worker threads) -----------------------------------------------------------
 
-    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(self._ready_then, function, *args)
+    async def _run(self, function: Callable[..., Any], *args: Any, limiter: Any = None) -> Any:
+        return await anyio.to_thread.run_sync(self._ready_then, function, *args, limiter=limiter)
 
     def _ready_then(self, function: Callable[..., Any], *args: Any) -> Any:
         if not self._ready:
@@ -240,7 +242,8 @@ class DatabaseStore:
     def _claim(self, key: str) -> bool:
         now = self.clock()
         with self._transaction() as c:
-            c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :now"), {"now": now})  # dead holders' leases
+            # dead holders' leases: expired a whole lease ago (a live holder's late renewal keeps its own)
+            c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
             c.execute(
                 sa.text(
                     f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
@@ -310,7 +313,8 @@ class DatabaseStore:
             if not keys:
                 return
             try:
-                expires, mine = await self._run(self._extend, keys)
+                # a thread of its own: never queued behind the turns' loads and saves
+                expires, mine = await self._run(self._extend, keys, limiter=self._renewals)
             except Exception as error:  # a dropped connection, a restarting server: tried again
                 now = self.clock()
                 for key in keys:
