@@ -4,7 +4,8 @@
 
 In one process: the app (``dspy_imp.web.app``) over ASGI, ``--turns`` conversations at once, each
 running ``--rounds`` turns of a tool call (an async tool that waits 0.5 s, standing in for a
-model's latency) then a 40-word answer, with a scripted model (answers from the request alone).
+model's latency) then a 40-word answer, with a scripted model (answers from the request alone),
+after one warm-up turn.
 Meanwhile a probe sleeps 10 ms in a loop and records how late it wakes: the p50/p99/max of that
 overshoot is the lag every stream on the loop feels. Prints one JSON line.
 """
@@ -74,6 +75,7 @@ async def main(turns: int, rounds: int, store_name: str) -> dict[str, Any]:
     stop = asyncio.Event()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=600) as http:
+        await conversation(http, "warm-up", 1)  # the first turn's one-time costs (imports, caches) not counted
         probing = asyncio.ensure_future(probe(lags, stop))
         started = time.perf_counter()
         told = await asyncio.gather(*(conversation(http, f"c{n}", rounds) for n in range(turns)))
