@@ -57,7 +57,7 @@ async def conversation(http: httpx.AsyncClient, key: str, rounds: int) -> list[s
         if response.status_code != 200:
             errors.append(str(response.status_code))
         elif "RUN_FINISHED" not in response.text:
-            errors.append(response.text.rsplit('"code":', 1)[-1][:60])
+            errors.append(response.text.rsplit('"message":', 1)[-1][:160])
     return errors
 
 

@@ -103,6 +103,7 @@ class DatabaseStore:
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process
         self._held: dict[str, float] = {}  # each lease this store holds, and when it expires
+        self._claims: dict[str, object] = {}  # each held lease's claim: a renewal speaks only for its own
         self._lost: set[str] = set()  # leases lost mid-turn, until released: a save is refused
         self._renewer: asyncio.Task[Any] | None = None
         self._renewals: anyio.CapacityLimiter | None = None  # renews them all, one statement a tick
@@ -116,19 +117,12 @@ class DatabaseStore:
     # -- the Store protocol ------------------------------------------------------------------
 
     async def load(self, key: str) -> Conversation | None:
-        row = await self._run(self._row, _key(key))
-        if row is None:
-            return None
-        data = json.loads(row.history)
-        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
-        return Conversation(load_history(data), row.owner, turns)
+        return await self._run(self._load, _key(key))  # decoded in the worker thread too: off the loop
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
-        naming another owner is refused)."""
-        data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
-        text = json.dumps(data)  # ASCII escapes: a lone surrogate too
-        await self._run(self._save, _key(key), text, conversation.owner)
+        naming another owner is refused). Encoded in the worker thread, off the event loop."""
+        await self._run(self._encode_and_save, _key(key), conversation)
 
     async def check(self) -> None:
         """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
@@ -146,6 +140,7 @@ class DatabaseStore:
         if key in self._held or not await self._run(self._claim, key):
             return False
         self._held[key] = self.clock() + self.lease
+        self._claims[key] = object()
         renewer = self._renewer
         if renewer is None or renewer.done() or renewer.get_loop() is not asyncio.get_running_loop():
             self._renewals = anyio.CapacityLimiter(1)  # of this loop
@@ -167,6 +162,7 @@ class DatabaseStore:
         """Give the lease back (the turn ended or failed)."""
         key = _key(key)
         self._held.pop(key, None)
+        self._claims.pop(key, None)
         self._lost.discard(key)
         self._watchers.pop(key, None)
         await self._run(self._release, key)
@@ -216,6 +212,18 @@ class DatabaseStore:
     def _ping(self) -> None:
         with self.engine.connect() as c:
             c.execute(sa.text("SELECT 1"))
+
+    def _load(self, key: str) -> Conversation | None:
+        row = self._row(key)
+        if row is None:
+            return None
+        data = json.loads(row.history)
+        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
+        return Conversation(load_history(data), row.owner, turns)
+
+    def _encode_and_save(self, key: str, conversation: Conversation) -> None:
+        data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
+        self._save(key, json.dumps(data), conversation.owner)  # ASCII escapes: a lone surrogate too
 
     def _row(self, key: str) -> Any:
         with self._transaction() as c:
@@ -309,17 +317,18 @@ class DatabaseStore:
         another holder's) is told to its watcher."""
         while self._held:
             await anyio.sleep(self.renew_every)
-            keys = list(self._held)
+            claims = dict(self._claims)
+            keys = [key for key in self._held if key in claims]
             if not keys:
-                return
+                continue
             try:
                 # a thread of its own: never queued behind the turns' loads and saves
                 expires, mine = await self._run(self._extend, keys, limiter=self._renewals)
             except Exception as error:  # a dropped connection, a restarting server: tried again
                 now = self.clock()
                 for key in keys:
-                    if key not in self._held:
-                        continue  # released meanwhile
+                    if self._claims.get(key) is not claims[key]:
+                        continue  # released meanwhile (perhaps claimed again: that lease is the next tick's)
                     if now < self._held[key]:
                         _log.logger.warning("conversation %r: lease not renewed (retrying): %s", key, error)
                     else:
@@ -327,8 +336,8 @@ class DatabaseStore:
                         self._lose(key, f"its turn lease expired while renewals failed ({error})")
                 continue
             for key in keys:
-                if key not in self._held:
-                    continue  # released while the statement ran: gone, not lost
+                if self._claims.get(key) is not claims[key]:
+                    continue  # released while the statement ran (perhaps claimed again): gone, not lost
                 if key in mine:
                     self._held[key] = expires
                 else:
