@@ -81,10 +81,13 @@ class Instance:
         self.process.wait(30)
 
     async def post(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        async with httpx.AsyncClient(base_url=self.base, timeout=120) as http:
-            response = await http.post("/ag-ui", json=body, headers={"accept": "text/event-stream"})
+        response = await self.answer(body)
         assert response.status_code == 200, response.text
         return agui_events(response.text)
+
+    async def answer(self, body: dict[str, Any]) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=self.base, timeout=120) as http:
+            return await http.post("/ag-ui", json=body, headers={"accept": "text/event-stream"})
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +136,9 @@ async def test_the_same_conversation_on_both_instances_runs_one_turn_at_a_time(
     a, b = instances
     first = asyncio.create_task(a.post(run_input("first", thread="both", run="r1")))
     await asyncio.to_thread(started, tmp_path, "first")
-    refused = await b.post(run_input("second", thread="both", run="r2"))  # at once, to the other instance
-    assert refused[-1]["type"] == "RUN_ERROR" and "already running a turn" in refused[-1]["message"]
+    refused = await b.answer(run_input("second", thread="both", run="r2"))  # at once, to the other instance
+    assert refused.status_code == 409 and "already running a turn" in refused.json()["error"]
+    assert 1 <= int(refused.headers["retry-after"]) <= 30  # the lease's remaining seconds (a 30 s lease)
     (tmp_path / "release-first").write_text("")
     finished = await first
     assert finished[-1]["type"] == "RUN_FINISHED", told(finished)
@@ -174,8 +178,9 @@ async def test_an_instance_killed_mid_turn_frees_the_conversation_after_its_leas
     a.stop()  # killed mid-turn: its lease stays behind, unreleased
     with pytest.raises(httpx.HTTPError):
         await dying
-    held = await b.post(run_input("after", thread="killed", run="r3"))
-    assert held[-1]["type"] == "RUN_ERROR" and "already running a turn" in held[-1]["message"]
+    held = await b.answer(run_input("after", thread="killed", run="r3"))
+    assert held.status_code == 409 and "already running a turn" in held.json()["error"]
+    assert 1 <= int(held.headers["retry-after"]) <= 30  # when the dead instance's lease ends
 
     (tmp_path / "clock").write_text("31")  # the other instance's clock passes the 30 s lease
     (tmp_path / "release-after").write_text("")

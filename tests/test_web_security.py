@@ -147,13 +147,13 @@ async def test_an_approval_sent_twice_runs_the_call_once(sync: bool) -> None:
         store.gate.clear()
         waiting = asyncio.ensure_future(http.post("/ag-ui", json=resume))  # its load waits
         await until(lambda: store.waiting == 1)
-        again = agui_events((await http.post("/ag-ui", json=resume)).text)  # the same click, sent again
+        again = await http.post("/ag-ui", json=resume)  # the same click, sent again
         store.gate.set()
         first = agui_events((await waiting).text)
     assert refunded == ["42"]
     assert first[-1]["result"]["outputs"] == {"reply": "Refunded."}
-    assert [e["type"] for e in again] == ["RUN_STARTED", "RUN_ERROR"]
-    assert "already running a turn" in again[-1]["message"]
+    assert (again.status_code, again.headers["retry-after"]) == (409, "1")  # refused before any event
+    assert "already running a turn" in again.json()["error"]
 
 
 async def test_two_close_messages_run_one_turn_and_refuse_the_other(sync: bool) -> None:
@@ -164,11 +164,11 @@ async def test_two_close_messages_run_one_turn_and_refuse_the_other(sync: bool) 
         store.gate.clear()
         waiting = asyncio.ensure_future(http.post("/ag-ui", json=run_input("One")))
         await until(lambda: store.waiting == 1)
-        second = agui_events((await http.post("/ag-ui", json=run_input("Two", run="r2"))).text)
+        second = await http.post("/ag-ui", json=run_input("Two", run="r2"))
         store.gate.set()
         first = agui_events((await waiting).text)
     assert first[-1]["result"]["outputs"] == {"answer": "First."}
-    assert second[-1]["type"] == "RUN_ERROR"  # told, not lost: the client may send it again
+    assert (second.status_code, second.headers["retry-after"]) == (409, "1")  # told: the client may send it again
     saved = await store.load("t1")
     assert [m.get("question") for m in saved.history.messages] == ["One"]
     assert len(lm.requests) == 1

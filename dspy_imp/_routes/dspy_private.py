@@ -393,3 +393,28 @@ def native_thinking(model: str, effort: str) -> tuple[int, int] | None:
     if anthropic.anthropic_adaptive_class(model) or effort not in budgets:
         return None
     return int(budgets[effort]), int(anthropic._default_max_tokens(model))
+
+
+def set_model_connections(limit: int) -> None:
+    """DSPy's native engine (lm15) built from now on keeps up to ``limit`` connections, so up to
+    ``limit`` model requests, in flight per pool (``RouterConfig(max_connections=)``).
+
+    Why: ``dspy.clients.execution._select_engine`` builds the native engine's ``RouterConfig``
+    itself with no ``max_connections``, so lm15's transport holds a process at its default
+    (``DEFAULT_MAX_CONNECTIONS``, 100) model requests at once, the rest queued inside it with no
+    sign, and ``dspy.LM`` has no setting for it. ``_select_engine`` looks ``RouterConfig`` up in
+    its module at each engine it builds, so that attribute is the one hook: the replacement adds
+    ``max_connections`` when the call names none. Engines built before keep their pools; a later
+    call replaces the limit (the last app made in a process sets it).
+    """
+    import importlib
+
+    execution: Any = importlib.import_module("dspy.clients.execution")
+    original = getattr(execution.RouterConfig, "dspy_imp_original", execution.RouterConfig)
+
+    def router_config(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("max_connections", limit)
+        return original(*args, **kwargs)
+
+    router_config.dspy_imp_original = original  # type: ignore[attr-defined]
+    execution.RouterConfig = router_config

@@ -7,6 +7,8 @@ once the server listens: ``--port 0`` (the default) takes a free one. It binds 1
 behind a reverse proxy, keep it there and name the proxy's public host with ``--allow-host``
 (requests for any other ``Host`` are refused, see ``docs/web.md``). Each turn is logged in one
 line on standard error (conversation, ending, requests, duration, and the error of a failed turn).
+On SIGTERM (or Ctrl-C) it drains before it exits: new turns are refused (503, ``Retry-After``),
+running ones may end for ``--drain-seconds``, then those left are stopped with their history saved.
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME",
         help="a host name to answer for besides 127.0.0.1 (behind a proxy: its public name); repeatable",
     )
+    parser.add_argument(
+        "--max-turns", type=int, default=None, help="the most turns run at once (default: 256 per core); beyond: 429"
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, how long running turns may go on before they are stopped (history saved)",
+    )
     options = parser.parse_args(argv)
     # One line per turn (dspy_imp.web._log) on standard error; everything else at WARNING.
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -52,10 +63,24 @@ def main(argv: list[str] | None = None) -> None:
     listener.listen(128)  # connections made once the address is printed wait for the server
     port = listener.getsockname()[1]
     print(f"dspy-imp web: serving {options.agent} on http://127.0.0.1:{port}/", flush=True)
-    server = uvicorn.Server(
-        uvicorn.Config(app(agent, sync=options.sync, hosts=options.allow_host), log_level="warning")
+    served = app(
+        agent,
+        sync=options.sync,
+        hosts=options.allow_host,
+        max_turns=options.max_turns,
+        drain_seconds=options.drain_seconds,
     )
-    server.run(sockets=[listener])
+
+    class Draining(uvicorn.Server):
+        """Drains (``App.drain``) while still listening, so that a new turn is told 503 and
+        ``Retry-After`` and ``/readyz`` 503, then closes as uvicorn does."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await served.drain()
+            print("dspy-imp web: drained, stopping", flush=True)
+            await super().shutdown(sockets)
+
+    Draining(uvicorn.Config(served, log_level="warning")).run(sockets=[listener])
 
 
 def _load(target: str) -> tuple[Any, Any]:

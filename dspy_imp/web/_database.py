@@ -155,6 +155,10 @@ class DatabaseStore:
         """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
         await self._run(lambda: None)
 
+    async def ping(self) -> None:
+        """Reach the database now, with a statement (``/readyz``); ``SchemaTooNew`` as ``check``."""
+        await self._run(self._ping)
+
     # -- the turn lease ------------------------------------------------------------------------
 
     async def claim(self, key: str) -> bool:
@@ -177,6 +181,11 @@ class DatabaseStore:
         self._expires[key] = self.clock() + self.lease
         _background(self._renew, key, scope, token, self._expires[key])
         return True
+
+    async def lease_left(self, key: str) -> float:
+        """Seconds until the turn lease on ``key`` expires (0: none is held): when a client refused
+        because another instance runs the conversation's turn may try again (``Retry-After``)."""
+        return float(await self._run(self._left, _key(key)))
 
     def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
         """Have ``lost`` told (on the event loop) if ``key``'s lease cannot be kept until ``release``."""
@@ -256,6 +265,15 @@ class DatabaseStore:
     def _transaction(self) -> Iterator[sa.Connection]:
         with self.engine.begin() as connection:
             yield connection
+
+    def _ping(self) -> None:
+        with self.engine.connect() as c:
+            c.execute(sa.text("SELECT 1"))
+
+    def _left(self, key: str) -> float:
+        with self._transaction() as c:
+            expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
+        return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
 
     def _row(self, key: str) -> Any:
         with self._transaction() as c:

@@ -46,21 +46,35 @@ Auth = Callable[[Request], "str | Awaitable[str | None] | None"]
 
 
 class Refused(Exception):
-    """A request refused before any turn: its HTTP status and what the client is told."""
+    """A request refused before any turn: its HTTP status and what the client is told.
 
-    def __init__(self, status: int, message: str):
+    ``retry_after``: whole seconds after which the same request may succeed (a busy conversation,
+    a full instance, a draining one), sent as the ``Retry-After`` header and in the body;
+    ``details``: more of the body (the limit that refused it).
+    """
+
+    def __init__(self, status: int, message: str, *, retry_after: int | None = None, **details: Any):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
+        self.details = details
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"error": self.message}, status_code=self.status)
+        body: dict[str, Any] = {"error": self.message, **self.details}
+        headers = None
+        if self.retry_after is not None:
+            body["retry_after"] = self.retry_after
+            headers = {"retry-after": str(self.retry_after)}
+        return JSONResponse(body, status_code=self.status, headers=headers)
 
 
 class BeforeStream(Refused):
     """A refusal a stream answers as an HTTP status before its first event, with REST's body
     (``{"error": ...}``): a conversation of another user, or one a decision is sent for that does
-    not exist (404); one that waits for none of the decisions sent, answered already (409)."""
+    not exist (404); one that waits for none of the decisions sent, answered already (409); one
+    running a turn, here or on another instance (409 with ``Retry-After``); an instance at its
+    ``max_turns`` (429) or draining (503), with ``Retry-After``."""
 
 
 MAX_ID = 500

@@ -107,7 +107,30 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
         "Rename": {"operationId": "renameConversation", "parameters": {"path.id": "$request.path.id"}},
         "Delete": {"operationId": "deleteConversation", "parameters": {"path.id": "$request.path.id"}},
     }
+    free = {"type": "object", "additionalProperties": True}
     paths: dict[str, Any] = {
+        "/healthz": {
+            "get": op(
+                "Alive: the process serves requests (no `auth`, for a load balancer).",
+                {"200": {"description": "Alive.", "content": {_JSON: {"schema": free}}}},
+                guarded=False,
+                store_read=False,
+                operation_id="healthz",
+            )
+        },
+        "/readyz": {
+            "get": op(
+                "Ready for turns, or not: draining, at `max_turns`, or the store unreachable or of a newer "
+                "schema; the body tells which, with the running turns and the limits (no `auth`).",
+                {
+                    "200": {"description": "Ready.", "content": {_JSON: {"schema": free}}},
+                    "503": {"description": "Not ready; the body says why.", "content": {_JSON: {"schema": free}}},
+                },
+                guarded=False,
+                store_read=False,
+                operation_id="readyz",
+            )
+        },
         "/": {
             "get": op(
                 "The chat page (static HTML).",
@@ -218,7 +241,15 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         {"$ref": "#/components/schemas/Event"},
                     ),
                     "404": _error("The thread is another user's, or a decision names a thread that does not exist."),
-                    "409": _error("The decision was answered already (in another tab, or a second click)."),
+                    "409": _error(
+                        "The decision was answered already (in another tab, or a second click), or the conversation "
+                        "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
+                    ),
+                    "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
+                    "503": _error(
+                        "The instance is draining (shutting down), or the database was written by a newer "
+                        "dspy-imp; `Retry-After` when draining."
+                    ),
                 },
                 body=_json_body("RunAgentInput"),
                 links=run_links,
@@ -239,7 +270,15 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         headers={"x-vercel-ai-ui-message-stream": {"schema": {"const": "v1"}}},
                     ),
                     "404": _error("The chat is another user's, or a decision names a chat that does not exist."),
-                    "409": _error("The decision was answered already (in another tab, or a second click)."),
+                    "409": _error(
+                        "The decision was answered already (in another tab, or a second click), or the conversation "
+                        "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
+                    ),
+                    "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
+                    "503": _error(
+                        "The instance is draining (shutting down), or the database was written by a newer "
+                        "dspy-imp; `Retry-After` when draining."
+                    ),
                 },
                 body=_json_body("ChatRequest"),
                 links={

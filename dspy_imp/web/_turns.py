@@ -15,6 +15,7 @@ import contextvars
 import functools
 import hashlib
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import anyio.to_thread
 import dspy
 
 from dspy_imp._program.extra_tools import with_external_tools
-from dspy_imp._records.errors import ConfigurationError, StreamClosed
+from dspy_imp._records.errors import StreamClosed
 from dspy_imp._records.history import dump_history, load_history
 from dspy_imp._records.step_error import StepError
 from dspy_imp._watch import genai
@@ -255,12 +256,30 @@ class Turn:
             yield item
 
 
-class Runner:
-    """Runs the turns of one agent (played by ``turns``), one at a time per conversation."""
+RETRY_AFTER = 1
+"""The ``Retry-After`` seconds of a refusal whose end cannot be known: a conversation running a turn
+in this process, an instance at its ``max_turns``, one draining (its balancer sends the retry elsewhere)."""
 
-    def __init__(self, turns: Turns, store: Store):
+TURNS_PER_CORE = 256
+"""``max_turns``' default is this many per core: a turn mostly waits for its model."""
+
+
+def default_max_turns() -> int:
+    """The default bound on turns running at once in one instance: ``TURNS_PER_CORE`` per core."""
+    return TURNS_PER_CORE * (os.cpu_count() or 1)
+
+
+class Runner:
+    """Runs the turns of one agent (played by ``turns``), one at a time per conversation, at most
+    ``max_turns`` at once (``default_max_turns``)."""
+
+    def __init__(self, turns: Turns, store: Store, max_turns: int | None = None):
         self.turns = turns
         self.store = store
+        self.max_turns = default_max_turns() if max_turns is None else max_turns
+        self.model_requests: int | None = None  # the app's ceiling on model requests in flight, told by /readyz
+        self.draining = False  # ``drain``: no new turns
+        self._idle: asyncio.Event | None = None  # set when the last running turn is given back
         self.busy: set[str] = set()
         self.stopping: set[str] = set()
         self.plays: dict[str, asyncio.Task[Any]] = {}  # each running turn's play
@@ -321,16 +340,31 @@ class Runner:
         """The conversation taken, its history read and its turn started: what a stream then tells.
 
         The conversation is taken before its history is read, so two requests never both read
-        the same history (a twice-sent approval runs the call once; the second is told "already
+        the same history (a twice-sent approval runs the call once; the second is refused "already
         running a turn"). A store shared by several processes (``DatabaseStore``) is asked for
         the conversation's turn lease too, before the read. What goes wrong up to here is told by
-        the stream as the run's error (a busy conversation, a failed claim, refused input), except
-        what ``BeforeStream`` raises, which the app answers as an HTTP status with no stream: a
+        the stream as the run's error (a failed claim, refused input), except what ``BeforeStream``
+        raises, which the app answers as an HTTP status with no stream: a draining instance (503),
+        a conversation already running a turn here (409) or on another instance (409, the lease's
+        remaining seconds), an instance at ``max_turns`` (429), each with ``retry_after``; a
         conversation of another user (404, as REST answers it), and what ``read`` refuses so (a
-        decision for a conversation that is absent or waits for none of it).
+        decision for a conversation that is absent or waits for none of it). A refusal before the
+        read changes nothing: a paused turn still waits for the decision it refused.
         """
+        if self.draining:
+            raise BeforeStream(
+                503, "this instance is shutting down: it starts no new turns", retry_after=RETRY_AFTER, limit="draining"
+            )
         if key in self.busy:
-            return Turn.told(ConfigurationError(f"conversation {key!r} is already running a turn"))
+            raise BeforeStream(409, f"conversation {key!r} is already running a turn", retry_after=RETRY_AFTER)
+        if len(self.busy) >= self.max_turns:
+            raise BeforeStream(
+                429,
+                f"this instance is running its most turns at once (max_turns={self.max_turns}): try again later",
+                retry_after=RETRY_AFTER,
+                limit="max_turns",
+                max_turns=self.max_turns,
+            )
         self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
         self.users[key] = user
         try:
@@ -343,7 +377,11 @@ class Runner:
             raise
         if not claimed:
             self._release(key)
-            return Turn.told(ConfigurationError(f"conversation {key!r} is already running a turn"))
+            raise BeforeStream(
+                409,
+                f"conversation {key!r} is already running a turn on another instance",
+                retry_after=await self._lease_left(key),
+            )
         watch = getattr(self.store, "watch", None)
         if watch is not None:
             watch(key, functools.partial(self._lose, key))
@@ -380,6 +418,44 @@ class Runner:
         self.observers.pop(key, None)
         self.users.pop(key, None)
         self.lost.pop(key, None)
+        if not self.busy and self._idle is not None:
+            self._idle.set()
+
+    async def _lease_left(self, key: str) -> int:
+        """Whole seconds until another instance's lease on ``key`` ends (the store's ``lease_left``,
+        rounded up; at least 1), ``RETRY_AFTER`` when the store cannot tell."""
+        left = getattr(self.store, "lease_left", None)
+        if left is None:
+            return RETRY_AFTER
+        try:
+            seconds = float(await left(key))
+        except Exception:  # the store failed now: the retry is the client's to try
+            return RETRY_AFTER
+        return max(1, math.ceil(seconds))
+
+    async def drain(self, seconds: float) -> None:
+        """Shut down gracefully: start no new turn (``BeforeStream`` 503, ``Retry-After``), let the
+        running ones end for up to ``seconds``, then stop those left as Stop does (their history
+        so far saved; a durable turn's workflow ends with it), and return once every turn has
+        ended and given its conversation (and its store lease) back."""
+        self.draining = True
+        try:
+            await asyncio.wait_for(self._until_idle(), seconds)
+        except TimeoutError:
+            for key in list(self.busy):
+                if key not in self.taken:
+                    self._halt(key)
+            await self._until_idle()
+
+    async def _until_idle(self) -> None:
+        while self.busy:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    def readiness(self) -> dict[str, Any]:
+        """What ``/readyz`` tells of the turns: running, the bound, whether it drains."""
+        told = {"draining": self.draining, "running_turns": len(self.busy), "max_turns": self.max_turns}
+        return {**told, "model_requests": self.model_requests}
 
     async def _claim(self, key: str) -> bool:
         """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""

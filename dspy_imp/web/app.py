@@ -1,5 +1,6 @@
 """The ASGI app: both streams and the chat page, for one agent.
 
+    GET  /healthz     alive (200); GET /readyz: accepting turns (200) or not (503), and why
     GET  /            the chat page (static HTML, JS and CSS shipped in the package: no CDN, no build)
     GET  /api/info    the agent: its title, signature, inputs, outputs and tools
     GET  /api/conversations/<id>   a conversation as AG-UI messages, and the interrupts it waits on
@@ -16,6 +17,7 @@ each owned by the user ``auth`` named when it started. What may reach the routes
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -32,10 +34,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._routes.dspy_private import set_model_connections
 from dspy_imp.web import _openapi, agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
@@ -43,10 +46,15 @@ from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversat
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn, default_max_turns
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
+_NO_STORE = {"cache-control": "no-store"}
+MODEL_REQUESTS = 1024
+"""``model_requests``' default: the model requests a process keeps in flight at once."""
+DRAIN_SECONDS = 30.0
+"""``drain_seconds``' default: how long a shutdown lets running turns end before stopping them."""
 
 
 class _AnyText(Convertor[str]):
@@ -75,7 +83,10 @@ def app(
     origins: Sequence[str] = (),
     client_tools: bool = False,
     auth_scheme: Mapping[str, Any] | None = None,
-) -> ASGIApp:
+    max_turns: int | None = None,
+    drain_seconds: float = DRAIN_SECONDS,
+    model_requests: int = MODEL_REQUESTS,
+) -> App:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
     Args:
@@ -104,6 +115,26 @@ def app(
         auth_scheme: The OpenAPI security scheme that says what ``auth`` reads, for the API's
             description (``GET /openapi.json``): ``{"type": "apiKey", "in": "header", "name":
             "x-forwarded-user"}``. With ``auth`` and no ``auth_scheme``, a bearer token.
+        max_turns: The most turns this instance runs at once (by default 256 per core,
+            ``os.cpu_count()``: 512 on 2 cores). A turn asked for beyond it is refused before any event with
+            429 and ``Retry-After`` (a refused approval leaves the turn waiting for it: the client
+            sends it again). ``/readyz`` answers 503 while the instance is full.
+        drain_seconds: At shutdown (the ASGI lifespan's end; SIGTERM under ``python -m
+            dspy_imp.web``), how long running turns may go on ending by themselves; then those
+            left are stopped, their history so far saved, and their leases released. New turns
+            are refused meanwhile with 503 and ``Retry-After``.
+        model_requests: The most model requests the process keeps in flight at once on DSPy's
+            native engine (its connection pool, ``max_connections``; 1024 by default, where DSPy
+            alone stops at 100 and queues the rest unseen). It applies to the engines built after
+            the app is made, for the whole process. LiteLLM's engine has its own pool
+            (``AIOHTTP_CONNECTOR_LIMIT`` and ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` in the
+            environment before LiteLLM is imported: 1000 and 500 by default).
+
+    The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
+    accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
+    schema; the body tells which, with the running turns and the limits), behind the ``Host``
+    check but without ``auth``, for a load balancer. ``await app.drain()`` is the shutdown's
+    drain, for a server that calls it itself.
 
     Example:
         ```python
@@ -115,7 +146,16 @@ def app(
     if not isinstance(client_tools, bool):
         raise ConfigurationError(f"`client_tools` must be True or False, got {client_tools!r}")
     scheme = _openapi.checked_scheme(auth, auth_scheme)
+    if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
+        raise ConfigurationError(f"`max_turns` must be a whole number of turns >= 1, got {max_turns!r}")
+    if not isinstance(drain_seconds, int | float) or isinstance(drain_seconds, bool) or not drain_seconds >= 0:
+        raise ConfigurationError(f"`drain_seconds` must be a number of seconds >= 0, got {drain_seconds!r}")
+    if not isinstance(model_requests, int) or isinstance(model_requests, bool) or model_requests < 1:
+        raise ConfigurationError(f"`model_requests` must be a whole number of requests >= 1, got {model_requests!r}")
     program, runner = _runner(agent, store or MemoryStore(), sync)
+    runner.max_turns = default_max_turns() if max_turns is None else max_turns
+    runner.model_requests = model_requests
+    set_model_connections(model_requests)  # DSPy's native engine: no hidden ceiling of 100
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
             "`client_tools=True` needs a dspy_imp.ReActV2: a DurableAgent's workflows run the program it was "
@@ -135,6 +175,8 @@ def app(
         return await server.stop(request)
 
     routes = [
+        Route("/healthz", server.healthz),
+        Route("/readyz", server.readyz),
         Route("/", server.page),
         Route("/api/info", server.info),
         Route("/api/conversations/{key:conversation}/stop", stop, methods=["POST"]),
@@ -146,11 +188,35 @@ def app(
         _openapi.route(scheme, runner.store, client_tools),
     ]
     handlers = {SchemaTooNew: _schema_too_new}
-    guarded: ASGIApp = Guarded(Starlette(routes=routes, exception_handlers=handlers), guard, routes)
-    if not origins:
-        return guarded
-    allowed = [o.rstrip("/") for o in origins]
-    return CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
+
+    routes_app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    guarded: ASGIApp = Guarded(routes_app, guard, routes)
+    if origins:
+        allowed = [o.rstrip("/") for o in origins]
+        guarded = CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
+    return App(guarded, runner, float(drain_seconds))
+
+
+class App:
+    """The ASGI app ``app`` returns; ``drain`` is its graceful shutdown (the lifespan's end runs it)."""
+
+    def __init__(self, asgi: ASGIApp, runner: Runner, drain_seconds: float):
+        self.asgi = asgi
+        self.runner = runner
+        self.drain_seconds = drain_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.asgi(scope, receive, send)
+
+    async def drain(self, seconds: float | None = None) -> None:
+        """Start no new turn (503 and ``Retry-After``; ``/readyz`` 503), let running ones end for up
+        to ``seconds`` (``drain_seconds``), stop those left (history saved), leases released."""
+        await self.runner.drain(self.drain_seconds if seconds is None else seconds)
 
 
 def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
@@ -183,6 +249,25 @@ class _Server:
             return Offered(self.own)
         return Offered(self.own, declared(declared_tools, self.own, field, schema_key))
 
+    async def healthz(self, request: Request) -> Response:
+        """Alive: the process serves requests (no ``auth``: a load balancer asks)."""
+        return JSONResponse({"alive": True}, headers=_NO_STORE)
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready for turns (200), or not (503): draining, at ``max_turns``, or the store unreachable
+        or of a newer schema; the body tells which, with the running turns and the limits."""
+        body: dict[str, Any] = self.runner.readiness()
+        try:
+            await self._check_store(reach=True)
+            body["store"] = "ok"
+        except SchemaTooNew as error:
+            body["store"] = f"too new: {error}"
+        except Exception as error:  # unreachable: told, never raised to the balancer
+            body["store"] = f"unreachable: {type(error).__name__}: {error}"
+        full = body["running_turns"] >= body["max_turns"]
+        ready = not body["draining"] and not full and body["store"] == "ok"
+        return JSONResponse(scrubbed({"ready": ready, **body}), status_code=200 if ready else 503, headers=_NO_STORE)
+
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
@@ -207,9 +292,12 @@ class _Server:
             }
         )
 
-    async def _check_store(self) -> None:
-        """Reach the store's database (``SchemaTooNew``, told as a 503: a newer dspy-imp wrote it)."""
-        check = getattr(self.runner.store, "check", None)
+    async def _check_store(self, reach: bool = False) -> None:
+        """Reach the store's database (``SchemaTooNew``, told as a 503: a newer dspy-imp wrote it);
+        ``reach``: with a statement, every time (``ping``), not only until the schema is known."""
+        check = getattr(self.runner.store, "ping" if reach else "check", None) or getattr(
+            self.runner.store, "check", None
+        )
         if check is not None:
             await check()
 
