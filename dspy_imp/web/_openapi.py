@@ -246,10 +246,6 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
                     "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
-                    "503": _error(
-                        "The instance is draining (shutting down), or the database was written by a newer "
-                        "dspy-imp; `Retry-After` when draining."
-                    ),
                 },
                 body=_json_body("RunAgentInput"),
                 links=run_links,
@@ -275,10 +271,6 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
                     "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
-                    "503": _error(
-                        "The instance is draining (shutting down), or the database was written by a newer "
-                        "dspy-imp; `Retry-After` when draining."
-                    ),
                 },
                 body=_json_body("ChatRequest"),
                 links={
