@@ -13,7 +13,6 @@ from typing import Any
 
 import dspy
 import pytest
-import sqlalchemy
 from fake_openai_server import FakeOpenAIServer, HTTPReply, ReceivedRequest, text_completion
 from web_helpers import agui_events
 from web_scenarios import client, run_input
@@ -197,49 +196,3 @@ async def test_the_native_engine_keeps_more_than_100_model_requests_in_flight() 
 def test_model_requests_must_be_a_whole_number_of_requests(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="`model_requests` must be a whole number"):
         dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"), model_requests=bad)
-
-
-async def test_a_stores_leases_are_renewed_in_one_statement_a_tick(tmp_path: Any) -> None:
-    """Every lease of a store renewed by one UPDATE (not one per conversation), 2.5 s by default."""
-    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}", renew_every=0.001)
-    assert dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}").lease == 2.5
-    renewed: list[int] = []
-    seen = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def counted(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("UPDATE dspy_imp_web_turns"):
-            renewed.append(cursor.rowcount)
-            loop.call_soon_threadsafe(seen.set)
-
-    sqlalchemy.event.listen(store.engine, "after_cursor_execute", counted)
-    try:
-        for key in ("a", "b", "c"):
-            assert await store.claim(key)
-        renewed.clear()  # one renewal may have begun before the last claim: the next one cannot have
-        while len(renewed) < 2:
-            seen.clear()
-            await asyncio.wait_for(seen.wait(), GUARD)
-        for key in ("a", "b", "c"):
-            await store.release(key)
-    finally:
-        store.close()
-    assert renewed[1] == 3  # one statement renewed all three
-
-
-async def test_a_claim_deletes_the_expired_leases_a_dead_instance_left(tmp_path: Any) -> None:
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    dead = dspy_imp.web.DatabaseStore(url, clock=lambda: 1000.0)
-    live = dspy_imp.web.DatabaseStore(url, clock=lambda: 1010.0)
-    try:
-        for key in ("a", "b"):
-            assert await dead._run(dead._claim, key)  # taken, then the instance was killed: never renewed
-        assert await live.lease_left("a") == 0.0  # expired: nothing to wait for
-        assert await live.claim("c")
-        with live.engine.connect() as c:
-            rows = c.execute(sqlalchemy.text("SELECT key FROM dspy_imp_web_turns")).scalars().all()
-        assert rows == ["c"]  # the dead instance's rows are gone, not left until each one's next turn
-        await live.release("c")
-    finally:
-        dead.close()
-        live.close()

@@ -191,6 +191,7 @@ def app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        runner.draining = False  # served again (a server, or a test client, that starts the app anew)
         yield
         await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
 
