@@ -39,7 +39,10 @@ def respond(request: Any) -> Any:
 def children() -> list[int]:
     found: list[int] = []
     for task in Path("/proc/self/task").iterdir():
-        found.extend(int(pid) for pid in (task / "children").read_text().split())
+        try:
+            found.extend(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:  # a thread that ended since the listing: it has no children
+            continue
     return sorted(found)
 
 

@@ -19,18 +19,21 @@ from dspy_imp._records.errors import require_extra
 
 require_extra('dspy_imp.mcp needs its extra: pip install -e ".[mcp]" (from a clone)', "mcp", "re2")
 
+from dspy_imp._program.toolsets import Toolset
 from dspy_imp.mcp._config import from_config
 from dspy_imp.mcp._results import ServerToolError
 from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
-from dspy_imp.mcp._servers import http, memory, stdio
+from dspy_imp.mcp._servers import Approval, http, memory, stdio
 from dspy_imp.mcp._tools import McpTool
 
 __all__ = [
+    "Approval",
     "McpTool",
     "Server",
     "ServerDisconnected",
     "ServerToolError",
     "ServerUnavailable",
+    "Toolset",
     "from_config",
     "http",
     "memory",

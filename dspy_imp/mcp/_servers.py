@@ -20,6 +20,8 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._server import Server, stderr_sink
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
+"""What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
+the server's ``mcp.types.Tool`` (its annotations: ``readOnlyHint``, ``destructiveHint``...)."""
 
 
 def stdio(
