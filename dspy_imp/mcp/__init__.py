@@ -19,7 +19,7 @@ from dspy_imp._records.errors import require_extra
 
 require_extra('dspy_imp.mcp needs its extra: pip install -e ".[mcp]" (from a clone)', "mcp", "re2")
 
-from dspy_imp._program.toolsets import Toolset
+from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp.mcp._config import from_config
 from dspy_imp.mcp._results import ServerToolError
 from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
@@ -28,6 +28,7 @@ from dspy_imp.mcp._tools import McpTool
 
 __all__ = [
     "Approval",
+    "Listing",
     "McpTool",
     "Server",
     "ServerDisconnected",
