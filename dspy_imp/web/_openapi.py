@@ -245,7 +245,9 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "The decision was answered already (in another tab, or a second click), or the conversation "
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
-                    "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
+                    "429": _error(
+                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again."
+                    ),
                 },
                 body=_json_body("RunAgentInput"),
                 links=run_links,
@@ -270,7 +272,9 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "The decision was answered already (in another tab, or a second click), or the conversation "
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
-                    "429": _error("This instance runs `max_turns` turns already; `Retry-After` says when to try again."),
+                    "429": _error(
+                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again."
+                    ),
                 },
                 body=_json_body("ChatRequest"),
                 links={
