@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -116,9 +117,17 @@ class DatabaseStore:
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
+        self._statements = 0  # running in worker threads, abandoned ones included
+        self._settled = threading.Condition()
 
     def close(self) -> None:
-        """Close the store's pooled connections (at shutdown; a later call opens new ones)."""
+        """Close the store's pooled connections (at shutdown; a later call opens new ones).
+
+        Waits first (at most ``timeout``) for statements still running, abandoned ones included:
+        a connection checked out while the pool is disposed goes back to the old pool, which
+        nothing closes, and is left to the garbage collector still open."""
+        with self._settled:
+            self._settled.wait_for(lambda: self._statements == 0, timeout=self.timeout)
         self.engine.dispose()
 
     # -- the Store protocol ------------------------------------------------------------------
@@ -256,10 +265,17 @@ class DatabaseStore:
         raise TimeoutError(f"the conversation store's database did not answer within {limit:g} s")
 
     def _ready_then(self, function: Callable[..., Any], *args: Any) -> Any:
-        if not self._ready:
-            migrate(self.engine)
-            self._ready = True
-        return function(*args)
+        with self._settled:
+            self._statements += 1
+        try:
+            if not self._ready:
+                migrate(self.engine)
+                self._ready = True
+            return function(*args)
+        finally:
+            with self._settled:
+                self._statements -= 1
+                self._settled.notify_all()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sa.Connection]:
