@@ -97,9 +97,11 @@ class ReActV2(dspy.Module):
             lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
         thinking: Which requests ask for thinking on a model that supports reasoning
             (``docs/providers.md#thinking``): ``"every"`` (the default, DSPy's: every ordinary
-            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``,
-            or ``"interleaved"`` (every step, with Anthropic's interleaved-thinking beta on Claude
-            4.x). The requests that only force or extract the answer never ask for it.
+            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``
+            (none; under ``finish="auto"`` with ``submit`` each step then asks for a call,
+            ``tool_choice="required"``), or ``"interleaved"`` (every step, with Anthropic's
+            interleaved-thinking beta on Claude 4.x). The requests that only force or extract the
+            answer never ask for it.
 
     Example:
         ```python
