@@ -23,6 +23,7 @@ from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Task
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.saved_state import read_state_file
@@ -97,9 +98,11 @@ class ReActV2(dspy.Module):
             lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
         thinking: Which requests ask for thinking on a model that supports reasoning
             (``docs/providers.md#thinking``): ``"every"`` (the default, DSPy's: every ordinary
-            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``,
-            or ``"interleaved"`` (every step, with Anthropic's interleaved-thinking beta on Claude
-            4.x). The requests that only force or extract the answer never ask for it.
+            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``
+            (none; under ``finish="auto"`` with ``submit`` each step then asks for a call,
+            ``tool_choice="required"``), or ``"interleaved"`` (every step, with Anthropic's
+            interleaved-thinking beta on Claude 4.x). The requests that only force or extract the
+            answer never ask for it.
 
     Example:
         ```python
@@ -234,6 +237,13 @@ class ReActV2(dspy.Module):
         held = self.__dict__.get("summarizer")
         return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
 
+    def summary_instruction(self) -> str:
+        """The instruction a summary request ends on, read without building the default predictor:
+        that is a new signature class (a pydantic model) each time, once per call for a request
+        most calls never send."""
+        held = self.__dict__.get("summarizer")
+        return held.signature.instructions if isinstance(held, SummaryPredictor) else SUMMARY_INSTRUCTIONS
+
     @property
     def options(self) -> ProgramOptions:
         """The program's options; they live on the inner predictor so that save/load keeps them."""
@@ -325,14 +335,14 @@ class ReActV2(dspy.Module):
         demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
         setup = Setup(
             guidance,
-            OutputSpec(self.signature),
+            OutputSpec.of(self.signature),
             self._call_context(plan, own),
             prior,
             tuple(entries),
             paused=paused,
             decisions=plan.decisions,
             models=self._models(plan),
-            summary_instruction=self.summary_predictor().signature.instructions,
+            summary_instruction=self.summary_instruction(),
             budget=budget,
             history_edited=edited,
         )
@@ -357,7 +367,7 @@ class ReActV2(dspy.Module):
         return CallContext(
             roster=roster,
             runners=plan.runners,
-            outputs=OutputSpec(self.signature),
+            outputs=OutputSpec.of(self.signature),
             inputs=plan.inputs,
             policy=options.tool_policy,
             finish_on=options.finish_on,
