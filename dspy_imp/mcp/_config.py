@@ -2,11 +2,12 @@
 
 The file holds ``{"mcpServers": {name: server}}`` (Claude Desktop, Cursor) or ``{"servers": {name:
 server}}`` (VS Code's ``mcp.json``). A server is ``{"command", "args", "env", "cwd"}`` (stdio) or
-``{"url", "headers"}`` (streamable HTTP); VS Code's ``"type"`` (``"stdio"``, ``"http"``) is read,
+``{"url", "headers"}`` (streamable HTTP); VS Code's ``"type"`` (``"stdio"``, ``"http"``, ``"sse"``: a
+legacy server's HTTP+SSE transport) is read,
 ``"disabled": true`` leaves a server out. Every string may use ``${VAR}`` and ``${VAR:-default}``,
 read from the environment when the file is read; a variable that is not set and has no default is
 a ``ConfigurationError`` naming the field (``mcpServers.github.env.GITHUB_TOKEN``). VS Code's
-``${input:...}`` prompts and SSE servers are refused, naming the field.
+``${input:...}`` prompts are refused, naming the field.
 """
 
 from __future__ import annotations
@@ -64,15 +65,16 @@ def from_config(
 
 def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any]) -> Server:
     kind = spec.get("type")
-    if kind == "sse":
-        raise ConfigurationError(f"mcp.from_config: `{at}.type` is 'sse', which dspy_imp.mcp does not support yet")
-    if "url" in spec or kind in ("http", "streamable-http", "streamableHttp"):
+    if "url" in spec or kind in ("http", "streamable-http", "streamableHttp", "sse"):
         _known(spec, _HTTP_KEYS, at)
         if "url" not in spec:
             raise ConfigurationError(f"mcp.from_config: `{at}` is an HTTP server without a `url`")
-        return http(spec["url"], headers=spec.get("headers"), name=name, **options)
+        if kind not in (None, "http", "streamable-http", "streamableHttp", "sse"):
+            raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
+        transport = "sse" if kind == "sse" else "streamable-http"
+        return http(spec["url"], headers=spec.get("headers"), transport=transport, name=name, **options)
     if kind not in (None, "stdio"):
-        raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio' or 'http', got {kind!r}")
+        raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
     _known(spec, _STDIO_KEYS, at)
     if "envFile" in spec:
         raise ConfigurationError(f"mcp.from_config: `{at}.envFile` is not supported; give the variables in `env`")

@@ -40,6 +40,7 @@ from mcp import Client
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import ConfigurationError
@@ -463,7 +464,8 @@ class Server(Toolset):
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
         thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
-        leaves out, SEP-1034), ``None`` declines."""
+        leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
+        dict, say) is refused with an error the server reads, not sent."""
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
         schema = _plain(params.requested_schema)
@@ -484,7 +486,16 @@ class Server(Toolset):
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
             )
-        return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
+        given = {key: value for key, value in answer.items() if value is not None}
+        try:
+            return types.ElicitResult(action="accept", content={**_defaults(schema), **given})
+        except ValidationError:
+            kept = sorted(str(k) for k, v in given.items() if not _form_value(v))
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
+                "boolean or list of strings",
+            )
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -545,6 +556,13 @@ def _plain(schema: Any) -> dict[str, Any]:
         return dict(schema)
     dumped = schema.model_dump(by_alias=True, exclude_none=True)
     return dumped if isinstance(dumped, dict) else {}
+
+
+def _form_value(value: Any) -> bool:
+    """Whether ``value`` fits an elicitation form's field: a string, number, boolean or list of strings."""
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, str | int | float | bool)
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The ways to reach an MCP server: ``stdio`` (a command this process starts), ``http`` (streamable
-HTTP, or SSE for legacy servers; OAuth through ``_auth``), ``memory`` (an ``mcp`` SDK server object in this process, for tests)."""
+HTTP, or SSE for legacy servers; OAuth through ``_auth``), ``memory`` (an ``mcp`` SDK server object
+in this process, for tests)."""
 
 from __future__ import annotations
 
