@@ -21,4 +21,4 @@ def whoami(ctx: Context) -> str:
 
 if __name__ == "__main__":
     transport = sys.argv[2] if len(sys.argv) > 2 else "streamable-http"
-    server.run(transport, host="127.0.0.1", port=int(sys.argv[1]))  # type: ignore[call-overload]
+    server.run(transport, host="127.0.0.1", port=int(sys.argv[1]))

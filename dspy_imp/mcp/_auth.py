@@ -70,7 +70,7 @@ class OAuth:
             life of the ``Server``.
     """
 
-    authorize: Authorize
+    authorize: Callable[[str], str | Awaitable[str]]
     redirect_uri: str
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
