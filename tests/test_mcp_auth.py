@@ -223,3 +223,18 @@ async def test_an_elicitation_answer_of_none_takes_the_default_and_a_bad_value_i
     refused = await server._on_elicit(None, params)
     assert isinstance(refused, types.ErrorData)
     assert "['meal']" in refused.message and "not a string, number, boolean or list of strings" in refused.message
+
+
+def test_from_config_gives_auth_to_the_http_servers_it_names(run: Any, url: str, tmp_path: Path) -> None:
+    config = {"mcpServers": {"crm": {"url": url}, "time": {"command": sys.executable, "args": ["-m", "x"]}}}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(config))
+    crm, _ = mcp.from_config(path, environ={}, auth={"crm": httpx2.BasicAuth("user", "pass")})
+    assert whoami(run, crm) == "Basic dXNlcjpwYXNz"
+    crm.close()
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"`auth` names 'time', a stdio server"):
+        mcp.from_config(path, environ={}, auth={"time": httpx2.BasicAuth("user", "pass")})
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"`auth` names \['erp'\], which .* holds no enabled server"):
+        mcp.from_config(path, environ={}, auth={"erp": httpx2.BasicAuth("user", "pass")})
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"MCP server `auth` must be"):
+        mcp.from_config(path, environ={}, auth={"crm": "Bearer x"})

@@ -30,16 +30,26 @@ _HTTP_KEYS = frozenset({"type", "url", "headers", "disabled"})
 
 
 def from_config(
-    path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None, **options: Any
+    path: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    auth: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> list[Server]:
     """The servers of the file at ``path``, in its order (see the module).
 
     Args:
         path: An ``mcpServers`` (or VS Code ``servers``) JSON file.
         environ: Where ``${VAR}`` is read (by default ``os.environ``).
+        auth: ``{name: mcp.OAuth(...) or an httpx2.Auth}``: the ``auth=`` of the HTTP servers of
+            the file so named (the file holds no secrets or callbacks). A name the file has no
+            HTTP server for is a ``ConfigurationError``.
         **options: Given to every server (``prefix=``, ``needs_approval=``, ``timeout=``, ...);
             a server is named by its key in the file.
     """
+    if auth is not None and (not isinstance(auth, Mapping) or not all(isinstance(k, str) for k in auth)):
+        raise ConfigurationError(f"mcp.from_config: `auth` must be a dict of server names to auth, got {auth!r}")
+    signs_in = dict(auth or {})
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
@@ -59,11 +69,15 @@ def from_config(
             raise ConfigurationError(f"mcp.from_config: `{at}` must be an object")
         if spec.get("disabled") is True:
             continue
-        found.append(_server(name, expand(spec, at, variables), at, options))
+        found.append(_server(name, expand(spec, at, variables), at, options, signs_in.pop(name, None)))
+    if signs_in:
+        raise ConfigurationError(
+            f"mcp.from_config: `auth` names {sorted(signs_in)!r}, which {str(file)!r} holds no enabled server for"
+        )
     return found
 
 
-def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any]) -> Server:
+def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any], auth: Any) -> Server:
     kind = spec.get("type")
     if "url" in spec or kind in ("http", "streamable-http", "streamableHttp", "sse"):
         _known(spec, _HTTP_KEYS, at)
@@ -72,10 +86,12 @@ def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any]) -
         if kind not in (None, "http", "streamable-http", "streamableHttp", "sse"):
             raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
         transport = "sse" if kind == "sse" else "streamable-http"
-        return http(spec["url"], headers=spec.get("headers"), transport=transport, name=name, **options)
+        return http(spec["url"], headers=spec.get("headers"), auth=auth, transport=transport, name=name, **options)
     if kind not in (None, "stdio"):
         raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
     _known(spec, _STDIO_KEYS, at)
+    if auth is not None:
+        raise ConfigurationError(f"mcp.from_config: `auth` names {name!r}, a stdio server (auth is for HTTP servers)")
     if "envFile" in spec:
         raise ConfigurationError(f"mcp.from_config: `{at}.envFile` is not supported; give the variables in `env`")
     if "command" not in spec:
