@@ -238,3 +238,38 @@ def test_from_config_gives_auth_to_the_http_servers_it_names(run: Any, url: str,
         mcp.from_config(path, environ={}, auth={"erp": httpx2.BasicAuth("user", "pass")})
     with pytest.raises(dspy_imp.ConfigurationError, match=r"MCP server `auth` must be"):
         mcp.from_config(path, environ={}, auth={"crm": "Bearer x"})
+
+
+def test_a_person_signing_in_is_not_counted_against_the_opening_bound(run: Any) -> None:
+    """A sign-in (``authorize``) longer than ``connect_timeout`` does not fail the opening; the rest does."""
+    from contextlib import asynccontextmanager
+
+    from mcp.client._memory import InMemoryTransport
+
+    from dspy_imp.mcp._server import Server, waiting_on_a_person
+
+    backend = MCPServer("slow-sign-in")
+
+    @backend.tool(name="whoami")
+    def signed_in() -> str:
+        """Who."""
+        return "signed in"
+
+    def opening(person: float, machine: float) -> Any:
+        @asynccontextmanager
+        async def transport() -> Any:
+            with waiting_on_a_person():
+                await asyncio.sleep(person)  # the person at the browser
+            await asyncio.sleep(machine)  # the machines
+            async with InMemoryTransport(backend) as streams:
+                yield streams
+
+        return transport
+
+    patient = Server("patient", opening(person=2.5, machine=0.0), connect_timeout=2.0)
+    assert whoami(run, patient) == "signed in"
+    patient.close()
+    stuck = Server("stuck", opening(person=0.0, machine=30.0), connect_timeout=1.0)
+    with pytest.raises(mcp.ServerUnavailable, match="did not open within 1 s"):
+        stuck.list_tools()
+    stuck.close()

@@ -11,7 +11,8 @@ one hook here, ``authorize(url) -> the URL the browser was sent back to``, sync 
 
 One provider per server, made on first use and kept by the ``Server``: its tokens outlive a
 session (a restarted connection does not ask the person again), and ``storage=`` keeps them across
-processes.
+processes. The time ``authorize`` takes (a person signing in) is not counted against the
+session's opening bound.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from pydantic import AnyUrl, ValidationError
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.mcp._server import waiting_on_a_person
 
 Authorize = Callable[[str], str | Awaitable[str]]
 """What ``OAuth(authorize=)`` takes: ``authorize(authorization_url)`` returning the URL the
@@ -194,12 +196,13 @@ class _Landing:
 
     async def redirect(self, authorization_url: str) -> None:
         authorize = self._authorize
-        if inspect.iscoroutinefunction(authorize):
-            landed = await authorize(authorization_url)
-        else:
-            landed = await asyncio.to_thread(authorize, authorization_url)
-            if inspect.isawaitable(landed):
-                landed = await landed
+        with waiting_on_a_person():  # a person signing in: not counted against opening the session
+            if inspect.iscoroutinefunction(authorize):
+                landed = await authorize(authorization_url)
+            else:
+                landed = await asyncio.to_thread(authorize, authorization_url)
+                if inspect.isawaitable(landed):
+                    landed = await landed
         if not isinstance(landed, str) or not landed.strip():
             raise OAuthFlowError(f"OAuth `authorize` must return the URL the browser landed on, got {landed!r}")
         self._landed = landed
