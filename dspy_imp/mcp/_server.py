@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +42,7 @@ from mcp import Client
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import ConfigurationError
@@ -126,6 +129,53 @@ class _Watched:
 async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
     async with transport as (read, write):
         yield _Watched(read, ended), write
+
+
+class OpeningClock:
+    """The time a session has taken to open, less the time spent waiting on a person (an OAuth
+    sign-in in ``authorize``): ``connect_timeout`` bounds the machines, not the person."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._waited = 0.0
+        self._since: float | None = None
+        self._depth = 0
+
+    @property
+    def paused(self) -> bool:
+        return self._depth > 0
+
+    def elapsed(self) -> float:
+        waiting = time.monotonic() - self._since if self._since is not None else 0.0
+        return time.monotonic() - self._started - self._waited - waiting
+
+    def pause(self) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._since = time.monotonic()
+
+    def resume(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._since is not None:
+            self._waited += time.monotonic() - self._since
+            self._since = None
+
+
+_opening: contextvars.ContextVar[OpeningClock | None] = contextvars.ContextVar("dspy_imp_mcp_opening", default=None)
+
+
+@contextlib.contextmanager
+def waiting_on_a_person() -> Iterator[None]:
+    """Stop the opening session's clock while the block runs (a no-op outside a session's tasks)."""
+    clock = _opening.get()
+    if clock is None:
+        yield
+        return
+    clock.pause()
+    try:
+        yield
+    finally:
+        clock.resume()
 
 
 class Server(Toolset):
@@ -408,9 +458,18 @@ class Server(Toolset):
     async def _connect(self) -> _Session:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         closing, ended = asyncio.Event(), asyncio.Event()
-        owner = asyncio.create_task(self._own(ready, closing, ended), name=f"dspy_imp.mcp {self.name}")
+        clock = OpeningClock()
+        owner = asyncio.create_task(self._own(ready, closing, ended, clock), name=f"dspy_imp.mcp {self.name}")
         try:
-            client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+            while True:  # the bound does not count the time a person takes to sign in (OAuth)
+                left = self.connect_timeout - clock.elapsed()
+                if left <= 0 and not clock.paused:
+                    raise TimeoutError
+                try:
+                    client = await asyncio.wait_for(asyncio.shield(ready), max(left, 0.5))
+                    break
+                except TimeoutError:
+                    continue
         except BaseException as error:
             closing.set()
             owner.cancel()
@@ -422,8 +481,12 @@ class Server(Toolset):
             raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
         return _Session(client, closing, owner, ended)
 
-    async def _own(self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event) -> None:
-        """The session's owner: enters the SDK's context managers, holds them until ``closing``."""
+    async def _own(
+        self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event, clock: OpeningClock
+    ) -> None:
+        """The session's owner: enters the SDK's context managers, holds them until ``closing``. The
+        transport's tasks start from here, so they see ``clock`` (``waiting_on_a_person``)."""
+        _opening.set(clock)
         try:
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
@@ -463,7 +526,8 @@ class Server(Toolset):
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
         thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
-        leaves out, SEP-1034), ``None`` declines."""
+        leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
+        dict, say) is refused with an error the server reads, not sent."""
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
         schema = _plain(params.requested_schema)
@@ -484,7 +548,16 @@ class Server(Toolset):
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
             )
-        return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
+        given = {key: value for key, value in answer.items() if value is not None}
+        try:
+            return types.ElicitResult(action="accept", content={**_defaults(schema), **given})
+        except ValidationError:
+            kept = sorted(str(k) for k, v in given.items() if not _form_value(v))
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
+                "boolean or list of strings",
+            )
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -545,6 +618,13 @@ def _plain(schema: Any) -> dict[str, Any]:
         return dict(schema)
     dumped = schema.model_dump(by_alias=True, exclude_none=True)
     return dumped if isinstance(dumped, dict) else {}
+
+
+def _form_value(value: Any) -> bool:
+    """Whether ``value`` fits an elicitation form's field: a string, number, boolean or list of strings."""
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, str | int | float | bool)
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
