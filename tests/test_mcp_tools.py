@@ -644,11 +644,3 @@ def test_a_flood_of_text_is_cut_before_it_reaches_the_record() -> None:
     assert value == "x" * MAX_TEXT_CHARS + "\n[5 more characters left out]"
     structured = types.CallToolResult(content=[types.TextContent(text="short")], structured_content={"big": flood})
     assert result_value(structured) == "short"  # the structured flood gives way to the text
-
-
-def test_a_durable_agent_refuses_a_program_with_servers() -> None:
-    import dspy_imp.durable
-
-    agent = dspy_imp.ReActV2("question -> answer", tools=[mcp.memory(calculator())])
-    with pytest.raises(dspy_imp.ConfigurationError, match="DurableAgent cannot run a program with MCP servers yet"):
-        dspy_imp.durable.DurableAgent(agent, name="calc")

@@ -286,8 +286,22 @@ class Server(Toolset):
                     raise ServerDisconnected(f"{self.label} closed its session during the request") from error
         raise AssertionError("unreachable")
 
+    durable = True
+
+    def record(self, listing: Listing) -> list[dict[str, Any]]:
+        """The listing's tools as the server listed them (JSON), for a durable turn's record."""
+        return [_tool_record(tool) for tool in listing.tools.values()]
+
+    def revive(self, record: Any) -> Listing:
+        """A recorded listing, its tools calling this server (with no request to it: a replayed turn
+        that calls none of them sends nothing)."""
+        remotes = [types.Tool.model_validate(data) for data in record]
+        return self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+
     async def _listing(self) -> Listing:
-        tools = await self._tools()
+        return self._listed(await self._tools())
+
+    def _listed(self, tools: dict[str, McpTool]) -> Listing:
         approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
         timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
         return Listing(tools, approval, timeouts)
@@ -516,6 +530,11 @@ class Server(Toolset):
             for owner in pending:
                 owner.cancel()
         self._cache = None
+
+
+def _tool_record(tool: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = tool.remote.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
 
 
 async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
