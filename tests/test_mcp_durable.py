@@ -169,3 +169,15 @@ def test_a_killed_durable_turn_with_a_stdio_server_resumes_without_calling_it_ag
     calls = Counter((tmp_path / "marks").read_text().split())
     assert calls == {"sync-1": 1, "sync-2": 1, "async-1": 1, "async-2": 1}
     assert sorted((tmp_path / "results").read_text().split()) == ["async:done", "sync:done"]
+
+
+def test_a_tool_calls_sampling_usage_is_recorded_with_its_outcome() -> None:
+    from dspy_imp._durable.codec import decode_outcome, encode_outcome
+    from dspy_imp._records.outcomes import Raised, Returned
+    from dspy_imp._records.usage import RequestUsage
+
+    used = (RequestUsage("sampling", 7, 3),)
+    assert decode_outcome(encode_outcome(Returned("x", "t", used))) == Returned("x", "t", used)
+    raised = decode_outcome(encode_outcome(Raised(ValueError("no"), "t", used)))
+    assert raised.usage == used
+    assert "usage" not in encode_outcome(Returned("x", "t"))  # the records of other tools as they were

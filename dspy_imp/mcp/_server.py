@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
@@ -145,6 +146,7 @@ class Server(Toolset):
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+        sampling: dspy.BaseLM | None = None,
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -163,6 +165,12 @@ class Server(Toolset):
                 f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
             )
         self.elicit = elicit
+        if sampling is not None and not isinstance(sampling, dspy.BaseLM):
+            raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
+        self.sampling = sampling
+        self._asking: list[contextvars.Context] = []
+        """The contexts of the calls in flight, oldest first: a sampling request is answered in the
+        oldest's (its turn's usage limits, deadline and usage)."""
         self.network_transport: str | None = None
         """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
         self.connects_to: Any = None
@@ -302,6 +310,8 @@ class Server(Toolset):
         return self._listed(await self._tools())
 
     def _listed(self, tools: dict[str, McpTool]) -> Listing:
+        for tool in tools.values():  # its model calls are the turn's (``_drivers.tools``)
+            tool.counts_model_calls = self.sampling is not None
         approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
         timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
         return Listing(tools, approval, timeouts)
@@ -361,10 +371,15 @@ class Server(Toolset):
         """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
         ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
         stream = dspy.settings.send_stream
-        if stream is None:
-            result = await _loop.arun(self._send(tool.name, arguments))
-        else:
-            result = await self._reporting(stream, tool, arguments)
+        asking = contextvars.copy_context()  # where a sampling request during the call is answered
+        self._asking.append(asking)
+        try:
+            if stream is None:
+                result = await _loop.arun(self._send(tool.name, arguments))
+            else:
+                result = await self._reporting(stream, tool, arguments)
+        finally:
+            self._asking.remove(asking)
         return result_value(result, tool.output_schema)
 
     async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -448,6 +463,7 @@ class Server(Toolset):
                 message_handler=self._on_message,
                 cache=None,
                 elicitation_callback=self._on_elicit if self.elicit is not None else None,
+                sampling_callback=self._on_sample if self.sampling is not None else None,
             )
             async with client, anyio.create_task_group() as group:
                 capabilities = client.server_capabilities.tools
@@ -500,6 +516,24 @@ class Server(Toolset):
             )
         return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
 
+    async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
+        in the context of the oldest call in flight to this server: the turn's usage limits and
+        deadline bound it, and its usage is the turn's (``"sampling"``). None in flight: refused."""
+        if not self._asking:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is answered only during a tool call")
+        lm = self.sampling
+        assert lm is not None
+        asking = self._asking[0].copy()
+        try:
+            text = await asyncio.to_thread(asking.run, sample, lm, params)
+        except Exception as error:  # a limit reached, the deadline passed, the LM failed: the server reads why
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the sampling failed: {_message(error)}")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model=str(lm.model),
+            stop_reason="endTurn",
+        )  # fmt: skip
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
@@ -551,6 +585,25 @@ async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[A
 
 async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
     return list((await client.read_resource(uri)).contents)
+
+
+def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
+    """The text ``lm`` answers a sampling request with. Its messages are the server's (untrusted);
+    only their text is sent (an image or audio block becomes a line naming it)."""
+    lm15 = dspy.lm15
+    messages = []
+    for message in params.messages:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        text = "\n".join(getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')} left out]" for b in blocks)
+        messages.append(lm15.Message.assistant(text) if message.role == "assistant" else lm15.Message.user(text))
+    config = lm15.Config(
+        max_tokens=params.max_tokens, temperature=params.temperature, stop=tuple(params.stop_sequences or ())
+    )
+    request = lm15.Request(
+        model=str(lm.model), messages=tuple(messages), system=params.system_prompt or None, config=config
+    )
+    response = lm(request)
+    return str(getattr(response, "text", None) or "")
 
 
 def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
