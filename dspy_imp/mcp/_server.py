@@ -123,10 +123,44 @@ class _Watched:
         return await self._stream.__aexit__(*exc)
 
 
+_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dspy_imp_mcp_sent", default=None)
+"""The JSON-RPC ids of the ``tools/call`` requests the current call sent (set by ``Server._send``)."""
+
+
+class _Sending:
+    """A transport's stream to the server, written through: the id of each ``tools/call`` request is
+    noted for the call that sent it (its ``execute_tool`` span's ``jsonrpc.request.id``)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def send(self, item: Any) -> None:
+        sent = _SENT.get()
+        if sent is not None:
+            message = getattr(item, "message", None)
+            request = getattr(message, "root", message)
+            if getattr(request, "method", None) == "tools/call" and getattr(request, "id", None) is not None:
+                sent.append(request.id)
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Sending:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
 @asynccontextmanager
 async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
     async with transport as (read, write):
-        yield _Watched(read, ended), write
+        yield _Watched(read, ended), _Sending(write)
 
 
 class Server(Toolset):
@@ -373,16 +407,20 @@ class Server(Toolset):
         stream = dspy.settings.send_stream
         asking = contextvars.copy_context()  # where a sampling request during the call is answered
         self._asking.append(asking)
+        sent: list[Any] = []
         try:
             if stream is None:
-                result = await _loop.arun(self._send(tool.name, arguments))
+                result = await _loop.arun(self._send(tool.name, arguments, None, sent))
             else:
-                result = await self._reporting(stream, tool, arguments)
+                result = await self._reporting(stream, tool, arguments, sent)
         finally:
             self._asking.remove(asking)
+            _annotate(sent)
         return result_value(result, tool.output_schema)
 
-    async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _reporting(
+        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any]
+    ) -> types.CallToolResult:
         here = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -396,12 +434,21 @@ class Server(Toolset):
 
         relaying = asyncio.ensure_future(relay())
         try:
-            return await _loop.arun(self._send(tool.name, arguments, progress))
+            return await _loop.arun(self._send(tool.name, arguments, progress, sent))
         finally:
             lines.put_nowait(None)
             await asyncio.shield(relaying)
 
-    async def _send(self, remote_name: str, arguments: dict[str, Any], progress: Any = None) -> types.CallToolResult:
+    async def _send(
+        self, remote_name: str, arguments: dict[str, Any], progress: Any = None, sent: list[Any] | None = None
+    ) -> types.CallToolResult:
+        token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
+        try:
+            return await self._sent(remote_name, arguments, progress)
+        finally:
+            _SENT.reset(token)
+
+    async def _sent(self, remote_name: str, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
         client = await self._client()
         try:
             return await client.call_tool(remote_name, arguments, progress_callback=progress)
@@ -585,6 +632,19 @@ async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[A
 
 async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
     return list((await client.read_resource(uri)).contents)
+
+
+def _annotate(sent: list[Any]) -> None:
+    """The call's ``execute_tool`` span (current while the tool runs) gets the JSON-RPC id of the
+    request that answered it (the last one sent: the SDK may send a call again, e.g. after the
+    server asked for input). An in-process server called directly sends no JSON-RPC: no id."""
+    if not sent:
+        return
+    try:
+        from opentelemetry import trace
+    except ImportError:  # no tracing installed: no span to annotate
+        return
+    trace.get_current_span().set_attribute("jsonrpc.request.id", str(sent[-1]))
 
 
 def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
