@@ -141,9 +141,10 @@ class _Sending:
         sent = _SENT.get()
         if sent is not None:
             message = getattr(item, "message", None)
-            request = getattr(message, "root", message)
-            if getattr(request, "method", None) == "tools/call" and getattr(request, "id", None) is not None:
-                sent.append(request.id)
+            request: Any = getattr(message, "root", message)
+            identifier = getattr(request, "id", None)
+            if getattr(request, "method", None) == "tools/call" and identifier is not None:
+                sent.append(identifier)
         await self._stream.send(item)
 
     async def aclose(self) -> None:
