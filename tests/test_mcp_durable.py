@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,8 @@ SERVERS = {"sync": mcp.memory(desk()), "async": mcp.memory(desk())}
 PROGRAMS = {
     how: dspy_imp.ReActV2("question -> answer", tools=[server], finish="submit") for how, server in SERVERS.items()
 }
+GUARDED = mcp.memory(desk(), needs_approval=True)
+PROGRAMS["approve"] = dspy_imp.ReActV2("question -> answer", tools=[GUARDED], finish="submit")
 AGENTS: dict[str, durable.DurableAgent] = {}
 
 
@@ -69,7 +72,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
-    for server in SERVERS.values():
+    for server in [*SERVERS.values(), GUARDED]:
         server.close()
 
 
@@ -181,3 +184,25 @@ def test_a_tool_calls_sampling_usage_is_recorded_with_its_outcome() -> None:
     raised = decode_outcome(encode_outcome(Raised(ValueError("no"), "t", used)))
     assert raised.usage == used
     assert "usage" not in encode_outcome(Returned("x", "t"))  # the records of other tools as they were
+
+
+def test_a_paused_durable_turn_resumes_with_its_mcp_tools_and_calls_the_approved_one_once() -> None:
+    CALLS.clear()
+    program = PROGRAMS["approve"]
+    program.set_lm(
+        ScriptedLM(
+            [reply(calls=[call("look", {"thing": "safe"}, id="a1")]), reply(calls=[call("submit", {"answer": "ok"})])]
+        )
+    )
+    handle = AGENTS["approve"].start(question="Open?", workflow_id="mcp-approve")
+    for _ in range(600):
+        found = durable.pending("mcp-approve")
+        if found:
+            break
+        time.sleep(0.05)
+    assert [p["name"] for p in found] == ["look"] and CALLS == {}
+    AGENTS["approve"].decide("mcp-approve", approvals={"a1": True})
+    assert handle.result(polling_interval_sec=0.1).answer == "ok"
+    assert CALLS == {"safe": 1}
+    steps = [step["function_name"] for step in DBOS.list_workflow_steps("mcp-approve")]
+    assert steps.count("dspy_imp.toolsets") == 1  # the resumed part keeps the tools the turn started with
