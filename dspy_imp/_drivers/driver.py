@@ -113,6 +113,14 @@ class Effects:
         install_nameless_reader(lambda: current_exchange().get() is not None)
         install_finetune_data()
 
+    def listing(self, program: Any) -> Any:
+        """The tools ``program``'s toolsets (MCP servers) offer the turn it starts: listed now here; a
+        durable driver lists them in a recorded step, so a resumed turn has the tools it started with."""
+        return program._listed()
+
+    async def alisting(self, program: Any) -> Any:
+        return await program._alisted()
+
     def perform(self, effect: Any) -> Any:
         if self.watch is not None:
             self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)

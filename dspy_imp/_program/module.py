@@ -265,10 +265,10 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
-        listing = sets.listed(self.toolsets, self.own_tools) if self.toolsets else None
+        effects = child.effects(self) if child is not None else Effects(self)
+        listing = effects.listing(self) if self.toolsets else None  # a durable driver records it
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
-        effects = child.effects(self) if child is not None else Effects(self)
         try:
             outcome: Ending | Failure = drive(turn.run(), effects)
         except BaseException as error:  # a stop propagates with the history; failing host code is a Failure
@@ -277,17 +277,22 @@ class ReActV2(dspy.Module):
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)
-        listing = None
-        if self.toolsets:
-            listing = await sets.alisted(self.toolsets, self.own_tools)
+        effects = child.effects(self) if child is not None else Effects(self)
+        listing = await effects.alisting(self) if self.toolsets else None
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
-        effects = child.effects(self) if child is not None else Effects(self)
         try:
             outcome: Ending | Failure = await adrive(turn.run(), effects)
         except BaseException as error:
             outcome = escaped(self, turn, error)
         return self._conclude(turn, outcome, mark)
+
+    def _listed(self) -> sets.Listing:
+        """Its toolsets' tools now (``Effects.listing``: a durable driver records what this returns)."""
+        return sets.listed(self.toolsets, self.own_tools)
+
+    async def _alisted(self) -> sets.Listing:
+        return await sets.alisted(self.toolsets, self.own_tools)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
         """This agent as a tool another agent calls: a sub-agent (``docs/agents-as-tools.md``).

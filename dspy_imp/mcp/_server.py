@@ -125,10 +125,45 @@ class _Watched:
         return await self._stream.__aexit__(*exc)
 
 
+_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dspy_imp_mcp_sent", default=None)
+"""The JSON-RPC ids of the ``tools/call`` requests the current call sent (set by ``Server._send``)."""
+
+
+class _Sending:
+    """A transport's stream to the server, written through: the id of each ``tools/call`` request is
+    noted for the call that sent it (its ``execute_tool`` span's ``jsonrpc.request.id``)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def send(self, item: Any) -> None:
+        sent = _SENT.get()
+        if sent is not None:
+            message = getattr(item, "message", None)
+            request: Any = getattr(message, "root", message)
+            identifier = getattr(request, "id", None)
+            if getattr(request, "method", None) == "tools/call" and identifier is not None:
+                sent.append(identifier)
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Sending:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
 @asynccontextmanager
 async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
     async with transport as (read, write):
-        yield _Watched(read, ended), write
+        yield _Watched(read, ended), _Sending(write)
 
 
 class OpeningClock:
@@ -195,6 +230,7 @@ class Server(Toolset):
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+        sampling: dspy.BaseLM | None = None,
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -213,6 +249,12 @@ class Server(Toolset):
                 f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
             )
         self.elicit = elicit
+        if sampling is not None and not isinstance(sampling, dspy.BaseLM):
+            raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
+        self.sampling = sampling
+        self._asking: list[contextvars.Context] = []
+        """The contexts of the calls in flight, oldest first: a sampling request is answered in the
+        oldest's (its turn's usage limits, deadline and usage)."""
         self.network_transport: str | None = None
         """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
         self.connects_to: Any = None
@@ -336,8 +378,24 @@ class Server(Toolset):
                     raise ServerDisconnected(f"{self.label} closed its session during the request") from error
         raise AssertionError("unreachable")
 
+    durable = True
+
+    def record(self, listing: Listing) -> list[dict[str, Any]]:
+        """The listing's tools as the server listed them (JSON), for a durable turn's record."""
+        return [_tool_record(tool) for tool in listing.tools.values()]
+
+    def revive(self, record: Any) -> Listing:
+        """A recorded listing, its tools calling this server (with no request to it: a replayed turn
+        that calls none of them sends nothing)."""
+        remotes = [types.Tool.model_validate(data) for data in record]
+        return self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+
     async def _listing(self) -> Listing:
-        tools = await self._tools()
+        return self._listed(await self._tools())
+
+    def _listed(self, tools: dict[str, McpTool]) -> Listing:
+        for tool in tools.values():  # its model calls are the turn's (``_drivers.tools``)
+            tool.counts_model_calls = self.sampling is not None
         approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
         timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
         return Listing(tools, approval, timeouts)
@@ -397,13 +455,22 @@ class Server(Toolset):
         """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
         ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
         stream = dspy.settings.send_stream
-        if stream is None:
-            result = await _loop.arun(self._send(tool.name, arguments))
-        else:
-            result = await self._reporting(stream, tool, arguments)
+        asking = contextvars.copy_context()  # where a sampling request during the call is answered
+        self._asking.append(asking)
+        sent: list[Any] = []
+        try:
+            if stream is None:
+                result = await _loop.arun(self._send(tool.name, arguments, None, sent))
+            else:
+                result = await self._reporting(stream, tool, arguments, sent)
+        finally:
+            self._asking.remove(asking)
+            _annotate(sent)
         return result_value(result, tool.output_schema)
 
-    async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _reporting(
+        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any]
+    ) -> types.CallToolResult:
         here = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -417,12 +484,21 @@ class Server(Toolset):
 
         relaying = asyncio.ensure_future(relay())
         try:
-            return await _loop.arun(self._send(tool.name, arguments, progress))
+            return await _loop.arun(self._send(tool.name, arguments, progress, sent))
         finally:
             lines.put_nowait(None)
             await asyncio.shield(relaying)
 
-    async def _send(self, remote_name: str, arguments: dict[str, Any], progress: Any = None) -> types.CallToolResult:
+    async def _send(
+        self, remote_name: str, arguments: dict[str, Any], progress: Any = None, sent: list[Any] | None = None
+    ) -> types.CallToolResult:
+        token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
+        try:
+            return await self._sent(remote_name, arguments, progress)
+        finally:
+            _SENT.reset(token)
+
+    async def _sent(self, remote_name: str, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
         client = await self._client()
         try:
             return await client.call_tool(remote_name, arguments, progress_callback=progress)
@@ -497,6 +573,7 @@ class Server(Toolset):
                 message_handler=self._on_message,
                 cache=None,
                 elicitation_callback=self._on_elicit if self.elicit is not None else None,
+                sampling_callback=self._on_sample if self.sampling is not None else None,
             )
             async with client, anyio.create_task_group() as group:
                 capabilities = client.server_capabilities.tools
@@ -559,6 +636,24 @@ class Server(Toolset):
                 "boolean or list of strings",
             )
 
+    async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
+        in the context of the oldest call in flight to this server: the turn's usage limits and
+        deadline bound it, and its usage is the turn's (``"sampling"``). None in flight: refused."""
+        if not self._asking:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is answered only during a tool call")
+        lm = self.sampling
+        assert lm is not None
+        asking = self._asking[0].copy()
+        try:
+            text = await asyncio.to_thread(asking.run, sample, lm, params)
+        except Exception as error:  # a limit reached, the deadline passed, the LM failed: the server reads why
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the sampling failed: {_message(error)}")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model=str(lm.model),
+            stop_reason="endTurn",
+        )  # fmt: skip
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
@@ -591,6 +686,11 @@ class Server(Toolset):
         self._cache = None
 
 
+def _tool_record(tool: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = tool.remote.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
 async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
@@ -605,6 +705,38 @@ async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[A
 
 async def _contents(client: Client, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
     return list((await client.read_resource(uri)).contents)
+
+
+def _annotate(sent: list[Any]) -> None:
+    """The call's ``execute_tool`` span (current while the tool runs) gets the JSON-RPC id of the
+    request that answered it (the last one sent: the SDK may send a call again, e.g. after the
+    server asked for input). An in-process server called directly sends no JSON-RPC: no id."""
+    if not sent:
+        return
+    try:
+        from opentelemetry import trace
+    except ImportError:  # no tracing installed: no span to annotate
+        return
+    trace.get_current_span().set_attribute("jsonrpc.request.id", str(sent[-1]))
+
+
+def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
+    """The text ``lm`` answers a sampling request with. Its messages are the server's (untrusted);
+    only their text is sent (an image or audio block becomes a line naming it)."""
+    lm15 = dspy.lm15
+    messages = []
+    for message in params.messages:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        text = "\n".join(getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')} left out]" for b in blocks)
+        messages.append(lm15.Message.assistant(text) if message.role == "assistant" else lm15.Message.user(text))
+    config = lm15.Config(
+        max_tokens=params.max_tokens, temperature=params.temperature, stop=tuple(params.stop_sequences or ())
+    )
+    request = lm15.Request(
+        model=str(lm.model), messages=tuple(messages), system=params.system_prompt or None, config=config
+    )
+    response = lm(request)
+    return str(getattr(response, "text", None) or "")
 
 
 def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:

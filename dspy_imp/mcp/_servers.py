@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import dspy
 import httpx2
 import mcp_types as types
 from mcp import StdioServerParameters, stdio_client
@@ -44,6 +45,7 @@ def stdio(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -66,6 +68,10 @@ def stdio(
             (``elicitation/create``): a dict accepts (the schema's defaults filled in for fields it
             leaves out), ``None`` declines. Sync (run in a worker thread) or async. By default the
             client offers no elicitation.
+        sampling: A ``dspy.LM`` answering the server's requests for a completion
+            (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
+            ``"sampling"``) and bounded by its usage limits and deadline. By default the client
+            offers no sampling.
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
@@ -78,7 +84,7 @@ def stdio(
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     server.connects_to, server.network_transport = parameters, "pipe"
     return server
@@ -98,6 +104,7 @@ def http(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
 
@@ -147,7 +154,7 @@ def http(
 
     remote = Server(
         name or url, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     remote.connects_to, remote.network_transport = url, "tcp"
     return remote
@@ -164,6 +171,7 @@ def memory(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -174,7 +182,7 @@ def memory(
     default = getattr(server, "name", None) or "memory"
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     served.connects_to = server
     return served
