@@ -321,8 +321,20 @@ class Runner:
         ``error``. What it awaits now (a tool with effects of its own) is not cancelled: it
         finishes and is recorded, so the saved history (when the store still takes it) holds it."""
         if key in self.busy and key not in self.taken:
-            self.lost[key] = error
+            self.lost.setdefault(key, error)  # the first telling of it
             self.stopping.add(key)
+
+    def _stopped(self, key: str) -> bool:
+        """Whether the turn stops before its next effect (asked from any thread): Stop, a drain, or
+        a lease lost; a store lease that ran out by the store's clock (``lapsed``) stops it too,
+        even before the store's renewer tells it, so it never runs past its lease."""
+        if key in self.stopping:
+            return True
+        lapsed = getattr(self.store, "lapsed", None)
+        error = None if lapsed is None else lapsed(key)
+        if error is not None:
+            self._lose(key, error)
+        return key in self.stopping
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -400,7 +412,7 @@ class Runner:
             self._release(key)  # cancelled: the store's lease, if any, expires by itself
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
-        observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
+        observe = _Observer(asyncio.get_running_loop(), queue, functools.partial(self._stopped, key))
         play = asyncio.create_task(self._play(key, call, observe))
         self.plays[key] = play
         before = stored.turns if stored is not None else ()
