@@ -46,7 +46,7 @@ from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversat
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn, default_max_turns
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, ModelSlots, Runner, Store, Turn, default_max_turns
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
@@ -128,7 +128,10 @@ def app(
             alone stops at 100 and queues the rest unseen). It applies to the engines built after
             the app is made, for the whole process. LiteLLM's engine has its own pool
             (``AIOHTTP_CONNECTOR_LIMIT`` and ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` in the
-            environment before LiteLLM is imported: 1000 and 500 by default).
+            environment before LiteLLM is imported: 1000 and 500 by default). The app bounds its
+            turns' requests to it too: a request over it waits for a slot, and the wait shows in
+            the turn's log line (``waited=``), ``/readyz`` (``model_requests_waiting``) and, with
+            GenAI metrics on, the ``dspy_imp.model_request.wait_duration`` histogram.
 
     The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
     accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
@@ -155,6 +158,7 @@ def app(
     program, runner = _runner(agent, store or MemoryStore(), sync)
     runner.max_turns = default_max_turns() if max_turns is None else max_turns
     runner.model_requests = model_requests
+    runner.slots = ModelSlots(model_requests)  # the app's own bound: a request that waits is seen waiting
     set_model_connections(model_requests)  # DSPy's native engine: no hidden ceiling of 100
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
