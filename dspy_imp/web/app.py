@@ -369,7 +369,11 @@ class _Server:
         try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
             turn = await self.runner.begin(run_input.thread_id, user, read)
         except BeforeStream as refused:
-            return refused.response()
+            if not _streamed_refusal(refused, request):
+                return refused.response()
+            events_told = narration.turned_away(refused.message, str(refused.details["limit"]))
+            told = "".join(encoder.encode(event) for event in events_told)
+            return _refusal_stream(refused, told, encoder.get_content_type())
         events = self._narrate(narration, turn)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
@@ -391,7 +395,11 @@ class _Server:
         try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
             turn = await self.runner.begin(key, user, read)
         except BeforeStream as refused:
-            return refused.response()
+            if not _streamed_refusal(refused, request):
+                return refused.response()
+            told_parts = narration.turned_away(refused.message, str(refused.details["limit"]))
+            told = "".join(encodable(vercel.encode(part)) for part in told_parts) + vercel.DONE
+            return _refusal_stream(refused, told, "text/event-stream", vercel.HEADERS)
         parts = self._narrate(narration, turn)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
@@ -431,6 +439,22 @@ def _message_id(body: dict[str, Any]) -> str:
     if last.get("role") == "assistant" and isinstance(last.get("id"), str):
         return last["id"]
     return f"{body.get('id')}-{len(messages)}"
+
+
+def _streamed_refusal(refused: BeforeStream, request: Request) -> bool:
+    """Whether a refusal before the stream is told as a stream too: a full instance's 429 (``max_turns``)
+    to a request that asks for ``text/event-stream``, for a client that reads only the stream. Every
+    other refusal before the stream keeps REST's JSON body (a 409's, a 404's), whatever it asks for."""
+    return refused.status == 429 and "limit" in refused.details and _SSE in request.headers.get("accept", "")
+
+
+def _refusal_stream(refused: BeforeStream, told: str, media_type: str, headers: Any = None) -> Response:
+    """The refusal's status and ``Retry-After``, its body the stream's start and its error."""
+    answer = {"retry-after": str(refused.retry_after), **(headers or {})}
+    return Response(told, status_code=refused.status, media_type=media_type, headers=answer)
+
+
+_SSE = "text/event-stream"
 
 
 async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:
