@@ -32,7 +32,8 @@ letting the turn run past it.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
-a worker thread (SQLAlchemy's sync engine and the driver DBOS uses), never on the event loop.
+a worker thread (SQLAlchemy's sync engine and the driver DBOS uses), never on the event loop, and
+so do a history's encoding and decoding (JSON, ``dump_history``, ``load_history``).
 
 What is read back is input, as a file would be: ``load_history`` validates it.
 """
@@ -139,12 +140,9 @@ class DatabaseStore:
     # -- the Store protocol ------------------------------------------------------------------
 
     async def load(self, key: str) -> Conversation | None:
-        row = await self._run(self._row, _key(key))
-        if row is None:
-            return None
-        data = json.loads(row.history)
-        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
-        return Conversation(load_history(data), row.owner, turns)
+        """The conversation, read and decoded in a worker thread (a long history's JSON and its
+        validation never hold the event loop)."""
+        return await self._run(self._load, _key(key))
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
@@ -152,9 +150,8 @@ class DatabaseStore:
         dropped connection, no answer in ``timeout``) is tried again every ``renew_every`` while
         the lease lasts."""
         key = _key(key)
-        data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
-        text = json.dumps(data)  # ASCII escapes: a lone surrogate too
         token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
+        text = await anyio.to_thread.run_sync(_encoded, conversation)  # off the event loop, once for every try
         while True:
             try:
                 await self._run(self._save, key, text, conversation.owner, token)
@@ -304,6 +301,14 @@ class DatabaseStore:
         with self._transaction() as c:
             expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
         return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
+
+    def _load(self, key: str) -> Conversation | None:
+        row = self._row(key)
+        if row is None:
+            return None
+        data = json.loads(row.history)
+        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
+        return Conversation(load_history(data), row.owner, turns)
 
     def _row(self, key: str) -> Any:
         with self._transaction() as c:
@@ -468,6 +473,12 @@ _RENEW_RETURNING = sa.text(f"UPDATE {L} SET expires = :e WHERE holder IN :h RETU
 _RENEWED = sa.text(f"SELECT key, holder FROM {L} WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
 VERSION = len(MIGRATIONS)
 """The schema version this package writes (``dspy_imp_web_schema``)."""
+
+
+def _encoded(conversation: Conversation) -> str:
+    """The row's ``history``: ``dump_history`` with how each turn ended beside it, as JSON."""
+    data = {**dump_history(conversation.history), "turns": list(conversation.turns)}
+    return json.dumps(data)  # ASCII escapes: a lone surrogate too
 
 
 def _mine(owner: str | None) -> str:
