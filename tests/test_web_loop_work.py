@@ -17,8 +17,7 @@ import pytest
 import dspy_imp
 import dspy_imp.web
 from dspy_imp.testing import ScriptedLM, call, reply
-from dspy_imp.web import Conversation
-from dspy_imp.web import _database
+from dspy_imp.web import Conversation, _database
 
 
 async def test_a_database_store_encodes_and_decodes_histories_off_the_event_loop(
