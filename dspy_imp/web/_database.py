@@ -343,9 +343,9 @@ class DatabaseStore:
         Its expiry as written (``None``: not taken). The rows of leases expired a whole lease ago go
         first: a dead instance's (a live holder whose renewal is only late keeps its own)."""
         token = self.holder if token is None else token
-        now = self.clock()
-        expires = now + self.lease
         with self._transaction() as c:
+            now = self.clock()  # in the transaction: the wait for SQLite's write lock does not eat the lease
+            expires = now + self.lease
             c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
             c.execute(
                 sa.text(
@@ -361,11 +361,11 @@ class DatabaseStore:
     def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:
         """Every lease in ``held`` (key: token) renewed in one statement (per 900): their new
         expiry, and which keys the statement renewed (the others another holder took, or gone)."""
-        expires = self.clock() + self.lease
         tokens = list(held.values())
         renewed: set[str] = set()
         returning = not (self.engine.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 35))
         with self._transaction() as c:
+            expires = self.clock() + self.lease  # in the transaction, as the claim's
             for start in range(0, len(tokens), _CHUNK):
                 chunk = {"h": tokens[start : start + _CHUNK], "e": expires}
                 if returning:
@@ -418,10 +418,12 @@ class DatabaseStore:
         first one's expiry at the latest, so a lease that ran out unrenewed is lost then, and told
         to its watcher, as is one another holder took. A renewal speaks only for the claims it
         saw: a lease released (and perhaps claimed again) meanwhile is left to the next tick."""
+        tick = time.monotonic() + self.renew_every  # ticks keep their pace: a slow statement does not push the next
         while True:
             now = self.clock()
             first = min(self._expires.values(), default=now + self.renew_every)
-            await anyio.sleep(max(0.0, min(self.renew_every, first - now)))
+            await anyio.sleep(max(0.0, min(tick - time.monotonic(), first - now)))
+            tick = time.monotonic() + self.renew_every
             if not self._tokens:
                 return
             now = self.clock()
