@@ -79,3 +79,4 @@ def make(sync: bool = False) -> dspy_imp.ReActV2:
 program = make()
 sync_program = make(sync=True)
 not_a_program = "a string"
+no_lm = dspy_imp.ReActV2("question -> answer")

@@ -176,8 +176,13 @@ class ProgramServer:
         if external:
             return f"the turn paused for results an MCP client cannot give (external tools): {named}"
         capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None or not ctx.session.can_send_request:
+        if capabilities is None or capabilities.elicitation is None:
             return f"the turn needs approval of {named}, and this client does not take elicitation requests"
+        if not ctx.session.can_send_request:  # 2026-07-28's input-required round trips are not served yet
+            return (
+                f"the turn needs approval of {named}, and this connection (protocol {ctx.session.protocol_version}) "
+                "cannot send elicitation requests: connect with the 2025-11-25 handshake"
+            )
         decisions: dict[str, Any] = {}
         for call in pending:
             answer = await ctx.session.elicit_form(
