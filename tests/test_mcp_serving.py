@@ -98,7 +98,7 @@ async def test_progress_names_each_tool_call_of_the_turn() -> None:
 
     async with Client(serve().server, mode="legacy", elicitation_callback=accept) as client:
         await client.call_tool("repeat", {"question": "refund it", "times": 1}, progress_callback=progress)
-    assert "Calling refund({\"amount\": 5})" in lines
+    assert 'Calling refund({"amount": 5})' in lines
     assert "refund returned: refunded 5" in lines
     assert lines[-1] == "Turn ended: submit"
 
@@ -183,7 +183,7 @@ def test_a_program_with_a_history_input_is_refused() -> None:
     from dspy_imp import ConfigurationError
 
     agent = dspy_imp.ReActV2("question: str, chat: dspy.History -> answer", tools=[])
-    with pytest.raises(ConfigurationError, match="`chat` is a dspy.History"):
+    with pytest.raises(ConfigurationError, match=r"`chat` is a dspy\.History"):
         agent.as_mcp_server("chat")
     assert dspy.History is not None
 
@@ -232,7 +232,13 @@ async def test_served_over_stdio_by_the_command() -> None:
 )
 def test_a_bad_program_is_one_clear_line(target: str, said: str) -> None:
     done = subprocess.run(
-        command(target), cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        command(target),
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode != 0
     assert said in done.stderr

@@ -158,9 +158,7 @@ class ProgramServer:
             if not self.sync:
                 return await self.agent.acall(**kwargs)
             context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
-            work = asyncio.ensure_future(
-                anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs))
-            )
+            work = asyncio.ensure_future(anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs)))
             try:
                 return await asyncio.shield(work)
             except asyncio.CancelledError:  # the client's cancel: stop the sync turn, wait for it to stop
