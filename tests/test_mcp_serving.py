@@ -312,3 +312,12 @@ ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "appl
 def test_host_and_origin_are_checked_on_http(http_url: str, headers: dict[str, str], status: int) -> None:
     response = httpx.post(http_url, json=INITIALIZE, headers={**ACCEPT, **headers}, timeout=60)
     assert response.status_code == status, response.text
+
+
+async def test_without_the_handshake_an_approval_is_an_error_result_saying_why(http_url: str) -> None:
+    async with Client(http_url, elicitation_callback=accept) as client:  # 2026-07-28: no requests mid-call
+        plain = await client.call_tool("program", {"question": "yo", "times": 1})
+        approved = await client.call_tool("program", {"question": "refund it", "times": 1})
+    assert plain.structured_content == {"answer": "yo", "length": 2}
+    assert approved.is_error is True
+    assert "cannot send elicitation requests" in approved.content[0].text  # type: ignore[union-attr]
