@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -315,6 +316,26 @@ class ReActV2(dspy.Module):
             ```
         """
         return agent_tool(self, name, description)
+
+    def as_mcp_server(
+        self, name: str, *, tool: str | None = None, description: str | None = None, sync: bool = False
+    ) -> Any:
+        """This program as an MCP server with one tool (``pip install -e ".[mcp]"``, ``docs/mcp.md``).
+
+        The tool's input schema is the signature's inputs, its ``outputSchema`` the outputs; a call
+        runs one turn, with progress per step, cancellation, and an approval pause asked of the
+        client as an elicitation. Serve it with ``.run_stdio()`` or ``.run_http()`` (127.0.0.1,
+        Host and Origin checked), or ``python -m dspy_imp.mcp serve module:program``.
+
+        Args:
+            name: The server's name (and the tool's, unless ``tool`` is given).
+            tool: The tool's name (letters, digits, ``_``, ``-``).
+            description: What the client's model reads; by default the signature's instructions.
+            sync: Run each turn with the sync call in a worker thread (a program whose tools are sync).
+        """
+        # Imported by name: the program's floor sits below ``dspy_imp.mcp`` and must not import it.
+        serving = importlib.import_module("dspy_imp.mcp._serving")
+        return serving.ProgramServer(self, name, tool=tool, description=description, sync=sync)
 
     def _turn(
         self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None
