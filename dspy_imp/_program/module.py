@@ -39,6 +39,7 @@ from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
 from dspy_imp._watch.tracing import trace_failure, trace_stop, trace_turn
+from dspy_imp.hosted import HostedTool
 
 
 class ReActV2(dspy.Module):
@@ -113,6 +114,10 @@ class ReActV2(dspy.Module):
     """The MCP servers (toolsets) given in ``tools=``; their tools are listed at each turn's start. A
     class default too, so a program pickled before toolsets existed loads with none."""
 
+    hosted_tools: tuple[HostedTool, ...] = ()
+    """The hosted tools given in ``tools=`` (``dspy_imp.hosted``): sent with every step request, run by
+    the provider. A class default too, so a program pickled before hosted tools existed loads with none."""
+
     Extractor = Extractor
     """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
     ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
@@ -158,6 +163,7 @@ class ReActV2(dspy.Module):
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
         install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
         tools, self.toolsets = sets.split(tools)
+        tools, self.hosted_tools = sets.hosted_split(tools)
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")

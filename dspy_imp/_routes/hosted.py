@@ -1,0 +1,146 @@
+"""Hosted tools per route: the one table each route plugs its translation into.
+
+A hosted tool (``dspy_imp.hosted``) is run by the provider inside its reply. A route that takes
+hosted tools registers a ``HostedRoute`` under its ``(engine, provider)`` key (``register``); the
+loop asks it, and only it, for
+
+- ``tools``: which hosted tools it takes (others are a ``ConfigurationError`` naming the model and
+  the tool, raised by ``check`` before any request);
+- ``request``: what the request carries for them (lm15 ``BuiltinTool`` entries natively, tool
+  dicts on LiteLLM, beta headers);
+- ``served``: the call and result blocks of one raw response, recorded as *one* reasoning-details
+  block of its ``kind`` holding every field as served (ids, encrypted content, citations);
+- ``citations`` and ``usage`` of such a block and response (``pred.metadata.citations``, the
+  hosted calls counted in ``metadata.usage``);
+- ``as_text``: the block as text, for a request to another provider (the served blocks only go back
+  to the provider that served them, as foreign reasoning does: ``_routes.reasoning``).
+
+The served block joins the step's ``reasoning_details`` (kept verbatim by ``dump_history``,
+``load_history``, durable records and the web store, as thinking blocks are); a route lists its
+``kind`` in its replayed kinds, so the step goes out as a native ``Request`` carrying it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_imp._routes.failures import RefusedOption
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HostedRequest:
+    """What one request carries for its hosted tools.
+
+    ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
+    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need.
+    """
+
+    builtins: tuple[Any, ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    betas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostedRoute:
+    """One route's translation of hosted tools (see the module docstring)."""
+
+    kind: str
+    tools: frozenset[str]
+    request: Callable[[Sequence[Any], Any], HostedRequest]
+    served: Callable[[Any], Block | None]
+    citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
+    usage: Callable[[Any], dict[str, int]] = field(default=lambda response: {})
+    as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
+
+
+_ROUTES: dict[tuple[str, str | None], HostedRoute] = {}
+_WHY_NOT: dict[tuple[str, str | None], str] = {}
+
+
+def register(engine: str, provider: str | None, route: HostedRoute) -> None:
+    """Plug a route's translation in (each route module calls it once, at import)."""
+    _ROUTES[(engine, provider)] = route
+
+
+def refuse(engine: str, provider: str | None, why: str) -> None:
+    """A route that cannot carry hosted tools, and why (the ``ConfigurationError`` says it)."""
+    _WHY_NOT[(engine, provider)] = why
+
+
+def hosted_route(route: Any) -> HostedRoute | None:
+    """The translation of ``route`` (a ``_routes.route.Route``), or None when it takes no hosted tool."""
+    _load()
+    return _ROUTES.get((route.engine, route.provider))
+
+
+def served_kinds() -> frozenset[str]:
+    """Every registered route's recorded block kind."""
+    _load()
+    return frozenset(r.kind for r in _ROUTES.values())
+
+
+def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
+    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks."""
+    if not hosted:
+        return None
+    found = hosted_route(route)
+    for tool in hosted:
+        if found is None or tool.kind not in found.tools:
+            why = _WHY_NOT.get((route.engine, route.provider))
+            where = f"{route.engine} engine" + (f", provider {route.provider!r}" if route.provider else "")
+            raise RefusedOption(
+                f"model {getattr(lm, 'model', lm)!r} has no hosted {tool.label} on this route ({where})"
+                + (f": {why}" if why else "")
+                + "; leave the tool out or pick a model whose provider runs it (docs/hosted-tools.md)"
+            )
+    return found
+
+
+def served_blocks(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """The recorded served blocks of a step's ``reasoning_details`` whose kind the route replays."""
+    if not isinstance(details, list | tuple):
+        return []
+    return [dict(b) for b in details if isinstance(b, Mapping) and b.get("type") in kinds & served_kinds()]
+
+
+def foreign_text(details: Any, kinds: frozenset[str]) -> str:
+    """The served blocks a route does not replay, as text another provider accepts."""
+    if not isinstance(details, list | tuple):
+        return ""
+    _load()
+    by_kind = {r.kind: r for r in _ROUTES.values()}
+    texts = [
+        by_kind[str(b["type"])].as_text(b)
+        for b in details
+        if isinstance(b, Mapping) and b.get("type") in by_kind and b.get("type") not in kinds
+    ]
+    return "\n\n".join(t for t in texts if t)
+
+
+def citations_of(details: Any) -> list[dict[str, Any]]:
+    """The citations of a step's served blocks, in order."""
+    if not isinstance(details, list | tuple):
+        return []
+    _load()
+    by_kind = {r.kind: r for r in _ROUTES.values()}
+    return [
+        c
+        for b in details
+        if isinstance(b, Mapping) and b.get("type") in by_kind
+        for c in by_kind[str(b["type"])].citations(b)
+    ]
+
+
+_LOADED = False
+
+
+def _load() -> None:
+    """Import the route modules (each registers itself), once."""
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from dspy_imp._routes import hosted_anthropic  # noqa: F401
