@@ -29,6 +29,7 @@ from dspy_imp._records.saved_state import read_state_file
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
+from dspy_imp._routes.hosted import citations_of
 from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
 from dspy_imp._routes.failures import describe, is_missing_credentials, refused_option
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
@@ -406,6 +407,7 @@ class ReActV2(dspy.Module):
             context=turn.policy.metadata() if turn.policy is not None else (),
             duration=turn.duration,
             cache_busts=turn.cache_busts,
+            citations=tuple(c for step in turn.steps for c in citations_of(step.reasoning_details)),
         )
         continuity.remember(turn.entries)
         trace_turn(self, metadata, turn.errors)

@@ -45,6 +45,14 @@ class HostedRequest:
 
 
 @dataclass(frozen=True)
+class HostedUsage:
+    """The hosted calls one response counted, by the provider's names, and their fees in USD."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    fee: float = 0.0
+
+
+@dataclass(frozen=True)
 class HostedRoute:
     """One route's translation of hosted tools (see the module docstring)."""
 
@@ -53,7 +61,7 @@ class HostedRoute:
     request: Callable[[Sequence[Any], Any], HostedRequest]
     served: Callable[[Any], Block | None]
     citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
-    usage: Callable[[Any], dict[str, int]] = field(default=lambda response: {})
+    usage: Callable[[Any], HostedUsage | None] = field(default=lambda response: None)
     as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
 
 
@@ -119,6 +127,18 @@ def foreign_text(details: Any, kinds: frozenset[str]) -> str:
         if isinstance(b, Mapping) and b.get("type") in by_kind and b.get("type") not in kinds
     ]
     return "\n\n".join(t for t in texts if t)
+
+
+def usage_of(response: Any) -> HostedUsage:
+    """The hosted calls a raw response counted (the first route that reads it), or none."""
+    if response is None:
+        return HostedUsage()
+    _load()
+    for route in _ROUTES.values():
+        found = route.usage(response)
+        if found is not None:
+            return found
+    return HostedUsage()
 
 
 def citations_of(details: Any) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private
-from dspy_imp._routes.hosted import Block, HostedRequest, HostedRoute, refuse, register
+from dspy_imp._routes.hosted import Block, HostedRequest, HostedRoute, HostedUsage, refuse, register
 
 KIND = "anthropic_served"
 STATE = "served_content"  # the lm15 continuation-state kind on a replayed assistant message
@@ -93,10 +93,22 @@ def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def usage(response: Any) -> dict[str, int]:
-    block = served(response)
-    counts = (block or {}).get("server_tool_use") or {}
-    return {k: int(v) for k, v in counts.items() if isinstance(v, int)}
+# Anthropic's pricing page: web search $10 per 1,000 searches (beside tokens); web fetch costs tokens only;
+# code execution's container hours are not priced here (their free allowance is per organization).
+PRICES = {"web_search_requests": 10.0 / 1000}
+
+
+def usage(response: Any) -> HostedUsage | None:
+    """``usage.server_tool_use`` of a native response (lm15 keeps the raw body), priced."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    data = getattr(response, "provider_data", None)
+    raw = data.get("usage") if isinstance(data, Mapping) else None
+    counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
+    if not isinstance(counts, Mapping):
+        return None
+    found = {str(k): int(v) for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return HostedUsage(found, sum(PRICES.get(k, 0.0) * v for k, v in found.items()))
 
 
 def as_text(block: Mapping[str, Any]) -> str:
