@@ -17,8 +17,8 @@ from dspy_imp._drivers.recorder import Recorder
 from dspy_imp._prompt.dialect import jsonable
 from dspy_imp._records.outcomes import RawCall
 from dspy_imp._routes import dspy_private
-from dspy_imp._routes.nameless import UNNAMED, as_received
 from dspy_imp._routes.hosted import hosted_route
+from dspy_imp._routes.nameless import UNNAMED, as_received
 from dspy_imp._routes.reasoning import blocks_of
 
 

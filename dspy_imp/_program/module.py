@@ -25,13 +25,14 @@ from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Task
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.hosted import HostedTool
 from dspy_imp._records.saved_state import read_state_file
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
-from dspy_imp._routes.hosted import citations_of
 from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
 from dspy_imp._routes.failures import describe, is_missing_credentials, refused_option
+from dspy_imp._routes.hosted import citations_of
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
@@ -40,7 +41,6 @@ from dspy_imp._turn.machine import Setup, Turn
 from dspy_imp._turn.plan import CallPlan, ProgramOptions
 from dspy_imp._turn.tools import CallContext
 from dspy_imp._watch.tracing import trace_failure, trace_stop, trace_turn
-from dspy_imp.hosted import HostedTool
 
 
 class ReActV2(dspy.Module):

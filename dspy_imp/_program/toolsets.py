@@ -24,8 +24,8 @@ import dspy
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.hosted import HostedTool
 from dspy_imp._turn.plan import ProgramOptions
-from dspy_imp.hosted import HostedTool
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Hosted tools per route: the one table each route plugs its translation into.
 
 A hosted tool (``dspy_imp.hosted``) is run by the provider inside its reply. A route that takes
-hosted tools registers a ``HostedRoute`` under its ``(engine, provider)`` key (``register``); the
-loop asks it, and only it, for
+hosted tools has a ``HostedRoute`` (``_routes.hosted_types``) under its ``(engine, provider)`` key in
+``_ROUTES`` below; the loop asks it, and only it, for
 
 - ``tools``: which hosted tools it takes (others are a ``ConfigurationError`` naming the model and
   the tool, raised by ``check`` before any request);
@@ -22,72 +22,30 @@ The served block joins the step's ``reasoning_details`` (kept verbatim by ``dump
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dspy_imp._routes import hosted_anthropic
 from dspy_imp._routes.failures import RefusedOption
+from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
 
-Block = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class HostedRequest:
-    """What one request carries for its hosted tools.
-
-    ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
-    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need.
-    """
-
-    builtins: tuple[Any, ...] = ()
-    tools: tuple[dict[str, Any], ...] = ()
-    betas: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class HostedUsage:
-    """The hosted calls one response counted, by the provider's names, and their fees in USD."""
-
-    counts: Mapping[str, int] = field(default_factory=dict)
-    fee: float = 0.0
-
-
-@dataclass(frozen=True)
-class HostedRoute:
-    """One route's translation of hosted tools (see the module docstring)."""
-
-    kind: str
-    tools: frozenset[str]
-    request: Callable[[Sequence[Any], Any], HostedRequest]
-    served: Callable[[Any], Block | None]
-    citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
-    usage: Callable[[Any], HostedUsage | None] = field(default=lambda response: None)
-    as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
-
-
-_ROUTES: dict[tuple[str, str | None], HostedRoute] = {}
-_WHY_NOT: dict[tuple[str, str | None], str] = {}
-
-
-def register(engine: str, provider: str | None, route: HostedRoute) -> None:
-    """Plug a route's translation in (each route module calls it once, at import)."""
-    _ROUTES[(engine, provider)] = route
-
-
-def refuse(engine: str, provider: str | None, why: str) -> None:
-    """A route that cannot carry hosted tools, and why (the ``ConfigurationError`` says it)."""
-    _WHY_NOT[(engine, provider)] = why
+# The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
+_ROUTES: dict[tuple[str, str | None], HostedRoute] = {
+    ("native", "anthropic"): hosted_anthropic.ROUTE,
+}
+# Routes that cannot carry hosted tools, and why (the ``ConfigurationError`` says it).
+_WHY_NOT: dict[tuple[str, str | None], str] = {
+    ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
+}
 
 
 def hosted_route(route: Any) -> HostedRoute | None:
     """The translation of ``route`` (a ``_routes.route.Route``), or None when it takes no hosted tool."""
-    _load()
     return _ROUTES.get((route.engine, route.provider))
 
 
 def served_kinds() -> frozenset[str]:
     """Every registered route's recorded block kind."""
-    _load()
     return frozenset(r.kind for r in _ROUTES.values())
 
 
@@ -119,7 +77,6 @@ def foreign_text(details: Any, kinds: frozenset[str]) -> str:
     """The served blocks a route does not replay, as text another provider accepts."""
     if not isinstance(details, list | tuple):
         return ""
-    _load()
     by_kind = {r.kind: r for r in _ROUTES.values()}
     texts = [
         by_kind[str(b["type"])].as_text(b)
@@ -133,7 +90,6 @@ def usage_of(response: Any) -> HostedUsage:
     """The hosted calls a raw response counted (the first route that reads it), or none."""
     if response is None:
         return HostedUsage()
-    _load()
     for route in _ROUTES.values():
         found = route.usage(response)
         if found is not None:
@@ -145,7 +101,6 @@ def citations_of(details: Any) -> list[dict[str, Any]]:
     """The citations of a step's served blocks, in order."""
     if not isinstance(details, list | tuple):
         return []
-    _load()
     by_kind = {r.kind: r for r in _ROUTES.values()}
     return [
         c
@@ -153,14 +108,3 @@ def citations_of(details: Any) -> list[dict[str, Any]]:
         if isinstance(b, Mapping) and b.get("type") in by_kind
         for c in by_kind[str(b["type"])].citations(b)
     ]
-
-
-_LOADED = False
-
-
-def _load() -> None:
-    """Import the route modules (each registers itself), once."""
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from dspy_imp._routes import hosted_anthropic  # noqa: F401

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private
-from dspy_imp._routes.hosted import Block, HostedRequest, HostedRoute, HostedUsage, refuse, register
+from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "anthropic_served"
 STATE = "served_content"  # the lm15 continuation-state kind on a replayed assistant message
@@ -67,11 +67,14 @@ def served(response: Any) -> Block | None:
     if isinstance(response, list | tuple):
         response = response[0] if response else None
     data = getattr(response, "provider_data", None)
-    content = data.get("content") if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping):
+        return None
+    content = data.get("content")
     if not isinstance(content, list) or not any(_server_block(b) for b in content):
         return None
     block: Block = {"type": KIND, "content": json.loads(json.dumps(content))}
-    counts = (data.get("usage") or {}).get("server_tool_use") if isinstance(data.get("usage"), Mapping) else None
+    raw = data.get("usage")
+    counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
     if isinstance(counts, Mapping):
         block["server_tool_use"] = dict(counts)
     return block
@@ -180,22 +183,16 @@ def with_betas(headers: dict[str, str], request: Any) -> dict[str, str]:
     return {**headers, "anthropic-beta": ",".join(dict.fromkeys([*present, *wanted]))}
 
 
-register(
-    "native",
-    "anthropic",
-    HostedRoute(
-        kind=KIND,
-        tools=frozenset(VERSIONS),
-        request=request,
-        served=served,
-        citations=citations,
-        usage=usage,
-        as_text=as_text,
-    ),
+ROUTE = HostedRoute(
+    kind=KIND,
+    tools=frozenset(VERSIONS),
+    request=request,
+    served=served,
+    citations=citations,
+    usage=usage,
+    as_text=as_text,
 )
-refuse(
-    "litellm",
-    "anthropic",
+NOT_ON_LITELLM = (
     "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "
-    "citations back; use DSPy's default engine (engine='auto' or 'native')",
+    "citations back; use DSPy's default engine (engine='auto' or 'native')"
 )

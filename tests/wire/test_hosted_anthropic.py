@@ -170,8 +170,11 @@ def test_code_execution_and_web_fetch_send_their_versions_and_betas(run: Any) ->
     ids=["model-without-the-tool", "litellm-route"],
 )
 def test_a_route_without_the_tool_is_refused_before_any_request(run: Any, model: str, engine: str) -> None:
-    with Emulator([SUBMIT]) as emulator, dspy.context(lm=_lm(emulator, engine, model)):
-        with pytest.raises(dspy_imp.ConfigurationError) as raised:
-            run(_agent(), question="What happened on September 29?")
+    with (
+        Emulator([SUBMIT]) as emulator,
+        dspy.context(lm=_lm(emulator, engine, model)),
+        pytest.raises(dspy_imp.ConfigurationError) as raised,
+    ):
+        run(_agent(), question="What happened on September 29?")
     assert model in str(raised.value) and "WebSearch" in str(raised.value)
     assert emulator.requests == []
