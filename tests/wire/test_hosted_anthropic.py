@@ -178,3 +178,30 @@ def test_a_route_without_the_tool_is_refused_before_any_request(run: Any, model:
         run(_agent(), question="What happened on September 29?")
     assert model in str(raised.value) and "WebSearch" in str(raised.value)
     assert emulator.requests == []
+
+
+def test_another_provider_reads_the_served_blocks_as_text(run: Any) -> None:
+    from responses import chat
+
+    with Emulator([SEARCH_THEN_WEATHER, SUBMIT]) as emulator, dspy.context(lm=_lm(emulator)):
+        first = run(_agent(), question="What happened on September 29?")
+    saved = json.loads(json.dumps(first.metadata.history.model_dump()))
+    agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])  # no hosted tool: any model
+    with Emulator([chat("Still CERN.")]) as emulator, dspy.context(lm=_lm(emulator, model="openai/gpt-4o")):
+        later = run(agent, question="And what else?", history=dspy.History(**saved))
+    assert later.answer == "Still CERN.", later.metadata.termination_error
+    sent = emulator.requests[0].body
+    assistant = _assistant(sent)
+    assert isinstance(assistant["content"], str)  # no Anthropic block reaches OpenAI
+    assert "web_search ran by the provider" in assistant["content"]
+    assert "https://www.timeanddate.com/on-this-day/september/29" in assistant["content"]
+    assert "encrypted_content" not in json.dumps(sent)
+    assert_accepted("openai", sent, emulator.requests[0].path)
+
+
+def test_each_hosted_tool_is_given_once() -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match="two hosted web_search tools"):
+        dspy_imp.ReActV2("question -> answer", tools=[WebSearch(), WebSearch(max_uses=1)])
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(), get_weather])
+    assert list(agent.tools) == ["get_weather"]  # the hosted tool is no function tool of the program
+    assert agent.hosted_tools == (WebSearch(),)
