@@ -114,3 +114,63 @@ SEARCH_ERROR: dict[str, Any] = {  # Anthropic's documented error shape (web sear
     "tool_use_id": "srvtoolu_01Cd8zMpxR1XbqGk9wFEiZtQ",
     "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
 }
+
+
+# pydantic-ai's ``tests/models/cassettes/test_anthropic/test_anthropic_code_execution_tool.yaml``: two
+# non-streamed ``code_execution_20250825`` replies with thinking on, as recorded (content, usage).
+CODE_REPLY_1: dict[str, Any] = {
+    "container": {"expires_at": "2025-09-17T00:24:43.124581Z", "id": "container_011CTCwceSoRxi8Pf16Fb7Tn"},
+    "content": [
+        {
+            "signature": (
+                "EvsDCkYIBxgCKkCSFDXODoOrOHU14Yv7+TNxuR4sDsJKw9y9C1gGPIWqslF6apNZ1xwJ94E9KsQBfXlZ/ELoBSTj3YT0liwueN6k"
+                "EgxrakXTN1a+YafcnckaDC2EYhQsezxdE/P7XSIwczAl/PquNGpiOLqC5DnYKvD2+F0JhBQsbLe1bQi/VR0XCQdd+4DZ5dBU5Amu"
+                "DcntKuICIMg145F3vP8bFnTdUMOIQY0NASypKRnHj6owIkuqWJ+pwu6OdpDt2a+Lr7R1dw860hcPjEp65eg5nwtyi8bw1pzfQJmC"
+                "48DoiQn/OYeiXMWeNv5HoKEK/lkikqVPcTnD03MytUsNGRqUBfDvr4bxNgxqeAENi5pZ21ySnjxhC879gN0G3uriEM8o4LXj/X2D"
+                "otKO1lvIEL/2RQZGrFulDLq5I2FW51YBY3kzHerK7zwFgs3t39VLsy7Q3T6sLi4yh4BbFxF4RaSOCicTRbMYC8UO85uhArSSm/0E"
+                "DDhX+kxIGJZ91F6Vv0vSS4qLy+55buZ8Jj4/P86t9YMxBeylQ/tUNGzhISqc1+CZeQ4aZKiRyQmlfkA6bcM42JAFQT/c0EbM2JmD"
+                "siSpkM8d021E9hqrr2eIhasaOo4vG5yUz7f9aSaRc/Muy02mckNxxxS7UshBCxr8veoMa0HYnB/rBNFeGAE="
+            ),
+            "thinking": (
+                "The user is asking for a simple multiplication: 3 * 12390. This is a mathematical calculation, and "
+                "according to my guidelines, I should always use the code execution tool for math. Even though this "
+                "is a relatively simple calculation that could be done mentally, the instruction is clear that I "
+                "should use the code execution tool for math."
+            ),
+            "type": "thinking",
+        },
+        {
+            "id": "srvtoolu_01Pc4vcD1JPUDcVhHaskFUfn",
+            "input": {"code": 'result = 3 * 12390\nprint(f"3 * 12390 = {result}")'},
+            "name": "code_execution",
+            "type": "server_tool_use",
+        },
+        {
+            "content": {
+                "content": [],
+                "return_code": 0,
+                "stderr": "",
+                "stdout": "3 * 12390 = 37170\n",
+                "type": "code_execution_result",
+            },
+            "tool_use_id": "srvtoolu_01Pc4vcD1JPUDcVhHaskFUfn",
+            "type": "code_execution_tool_result",
+        },
+        {"text": "3 * 12390 = 37170", "type": "text"},
+    ],
+    "id": "msg_018bVTPr9khzuds31rFDuqW4",
+    "model": "claude-sonnet-4-20250514",
+    "role": "assistant",
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "type": "message",
+    "usage": {
+        "cache_creation": {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "input_tokens": 1771,
+        "output_tokens": 171,
+        "server_tool_use": {"web_fetch_requests": 0, "web_search_requests": 0},
+        "service_tier": "standard",
+    },
+}

@@ -205,3 +205,26 @@ def test_each_hosted_tool_is_given_once() -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(), get_weather])
     assert list(agent.tools) == ["get_weather"]  # the hosted tool is no function tool of the program
     assert agent.hosted_tools == (WebSearch(),)
+
+
+def test_recorded_code_execution_with_thinking_goes_back_whole_on_the_next_turn(run: Any) -> None:
+    from hosted_recordings import CODE_REPLY_1
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()])
+    second = _reply([{"type": "text", "text": "4 * 12390 = 49560"}])
+    with Emulator([Scripted(200, CODE_REPLY_1), second]) as emulator:
+        lm = dspy.LM(MODEL, api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False, num_retries=0)
+        with dspy.context(lm=lm):  # thinking on, as recorded
+            first = run(agent, question="How much is 3 * 12390?")
+            saved = json.loads(json.dumps(first.metadata.history.model_dump()))
+            later = run(agent, question="How about 4 * 12390?", history=dspy.History(**saved))
+    assert first.metadata.termination_reason == "answered", first.metadata.termination_error
+    assert first.answer == "3 * 12390 = 37170"
+    assert later.answer == "4 * 12390 = 49560"
+    sent = emulator.requests[1].body
+    assert sent["thinking"]["type"] == "enabled"
+    _same_bytes(_assistant(sent)["content"], CODE_REPLY_1["content"])  # thinking, call, result, text: as served
+    assert {"type": "code_execution_20250825", "name": "code_execution"} in sent["tools"]
+    assert_accepted("anthropic", sent, emulator.requests[1].path)
+    assert first.metadata.usage.hosted_calls == {"web_fetch_requests": 0, "web_search_requests": 0}
+    assert first.metadata.usage.cost is None  # no search: no fee (and the engine prices no tokens here)
