@@ -228,3 +228,23 @@ def test_recorded_code_execution_with_thinking_goes_back_whole_on_the_next_turn(
     assert_accepted("anthropic", sent, emulator.requests[1].path)
     assert first.metadata.usage.hosted_calls == {"web_fetch_requests": 0, "web_search_requests": 0}
     assert first.metadata.usage.cost is None  # no search: no fee (and the engine prices no tokens here)
+
+
+def test_a_turn_paused_for_an_approval_after_a_search_resumes_with_the_served_blocks(run: Any) -> None:
+    agent = dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[WebSearch(max_uses=3), get_weather],
+        finish="submit",
+        needs_approval=["get_weather"],
+    )
+    with Emulator([SEARCH_THEN_WEATHER, SUBMIT]) as emulator, dspy.context(lm=_lm(emulator)):
+        paused = run(agent, question="What happened on September 29, and the weather in Geneva?")
+        assert paused.metadata.termination_reason == "paused", paused.metadata.termination_error
+        saved = json.loads(json.dumps(paused.metadata.history.model_dump()))
+        resumed = run(agent, history=dspy.History(**saved), approvals={"toolu_01Weather": True})
+    assert resumed.metadata.termination_reason == "submit", resumed.metadata.termination_error
+    assert len(emulator.requests) == 2
+    sent = emulator.requests[1].body
+    _same_bytes(_assistant(sent)["content"], [*SERVED, _use("toolu_01Weather", "get_weather", {"city": "Geneva"})])
+    assert sent["messages"][-1]["content"][0]["tool_use_id"] == "toolu_01Weather"
+    assert_accepted("anthropic", sent, emulator.requests[1].path)
