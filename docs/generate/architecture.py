@@ -38,7 +38,7 @@ BOX_W, BOX_H, GAP, LEFT, TOP, LANE = 690, 58, 22, 64, 20, 18
 
 def floor_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in {"durable", "evals", "mcp", "testing", "tracing", "web"}:
+    if len(parts) == 1 or parts[1] in {"durable", "evals", "hosted", "mcp", "testing", "tracing", "web"}:
         return "public"
     return parts[1]
 

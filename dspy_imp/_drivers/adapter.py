@@ -200,14 +200,14 @@ class ReActAdapter(dspy.ChatAdapter):
     def _call_with_state(self, lm, lm_kwargs, signature, demos, inputs):
         """DSPy's adapter pipeline, sending the native ``Request`` that carries the replay state."""
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
-        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
         outputs = outputs_of(lm(request, **call_options(lm_kwargs)))
         return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
     @planned
     async def _acall_with_state(self, lm, lm_kwargs, signature, demos, inputs):
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
-        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs)
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
         outputs = outputs_of(await lm.acall(request, **call_options(lm_kwargs)))
         return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
@@ -290,6 +290,13 @@ class ReActAdapter(dspy.ChatAdapter):
             reasoning_details=output.get("reasoning_details"),
         )
         return [{STEP_TEXT: text, STEP_CALLS: [call_dict(c) for c in calls]}]
+
+
+def hosted_of(exchange: Exchange) -> Any:
+    """What the request carries for the program's hosted tools (``_routes.hosted``), or None."""
+    if exchange.hosted_route is None or not exchange.hosted:
+        return None
+    return exchange.hosted_route.request(exchange.hosted, exchange.lm)
 
 
 def _cached(exchange: Exchange, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

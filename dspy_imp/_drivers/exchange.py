@@ -47,6 +47,8 @@ class Exchange:
     caching: Caching = NOTHING
     cache_bust: str | None = None  # why it does not extend the request before (``_turn.busts``), for its span
     sent: tuple[Any, dict[str, Any]] | None = None  # the LM and the options DSPy sends the messages with
+    hosted: tuple[Any, ...] = ()  # the program's hosted tools (``dspy_imp.hosted``), on step requests
+    hosted_route: Any = None  # their route's translation (``_routes.hosted``), settled with the route
 
 
 _EXCHANGE: ContextVar[Exchange | None] = ContextVar("dspy_imp_exchange", default=None)

@@ -20,6 +20,7 @@ import dspy
 
 from dspy_imp._records.kinds import UsageKind
 from dspy_imp._records.usage import RequestUsage
+from dspy_imp._routes.hosted import usage_of
 
 
 @dataclass
@@ -82,7 +83,11 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
     prompt_details = _plain(usage.get("input_tokens_details" if responses else "prompt_tokens_details")) or {}
     completion_details = _plain(usage.get("output_tokens_details" if responses else "completion_tokens_details")) or {}
     cost = entry.get("cost")
+    hosted = usage_of(entry.get("response"))  # hosted tool calls the provider counted, their fees
+    if hosted.fee:
+        cost = (cost if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0) + hosted.fee
     return {
+        "hosted_calls": dict(hosted.counts),
         "input_tokens": _count(usage.get("input_tokens" if responses else "prompt_tokens")),
         "output_tokens": _count(usage.get("output_tokens" if responses else "completion_tokens")),
         "cached_tokens": _count(prompt_details.get("cached_tokens")),

@@ -17,6 +17,7 @@ from dspy_imp._drivers.recorder import Recorder
 from dspy_imp._prompt.dialect import jsonable
 from dspy_imp._records.outcomes import RawCall
 from dspy_imp._routes import dspy_private
+from dspy_imp._routes.hosted import hosted_route
 from dspy_imp._routes.nameless import UNNAMED, as_received
 from dspy_imp._routes.reasoning import blocks_of
 
@@ -71,11 +72,12 @@ def note_raw_reply(exchange: Exchange, recorder: ReplyRecorder) -> None:
     if exchange.reply is None or not recorder.history:
         return
     response = recorder.history[-1].get("response")
-    exchange.reply = replace(
-        exchange.reply,
-        finish_reason=finish_reason_of(response),
-        reasoning_details=blocks_of(response) or exchange.reply.reasoning_details,
-    )
+    details = blocks_of(response) or exchange.reply.reasoning_details
+    served = hosted_route(exchange.route)
+    block = served.served(response) if served is not None else None
+    if block is not None:  # the provider ran hosted tools in this reply: its blocks, as served
+        details = [*(details if isinstance(details, list) else ()), block]
+    exchange.reply = replace(exchange.reply, finish_reason=finish_reason_of(response), reasoning_details=details)
 
 
 def finish_reason_of(response: Any) -> str | None:

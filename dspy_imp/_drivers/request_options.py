@@ -14,6 +14,7 @@ from dspy_imp._drivers.exchange import Exchange
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._records.clock import time_left
 from dspy_imp._routes.caching import cache_options, conversation_key
+from dspy_imp._routes.hosted import check as check_hosted
 from dspy_imp._routes.route import (
     encrypted_reasoning,
     forced_keeps_thinking,
@@ -27,8 +28,9 @@ from dspy_imp._routes.warmup import warm_litellm
 
 
 def sends_request(lm: Any, exchange: Exchange) -> bool:
-    """The step goes out as a native ``Request``: it replays state, or must ask for encrypted reasoning."""
-    if exchange.route.engine == "native" and encrypted_reasoning(lm):
+    """The step goes out as a native ``Request``: it replays state, must ask for encrypted reasoning,
+    or carries hosted tools (lm15's builtin tools, which the messages path cannot carry)."""
+    if exchange.route.engine == "native" and (encrypted_reasoning(lm) or exchange.hosted_route is not None):
         return True
     return replays_state(exchange.route, exchange.guidance.steps, exchange.guidance.memo)
 
@@ -66,6 +68,7 @@ def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[
     lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
     default_reasoning_effort(exchange.guidance.kind, lm, settled, *thinking_of(exchange))  # before the route
     exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
+    exchange.hosted_route = check_hosted(lm, exchange.route, exchange.hosted)  # before any request
     same_thinking(lm, exchange.route, settled)  # LiteLLM's Anthropic route thinks as the native engine
     exchange.seconds = native_seconds(lm, exchange.route, settled)
     key = conversation_key(

@@ -141,6 +141,7 @@ def _step_call(program: Program, effect: ModelRequest) -> tuple[dict[str, Any], 
         thinking=effect.thinking,
         first_inputs=_first_inputs(effect),
         cache_bust=effect.cache_bust,
+        hosted=tuple(getattr(program, "hosted_tools", ())),
     )
     return kwargs, exchange
 

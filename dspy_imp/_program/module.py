@@ -27,12 +27,14 @@ from dspy_imp._prompt.guidance import Task
 from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.hosted import HostedTool
 from dspy_imp._records.saved_state import read_state_file
 from dspy_imp._records.step_error import StepError
 from dspy_imp._records.steps import coerce_history, make_history, read_steps
 from dspy_imp._records.usage import UsageLimits, check_usage_limits
 from dspy_imp._routes.dspy_private import install_closing_sync_streams, install_part_tolerant_loading
 from dspy_imp._routes.failures import describe, is_missing_credentials, refused_option
+from dspy_imp._routes.hosted import citations_of
 from dspy_imp._turn.approval import check_resume, paused_step, pending_metadata
 from dspy_imp._turn.context import Context, check_context
 from dspy_imp._turn.effects import Ending, Failure
@@ -117,6 +119,10 @@ class ReActV2(dspy.Module):
     """The MCP servers (toolsets) given in ``tools=``; their tools are listed at each turn's start. A
     class default too, so a program pickled before toolsets existed loads with none."""
 
+    hosted_tools: tuple[HostedTool, ...] = ()
+    """The hosted tools given in ``tools=`` (``dspy_imp.hosted``): sent with every step request, run by
+    the provider. A class default too, so a program pickled before hosted tools existed loads with none."""
+
     Extractor = Extractor
     """The extractor's class, built per extraction request: patch its ``forward`` in a test that mocks
     ``react`` (``docs/migrating.md#tests``). A class, not a predictor: ``named_predictors()`` skips it."""
@@ -162,6 +168,7 @@ class ReActV2(dspy.Module):
         install_closing_sync_streams()  # before ``dspy.streamify(agent)(...)`` opens the first sync stream
         install_part_tolerant_loading(parts.optional_ids)  # a wrapper module's old files load too
         tools, self.toolsets = sets.split(tools)
+        tools, self.hosted_tools = sets.hosted_split(tools)
         self.own_tools = opts.wrap_tools(tools)
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
@@ -436,6 +443,7 @@ class ReActV2(dspy.Module):
             context=turn.policy.metadata() if turn.policy is not None else (),
             duration=turn.duration,
             cache_busts=turn.cache_busts,
+            citations=tuple(c for step in turn.steps for c in citations_of(step.reasoning_details)),
         )
         continuity.remember(turn.entries)
         trace_turn(self, metadata, turn.errors)

@@ -56,6 +56,10 @@ class Metadata:
             ``request`` its index in ``usage.calls``, ``reason`` a ``CacheBustReason``
             (``"context_policy"``, ``"fallback"``, ``"tools_changed"``, ``"history_edited"``,
             ``"history_replay"``, ``"tool_choice_changed"``).
+        citations: The citations the provider attached to this turn's text while it ran hosted
+            tools (``dspy_imp.hosted``), in order, each as served (Anthropic: ``{"type":
+            "web_search_result_location", "url", "title", "cited_text", "encrypted_index"}``) plus
+            ``cited_for``, the text it supports.
     """
 
     history: dspy.History
@@ -73,6 +77,7 @@ class Metadata:
     context: tuple[Mapping[str, Any], ...] = ()
     duration: float | None = None
     cache_busts: tuple[Mapping[str, Any], ...] = ()
+    citations: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:

@@ -24,6 +24,7 @@ import dspy
 
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.hosted import HostedTool
 from dspy_imp._turn.plan import ProgramOptions
 
 
@@ -79,6 +80,20 @@ def split(tools: Any) -> tuple[Any, tuple[Toolset, ...]]:
             raise ConfigurationError(f"`tools` holds {toolset.label} twice; give each toolset once")
         seen.add(id(toolset))
     return [item for item in items if not isinstance(item, Toolset)], toolsets
+
+
+def hosted_split(tools: Any) -> tuple[Any, tuple[HostedTool, ...]]:
+    """``tools`` with the hosted tools (``dspy_imp.hosted``: the provider runs them) taken out; each
+    kind at most once (a ``ConfigurationError`` naming it)."""
+    if tools is None or isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        return tools, ()
+    items = list(tools)
+    hosted = tuple(item for item in items if isinstance(item, HostedTool))
+    kinds = [tool.kind for tool in hosted]
+    for kind in kinds:
+        if kinds.count(kind) > 1:
+            raise ConfigurationError(f"`tools` holds two hosted {kind} tools; give each hosted tool once")
+    return [item for item in items if not isinstance(item, HostedTool)], hosted
 
 
 def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listing]]) -> Listing:

@@ -36,6 +36,7 @@ from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
 from dspy_imp._records.text import result_text, to_json
+from dspy_imp._routes.hosted import foreign_text, served_blocks
 from dspy_imp._routes.reasoning import (
     PLACEHOLDER_KIND,
     PLACEHOLDER_SIGNATURE,
@@ -197,6 +198,9 @@ def _exchange(
     Gemini 3+ the first call of a message recorded without a thought signature carries the
     documented placeholder.
     """
+    foreign = foreign_text(step.reasoning_details, guidance.replayed_kinds)  # hosted blocks another provider ran
+    if foreign:
+        content = f"{foreign}\n\n{content}" if (content or "").strip() else foreign
     if not calls and not (content or "").strip():
         return []
     dialect = _dialect(guidance)
@@ -209,6 +213,9 @@ def _exchange(
         lines = [_written_result(guidance, call, result, attachments) for call, result in paired]
         return [message, _user(attachments.content(dialect.results(lines)))] if lines else [message]
     message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else None}
+    served = served_blocks(step.reasoning_details, guidance.replayed_kinds)
+    if served:  # the reply's content as served (hosted tool blocks): it goes back verbatim, in their place
+        message["served_content"] = [dict(b) for b in served[-1]["content"]]
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
         message["thinking_blocks"] = blocks

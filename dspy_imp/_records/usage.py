@@ -43,6 +43,8 @@ class UsageLimits:
         output_tokens: Completion tokens (reasoning included, as providers count them).
         total_tokens: Input plus output tokens.
         cost: Cost in USD, where the LM reports it (requests with no reported cost add 0).
+        hosted_calls: Calls the provider ran for hosted tools (``dspy_imp.hosted``: searches, fetches),
+            summed over the turn's requests as the provider counted them.
 
     Example:
         ```python
@@ -55,9 +57,10 @@ class UsageLimits:
     output_tokens: int | None = None
     total_tokens: int | None = None
     cost: float | None = None
+    hosted_calls: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("requests", "input_tokens", "output_tokens", "total_tokens"):
+        for name in ("requests", "input_tokens", "output_tokens", "total_tokens", "hosted_calls"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigurationError(f"`usage_limits.{name}` must be a non-negative integer or None, got {value!r}")
@@ -74,7 +77,9 @@ def check_usage_limits(value: Any, where: str = "usage_limits") -> UsageLimits |
     if value is None or isinstance(value, UsageLimits):
         return value
     if isinstance(value, Mapping):
-        unknown = sorted(set(value) - {"requests", "input_tokens", "output_tokens", "total_tokens", "cost"})
+        unknown = sorted(
+            set(value) - {"requests", "input_tokens", "output_tokens", "total_tokens", "cost", "hosted_calls"}
+        )
         if unknown:
             raise ConfigurationError(f"`{where}` has unknown key(s) {unknown!r}")
         return UsageLimits(**value)
@@ -96,6 +101,9 @@ class RequestUsage:
     ``None`` for the turn's own requests (``docs/agents-as-tools.md``)."""
     cache_write_tokens: int = 0
     """Prompt tokens it wrote to the provider's prompt cache (last: fields keep their positions)."""
+    hosted_calls: Mapping[str, int] = field(default_factory=dict)
+    """What the provider ran for hosted tools in it, as it counted them (Anthropic's
+    ``usage.server_tool_use``: ``{"web_search_requests": 1, "web_fetch_requests": 0}``)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,8 @@ class Usage:
         reasoning_tokens: Reasoning tokens, where the provider reports them, summed.
         cost: Summed cost in USD, or ``None`` when no call reported one.
         calls: Every model call in order, with its own usage.
+        hosted_calls: The provider's counts of hosted tool calls (``dspy_imp.hosted``), summed by
+            name (``{"web_search_requests": 2}``); their fees are in ``cost`` where priced.
 
     The sums count the requests of sub-agents the turn called (``agent.as_tool()``) too; ``agents``
     shows them again under each sub-agent's name.
@@ -125,6 +135,11 @@ class Usage:
     cost: float | None = None
     calls: tuple[RequestUsage, ...] = ()
     cache_write_tokens: int = 0
+    hosted_calls: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total_hosted_calls(self) -> int:
+        return sum(self.hosted_calls.values())
 
     @property
     def total_requests(self) -> int:
@@ -156,7 +171,14 @@ def plus(sums: Usage, call: RequestUsage) -> Usage:
         reasoning_tokens=sums.reasoning_tokens + call.reasoning_tokens,
         cost=sums.cost if call.cost is None else (sums.cost or 0) + call.cost,
         calls=sums.calls,
+        hosted_calls=_summed_counts(sums.hosted_calls, call.hosted_calls),
     )
+
+
+def _summed_counts(first: Mapping[str, int], second: Mapping[str, int]) -> Mapping[str, int]:
+    if not second:
+        return first
+    return {**first, **{k: first.get(k, 0) + v for k, v in second.items()}}
 
 
 def summed(calls: Sequence[RequestUsage]) -> Usage:
@@ -172,7 +194,7 @@ def tighter(first: UsageLimits | None, second: UsageLimits | None) -> UsageLimit
     if first is None or second is None:
         return first or second
     values = {}
-    for name in ("requests", "input_tokens", "output_tokens", "total_tokens", "cost"):
+    for name in ("requests", "input_tokens", "output_tokens", "total_tokens", "cost", "hosted_calls"):
         a, b = getattr(first, name), getattr(second, name)
         values[name] = b if a is None else a if b is None else min(a, b)
     return UsageLimits(**values)

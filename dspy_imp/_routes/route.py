@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private, local_servers
+from dspy_imp._routes import dspy_private, hosted_anthropic, local_servers
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
@@ -56,6 +56,7 @@ EXTRA_CONTENT = "extra_content"  # Gemini's OpenAI-compatible spelling, on a too
 REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant message
 REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
 ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
+SERVED_CONTENT = "served_content"  # a reply's content as served with hosted tool blocks (``_routes.hosted``)
 
 
 _LITELLM_KINDS = {
@@ -69,7 +70,7 @@ _LITELLM_KINDS = {
 
 
 _NATIVE_KINDS = {
-    "anthropic": ANTHROPIC_KINDS,
+    "anthropic": ANTHROPIC_KINDS | {hosted_anthropic.KIND},  # the served blocks of hosted tools
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
@@ -304,14 +305,18 @@ def carries_state(messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(
         m.get(THINKING_BLOCKS)
         or m.get(REASONING_DETAILS)
+        or m.get(SERVED_CONTENT)
         or any(PROVIDER_FIELDS in c or EXTRA_CONTENT in c for c in m.get("tool_calls") or ())
         for m in messages
         if m.get("role") == "assistant"
     )
 
 
-def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs: Mapping[str, Any]) -> Request:
-    """DSPy's own ``Request`` for these messages and options, with the replay state attached."""
+def canonical_request(
+    lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs: Mapping[str, Any], hosted: Any = None
+) -> Request:
+    """DSPy's own ``Request`` for these messages and options, with the replay state attached, and the
+    builtin tools of ``hosted`` (a ``_routes.hosted.HostedRequest``) after the function tools."""
     local = local_servers.KIND in route_for(lm, lm_kwargs).replayed_kinds
     plain = [_without_state(m, local) for m in messages]
     call, build = dspy_private.canonical(lm, plain, dict(lm_kwargs))
@@ -323,6 +328,8 @@ def canonical_request(lm: Any, messages: Sequence[Mapping[str, Any]], lm_kwargs:
     if encrypted_reasoning(lm):
         extensions = {**(request.config.extensions or {}), "include": list(ENCRYPTED_REASONING)}
         request = replace(request, config=replace(request.config, extensions=extensions))
+    if hosted is not None and hosted.builtins:
+        request = replace(request, tools=(*request.tools, *hosted.builtins))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))
@@ -339,7 +346,13 @@ def outputs_of(response: Response) -> list[dict[str, Any]]:
 
 
 def _without_state(message: Mapping[str, Any], local: bool = False) -> dict[str, Any]:
-    dropped = (THINKING_BLOCKS, REASONING_DETAILS, REASONING_ITEMS, *(("reasoning_content",) if local else ()))
+    dropped = (
+        THINKING_BLOCKS,
+        REASONING_DETAILS,
+        REASONING_ITEMS,
+        SERVED_CONTENT,
+        *(("reasoning_content",) if local else ()),
+    )
     out = {k: v for k, v in message.items() if k not in dropped}
     if out.get("tool_calls"):
         out["tool_calls"] = [
@@ -360,9 +373,16 @@ def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
+    if row.get(SERVED_CONTENT):  # the reply's content as served, written back by ``_routes.hosted_anthropic``
+        continuation = (*continuation, served_state(row[SERVED_CONTENT]))
     if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
         continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
+
+
+def served_state(content: Any) -> ContinuationState:
+    """The replay state that makes an assistant message go back as the content it was served with."""
+    return ContinuationState(provider="anthropic", kind=hosted_anthropic.STATE, data={"content": list(content)})
 
 
 def _signature(call: Mapping[str, Any]) -> str | None:

@@ -35,6 +35,7 @@ class Meter:
             (usage.output_tokens, limits.output_tokens),
             (usage.total_tokens, limits.total_tokens),
             (usage.cost or 0.0, limits.cost),
+            (usage.total_hosted_calls, limits.hosted_calls),
         )
         return any(limit is not None and used >= limit for used, limit in pairs)
 
@@ -54,6 +55,7 @@ class Meter:
             "output_tokens": usage.output_tokens,
             "total_tokens": usage.total_tokens,
             "cost": usage.cost or 0.0,
+            "hosted_calls": usage.total_hosted_calls,
         }
         left = {k: None if getattr(limits, k) is None else max(getattr(limits, k) - v, 0) for k, v in used.items()}
         if all(v is None for v in left.values()):

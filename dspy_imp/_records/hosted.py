@@ -1,0 +1,75 @@
+"""Tools the provider runs: web search, code execution, URL fetch, remote MCP and file search.
+
+Given in ``ReActV2(..., tools=[...])`` beside function tools. The loop never runs them: each is
+translated for the route the request takes (``dspy_imp._routes.hosted``), the provider runs it
+inside its reply, and the call and result blocks it serves are recorded verbatim and sent back as
+served on the next request to the same provider (as text to another). A route without the tool is
+a ``ConfigurationError`` naming the model and the tool, before any request. Approvals cannot apply
+to them (the provider runs them within one request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HostedTool:
+    """A tool the provider runs. ``kind`` names it in errors and in the per-route tables."""
+
+    kind = "hosted"
+
+    @property
+    def label(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class WebSearch(HostedTool):
+    """The provider's web search. ``max_uses``: the most searches one request may run (the provider
+    counts them); ``user_location``: ``{"type": "approximate", "city": ..., "country": ...}``."""
+
+    max_uses: int | None = None
+    allowed_domains: Sequence[str] = ()
+    blocked_domains: Sequence[str] = ()
+    user_location: Mapping[str, Any] | None = None
+    kind = "web_search"
+
+
+@dataclass(frozen=True)
+class CodeExecution(HostedTool):
+    """Code run in the provider's sandbox (Anthropic's code execution, OpenAI's code interpreter)."""
+
+    kind = "code_execution"
+
+
+@dataclass(frozen=True)
+class WebFetch(HostedTool):
+    """The provider fetching URLs the conversation names (Anthropic's web fetch, Gemini's URL context).
+    ``max_uses``: the most fetches one request may run."""
+
+    max_uses: int | None = None
+    kind = "web_fetch"
+
+
+@dataclass(frozen=True)
+class RemoteMCP(HostedTool):
+    """An MCP server the provider connects to itself (not ``dspy_imp.mcp``, which the loop runs)."""
+
+    url: str = ""
+    allowed_tools: Sequence[str] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    kind = "remote_mcp"
+
+
+@dataclass(frozen=True)
+class FileSearch(HostedTool):
+    """Search over the provider's vector stores (OpenAI's file search)."""
+
+    store_ids: Sequence[str] = ()
+    kind = "file_search"
+
+
+__all__ = ["CodeExecution", "FileSearch", "HostedTool", "RemoteMCP", "WebFetch", "WebSearch"]

@@ -1,0 +1,110 @@
+"""Hosted tools per route: the one table each route plugs its translation into.
+
+A hosted tool (``dspy_imp.hosted``) is run by the provider inside its reply. A route that takes
+hosted tools has a ``HostedRoute`` (``_routes.hosted_types``) under its ``(engine, provider)`` key in
+``_ROUTES`` below; the loop asks it, and only it, for
+
+- ``tools``: which hosted tools it takes (others are a ``ConfigurationError`` naming the model and
+  the tool, raised by ``check`` before any request);
+- ``request``: what the request carries for them (lm15 ``BuiltinTool`` entries natively, tool
+  dicts on LiteLLM, beta headers);
+- ``served``: the call and result blocks of one raw response, recorded as *one* reasoning-details
+  block of its ``kind`` holding every field as served (ids, encrypted content, citations);
+- ``citations`` and ``usage`` of such a block and response (``pred.metadata.citations``, the
+  hosted calls counted in ``metadata.usage``);
+- ``as_text``: the block as text, for a request to another provider (the served blocks only go back
+  to the provider that served them, as foreign reasoning does: ``_routes.reasoning``).
+
+The served block joins the step's ``reasoning_details`` (kept verbatim by ``dump_history``,
+``load_history``, durable records and the web store, as thinking blocks are); a route lists its
+``kind`` in its replayed kinds, so the step goes out as a native ``Request`` carrying it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dspy_imp._routes import hosted_anthropic
+from dspy_imp._routes.failures import RefusedOption
+from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
+
+# The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
+_ROUTES: dict[tuple[str, str | None], HostedRoute] = {
+    ("native", "anthropic"): hosted_anthropic.ROUTE,
+}
+# Routes that cannot carry hosted tools, and why (the ``ConfigurationError`` says it).
+_WHY_NOT: dict[tuple[str, str | None], str] = {
+    ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
+}
+
+
+def hosted_route(route: Any) -> HostedRoute | None:
+    """The translation of ``route`` (a ``_routes.route.Route``), or None when it takes no hosted tool."""
+    return _ROUTES.get((route.engine, route.provider))
+
+
+def served_kinds() -> frozenset[str]:
+    """Every registered route's recorded block kind."""
+    return frozenset(r.kind for r in _ROUTES.values())
+
+
+def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
+    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks."""
+    if not hosted:
+        return None
+    found = hosted_route(route)
+    for tool in hosted:
+        if found is None or tool.kind not in found.tools:
+            why = _WHY_NOT.get((route.engine, route.provider))
+            where = f"{route.engine} engine" + (f", provider {route.provider!r}" if route.provider else "")
+            raise RefusedOption(
+                f"model {getattr(lm, 'model', lm)!r} has no hosted {tool.label} on this route ({where})"
+                + (f": {why}" if why else "")
+                + "; leave the tool out or pick a model whose provider runs it (docs/hosted-tools.md)"
+            )
+    return found
+
+
+def served_blocks(details: Any, kinds: frozenset[str]) -> list[Block]:
+    """The recorded served blocks of a step's ``reasoning_details`` whose kind the route replays."""
+    if not isinstance(details, list | tuple):
+        return []
+    return [dict(b) for b in details if isinstance(b, Mapping) and b.get("type") in kinds & served_kinds()]
+
+
+def foreign_text(details: Any, kinds: frozenset[str]) -> str:
+    """The served blocks a route does not replay, as text another provider accepts."""
+    if not isinstance(details, list | tuple):
+        return ""
+    by_kind = {r.kind: r for r in _ROUTES.values()}
+    texts = [
+        by_kind[str(b["type"])].as_text(b)
+        for b in details
+        if isinstance(b, Mapping) and b.get("type") in by_kind and b.get("type") not in kinds
+    ]
+    return "\n\n".join(t for t in texts if t)
+
+
+def usage_of(response: Any) -> HostedUsage:
+    """The hosted calls a raw response counted (the first route that reads it), or none."""
+    if response is None:
+        return HostedUsage()
+    for route in _ROUTES.values():
+        found = route.usage(response)
+        if found is not None:
+            return found
+    return HostedUsage()
+
+
+def citations_of(details: Any) -> list[dict[str, Any]]:
+    """The citations of a step's served blocks, in order."""
+    if not isinstance(details, list | tuple):
+        return []
+    by_kind = {r.kind: r for r in _ROUTES.values()}
+    return [
+        c
+        for b in details
+        if isinstance(b, Mapping) and b.get("type") in by_kind
+        for c in by_kind[str(b["type"])].citations(b)
+    ]

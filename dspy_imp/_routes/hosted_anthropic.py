@@ -1,0 +1,198 @@
+"""Anthropic Messages' server tools on DSPy's native engine: web search, code execution, web fetch.
+
+Request: each tool as lm15 builds a builtin tool (``{"type": <versioned type>, "name": ...}`` and
+its options), with the beta headers the versions need (lm15's own ``_headers`` knows only the
+2025-05-22 code execution beta; the wrapper below writes the ones these types take).
+
+Reply: lm15 reads the text and ``tool_use`` blocks and skips ``server_tool_use`` and the
+``*_tool_result`` blocks, but keeps the raw body (``Response.provider_data``). A reply holding a
+server block is recorded as one ``{"type": "anthropic_served", "content": [...]}`` block: the
+reply's whole ``content`` list as served (thinking, ``server_tool_use``, ``web_search_tool_result``
+with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use``), in order.
+
+Replay: the assistant message of such a step goes back as exactly that list (the wrapper of lm15's
+``_message``, reading the replay state ``route.canonical_request`` attaches), so the next request
+of the turn, and of a later turn after ``dump_history``/``load_history``, carries the blocks byte
+for byte. On LiteLLM the served blocks come back split across ``provider_specific_fields`` without
+their order and the text blocks' citations are not sent back, so that route is refused with a
+``ConfigurationError`` until a verbatim path exists there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dspy_imp._routes import dspy_private
+from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
+
+KIND = "anthropic_served"
+STATE = "served_content"  # the lm15 continuation-state kind on a replayed assistant message
+
+# Current versions (Anthropic's server tools docs): the type on the wire and the beta it needs.
+VERSIONS: dict[str, tuple[str, str | None]] = {
+    "web_search": ("web_search_20250305", None),
+    "code_execution": ("code_execution_20250825", "code-execution-2025-08-25"),
+    "web_fetch": ("web_fetch_20250910", "web-fetch-2025-09-10"),
+}
+_OLD_CODE_BETA = "code-execution-2025-05-22"  # what lm15 adds for any builtin named code_execution
+
+
+def tool_config(tool: Any) -> dict[str, Any]:
+    """The tool's entry in Anthropic's ``tools`` list (without ``name``, which lm15 writes)."""
+    wire, _ = VERSIONS[tool.kind]
+    config: dict[str, Any] = {"type": wire}
+    if getattr(tool, "max_uses", None) is not None:
+        config["max_uses"] = tool.max_uses
+    if getattr(tool, "allowed_domains", ()):
+        config["allowed_domains"] = list(tool.allowed_domains)
+    if getattr(tool, "blocked_domains", ()):
+        config["blocked_domains"] = list(tool.blocked_domains)
+    if getattr(tool, "user_location", None):
+        config["user_location"] = dict(tool.user_location)
+    return config
+
+
+def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
+    from dspy.lm15 import BuiltinTool
+
+    builtins = tuple(BuiltinTool(name=t.kind, config=tool_config(t)) for t in tools)
+    betas = tuple(beta for t in tools if (beta := VERSIONS[t.kind][1]) is not None)
+    return HostedRequest(builtins=builtins, betas=betas)
+
+
+def served(response: Any) -> Block | None:
+    """The reply's whole content list, when it holds a block the provider ran (else None)."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    data = getattr(response, "provider_data", None)
+    if not isinstance(data, Mapping):
+        return None
+    content = data.get("content")
+    if not isinstance(content, list) or not any(_server_block(b) for b in content):
+        return None
+    block: Block = {"type": KIND, "content": json.loads(json.dumps(content))}
+    raw = data.get("usage")
+    counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
+    if isinstance(counts, Mapping):
+        block["server_tool_use"] = dict(counts)
+    return block
+
+
+def _server_block(block: Any) -> bool:
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    return isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result"))
+
+
+def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each text block's citations as served, with the text they support (``cited_for``)."""
+    return [
+        {**c, "cited_for": b.get("text", "")}
+        for b in block.get("content") or ()
+        if isinstance(b, Mapping) and b.get("type") == "text"
+        for c in b.get("citations") or ()
+        if isinstance(c, Mapping)
+    ]
+
+
+# Anthropic's pricing page: web search $10 per 1,000 searches (beside tokens); web fetch costs tokens only;
+# code execution's container hours are not priced here (their free allowance is per organization).
+PRICES = {"web_search_requests": 10.0 / 1000}
+
+
+def usage(response: Any) -> HostedUsage | None:
+    """``usage.server_tool_use`` of a native response (lm15 keeps the raw body), priced."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    data = getattr(response, "provider_data", None)
+    raw = data.get("usage") if isinstance(data, Mapping) else None
+    counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
+    if not isinstance(counts, Mapping):
+        return None
+    found = {str(k): int(v) for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return HostedUsage(found, sum(PRICES.get(k, 0.0) * v for k, v in found.items()))
+
+
+def as_text(block: Mapping[str, Any]) -> str:
+    """What the provider ran and returned, for a request to another provider."""
+    lines: list[str] = []
+    for b in block.get("content") or ():
+        kind = b.get("type") if isinstance(b, Mapping) else None
+        if kind == "server_tool_use":
+            lines.append(f"[{b.get('name')} ran by the provider: {json.dumps(b.get('input'), ensure_ascii=False)}]")
+        elif isinstance(kind, str) and kind.endswith("_tool_result"):
+            lines.append(f"[{kind}: {_result_text(b.get('content'))}]")
+    return "\n".join(lines)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, list):
+        found = [f"{c.get('title')} <{c.get('url')}>" for c in content if isinstance(c, Mapping) and c.get("url")]
+        if found:
+            return "; ".join(found)
+    if isinstance(content, Mapping):
+        if content.get("type", "").endswith("_error"):
+            return f"error {content.get('error_code')}"
+        text = content.get("stdout") or content.get("content") or ""
+        return str(text)[:2000]
+    return ""
+
+
+def install() -> None:
+    """Wrap lm15's Anthropic message writer and headers once per process (idempotent)."""
+    provider = dspy_private.lm15_anthropic().AnthropicLM
+
+    def wrap_message(original: Any) -> Any:
+        def message(self: Any, msg: Any) -> dict[str, Any]:
+            content = _served_content(msg)
+            return original(self, msg) if content is None else {"role": "assistant", "content": content}
+
+        return message
+
+    def wrap_headers(original: Any) -> Any:
+        def headers(self: Any, request: Any = None) -> dict[str, str]:
+            return with_betas(original(self, request), request)
+
+        return headers
+
+    dspy_private.wrap_once(provider, "_message", wrap_message)
+    dspy_private.wrap_once(provider, "_headers", wrap_headers)
+
+
+def _served_content(msg: Any) -> list[dict[str, Any]] | None:
+    if getattr(msg, "role", None) != "assistant":
+        return None
+    for state in getattr(msg, "continuation", ()) or ():
+        if state.provider == "anthropic" and state.kind == STATE:
+            return [dict(b) for b in (state.data or {}).get("content") or ()]
+    return None
+
+
+def with_betas(headers: dict[str, str], request: Any) -> dict[str, str]:
+    """The beta headers of the hosted tool versions the request carries (and not lm15's older one)."""
+    types = {
+        (getattr(t, "config", None) or {}).get("type")
+        for t in getattr(request, "tools", None) or ()
+        if getattr(t, "type", None) == "builtin"
+    }
+    wanted = [beta for wire, beta in VERSIONS.values() if wire in types and beta]
+    if not wanted:
+        return headers
+    present = [b for b in headers.get("anthropic-beta", "").split(",") if b and b != _OLD_CODE_BETA]
+    return {**headers, "anthropic-beta": ",".join(dict.fromkeys([*present, *wanted]))}
+
+
+ROUTE = HostedRoute(
+    kind=KIND,
+    tools=frozenset(VERSIONS),
+    request=request,
+    served=served,
+    citations=citations,
+    usage=usage,
+    as_text=as_text,
+)
+NOT_ON_LITELLM = (
+    "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "
+    "citations back; use DSPy's default engine (engine='auto' or 'native')"
+)

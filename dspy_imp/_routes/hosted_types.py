@@ -1,0 +1,43 @@
+"""The values of a route's hosted-tool translation (``_routes.hosted`` holds the table of them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HostedRequest:
+    """What one request carries for its hosted tools.
+
+    ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
+    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need.
+    """
+
+    builtins: tuple[Any, ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    betas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostedUsage:
+    """The hosted calls one response counted, by the provider's names, and their fees in USD."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    fee: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostedRoute:
+    """One route's translation of hosted tools (see the module docstring)."""
+
+    kind: str
+    tools: frozenset[str]
+    request: Callable[[Sequence[Any], Any], HostedRequest]
+    served: Callable[[Any], Block | None]
+    citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
+    usage: Callable[[Any], HostedUsage | None] = field(default=lambda response: None)
+    as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
