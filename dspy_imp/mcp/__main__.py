@@ -11,12 +11,12 @@ checked (``--allow-host`` for a proxy's public name).
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
 from typing import Any
 
 import dspy
+
+from dspy_imp._program.targets import load_target
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,21 +46,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def load(target: str) -> Any:
     """The program ``module:attribute`` names, checked; else exit with one line saying what is wrong."""
-    name, _, attribute = target.partition(":")
-    if not name or not attribute:
-        sys.exit(f"expected module:program, got {target!r}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as missing:
-        if missing.name is None or not (name == missing.name or name.startswith(missing.name + ".")):
-            raise  # the module exists; something it imports does not: its traceback says what
-        sys.exit(f"no module named {name!r} (from {os.getcwd()}): run from the folder that holds it")
-    try:
-        program = getattr(module, attribute)
-    except AttributeError:
-        sys.exit(f"{name} has no attribute {attribute!r}")
+    _, program = load_target(target, "program")
     from dspy_imp._program.module import ReActV2
 
     if not isinstance(program, ReActV2):
