@@ -257,6 +257,9 @@ class Server(Toolset):
         oldest's (its turn's usage limits, deadline and usage)."""
         self.network_transport: str | None = None
         """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
+        self.session_id: str | None = None
+        """The session id a streamable HTTP server gave the open session (``Mcp-Session-Id``), for
+        the spans' ``mcp.session.id``; None on stdio and before the server names one."""
         self.connects_to: Any = None
         """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
         in-process server object (set by ``stdio``, ``http``, ``memory``)."""
@@ -418,7 +421,7 @@ class Server(Toolset):
         except RuntimeError:  # the session closed meanwhile
             version = None
         found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
-                 "mcp.protocol.version": version}  # fmt: skip
+                 "mcp.protocol.version": version, "mcp.session.id": self.session_id}  # fmt: skip
         return {key: value for key, value in found.items() if value is not None}
 
     def _keeps(self, name: str) -> bool:

@@ -146,8 +146,19 @@ def http(
                 yield streams
             return
         timeout_ = httpx2.Timeout(30.0, read=300.0)
+        remote.session_id = None  # a new session: the server names it in its first answer
+
+        async def noted(response: httpx2.Response) -> None:
+            # the SDK keeps the session id on its transport and yields only the streams: read it where
+            # the server sends it, for the spans' ``mcp.session.id`` (untrusted text: bounded)
+            found = response.headers.get("mcp-session-id")
+            if found:
+                remote.session_id = found[:256]
+
         async with (
-            httpx2.AsyncClient(headers=sent, timeout=timeout_, auth=authorizer()) as client,
+            httpx2.AsyncClient(
+                headers=sent, timeout=timeout_, auth=authorizer(), event_hooks={"response": [noted]}
+            ) as client,
             streamable_http_client(url, http_client=client) as streams,
         ):
             yield streams
