@@ -33,11 +33,19 @@ def stream_error(text: str) -> str | None:
             event = json.loads(line[5:])
         except ValueError:
             continue
-        if isinstance(event, dict) and event.get("type") in ("RUN_ERROR", "error"):
-            found = event.get("message") or event.get("errorText")
-            if isinstance(found, str):
-                return found
+        found = event_error(event)
+        if found is not None:
+            return found
     return None
+
+
+def event_error(event: object) -> str | None:
+    """The message of one stream event that is an error (AG-UI ``RUN_ERROR``'s ``message``, the AI
+    SDK's ``error`` part's ``errorText``), else None: the one place that knows those names."""
+    if not isinstance(event, dict):
+        return None
+    found = {"RUN_ERROR": event.get("message"), "error": event.get("errorText")}.get(str(event.get("type")))
+    return found if isinstance(found, str) else None
 
 
 def error_kind(status: int, text: str, retry_after: str | None) -> str:
