@@ -8,11 +8,13 @@ decided by the bound alone, never by the machine's speed (``GUARD`` is a hang gu
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from typing import Any
 
 import dspy
+from dspy.clients.engines.litellm_engine import LiteLLMEngine
 import pytest
 from fake_openai_server import FakeOpenAIServer, HTTPReply, ReceivedRequest, text_completion
 from opentelemetry.sdk.metrics import MeterProvider
@@ -100,3 +102,71 @@ async def test_a_request_waiting_for_a_model_slot_shows_in_readyz_the_log_line_a
     (point,) = found["dspy_imp.model_request.wait_duration"].data.data_points
     assert point.count == 2 and point.sum > 0 and found["dspy_imp.model_request.wait_duration"].unit == "s"
     assert point.bucket_counts[0] == 1  # one request waited not at all (the first bucket is 0 s)
+
+
+PASS = "[[ ## blocked ## ]]\nFalse\n\n[[ ## reason ## ]]\nfine\n\n[[ ## completed ## ]]"
+
+
+class Judged(Held):
+    """``Held``, answering a guardrail's judge (its prompt asks for ``blocked``) in its fields."""
+
+    def _next(self, request: ReceivedRequest) -> HTTPReply:
+        reply = super()._next(request)
+        return HTTPReply(text_completion(PASS)) if "blocked" in json.dumps(request.body) else reply
+
+
+class Judge(dspy.Module):
+    """An input guardrail that asks a model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judge = dspy.Predict("text -> blocked: bool, reason: str")
+
+    def forward(self, **inputs: str) -> dspy.Prediction:
+        return self.judge(text=next(iter(inputs.values())))
+
+
+def sync_only(server: Held) -> dspy.LM:
+    """An LM with a sync engine and no async one: the app sends its requests from worker threads."""
+    # ``wire_model``: DSPy 3.4 passes the engine's client options on legacy calls only with one
+    engine = LiteLLMEngine(api_base=server.base_url, api_key="sk-test", wire_model="openai/gpt-4o-mini")
+    return dspy.LM("openai/gpt-4o-mini", engine=engine, cache=False, num_retries=0)
+
+
+def _lm(server: Held) -> dspy.LM:
+    return dspy.LM("openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", cache=False, num_retries=0)
+
+
+@pytest.mark.parametrize(
+    ("case", "sync"),
+    [("a guardrail's call", False), ("a guardrail's call", True), ("a sync-only LM's request", True)],
+)
+async def test_every_model_request_the_app_sends_holds_one_of_its_slots(case: str, sync: bool) -> None:
+    """A guardrail's own model call and a request sent from a worker thread (an LM with no async
+    path, on a sync app) are bounded by ``model_requests`` and seen waiting, like the loop's own."""
+    server = Judged().start()
+    try:
+        if case == "a guardrail's call":
+            agent = dspy_imp.ReActV2("question -> answer", input_guardrails=[Judge()])
+            agent.set_lm(_lm(server))
+        else:
+            agent = dspy_imp.ReActV2("question -> answer")
+            agent.set_lm(sync_only(server))
+        app = dspy_imp.web.app(agent, model_requests=1, sync=sync)
+        async with client(app) as http:
+            turns = [asyncio.ensure_future(http.post("/ag-ui", json=run_input("Go", thread=f"t{n}"))) for n in (1, 2)]
+
+            async def settled() -> Any:  # one request at the model and one waiting, or both sent past the bound
+                ready = (await http.get("/readyz")).json()
+                return ready if (ready["model_requests_waiting"] == 1 and server.requests) or server.most > 1 else None
+
+            waiting = await until(settled)
+            sent = len(server.requests)
+            server.released.set()
+            answers = await asyncio.wait_for(asyncio.gather(*turns), GUARD)
+    finally:
+        server.stop()
+
+    assert (sent, waiting["model_requests_waiting"], waiting["model_requests_in_flight"]) == (1, 1, 1)
+    assert server.most == 1  # never more than the app's bound at once
+    assert all(agui_events(a.text)[-1]["type"] == "RUN_FINISHED" for a in answers), [a.text[-300:] for a in answers]
