@@ -11,7 +11,7 @@
 #   make docs          the documentation site (mkdocs --strict, notebooks executed) into site/
 #   make record        rewrite cassettes/ from the local provider emulators (deterministic, offline)
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
-#   make bench-web     the web app under load (Locust): benchmarks/web_results.json and docs/performance.md's web section (QUICK=1: a one-minute check; ARGS=--levels 200,500 ...)
+#   make bench-web     the web app under load (Locust), then the hand-over: benchmarks/web_results.json, web_handover.json and docs/performance.md (QUICK=1: a one-minute check; ARGS=--levels 200,500 ...)
 #   make architecture  redraw docs/architecture.svg from the import graph
 #   make mcp-conformance  the MCP conformance suite's client scenarios against dspy_imp.mcp (tests/npm installed; offline)
 
@@ -107,9 +107,12 @@ bench: $(VENV)/.installed-bench
 # One and two instances on each store and pydantic-ai's AG-UI app, levels 200, 500 and 1,000
 # conversations, 30 s each (about 20 minutes); QUICK=1: 20 conversations, 8 s, the memory store and
 # the peer, printed only. ARGS adds options: `make bench-web ARGS="--levels 200,500 --stores memory"`.
+# Then the hand-over (benchmarks.web_handover): two instances on Postgres under 100 conversations, one
+# SIGKILLed, then SIGTERMed in a second run (about 3 minutes).
 QUICK ?=
 bench-web: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.web_load $(if $(filter 1 yes true,$(QUICK)),--quick,) $(ARGS)
+	$(BIN)/python -m benchmarks.web_handover $(if $(filter 1 yes true,$(QUICK)),--quick --conversations 20 --warmup 4 --after 6,)
 
 # LiteLLM's requests for the wire scenarios and the quickstart, answered by tests/wire/emulator.py
 # on 127.0.0.1; the native engine's are checked against the emulator on every test run instead.

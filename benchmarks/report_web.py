@@ -303,12 +303,13 @@ def tables(results: dict[str, Any]) -> str:
     return "\n\n".join([levels_table(results), errors_table(results), goals_table(results)])
 
 
-def write_section(page: Path, results: dict[str, Any]) -> None:
-    """``page`` with its web section replaced by this one (appended when it has none)."""
+def write_section(page: Path, results: dict[str, Any], heading: str = HEADING, new: str | None = None) -> None:
+    """``page`` with its section under ``heading`` replaced by ``new`` (this module's web section by
+    default; appended when the page has none)."""
     text = page.read_text() if page.exists() else ""
-    new = section(results)
-    if HEADING in text:
-        head, rest = text.split(HEADING, 1)
+    new = section(results) if new is None else new
+    if heading in text:
+        head, rest = text.split(heading, 1)
         after = rest.find("\n## ")
         tail = rest[after + 1 :] if after >= 0 else ""
         text = head + new + ("\n" + tail if tail else "")
