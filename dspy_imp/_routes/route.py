@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private, hosted_anthropic, local_servers
+from dspy_imp._routes import dspy_private, hosted_anthropic, hosted_openai, local_servers
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
@@ -74,7 +74,7 @@ _NATIVE_KINDS = {
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
-    "openai": RESPONSES_KINDS,  # lm15's Responses API provider (Chat Completions is "openai-chat")
+    "openai": RESPONSES_KINDS | {hosted_openai.KIND},  # lm15's Responses API provider (Chat Completions is "openai-chat")
     "openai-chat": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint, via ``_routes.chat_extras``
 }
 
