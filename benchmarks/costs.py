@@ -187,8 +187,9 @@ def measure(
     models: Iterable[str] = (SONNET, HAIKU, GPT),
     only: dict[int, list[str]] | None = None,
     long_loops: Sequence[str] | None = None,
+    names: Sequence[str] = COST_LOOPS,
 ) -> list[dict[str, Any]]:
-    """Every loop, on every model: each scenario once, each long turn once (a fresh loop for each).
+    """Every loop (of ``names``), on every model: each scenario once, each long turn once (a fresh loop for each).
 
     ``only`` limits a long turn to some models (``{1000: [SONNET]}``); ``long_loops`` limits the
     longest turn to some loops (a peer's 1,000-step turn takes many minutes).
@@ -196,7 +197,7 @@ def measure(
     longest = max(long_steps, default=0)
     rows = []
     for model in models:
-        for name in COST_LOOPS:
+        for name in names:
             make = loops[name]
             turns = {kind: make(server.base_url, kind, 10, model=model) for kind in ("typed", "enum")}
             limited = make(server.base_url, "typed", STEP_LIMIT, model=model)

@@ -259,18 +259,23 @@ millionths of a dollar; m$: thousandths); failed requests are not billed.
 {targets}
 
 Per scenario at Claude Sonnet 4.5 prices: requests sent (failed ones included) · µ$ with caching.
-Where `dspy_imp` pays more than a peer, it is one of four things. In *thought then answer* the
-bench model writes a thought first when `tool_choice` is `"auto"`; under `finish="auto"` the
-thought ends the step and the forced submit follows: two requests, where pydantic-ai (which
-sends `tool_choice="required"` when its output is a tool) and the Agents SDK (structured output)
-get the answer in one. `dspy_imp` keeps `"auto"` on ordinary steps: on Claude they ask for
-thinking, DSPy's default, and Anthropic refuses thinking with a forced choice. In *step limit*
-`dspy_imp` answers with the forced submit after the third step where the peers stop without an
-answer. In *never submits* it sends the forced submit and then the extraction request before
-giving up. And on every ordinary step, `tool_choice="auto"` pays Anthropic's 346-token tool-use
-prompt where pydantic-ai's `"required"` pays 313: most of what it is behind in *provider
-error* and *enum output*, where both send as many requests. Under the later table (496 under
-`auto`, 588 under `any`) that reverses, and so does the order of the two (the *496/588* rows).
+Where `dspy_imp` (its default) pays more than a peer, it is one of four things. In *thought then
+answer* the bench model writes a thought first when `tool_choice` is `"auto"`; under
+`finish="auto"` the thought ends the step and the forced submit follows: two requests, where
+pydantic-ai (which sends `tool_choice="required"` when its output is a tool) and the Agents SDK
+(structured output) get the answer in one. The default keeps `"auto"` on ordinary steps: on
+Claude they ask for thinking, DSPy's default, and Anthropic refuses thinking with a forced
+choice. In *step limit* `dspy_imp` answers with the forced submit after the third step where the
+peers stop without an answer. In *never submits* it sends the forced submit and then the
+extraction request before giving up. And on every ordinary step, `tool_choice="auto"` pays
+Anthropic's 346-token tool-use prompt where pydantic-ai's `"required"` pays 313.
+`thinking="off"` asks for no thinking, so under `finish="auto"` with `submit` its steps go with
+`tool_choice="required"` (a bare thought would get the forced submit anyway): *thought then
+answer* is one request, and each step pays the 313-token prompt. What is left between it and
+pydantic-ai on a request of the same history is about 14 tokens (the input's `[[ ## question ## ]]`
+header and the line saying how the turn ends, against pydantic-ai's longer output-tool
+description). Under the later table (496 under `auto`, 588 under `any`) a forced step costs 92
+tokens more, not 33 less: there `thinking="off"` is above the default, and still below every peer.
 
 {scenarios}
 

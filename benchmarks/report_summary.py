@@ -215,6 +215,13 @@ def load_line(results: dict[str, Any]) -> str:
             f"the longest cost turn of {loops} was added afterwards, "
             f"in {added['elapsed_s']:,.0f} s under {_load(added)}"
         )
+    rerun = (cost or {}).get("rerun")
+    if rerun:
+        loops = ", ".join(f"`{name}`" for name in rerun["loops"])
+        lines.append(
+            f"the six scenarios of {loops} were run again afterwards (the loop changed how it answers "
+            f"them, not its long turns), in {rerun['elapsed_s']:,.0f} s under {_load(rerun)}"
+        )
     rest = _load(results["machine"])
     before = " (in the run before)" if cost and cost.get("engines_kept") else ""
     lines.append(f"the other parts{before} under {rest}" if rest else "the other parts recorded no load average")
@@ -231,6 +238,8 @@ and highest round and the number of rounds. {load}
 {table}
 
 {thinking}
+
+{off}
 
 {runs}
 
@@ -282,10 +291,33 @@ def thinking_line(results: dict[str, Any], label: str = "Claude Sonnet 4.5") -> 
     )
 
 
+def off_line(results: dict[str, Any]) -> str:
+    """Where ``thinking="off"`` is no higher per answered turn than every peer, and where not, said plainly."""
+    found = {
+        k.split(":", 1)[1]: v for k, v in (results.get("targets_cost") or {}).items() if k.startswith("scenarios_off:")
+    }
+    if not found:
+        return ""
+    held = [label for label, t in found.items() if t["met"]]
+    missed = [label for label, t in found.items() if not t["met"]]
+
+    def named(labels: list[str]) -> str:
+        return "; ".join(f"{label} {_usd(found[label]['ours'])} µ$" for label in labels)
+
+    line = (
+        '**With `thinking="off"`.** Under `finish="auto"` with `submit` each step asks for a call '
+        '(`tool_choice="required"`, Anthropic\'s `any`): a bare thought would be followed by the forced '
+        "submit anyway, so the model answers in the step itself. Per answered turn over the six scenarios "
+        f"it is no higher than any peer's at {named(held) if held else 'no price'}"
+    )
+    return line + (f"; it is higher at {named(missed)}." if missed else ": at every price shown.")
+
+
 def summary_page(results: dict[str, Any]) -> str:
     engines = results.get("engines")
     return _SUMMARY.format(
         thinking=thinking_line(results),
+        off=off_line(results),
         load=load_line(results),
         table=summary_table(results),
         runs=runs_line(results),

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.web_counts import regrouped
+
 HEADING = "## Web under load"
 RESULTS = Path(__file__).resolve().parent / "web_results.json"
 LAG_GOAL_MS = 50.0
@@ -159,18 +161,35 @@ def _short(m: dict[str, Any]) -> bool:
     return m["end_ms"]["p50"] is None or m["end_ms"]["p50"] > m["window_s"] * 1000 / 3
 
 
+def _sharing(results: dict[str, Any]) -> str:
+    """Whether other work shared the machine: the load before the run says (the run's own processes
+    make the load during it)."""
+    if results["load_at_start"][0] < 1.0:
+        return "Nothing else ran on the machine (the load during the run is the run's own processes)."
+    return "The machine was shared with other work while it ran."
+
+
 def errors_table(results: dict[str, Any]) -> str:
     rows = []
     for target in results["targets"]:
         for m in target["levels"]:
-            for kind, n in m["errors"].items():
+            for kind, n in regrouped(m["errors"]).items():
                 rows.append(f"| {target['name']} | {m['level']:,} | `{kind.replace('|', '/')}` | {n:,} |")
     if not rows:
         return (
             "No errors of any kind: no refusal, no error event, no cut or unfinished stream (the turns still "
             "running when a level stopped are not counted)."
         )
-    return "\n".join(["| target | conversations | error | count |", "|---|---:|---|---:|", *rows])
+    table = "\n".join(["| target | conversations | error | count |", "|---|---:|---|---:|", *rows])
+    if any("LeaseLost" in row for row in rows):
+        table += (
+            "\n\n*LeaseLost* is a running turn the app stopped because its lease on the conversation ran out "
+            "before a renewal landed (the renewal statement, bounded by the first lease's expiry, did not "
+            "answer in time on this loaded database store): the turn was cut, not lost silently, and the client "
+            "was told in the stream. A turn cut this way is a defect of the lease's defaults under this load, "
+            "not a refusal."
+        )
+    return table
 
 
 def goals_table(results: dict[str, Any]) -> str:
@@ -242,7 +261,7 @@ instance shown), the model requests at once by the model server, the RSS growth 
 conversation and the CPU per turn from the server processes (both instances summed).
 
 **Machine**: {results["machine"]["cpus"]} cores, Python {results["machine"]["python"]}; the whole run
-took {results["elapsed_s"]:,.0f} s. The machine was shared with other work while it ran: load average
+took {results["elapsed_s"]:,.0f} s. {_sharing(results)} Load average
 {results["load_at_start"][0]:.1f} at the start, {load} (1 min) after each level and
 {results["load_at_end"][0]:.1f} at the end, against {results["machine"]["cpus"]} cores. The load
 generator, the model server and the instances ran on it too. Read the numbers as what this machine

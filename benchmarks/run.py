@@ -186,6 +186,26 @@ def add_longest(results: dict[str, Any], names: list[str]) -> None:
     results["targets_cost"] = report_cost.targets(results["cost"])
 
 
+def rerun_scenarios(results: dict[str, Any], names: list[str]) -> None:
+    """Run the cost part's six scenarios again for some loops (every model) into saved results.
+
+    The scenarios' dollars do not depend on the machine; a change to how a loop answers them
+    (not to its long turns) is measured this way without the many minutes of the longest turns.
+    """
+    cost = results["cost"]
+    started, load = time.perf_counter(), _load()
+    with BenchServer() as server:
+        print(f"\n[cost] the six scenarios again: {', '.join(names)}", flush=True)
+        rows = costs.measure(server, COST_LOOP_MAKERS, cost["scenarios"], [], names=names)
+    fresh = {(r["loop"], r["model"], r["what"]) for r in rows}
+    cost["rows"] = [r for r in cost["rows"] if (r["loop"], r["model"], r["what"]) not in fresh] + rows
+    kept = {k: cost[k] for k in ("rows", "longest", "machine") if k in cost}
+    results["cost"] = costs.summary(cost["rows"], cost["scenarios"], cost["long"]) | kept
+    rerun = {"loops": names, "load_before": load, "load_after": _load(), "elapsed_s": time.perf_counter() - started}
+    results["cost"]["machine"]["rerun"] = rerun
+    results["targets_cost"] = report_cost.targets(results["cost"])
+
+
 def _load() -> list[float]:
     """The machine's 1, 5 and 15 minute load averages (the load the figures were measured under)."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -228,12 +248,24 @@ def main() -> None:
         help="run every part but the cost and engine ones, kept from saved results",
     )
     parser.add_argument(
+        "--rerun-scenarios",
+        type=Path,
+        metavar="JSON",
+        help="run the cost part's six scenarios again for --long-loops' loops into saved results",
+    )
+    parser.add_argument(
         "--add-long", type=Path, metavar="JSON", help="run the longest cost turn for --long-loops into saved results"
     )
     args = parser.parse_args()
     _quiet()
     long_loops = args.long_loops.split(",") if args.long_loops else None
-    if args.add_long:
+    if args.rerun_scenarios:
+        if not long_loops:
+            parser.error("--rerun-scenarios needs --long-loops: the loops whose scenarios to run again")
+        results = json.loads(args.rerun_scenarios.read_text())
+        rerun_scenarios(results, long_loops)
+        args.out = args.out or args.rerun_scenarios
+    elif args.add_long:
         if not long_loops:
             parser.error("--add-long needs --long-loops: the loops whose longest turn to add")
         results = json.loads(args.add_long.read_text())
@@ -252,7 +284,7 @@ def main() -> None:
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
-    if out is not None and not (args.render or args.add_long):  # an added turn is not a new run
+    if out is not None and not (args.render or args.add_long or args.rerun_scenarios):  # not a new run
         previous = json.loads(out.read_text()) if out.exists() and not args.cost_only else results
         results["runs"] = [*previous.get("runs", []), report_summary.headline(results)][-RUNS_KEPT:]
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")

@@ -33,7 +33,7 @@ from typing import Any
 import gevent
 from locust import FastHttpUser, constant, events, task
 
-from benchmarks.web_counts import error_kind, without_numbers
+from benchmarks.web_counts import error_kind, event_error, without_numbers
 
 HOSTS = [h for h in os.environ.get("BENCH_HOSTS", "http://127.0.0.1:8000").split(",") if h]
 PROTOCOL = os.environ.get("BENCH_PROTOCOL", "agui")
@@ -159,10 +159,9 @@ class Conversation(FastHttpUser):
             answer.append(str(event.get("delta", "")))
         if kind == "RUN_FINISHED":
             return "ok"
-        if kind == "RUN_ERROR":
-            return "RUN_ERROR: " + without_numbers(event.get("message", ""))
-        if kind == "error":
-            return "error part: " + without_numbers(event.get("errorText", ""))
+        found = event_error(event)
+        if found is not None:
+            return ("RUN_ERROR: " if kind == "RUN_ERROR" else "error part: ") + without_numbers(found)
         return None
 
 

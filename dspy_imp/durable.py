@@ -152,11 +152,12 @@ class DurableAgent:
             raise ConfigurationError(f"DurableAgent takes a dspy_imp.ReActV2, got {program!r}")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigurationError(f"DurableAgent `name` must be letters, digits, '_', '.' or '-', got {name!r}")
-        if program.toolsets:  # their calls would not be recorded steps, nor their listing part of the workflow
-            raise ConfigurationError(
-                f"DurableAgent cannot run a program with MCP servers yet ({program.toolsets[0].label}); "
-                "run it with the program's own call, or give the server's tools as function tools"
-            )
+        for toolset in program.toolsets:  # each listing is recorded with the workflow (``Toolset.record``)
+            if not toolset.durable:
+                raise ConfigurationError(
+                    f"DurableAgent cannot record the tool list of {toolset.label}: it implements no "
+                    "`record`/`revive`; give its tools as function tools"
+                )
         self.program = program
         self.name = name
 

@@ -1,5 +1,7 @@
-"""A streamable-HTTP MCP server for the tests: ``python tests/mcp_http_server.py PORT`` serves
-``http://127.0.0.1:PORT/mcp``. Its tool ``whoami`` answers the ``Authorization`` header it was sent."""
+"""An HTTP MCP server for the tests: ``python tests/mcp_http_server.py PORT`` serves streamable HTTP
+at ``http://127.0.0.1:PORT/mcp``; ``python tests/mcp_http_server.py PORT sse`` serves the legacy
+HTTP+SSE transport at ``http://127.0.0.1:PORT/sse``. Its tool ``whoami`` answers the ``Authorization``
+header it was sent."""
 
 from __future__ import annotations
 
@@ -18,4 +20,5 @@ def whoami(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    transport = sys.argv[2] if len(sys.argv) > 2 else "streamable-http"
+    server.run(transport, host="127.0.0.1", port=int(sys.argv[1]))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from benchmarks import report_web, web_load, web_model
-from benchmarks.web_counts import error_kind
+from benchmarks.web_counts import error_kind, regrouped
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -38,6 +38,39 @@ def test_a_refusal_is_counted_by_status_retry_after_and_message() -> None:
     body = json.dumps({"detail": "over 512 running turns: retry in 3 s"})
     assert error_kind(429, body, "3") == "429 Retry-After: over N running turns: retry in N s"
     assert error_kind(409, "busy", None) == "409: busy"
+
+
+def test_a_refusal_answered_as_a_stream_is_one_kind_whichever_conversation_it_hit() -> None:
+    def agui(thread: str) -> str:
+        events = [
+            {"type": "RUN_STARTED", "threadId": thread, "runId": f"{thread}-r1"},
+            {"type": "RUN_ERROR", "message": "over 400 running turns: retry in 2 s", "code": "busy"},
+        ]
+        return "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+
+    aisdk = (
+        'data: {"type":"start","messageId":"m-9"}\n\n'
+        'data: {"type":"error","errorText":"over 400 running turns: retry in 2 s"}\n\n'
+    )
+    kinds = {error_kind(429, agui("abc123"), "2"), error_kind(429, agui("zz9"), "2"), error_kind(429, aisdk, "2")}
+    assert kinds == {"429 Retry-After: over N running turns: retry in N s"}
+    lost = {error_kind(200, f"LeaseLost: conversation '{c}': its turn lease expired", None) for c in ("a1", "b22")}
+    assert lost == {"200: LeaseLost: conversation '…': its turn lease expired"}
+
+
+def test_counts_saved_by_an_earlier_run_are_regrouped_when_rendered() -> None:
+    saved = {
+        '429 Retry-After: data: {"type":"RUN_STARTED","threadId":"eNbaeNd","runId":"eNb': 13,
+        '429 Retry-After: data: {"type":"start","messageId":"NfNfNc-N"} data: {"type":"error': 7,
+        "RUN_ERROR: LeaseLost: conversation 'NdNdNf': its turn lease expired unrenewed;": 1,
+        "RUN_ERROR: LeaseLost: conversation 'NacdNcNdbcNfNeNbNfNcNe': its turn lease expired unrenewed;": 2,
+        "RUN_ERROR: LeaseLost: conversation 'cut before its clos": 1,
+    }
+    assert regrouped(saved) == {
+        "429 Retry-After: refused as an error event in the stream": 20,
+        "RUN_ERROR: LeaseLost: conversation '…': its turn lease expired…": 3,
+        "RUN_ERROR: LeaseLost: conversation '…'": 1,
+    }
 
 
 def _results(level: int, **measured: Any) -> dict[str, Any]:

@@ -64,7 +64,10 @@ def test_a_200_step_turn_under_a_deadline_opens_one_connection(run: Any, engine:
 
     assert pred.metadata.termination_reason == "answered"
     assert len(server.requests) == STEPS + 1
-    assert server.connections == 1
+    # One connection kept for the turn, not one per request (201). A client may still open a second
+    # one when it finds its idle socket unusable (on a loaded machine it was seen twice in 3,600
+    # tests): what this guards is a client per request, so a reopen or two is not a failure.
+    assert server.connections <= 3
     assert len(lm._engine_store) == (1 if engine == "auto" else 0)  # the native engine's store does not grow
     timeouts = {r.body.get("timeout") for r in server.requests}
     assert timeouts == {None}  # the bound is the client's, never a field of the request

@@ -85,7 +85,12 @@ class Armed(DatabaseStore):
                 return result
             self.phase = None  # once
             if self.fault == "refuse":
-                self.engine.dispose()  # no pooled connection: the statement needs a new one
+                # No pooled connection: the statement needs a new one. Disposed once this is the only
+                # statement running (a renewal's connection checked out meanwhile would go back to
+                # the old pool and be left open), new ones held off until it is done.
+                with self._settled:
+                    self._settled.wait_for(lambda: self._statements == 1, timeout=self.timeout)
+                    self.engine.dispose()
             self.proxy.set(self.fault, **OPTIONS.get(self.fault, {}))
             if self.fault == "stall":
                 self.faulted.set()  # the statement will not return while the stall lasts

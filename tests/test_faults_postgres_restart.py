@@ -6,7 +6,8 @@ before; each turn runs one tool (``charge``) recording the turn's marker. When t
 way, the server is crashed (``pg_ctl stop -m immediate``) from inside a turn's tool, so that turn
 ends (and is saved) while the database is down, and started again once the load has met the
 outage (a save being tried again, or a turn told an error); the load goes on. Afterwards: every
-turn was told (finished, or a ``RUN_ERROR`` with a message), no conversation is locked past its
+turn was told (finished, a ``RUN_ERROR`` with a message, or, when the other instance's release
+failed during the outage, a 409 with ``Retry-After`` within the lease), no conversation is locked past its
 lease (with both stores' clocks moved past it, every conversation takes a turn on either
 instance), and each conversation's saved history holds every charge that ran for it, once, and
 none that did not.
@@ -68,8 +69,16 @@ def agent(ran: list[tuple[str, str]], in_the_middle: Any) -> dspy_imp.ReActV2:
 
 
 async def play(app: Any, thread: str, text: str, run: str) -> dict[str, Any]:
+    """The turn's last event; or, for a turn refused before its stream because the other instance
+    still holds the conversation (its lease's release failed while the server was down), that
+    refusal: a 409 naming when to come back, within the lease."""
     async with client(app) as http:
         response = await asyncio.wait_for(http.post("/ag-ui", json=run_input(text, thread=thread, run=run)), GUARD)
+    if response.status_code == 409:
+        body = response.json()
+        assert "on another instance" in body["error"] and 1 <= body["retry_after"] <= LEASE, body
+        assert response.headers["retry-after"] == str(body["retry_after"])
+        return {"type": "REFUSED", "message": body["error"]}
     assert response.status_code == 200, response.text
     return agui_events(response.text)[-1]
 
@@ -110,7 +119,7 @@ class Outage:
     async def told(self, last: dict[str, Any]) -> None:
         """After each turn: one that met the outage waits for the server to be back."""
         if self.going_down.is_set() and not self.restarted.is_set():
-            if last["type"] == "RUN_ERROR":
+            if last["type"] in ("RUN_ERROR", "REFUSED"):
                 self.met.set()
             await self.restarted.wait()
 
@@ -131,39 +140,44 @@ async def test_a_postgres_restart_mid_load_on_two_instances_locks_nothing_and_lo
     handler = logging.Handler()
     handler.emit = outage.emit  # type: ignore[method-assign]
     stores = [DatabaseStore(url, lease=LEASE, renew_every=0.2, timeout=10, clock=clock) for _ in range(2)]
-    apps = [dspy_imp.web.app(agent(ran, outage.in_the_middle), store=store) for store in stores]
-    told: dict[str, list[tuple[str, dict[str, Any]]]] = {f"load-{n}": [] for n in range(CONVERSATIONS)}
-
-    async def conversation(n: int) -> None:
-        thread = f"load-{n}"
-        for turn in range(TURNS):  # each turn to the other instance than the one before
-            marker = f"m{n}x{turn}"
-            last = await play(apps[(n + turn) % 2], thread, f"{thread} {marker}", f"r{turn}")
-            told[thread].append((marker, last))
-            await outage.told(last)
-
-    logging.getLogger("dspy_imp.web").addHandler(handler)
     try:
-        load = asyncio.gather(outage.restart(), *(conversation(n) for n in range(CONVERSATIONS)))
-        await asyncio.wait_for(load, GUARD)
+        apps = [dspy_imp.web.app(agent(ran, outage.in_the_middle), store=store) for store in stores]
+        told: dict[str, list[tuple[str, dict[str, Any]]]] = {f"load-{n}": [] for n in range(CONVERSATIONS)}
+
+        async def conversation(n: int) -> None:
+            thread = f"load-{n}"
+            for turn in range(TURNS):  # each turn to the other instance than the one before
+                marker = f"m{n}x{turn}"
+                last = await play(apps[(n + turn) % 2], thread, f"{thread} {marker}", f"r{turn}")
+                told[thread].append((marker, last))
+                await outage.told(last)
+
+        logging.getLogger("dspy_imp.web").addHandler(handler)
+        try:
+            load = asyncio.gather(outage.restart(), *(conversation(n) for n in range(CONVERSATIONS)))
+            await asyncio.wait_for(load, GUARD)
+        finally:
+            logging.getLogger("dspy_imp.web").removeHandler(handler)
+        assert outage.crashed.is_set() and outage.restarted.is_set()
+
+        endings = [last for turns in told.values() for _, last in turns]
+        assert len(endings) == CONVERSATIONS * TURNS
+        assert all(
+            last["type"] == "RUN_FINISHED" or (last["type"] in ("RUN_ERROR", "REFUSED") and last["message"])
+            for last in endings
+        )
+        for thread, turns in told.items():  # each charge that ran is in its history once; none else
+            executed = sorted(marker for conversation, marker in ran if conversation == thread)
+            saved = await saved_markers(url, thread)
+            assert sorted(saved) == executed, (thread, saved, executed, turns)
+            assert len(set(saved)) == len(saved)
+            assert {m for m, last in turns if last["type"] == "RUN_FINISHED"} <= set(saved), (thread, turns)
+
+        clock.offset = LEASE + 1  # both instances' clocks past any lease left behind
+        for n in range(CONVERSATIONS):
+            for i, app in enumerate(apps):
+                last = await play(app, f"load-{n}", f"load-{n} after{i}", f"after{i}")
+                assert last["type"] == "RUN_FINISHED", last  # not locked past its lease
     finally:
-        logging.getLogger("dspy_imp.web").removeHandler(handler)
-    assert outage.crashed.is_set() and outage.restarted.is_set()
-
-    endings = [last for turns in told.values() for _, last in turns]
-    assert len(endings) == CONVERSATIONS * TURNS
-    assert all(last["type"] == "RUN_FINISHED" or (last["type"] == "RUN_ERROR" and last["message"]) for last in endings)
-    for thread, turns in told.items():  # each charge that ran is in its history once; none else
-        executed = sorted(marker for conversation, marker in ran if conversation == thread)
-        saved = await saved_markers(url, thread)
-        assert sorted(saved) == executed, (thread, saved, executed, turns)
-        assert len(set(saved)) == len(saved)
-        assert {m for m, last in turns if last["type"] == "RUN_FINISHED"} <= set(saved), (thread, turns)
-
-    clock.offset = LEASE + 1  # both instances' clocks past any lease left behind
-    for n in range(CONVERSATIONS):
-        for i, app in enumerate(apps):
-            last = await play(app, f"load-{n}", f"load-{n} after{i}", f"after{i}")
-            assert last["type"] == "RUN_FINISHED", last  # not locked past its lease
-    for store in stores:
-        store.close()
+        for store in stores:
+            store.close()

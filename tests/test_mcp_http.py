@@ -12,6 +12,8 @@ from typing import Any
 
 import dspy
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_genai_spans import spans  # noqa: F401 (the in-memory exporter fixture, written once)
 
 import dspy_imp
 from dspy_imp import mcp
@@ -58,4 +60,22 @@ def test_a_turn_calls_a_streamable_http_server_with_its_headers(run: Any, url: s
     assert lm.requests[0].tool_names == ["crm_whoami"]
     entry = next(e for e in pred.metadata.history.messages if e.get("tool_call_results"))
     assert entry["tool_call_results"][0]["result"] == "Bearer s3cret"
+    server.close()
+
+
+def test_an_http_calls_span_names_the_session_the_server_gave(
+    run: Any,
+    url: str,
+    spans: InMemorySpanExporter,  # noqa: F811
+) -> None:
+    server = mcp.http(url, prefix="crm", mode="legacy")  # 2026-07-28 has no sessions
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM([reply("who", calls=[call("crm_whoami", {}, id="c1")]), reply("done")])
+    with dspy.context(lm=lm):
+        run(agent, question="who am I?")
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool crm_whoami"]
+    attributes = dict(span.attributes or {})
+    assert attributes["network.transport"] == "tcp"
+    assert isinstance(server.session_id, str) and len(server.session_id) >= 16
+    assert attributes["mcp.session.id"] == server.session_id
     server.close()

@@ -35,4 +35,6 @@ def test_an_mcp_calls_span(run: Any, spans: InMemorySpanExporter, tmp_path: Path
     assert attributes["network.transport"] == "pipe"
     assert attributes["dspy_imp.mcp.server"] == "test"
     assert attributes["dspy_imp.mcp.tool"] == "echo"
+    assert attributes["jsonrpc.request.id"].isdigit()  # the id of the tools/call request on the wire
+    assert "mcp.session.id" not in attributes  # stdio has no session id
     server.close()

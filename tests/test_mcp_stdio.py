@@ -37,7 +37,10 @@ def children() -> set[int]:
     """This process's child processes now."""
     found: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
-        text = (task / "children").read_text()
+        try:
+            text = (task / "children").read_text()
+        except FileNotFoundError:  # a thread that ended since the listing: it has no children
+            continue
         found.update(int(pid) for pid in text.split())
     return found
 

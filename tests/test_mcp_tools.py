@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import warnings
 from typing import Annotated, Any
 
 import dspy
 import mcp_types as types
 import pytest
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Image, MCPServer, Resolve
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 import dspy_imp
@@ -646,9 +648,59 @@ def test_a_flood_of_text_is_cut_before_it_reaches_the_record() -> None:
     assert result_value(structured) == "short"  # the structured flood gives way to the text
 
 
-def test_a_durable_agent_refuses_a_program_with_servers() -> None:
-    import dspy_imp.durable
+def sampling_server() -> MCPServer:
+    server = MCPServer("writer")
 
-    agent = dspy_imp.ReActV2("question -> answer", tools=[mcp.memory(calculator())])
-    with pytest.raises(dspy_imp.ConfigurationError, match="DurableAgent cannot run a program with MCP servers yet"):
-        dspy_imp.durable.DurableAgent(agent, name="calc")
+    @server.tool()
+    async def summarize(text: str, ctx: Context) -> str:
+        """Summarize a text with the client's model."""
+        if ctx.session.client_params is not None and ctx.session.client_params.capabilities.sampling is None:
+            return "no sampling offered"
+        with warnings.catch_warnings():  # deprecated on 2026-07-28 sessions (SEP-2577), still in the protocol
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            answer = await ctx.session.create_message(
+                messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+                max_tokens=50,
+                system_prompt="Summarize.",
+            )
+        content = answer.content
+        return f"summary: {content.text}" if isinstance(content, types.TextContent) else "no text"
+
+    return server
+
+
+def test_sampling_is_answered_by_the_named_lm_and_counted_in_the_turns_usage(run: Any) -> None:
+    sampler = ScriptedLM([reply("short", usage=(7, 3))])
+    server = mcp.memory(sampling_server(), mode="legacy", sampling=sampler)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM(calling("summarize", {"text": "a long text"}))
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    assert tool_message(lm)["content"] == "summary: short"
+    (asked,) = sampler.requests
+    assert asked.messages[-1] == {"role": "user", "content": "a long text"}
+    assert asked.messages[0] == {"role": "system", "content": "Summarize."}
+    usage = pred.metadata.usage
+    assert usage.requests["sampling"] == 1
+    assert [c.kind for c in usage.calls].count("sampling") == 1
+    assert usage.input_tokens == sum(c.input_tokens for c in usage.calls) and usage.input_tokens >= 7
+    server.close()
+    unoffered = mcp.memory(sampling_server(), mode="legacy")  # no LM named: no sampling capability
+    lm = ScriptedLM(calling("summarize", {"text": "a long text"}))
+    with dspy.context(lm=lm):
+        run(dspy_imp.ReActV2("question -> answer", tools=[unoffered]), question="q")
+    assert tool_message(lm)["content"] == "no sampling offered"
+    unoffered.close()
+
+
+def test_sampling_is_bounded_by_the_turns_usage_limits(run: Any) -> None:
+    sampler = ScriptedLM([reply("short")])
+    server = mcp.memory(sampling_server(), mode="legacy", sampling=sampler)
+    limits = dspy_imp.UsageLimits(requests=1)  # the first request spends it: the sampling may not leave
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], usage_limits=limits)
+    lm = ScriptedLM(calling("summarize", {"text": "a long text"}))
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    assert sampler.requests == []
+    assert "usage_limit_exceeded" in pred.metadata.history.messages[0]["tool_call_results"][0]["result"]
+    server.close()

@@ -45,13 +45,13 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 class Instance:
-    def __init__(self, url: str, folder: Path):
+    def __init__(self, url: str, folder: Path, lease: str = "30"):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "web_database_app.py"), url, str(self.port), str(folder)],
+            [sys.executable, str(ROOT / "tests" / "web_database_app.py"), url, str(self.port), str(folder), lease],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

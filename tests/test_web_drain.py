@@ -56,6 +56,8 @@ async def test_healthz_and_readyz_answer_without_auth_but_behind_the_host_check(
         "running_turns": 0,
         "max_turns": 7,
         "model_requests": 1024,
+        "model_requests_in_flight": 0,
+        "model_requests_waiting": 0,
         "store": "ok",
     }
     assert foreign.status_code == 403
@@ -77,6 +79,8 @@ async def test_readyz_is_503_while_the_instance_runs_its_most_turns() -> None:
         "running_turns": 1,
         "max_turns": 1,
         "model_requests": 1024,
+        "model_requests_in_flight": 0,
+        "model_requests_waiting": 0,
         "store": "ok",
     }
     assert free.status_code == 200 and free.json()["running_turns"] == 0

@@ -44,7 +44,7 @@ class FlakyRenewals(DatabaseStore):
         self.loop = asyncio.get_running_loop()
         return await super().claim(key)
 
-    def _extend(self, key: str) -> float | None:  # in a worker thread
+    def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:  # in a worker thread
         self.now += 1
         if self.failing(len(self.renewals) + 1):
             self.renewals.append("failed")
@@ -52,7 +52,7 @@ class FlakyRenewals(DatabaseStore):
         self.renewals.append("ok")
         if self.renewals.count("ok") == self.wanted and self.loop is not None:
             self.loop.call_soon_threadsafe(self.renewed.set)
-        return super()._extend(key)
+        return super()._extend(held)
 
     def _lose(self, key: str, why: str) -> None:  # on the event loop
         super()._lose(key, why)
@@ -128,12 +128,13 @@ async def test_a_lease_another_holder_took_is_an_error_part_on_the_ai_sdk_stream
     original = store._extend
     took: list[str] = []
 
-    def taken(key: str) -> float | None:
+    def taken(held: dict[str, str]) -> tuple[float, set[str]]:
         if "first" in RAN and not took:  # while the first tool runs: expired, and another instance claims it
+            (key,) = held
             took.append(key)
             store.now += 100
             assert other._claim(key)
-        return original(key)
+        return original(held)
 
     store._extend = taken  # type: ignore[method-assign]
     app = dspy_imp.web.app(lease_agent(store), store=store)

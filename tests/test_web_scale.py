@@ -8,6 +8,7 @@ decided by the test, never by the machine's speed (``GUARD`` is a hang guard onl
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -73,6 +74,32 @@ async def test_a_turn_beyond_max_turns_is_refused_429_with_retry_after_before_an
     assert first[-1]["type"] == "RUN_FINISHED"
     assert later[-1]["type"] == "RUN_FINISHED"  # the slot is free again: the retry runs
     assert chat_later.status_code == 200 and '"type":"finish"' in chat_later.text.replace(" ", "")
+
+
+async def test_a_full_instance_tells_a_stream_reader_429_with_a_run_error_or_an_error_part() -> None:
+    """Asked for ``text/event-stream``, the 429 keeps its status and ``Retry-After``, and its body is
+    the stream a client that reads only the stream understands: AG-UI ``RUN_STARTED`` then
+    ``RUN_ERROR`` (``code`` ``max_turns``); the AI SDK's ``start``, an ``error`` part naming it, ``[DONE]``."""
+    holds = Holds([reply(calls=[call("hold", {}, id="h1")]), reply("Held.")])
+    app = dspy_imp.web.app(holds.agent, max_turns=1)
+    sse = {"accept": "text/event-stream"}
+    async with client(app) as http:
+        running = asyncio.ensure_future(http.post("/ag-ui", json=run_input("Hold", thread="a")))
+        await asyncio.wait_for(holds.holding.wait(), GUARD)
+        agui = await http.post("/ag-ui", json=run_input("Me too", thread="b"), headers=sse)
+        chat = await http.post("/api/chat", json=chat_body("c", "Me too"), headers=sse)
+        holds.released.set()
+        await asyncio.wait_for(running, GUARD)
+    for answer in (agui, chat):
+        assert (answer.status_code, answer.headers["retry-after"]) == (429, "1")
+        assert answer.headers["content-type"].startswith("text/event-stream")
+    events = agui_events(agui.text)
+    assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[1]["code"] == "max_turns" and "max_turns=1" in events[1]["message"]
+    parts = [line.removeprefix("data: ") for line in chat.text.splitlines() if line.startswith("data: ")]
+    assert parts[-1] == "[DONE]" and chat.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    (error,) = [json.loads(p) for p in parts[:-1] if json.loads(p)["type"] == "error"]
+    assert error["errorText"].startswith("max_turns: ") and "max_turns=1" in error["errorText"]
 
 
 async def test_an_approval_refused_for_a_full_instance_is_kept_and_runs_when_sent_again() -> None:
@@ -186,6 +213,9 @@ async def test_the_native_engine_keeps_more_than_100_model_requests_in_flight() 
             answers = await asyncio.gather(
                 *(http.post("/ag-ui", json=run_input("Go", thread=f"t{n}")) for n in range(turns))
             )
+        # The 150 pooled connections closed on this loop: left to the pool's finalizers, they are
+        # closed whenever they are collected, on a loaded machine inside some later test.
+        await lm.aclose()
     finally:
         server.stop()
     assert server.most == turns  # every turn's request at once: DSPy alone stops at 100

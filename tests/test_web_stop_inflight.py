@@ -254,20 +254,27 @@ class SyncOnly:
         self.script, self.answered = lm._engine_spec, answered
         self.calls = 0
         self.waiting, self.release = threading.Event(), threading.Event()
+        self.finished = threading.Event()  # a blocked request's thread is done with its reply
 
     def complete(self, request: Any) -> Any:
         self.calls += 1
         if self.calls > self.answered:
             self.waiting.set()
             self.release.wait(GUARD)
-        return self.script.complete(request)
+        try:
+            return self.script.complete(request)
+        finally:
+            self.finished.set()
 
     def stream(self, request: Any) -> Any:
         self.calls += 1
         if self.calls > self.answered:
             self.waiting.set()
             self.release.wait(GUARD)
-        yield from self.script.stream(request)
+        try:
+            yield from self.script.stream(request)
+        finally:
+            self.finished.set()
 
 
 @pytest.mark.parametrize("answered", [1, 0], ids=["answers", "stopped-while-it-blocks"])
@@ -292,6 +299,9 @@ async def test_a_sync_turn_on_an_lm_without_async_engine_sends_sync_and_stops(an
         assert not engine.release.is_set()  # ended with the request still blocked
     finally:
         engine.release.set()
+    # The request left behind ends while this test's loop still runs: its late chunks, handed to the
+    # loop and dropped, would otherwise be handed to a loop already closed (a warning at teardown).
+    assert await asyncio.to_thread(engine.finished.wait, GUARD)
     assert type(ended.error).__name__ == "StreamClosed"
     saved = await runner.store.load("n1")
     assert saved is not None and saved.history.messages == [ONLY_THE_QUESTION]

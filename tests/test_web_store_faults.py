@@ -7,6 +7,7 @@ refusal of what is not an agent; the warning of an app served openly without ``a
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,37 @@ async def test_how_each_turn_ended_survives_a_restart(tmp_path: Path, kind: str)
     assert [t["messages"] for t in turns] == [4, 6]  # after the refused call's result, then after the send
     assert turns[1]["approvals"] == {"c9": "No receipt."} and turns[1]["ending"]["usage"]["input_tokens"] == 40
     assert read["messages"][3]["toolCallId"] == "c9" and read["messages"][5]["toolCallId"] == "c10"
+
+
+async def test_close_waits_for_an_abandoned_statement_before_disposing_the_pool(tmp_path: Path) -> None:
+    """A statement past its bound is abandoned, its thread still holding a pooled connection; a
+    ``close()`` meanwhile waits for it, so the pool it disposes has that connection back (checked
+    out while the pool is disposed, it would go back to the old pool and be left open)."""
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path}/chat.db", timeout=1)
+    await store.check()
+    holding, release = threading.Event(), threading.Event()
+
+    def slow_row(key: str) -> Any:
+        with store.engine.connect() as c:
+            holding.set()
+            release.wait(30)  # a hang guard: the test releases it
+            return c.execute(sa.text("SELECT 1")).first()
+
+    store._row = slow_row  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError, match="did not answer within 1 s"):
+        await store.load("k")  # abandoned after 1 s, its thread still in the statement
+    assert holding.is_set()
+    checked_out: list[int] = []
+    dispose = store.engine.dispose
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        checked_out.append(store.engine.pool.checkedout())
+        dispose(*args, **kwargs)
+
+    store.engine.dispose = counted  # type: ignore[method-assign]
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    closing.join(0.5)  # without the wait, close() has disposed the pool by now
+    release.set()
+    closing.join(30)
+    assert checked_out == [0]

@@ -1,13 +1,14 @@
 """One web instance on a ``DatabaseStore``, for the multi-process tests (``test_web_database_instances``).
 
-    python tests/web_database_app.py URL PORT FOLDER
+    python tests/web_database_app.py URL PORT FOLDER [LEASE]
 
 The agent's model answers from the request alone (so any instance can take any turn): a tool
 result is answered with text; a message asking for a refund calls ``refund`` (it needs approval);
 any other message calls ``wait`` with the message as its name. ``wait`` writes ``started-NAME`` in
 FOLDER, then waits until ``release-NAME`` exists there (the test releases it: nothing here depends
 on the machine's speed). The store's clock is the real one plus the seconds in ``FOLDER/clock``,
-so the test can move an instance past a dead instance's lease at once.
+so the test can move an instance past a dead instance's lease at once. LEASE is the store's lease
+in seconds (30 by default; ``default``: the store's own default).
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ def clock() -> float:
 
 agent = dspy_imp.ReActV2("message -> reply", tools=[wait, refund], needs_approval=[refund])
 agent.set_lm(ScriptedLM(answer))
-store = dspy_imp.web.DatabaseStore(URL, lease=30, clock=clock)
+LEASE = sys.argv[4] if len(sys.argv) > 4 else "30"
+store = (
+    dspy_imp.web.DatabaseStore(URL, clock=clock)
+    if LEASE == "default"
+    else dspy_imp.web.DatabaseStore(URL, lease=float(LEASE), clock=clock)
+)
 
 if __name__ == "__main__":
     uvicorn.run(dspy_imp.web.app(agent, store=store), host="127.0.0.1", port=PORT, log_level="warning")

@@ -8,7 +8,9 @@ or a parallel batch (``tools``, whose sync tools run where ``tool_threads`` puts
 count (``measure``), a call's arguments checked against an untrusted schema off the event loop
 (``tools.check_job``) or a retry pause. A ``Watch`` sees each effect performed (``watched``). A sync
 turn whose observer can stop it while an effect runs (the web app's Stop, ``stopping``) hands each
-effect to the async path on its event loop.
+effect to the async path on its event loop. An observer may bound the model requests in flight
+(``model_slot``, the web app's ``model_requests``): the async path holds one of its slots while a
+request or an extraction runs, so a request waiting for one is seen waiting.
 
 The tool boundary catches ``Exception`` (a raising tool is an observation) and the request
 boundary too (the failed request's error goes to the machine unchanged).
@@ -117,6 +119,14 @@ class Effects:
         install_nameless_reader(lambda: current_exchange().get() is not None)
         install_finetune_data()
 
+    def listing(self, program: Any) -> Any:
+        """The tools ``program``'s toolsets (MCP servers) offer the turn it starts: listed now here; a
+        durable driver lists them in a recorded step, so a resumed turn has the tools it started with."""
+        return program._listed()
+
+    async def alisting(self, program: Any) -> Any:
+        return await program._alisted()
+
     def perform(self, effect: Any) -> Any:
         if self.watch is not None:
             self.watch.check()  # a closed stream stops the turn here (``StreamClosed``)
@@ -151,6 +161,10 @@ class Effects:
             if self.watch is not None:
                 await self.watch.asend(self.watch.after(effect.check, answer))
             return answer_of_request, answer
+        slot = self.watch.model_slot if self.watch is not None else None
+        if slot is not None and isinstance(effect, ModelRequest | Extraction):  # the app's bound on requests
+            async with slot():
+                return await awatched(self.watch, effect, self._job(effect), aoutcome)
         return await awatched(self.watch, effect, self._job(effect), aoutcome)
 
     def ended(self, outcome: Any) -> Any:

@@ -30,7 +30,7 @@ import dspy
 
 from dspy_imp._drivers.recorder import Recorder, history_disabled, measured, quiet, recording, unretried
 from dspy_imp._records import clock
-from dspy_imp._records.kinds import TerminationCause
+from dspy_imp._records.kinds import TerminationCause, UsageKind
 from dspy_imp._records.scoped import scoped
 from dspy_imp._records.usage import RequestUsage, UsageLimits
 from dspy_imp._routes.dspy_private import adapter_call_to, request_seconds, wrap_once
@@ -50,8 +50,9 @@ class GuardrailStopped(Exception):
 class Gate:
     """One guardrail check's model calls: what they used, and whether one was stopped."""
 
-    def __init__(self, budget: UsageLimits | None):
+    def __init__(self, budget: UsageLimits | None, kind: UsageKind = "guardrail"):
         self.limits = budget
+        self.kind: UsageKind = kind
         self.calls: list[RequestUsage] = []
         self.stopped: TerminationCause | None = None
         self.timeout: float | None = None  # on the deadline's ladder (``clock.rung``)
@@ -69,7 +70,7 @@ class Gate:
             if cause is not None:
                 self.stopped = cause
                 raise GuardrailStopped(cause)
-            self.calls.append(RequestUsage("guardrail"))  # counted as it leaves: a concurrent call sees it
+            self.calls.append(RequestUsage(self.kind))  # counted as it leaves: a concurrent call sees it
             slot = len(self.calls) - 1
         options, sender, seconds = dict(kwargs), lm, None
         left = clock.time_left()
@@ -86,7 +87,7 @@ class Gate:
 
     def after(self, slot: int, recorder: Recorder) -> None:
         """The call in ``slot`` as the LM reported it (zeros when it reported nothing)."""
-        (reading,) = measured("guardrail", recorder.history[:1], 0)
+        (reading,) = measured(self.kind, recorder.history[:1], 0)
         with self._lock:
             self.calls[slot] = reading
 
@@ -104,6 +105,17 @@ def books(budget: UsageLimits | None) -> Iterator[Gate]:
     install()
     gate = Gate(budget)
     with scoped(_GATE, gate), dspy.context(send_stream=None):
+        yield gate
+
+
+@contextlib.contextmanager
+def tool_books(budget: UsageLimits | None) -> Iterator[Gate]:
+    """The gate of the model calls made for the turn during one tool call (an MCP server's sampling
+    requests, answered in the call's context: ``dspy_imp.mcp``), counted as ``"sampling"``. Unlike
+    ``books`` the call's stream stays: its progress lines are the turn's."""
+    install()
+    gate = Gate(budget, "sampling")
+    with scoped(_GATE, gate):
         yield gate
 
 

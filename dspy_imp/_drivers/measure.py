@@ -3,16 +3,19 @@
 Nothing is sent and no DSPy callback fires: the step adapter's ``preview`` renders the messages
 and the native tool list through the same code as ``format`` (same dialect, route, roster and
 memo). The counter is the policy's own or LiteLLM's (``_routes.tokens``); the window is LiteLLM's
-model map's. Pure, so the durable driver does not checkpoint it: a replay measures the same.
+model map's. Pure, so the durable driver does not checkpoint it: a replay measures the same. The
+async driver measures in a worker thread, off the event loop.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import dspy
 
+from dspy_imp._drivers import tool_threads
 from dspy_imp._drivers.adapter import Exchange, ReActAdapter, current_exchange
 from dspy_imp._prompt.guidance import tool_listing
 from dspy_imp._records.outcomes import Measured
@@ -39,7 +42,10 @@ def measure(program: Program, effect: Measure) -> Measured:
 
 
 async def ameasure(program: Program, effect: Measure) -> Measured:
-    return measure(program, effect)
+    """``measure`` in a worker thread with this context: the rendering, the counter and LiteLLM's
+    cold import (seconds, the first time) never hold the event loop, which other turns share (the
+    web app's streams)."""
+    return await tool_threads.arun(functools.partial(measure, program, effect))
 
 
 def _adapter() -> ReActAdapter:

@@ -22,12 +22,13 @@ failure is that call's own ``Raised``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import functools
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import CancelledError
 from dataclasses import replace
 from typing import Any
@@ -35,12 +36,13 @@ from typing import Any
 import anyio
 import dspy
 
-from dspy_imp._drivers import tool_threads
+from dspy_imp._drivers import guard_books, tool_threads
 from dspy_imp._drivers.interrupts import tool_failure
 from dspy_imp._drivers.job import Job
 from dspy_imp._records.errors import ToolTimedOut
 from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
+from dspy_imp._records.usage import RequestUsage
 from dspy_imp._turn.arguments import check_arguments, unchecked
 from dspy_imp._turn.effects import CheckArguments, RunTool, RunTools
 from dspy_imp._turn.limits import bound_at_start
@@ -108,12 +110,35 @@ def tool_job(effect: RunTool) -> Job:
         except tool_threads.Overran:
             raise _timed_out(started[0]) from None
 
-    return Job(
+    job = Job(
         run if effect.timeout is None or any_loop(tool) else bounded,
         arun,
         lambda value: Returned(value, now_iso()),
         lambda error: Raised(error, now_iso()),
         catches=tool_failure,
+    )
+    return _counting(job, effect) if getattr(tool, "counts_model_calls", False) else job
+
+
+def _counting(job: Job, effect: RunTool) -> Job:
+    """``job`` for a tool whose server may ask the turn's model (MCP sampling): the model calls made
+    during it pass the gate of the turn's limits, and its outcome carries their usage to the meter."""
+    gates: list[guard_books.Gate] = []
+
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        with guard_books.tool_books(effect.budget) as gate:
+            gates.append(gate)
+            yield
+
+    def used() -> tuple[RequestUsage, ...]:
+        return tuple(gates[-1].calls) if gates else ()
+
+    return replace(
+        job,
+        done=lambda value: Returned(value, now_iso(), used()),
+        failed=lambda error: Raised(error, now_iso(), used()),
+        scope=scope,
     )
 
 

@@ -64,9 +64,11 @@ def encode_outcome(outcome: Any) -> dict[str, Any]:
         usage, stopped = _encode_usage(outcome.usage), outcome.stopped
         return {"kind": "checked", "value": encode_value(outcome.value), "usage": usage, "stopped": stopped}
     if isinstance(outcome, Returned):
-        return {"kind": "returned", "value": encode_value(outcome.value), "at": outcome.at}
+        returned = {"kind": "returned", "value": encode_value(outcome.value), "at": outcome.at}
+        return {**returned, "usage": _encode_usage(outcome.usage)} if outcome.usage else returned
     if isinstance(outcome, Raised):
-        return {"kind": "raised", "error": encode_error(outcome.error), "at": outcome.at}
+        raised = {"kind": "raised", "error": encode_error(outcome.error), "at": outcome.at}
+        return {**raised, "usage": _encode_usage(outcome.usage)} if outcome.usage else raised
     if isinstance(outcome, tuple):
         return {"kind": "batch", "outcomes": [encode_outcome(item) for item in outcome]}
     if outcome is None:
@@ -92,9 +94,9 @@ def decode_outcome(record: Mapping[str, Any]) -> Any:
     if kind == "checked":
         return Checked(decode_value(record["value"]), usage=_decode_usage(record["usage"]), stopped=record["stopped"])
     if kind == "returned":
-        return Returned(decode_value(record["value"]), record["at"])
+        return Returned(decode_value(record["value"]), record["at"], _decode_usage(record.get("usage", [])))
     if kind == "raised":
-        return Raised(decode_error(record["error"]), record["at"])
+        return Raised(decode_error(record["error"]), record["at"], _decode_usage(record.get("usage", [])))
     if kind == "batch":
         return tuple(decode_outcome(item) for item in record["outcomes"])
     return None

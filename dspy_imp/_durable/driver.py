@@ -65,6 +65,7 @@ from dspy_imp._durable.codec import (
 )
 from dspy_imp._durable.values import revive_fields
 from dspy_imp._durable.waiting import receive
+from dspy_imp._program import toolsets
 from dspy_imp._program.module import ReActV2, escaped
 from dspy_imp._program.options import CALL_OPTIONS
 from dspy_imp._program.prediction import Prediction
@@ -90,6 +91,7 @@ from dspy_imp._turn.plan import Program
 
 logger = logging.getLogger("dspy_imp")
 _CLOCK_STEP: StepOptions = {"name": "dspy_imp.clock"}
+_LISTING_STEP: StepOptions = {"name": "dspy_imp.toolsets"}
 
 
 _BATCH: ContextVar[tuple[RunTool, ...] | None] = ContextVar("dspy_imp_durable_batch", default=None)
@@ -129,6 +131,16 @@ class DurableEffects(Effects):
     def child(self, program: Program) -> Effects:
         """A sub-agent's turn runs in this workflow, each of its effects a step of its own."""
         return DurableEffects(program, self.clock)
+
+    def listing(self, program: Any) -> Any:
+        """The toolsets' listing, recorded as a step: a replay revives the tools the turn started with
+        (a server's changed list reaches the next turn, never a resumed one) without listing again."""
+        record = DBOS.run_step(_LISTING_STEP, toolsets.record, program.toolsets)
+        return toolsets.revive(program.toolsets, program.own_tools, record)
+
+    async def alisting(self, program: Any) -> Any:
+        record = await DBOS.run_step_async(_LISTING_STEP, toolsets.arecord, program.toolsets)
+        return toolsets.revive(program.toolsets, program.own_tools, record)
 
     def perform(self, effect: Any) -> Any:
         batch = _BATCH.get()
@@ -239,11 +251,15 @@ async def _anow() -> float:
 def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(DBOS.run_step(_CLOCK_STEP, time.time))
     kwargs, end = _inputs(program, call), call["deadline"]
+    listing = None
     while True:
         with deadline_clock.recorded_clock(clock, end):
-            turn = program._turn(kwargs)
+            effects = DurableEffects(program, clock)
+            if program.toolsets and listing is None:  # listed once: a turn resumed from a pause keeps its tools
+                listing = effects.listing(program)
+            turn = program._turn(kwargs, None, listing)
             try:
-                outcome: Ending | Failure = drive(turn.run(), DurableEffects(program, clock))
+                outcome: Ending | Failure = drive(turn.run(), effects)
             except StreamClosed as stop:  # stopped (the web page's Stop): the history is the result
                 return _stopped(program, turn, stop)
             except BaseException as error:  # host code failing: a StepError with the history (``escaped``)
@@ -255,7 +271,7 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
         resumed = None
         while resumed is None:  # each wait is recorded: a replay gets the same messages, and ignores the same
             sent = receive(DECISIONS_TOPIC, _WAIT_SECONDS)  # never holds the process at exit
-            resumed = _accepted(program, kwargs, paused, sent)
+            resumed = _accepted(program, kwargs, paused, sent, listing)
         DBOS.set_event(PENDING_EVENT, None)
         clock.at = DBOS.run_step(_CLOCK_STEP, time.time)
         kwargs, end = resumed
@@ -264,11 +280,15 @@ def run_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
 async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
     clock = _Clock(await DBOS.run_step_async(_CLOCK_STEP, _anow))
     kwargs, end = _inputs(program, call), call["deadline"]
+    listing = None
     while True:
         with deadline_clock.recorded_clock(clock, end):
-            turn = program._turn(kwargs)
+            effects = DurableEffects(program, clock)
+            if program.toolsets and listing is None:
+                listing = await effects.alisting(program)
+            turn = program._turn(kwargs, None, listing)
             try:
-                outcome: Ending | Failure = await adrive(turn.run(), DurableEffects(program, clock))
+                outcome: Ending | Failure = await adrive(turn.run(), effects)
             except StreamClosed as stop:
                 return _stopped(program, turn, stop)
             except BaseException as error:
@@ -280,7 +300,7 @@ async def arun_turn(program: ReActV2, call: dict[str, Any]) -> dict[str, Any]:
         resumed = None
         while resumed is None:
             sent = await DBOS.recv_async(DECISIONS_TOPIC, timeout_seconds=_WAIT_SECONDS)
-            resumed = _accepted(program, kwargs, paused, sent)
+            resumed = _accepted(program, kwargs, paused, sent, listing)
         await DBOS.set_event_async(PENDING_EVENT, None)
         clock.at = await DBOS.run_step_async(_CLOCK_STEP, _anow)
         kwargs, end = resumed
@@ -320,7 +340,7 @@ def decision(approvals: Any, results: Any) -> dict[str, Any]:
 
 
 def _accepted(
-    program: ReActV2, kwargs: dict[str, Any], paused: Prediction, sent: Any
+    program: ReActV2, kwargs: dict[str, Any], paused: Prediction, sent: Any, listing: Any = None
 ) -> tuple[dict[str, Any], Any] | None:
     """The resuming call and its deadline for a received decision, or ``None`` to keep waiting.
 
@@ -333,7 +353,7 @@ def _accepted(
         return None
     try:
         resumed = _resumed(kwargs, paused, sent)
-        program._turn(resumed)  # the decisions against this pause, before anything runs
+        program._turn(resumed, None, listing)  # the decisions against this pause, before anything runs
     except (ConfigurationError, KeyError, TypeError) as stale:
         logger.warning(
             "dspy_imp.durable %s: ignored a decision that does not answer this pause: %s", DBOS.workflow_id, stale

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from dspy_imp._program.prediction import Metadata, Prediction, make_prediction
 from dspy_imp._program.predictor import StepPredictor, SummaryPredictor
 from dspy_imp._prompt.demos import complete_trace, demo_examples
 from dspy_imp._prompt.guidance import Task
+from dspy_imp._prompt.sentences import SUMMARY_INSTRUCTIONS
 from dspy_imp._prompt.signature import OutputSpec, is_text_answer, make_step_signature, make_submit_tool
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.hosted import HostedTool
@@ -99,9 +101,11 @@ class ReActV2(dspy.Module):
             lifetime, ``"5m"``, ``"1h"`` (Anthropic) or ``"24h"`` (OpenAI's extended retention).
         thinking: Which requests ask for thinking on a model that supports reasoning
             (``docs/providers.md#thinking``): ``"every"`` (the default, DSPy's: every ordinary
-            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``,
-            or ``"interleaved"`` (every step, with Anthropic's interleaved-thinking beta on Claude
-            4.x). The requests that only force or extract the answer never ask for it.
+            step, ``reasoning_effort="low"``), ``"first"`` (the turn's first step only), ``"off"``
+            (none; under ``finish="auto"`` with ``submit`` each step then asks for a call,
+            ``tool_choice="required"``), or ``"interleaved"`` (every step, with Anthropic's
+            interleaved-thinking beta on Claude 4.x). The requests that only force or extract the
+            answer never ask for it.
 
     Example:
         ```python
@@ -241,6 +245,13 @@ class ReActV2(dspy.Module):
         held = self.__dict__.get("summarizer")
         return held if isinstance(held, SummaryPredictor) else SummaryPredictor(self.react.signature)
 
+    def summary_instruction(self) -> str:
+        """The instruction a summary request ends on, read without building the default predictor:
+        that is a new signature class (a pydantic model) each time, once per call for a request
+        most calls never send."""
+        held = self.__dict__.get("summarizer")
+        return held.signature.instructions if isinstance(held, SummaryPredictor) else SUMMARY_INSTRUCTIONS
+
     @property
     def options(self) -> ProgramOptions:
         """The program's options; they live on the inner predictor so that save/load keeps them."""
@@ -262,10 +273,10 @@ class ReActV2(dspy.Module):
 
     def forward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)  # run as a sub-agent: on its caller's kind of driver and budget
-        listing = sets.listed(self.toolsets, self.own_tools) if self.toolsets else None
+        effects = child.effects(self) if child is not None else Effects(self)
+        listing = effects.listing(self) if self.toolsets else None  # a durable driver records it
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
-        effects = child.effects(self) if child is not None else Effects(self)
         try:
             outcome: Ending | Failure = drive(turn.run(), effects)
         except BaseException as error:  # a stop propagates with the history; failing host code is a Failure
@@ -274,17 +285,22 @@ class ReActV2(dspy.Module):
 
     async def aforward(self, **kwargs: Any) -> Prediction:
         child = current_child(self)
-        listing = None
-        if self.toolsets:
-            listing = await sets.alisted(self.toolsets, self.own_tools)
+        effects = child.effects(self) if child is not None else Effects(self)
+        listing = await effects.alisting(self) if self.toolsets else None
         turn = self._turn(kwargs, child.budget if child is not None else None, listing)
         mark = len(dspy.settings.trace or ())
-        effects = child.effects(self) if child is not None else Effects(self)
         try:
             outcome: Ending | Failure = await adrive(turn.run(), effects)
         except BaseException as error:
             outcome = escaped(self, turn, error)
         return self._conclude(turn, outcome, mark)
+
+    def _listed(self) -> sets.Listing:
+        """Its toolsets' tools now (``Effects.listing``: a durable driver records what this returns)."""
+        return sets.listed(self.toolsets, self.own_tools)
+
+    async def _alisted(self) -> sets.Listing:
+        return await sets.alisted(self.toolsets, self.own_tools)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> dspy.Tool:
         """This agent as a tool another agent calls: a sub-agent (``docs/agents-as-tools.md``).
@@ -307,6 +323,26 @@ class ReActV2(dspy.Module):
             ```
         """
         return agent_tool(self, name, description)
+
+    def as_mcp_server(
+        self, name: str, *, tool: str | None = None, description: str | None = None, sync: bool = False
+    ) -> Any:
+        """This program as an MCP server with one tool (``pip install -e ".[mcp]"``, ``docs/mcp.md``).
+
+        The tool's input schema is the signature's inputs, its ``outputSchema`` the outputs; a call
+        runs one turn, with progress per step, cancellation, and an approval pause asked of the
+        client as an elicitation. Serve it with ``.run_stdio()`` or ``.run_http()`` (127.0.0.1,
+        Host and Origin checked), or ``python -m dspy_imp.mcp serve module:program``.
+
+        Args:
+            name: The server's name (and the tool's, unless ``tool`` is given).
+            tool: The tool's name (letters, digits, ``_``, ``-``).
+            description: What the client's model reads; by default the signature's instructions.
+            sync: Run each turn with the sync call in a worker thread (a program whose tools are sync).
+        """
+        # Imported by name: the program's floor sits below ``dspy_imp.mcp`` and must not import it.
+        serving = importlib.import_module("dspy_imp.mcp._serving")
+        return serving.ProgramServer(self, name, tool=tool, description=description, sync=sync)
 
     def _turn(
         self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None
@@ -332,14 +368,14 @@ class ReActV2(dspy.Module):
         demo_examples(guidance, self.react.demos)  # a demo that cannot be shown is refused before any request
         setup = Setup(
             guidance,
-            OutputSpec(self.signature),
+            OutputSpec.of(self.signature),
             self._call_context(plan, own),
             prior,
             tuple(entries),
             paused=paused,
             decisions=plan.decisions,
             models=self._models(plan),
-            summary_instruction=self.summary_predictor().signature.instructions,
+            summary_instruction=self.summary_instruction(),
             budget=budget,
             history_edited=edited,
         )
@@ -364,7 +400,7 @@ class ReActV2(dspy.Module):
         return CallContext(
             roster=roster,
             runners=plan.runners,
-            outputs=OutputSpec(self.signature),
+            outputs=OutputSpec.of(self.signature),
             inputs=plan.inputs,
             policy=options.tool_policy,
             finish_on=options.finish_on,

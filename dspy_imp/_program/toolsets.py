@@ -52,6 +52,18 @@ class Toolset:
         """The tools it offers now (an async turn's start)."""
         raise NotImplementedError
 
+    durable: bool = False
+    """Whether ``record`` and ``revive`` are implemented: a ``DurableAgent`` records the listing a
+    turn starts with, so the turn resumed after a crash has the same tools (not a changed list)."""
+
+    def record(self, listing: Listing) -> Any:
+        """``listing`` (its own) as plain JSON data, stored with a durable turn's workflow."""
+        raise NotImplementedError
+
+    def revive(self, record: Any) -> Listing:
+        """The listing ``record`` holds, its tools calling this toolset again."""
+        raise NotImplementedError
+
     def __deepcopy__(self, memo: dict[int, Any]) -> Toolset:
         return self  # one connection, shared by a program and its copies
 
@@ -125,6 +137,26 @@ async def alisted(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> 
     """Every toolset's listing, asked at once (an async turn's start)."""
     listings = await asyncio.gather(*(toolset.alisting() for toolset in toolsets))
     return merged(own, list(zip(toolsets, listings, strict=True)))
+
+
+def record(toolsets: Sequence[Toolset]) -> list[Any]:
+    """Every toolset's listing now, as data (a durable turn's recorded step, sync)."""
+    return [toolset.record(toolset.listing()) for toolset in toolsets]
+
+
+async def arecord(toolsets: Sequence[Toolset]) -> list[Any]:
+    listings = await asyncio.gather(*(toolset.alisting() for toolset in toolsets))
+    return [toolset.record(listing) for toolset, listing in zip(toolsets, listings, strict=True)]
+
+
+def revive(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], records: Sequence[Any]) -> Listing:
+    """The turn's listing from its record, checked as a live one is (``merged``)."""
+    if len(records) != len(toolsets):
+        raise ConfigurationError(
+            f"the recorded turn listed {len(records)} toolsets, the program has {len(toolsets)}: "
+            "a durable turn resumes with the program it started with"
+        )
+    return merged(own, [(toolset, toolset.revive(data)) for toolset, data in zip(toolsets, records, strict=True)])
 
 
 def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:

@@ -177,11 +177,13 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
     (``metadata.history``, ``dump_history``) keeps the stamps: the trace holds a copy.
     """
     unclaimed = [s for s in steps if s.calls]
+    copies: dict[int, Any] = {}  # each step's history holds the entries before it: one copy per entry
     for predictor, inputs, prediction in trace:
         if predictor is not react or not isinstance(prediction, dspy.Prediction):
             continue
         if isinstance(inputs, dict) and isinstance(inputs.get("history"), dspy.History):
-            inputs["history"] = dspy.History(messages=[_timeless(m) for m in inputs["history"].messages])
+            messages = inputs["history"].messages
+            inputs["history"] = dspy.History(messages=[_timeless_once(m, copies) for m in messages])
         key = _call_key(prediction.get(STEP_CALLS))
         if not key:
             continue
@@ -192,6 +194,15 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
         entry = to_entry(step)
         prediction[STEP_CALLS] = entry["tool_calls"]
         prediction["tool_call_results"] = [_demo_result(r) for r in entry["tool_call_results"]]
+
+
+def _timeless_once(entry: Any, copies: dict[int, Any]) -> Any:
+    """``_timeless``, once per entry object: the steps of one turn share their history's entries
+    (the originals stay alive in the trace for the whole call, so an id names one entry)."""
+    key = id(entry)
+    if key not in copies:
+        copies[key] = _timeless(entry)
+    return copies[key]
 
 
 def _timeless(entry: Any) -> Any:

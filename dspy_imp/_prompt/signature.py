@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -170,6 +171,17 @@ class OutputSpec:
         self._fields = dict(signature.output_fields)
         self._adapters = {n: pydantic.TypeAdapter(_constrained(f)) for n, f in self._fields.items()}
 
+    @classmethod
+    def of(cls, signature: type[dspy.Signature]) -> OutputSpec:
+        """The signature's spec, built once per signature class: building it is a pydantic
+        ``TypeAdapter`` per output, and a program asks for it on every call. A signature class never
+        changes (DSPy's ``with_*`` make new ones), nor does a spec once built; the specs are held
+        weakly, so a signature made per call leaves with its spec."""
+        spec = _SPECS.get(signature)
+        if spec is None:
+            spec = _SPECS[signature] = cls(signature)
+        return spec
+
     def validate(self, arguments: Any) -> dict[str, Any] | Rejection:
         if not isinstance(arguments, dict):
             return Rejection("invalid_submit_arguments", sentences.INVALID_SUBMIT_ARGUMENTS)
@@ -223,3 +235,6 @@ def type_words(annotation: Any) -> str:
 def _plural(words: str) -> str:
     irregular = {"true or false": "true or false values", "list": "lists"}
     return irregular.get(words, words + "s" if " " not in words else words)
+
+
+_SPECS: weakref.WeakKeyDictionary[type, OutputSpec] = weakref.WeakKeyDictionary()

@@ -69,12 +69,21 @@ RequestKind = Literal["step", "last_text", "forced_submit", "required_retry", "e
 
 
 UsageKind = Literal[
-    "step", "last_text", "forced_submit", "required_retry", "extraction", "summary", "json_fallback", "guardrail"
+    "step",
+    "last_text",
+    "forced_submit",
+    "required_retry",
+    "extraction",
+    "summary",
+    "json_fallback",
+    "guardrail",
+    "sampling",
 ]
 
 
 """How ``metadata.usage`` counts a model call: a request kind, DSPy's JSON fallback for a step, or a
-model call a guardrail made (a ``dspy.Module`` guardrail, or a function that calls an LM)."""
+model call a guardrail made (a ``dspy.Module`` guardrail, or a function that calls an LM). ``sampling``: a
+model call answering an MCP server's ``sampling/createMessage`` during a tool call."""
 
 
 PendingKind = Literal["approval", "external"]

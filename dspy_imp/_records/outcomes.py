@@ -52,10 +52,12 @@ class Failed:
 
 @dataclass(frozen=True)
 class Returned:
-    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver."""
+    """A tool's value; ``at`` is when it came back (ISO 8601 UTC), stamped by the driver; ``usage``:
+    the model calls made for the turn during the call (an MCP server's sampling requests)."""
 
     value: Any
     at: str | None = None
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Checked(Returned):
 class Raised:
     error: BaseException
     at: str | None = None
+    usage: tuple[RequestUsage, ...] = ()
 
 
 @dataclass(frozen=True)

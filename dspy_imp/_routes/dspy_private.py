@@ -395,6 +395,19 @@ def native_thinking(model: str, effort: str) -> tuple[int, int] | None:
     return int(budgets[effort]), int(anthropic._default_max_tokens(model))
 
 
+def native_max_tokens(model: str) -> int:
+    """The ``max_tokens`` DSPy's native engine sends to Anthropic for ``model`` when none is set.
+
+    Why: lm15's default output ceiling (``_default_max_tokens``) is private; LiteLLM sends the
+    model's whole output limit instead (128,000 on the adaptive-class models), and the loop makes
+    that engine send what DSPy's default engine sends.
+    """
+    import importlib  # by name: the vendored modules are not for the type checker to follow
+
+    anthropic = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+    return int(anthropic._default_max_tokens(model))
+
+
 def set_model_connections(limit: int) -> None:
     """DSPy's native engine (lm15) built from now on keeps up to ``limit`` connections, so up to
     ``limit`` model requests, in flight per pool (``RouterConfig(max_connections=)``).

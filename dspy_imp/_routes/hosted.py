@@ -71,7 +71,11 @@ def served_blocks(details: Any, kinds: frozenset[str]) -> list[Block]:
     """The recorded served blocks of a step's ``reasoning_details`` whose kind the route replays."""
     if not isinstance(details, list | tuple):
         return []
-    return [dict(b) for b in details if isinstance(b, Mapping) and b.get("type") in kinds & served_kinds()]
+    replayed = kinds & served_kinds()
+    # a loaded history is untrusted: a block's "type" may be any JSON value (a list is unhashable)
+    return [
+        dict(b) for b in details if isinstance(b, Mapping) and isinstance(b.get("type"), str) and b["type"] in replayed
+    ]
 
 
 def foreign_text(details: Any, kinds: frozenset[str]) -> str:
@@ -82,7 +86,7 @@ def foreign_text(details: Any, kinds: frozenset[str]) -> str:
     texts = [
         by_kind[str(b["type"])].as_text(b)
         for b in details
-        if isinstance(b, Mapping) and b.get("type") in by_kind and b.get("type") not in kinds
+        if isinstance(b, Mapping) and isinstance(b.get("type"), str) and b["type"] in by_kind and b["type"] not in kinds
     ]
     return "\n\n".join(t for t in texts if t)
 

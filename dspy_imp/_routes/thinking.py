@@ -8,8 +8,11 @@ LiteLLM (its own table, plus its 4,096 default). The same program would think, a
 differently by engine. ``same_thinking`` makes LiteLLM's Anthropic route send what the native
 engine sends: the effort becomes the native engine's ``thinking`` and ``max_tokens`` (the
 program's own ``max_tokens`` read as the native engine reads it: the visible cap, the budget
-on top). A ``thinking`` the program sets itself is left as it is, and so is a model of the
-adaptive class (Claude 5.x, Opus 4.6+), which has no budget to agree on.
+on top). A ``thinking`` the program sets itself is left as it is. A model of the adaptive
+class (Claude 5.x, Opus 4.6+) has no budget to agree on, but its thinking counts against
+``max_tokens``: without the program's own, LiteLLM's request gets the native engine's (16,384)
+instead of the model's whole output limit. LiteLLM's ``display: "summarized"`` on adaptive
+thinking stays (the native engine cannot send it; Anthropic bills the same thinking either way).
 
 ``interleaved`` adds Anthropic's ``interleaved-thinking-2025-05-14`` beta header: Claude 4.x
 then thinks after every tool result, not once per assistant turn. A header is a client setting
@@ -68,9 +71,15 @@ def same_thinking(lm: Any, route: Route, lm_kwargs: dict[str, Any]) -> None:
     if route.engine != "litellm" or route.provider != "anthropic":
         return
     model = str(getattr(lm, "model", ""))
-    if "claude" not in model.lower() or model_facts(model).adaptive_only_thinking:
+    if "claude" not in model.lower():
         return
     own = getattr(lm, "kwargs", None) or {}
+    if (
+        model_facts(model).adaptive_only_thinking
+        or dspy_private.native_thinking(model.rsplit("/", 1)[-1], "low") is None
+    ):
+        _same_ceiling(model, own, lm_kwargs)  # adaptive class: no budget to agree on, the ceiling still
+        return
     if lm_kwargs.get("thinking", own.get("thinking")):
         return  # the program's own ``thinking``: LiteLLM reads its ``max_tokens`` as the whole ceiling
     effort = lm_kwargs.get("reasoning_effort", own.get("reasoning_effort"))
@@ -89,3 +98,12 @@ def same_thinking(lm: Any, route: Route, lm_kwargs: dict[str, Any]) -> None:
     lm_kwargs["reasoning_effort"] = None
     lm_kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
     lm_kwargs["max_tokens"] = budget + visible
+
+
+def _same_ceiling(model: str, own: Mapping[str, Any], lm_kwargs: dict[str, Any]) -> None:
+    """An adaptive-class Claude (its thinking counts against ``max_tokens``): without a
+    ``max_tokens`` of the program's, LiteLLM's request gets the native engine's (16,384), not the
+    model's whole output limit (128,000), so both engines cap the same reply the same way."""
+    if any(lm_kwargs.get(k, own.get(k)) for k in ("max_tokens", "max_completion_tokens")):
+        return
+    lm_kwargs["max_tokens"] = dspy_private.native_max_tokens(model.rsplit("/", 1)[-1])

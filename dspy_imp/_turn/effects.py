@@ -112,6 +112,9 @@ class RunTool:
     timeout: float | None = None
     by_deadline: bool = False
     call: ToolCall | None = field(default=None, compare=False)
+    budget: UsageLimits | None = field(default=None, compare=False)
+    """What the turn's usage limits leave for the model calls made during the call (an MCP server's
+    sampling requests); ``None``: no limits."""
 
 
 @dataclass(frozen=True)

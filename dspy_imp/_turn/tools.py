@@ -115,7 +115,7 @@ def _execute(
     runs = [c for c in checked if c.runner is not None and not agents.is_agent(c.runner)]
     outcomes: dict[str, Returned | Raised] = {}
     if ctx.parallel and len(runs) > 1:
-        answers = yield RunTools(tuple(_run(ctx, c.runner, c.call) for c in runs if c.runner))
+        answers = yield RunTools(tuple(_run(ctx, c.runner, c.call, running) for c in runs if c.runner))
         outcomes = {c.call.id: answer for c, answer in zip(runs, answers, strict=True)}
     for item in checked:
         result = item.result
@@ -130,7 +130,9 @@ def _execute(
                 done.calls.append(item.call)
                 continue
         elif item.runner is not None:
-            outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call))
+            outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call, running))
+            if running.meter is not None and outcome.usage:  # the model calls made for the turn during it
+                running.meter.add(outcome.usage)
             result, rejected = judged(ctx, item.call, outcome, done)
             stage = "finish_on" if rejected else None
         elif item.answer is not None:
@@ -144,10 +146,12 @@ def _execute(
             done.results.append(result)
 
 
-def _run(ctx: CallContext, runner: Tool, call: ToolCall) -> RunTool:
-    """The run of one call, bounded by its tool's timeout and the deadline (``_turn.limits``)."""
+def _run(ctx: CallContext, runner: Tool, call: ToolCall, running: Running | None = None) -> RunTool:
+    """The run of one call, bounded by its tool's timeout and the deadline (``_turn.limits``), and by
+    what the usage limits leave for model calls made during it (an MCP server's sampling)."""
     timeout, by_deadline = ctx.limits.bound(call.name)
-    return RunTool(runner, dict(call.args), timeout, by_deadline, call)
+    budget = running.meter.remaining() if running is not None and running.meter is not None else None
+    return RunTool(runner, dict(call.args), timeout, by_deadline, call, budget)
 
 
 def _run_agent(

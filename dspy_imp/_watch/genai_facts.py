@@ -65,6 +65,7 @@ TOKEN_BUCKETS = tuple(float(4**n) for n in range(14))  # 1, 4, 16, ... 67108864
 def reset_instruments() -> None:
     """Forget the metric instruments made so far (``instrument()`` may name another meter provider)."""
     _INSTRUMENTS.clear()
+    _WAITS.clear()
 
 
 def instruments(meter_provider: Any) -> tuple[Any, Any]:
@@ -85,6 +86,25 @@ def instruments(meter_provider: Any) -> tuple[Any, Any]:
         )
         _INSTRUMENTS[key] = (tokens, duration)
     return _INSTRUMENTS[key]
+
+
+WAIT_DURATION = "dspy_imp.model_request.wait_duration"
+"""The histogram of how long each model request waited for a slot of the web app's ``model_requests``."""
+_WAITS: dict[int, Any] = {}
+
+
+def wait_histogram(meter_provider: Any) -> Any:
+    """The wait histogram of ``meter_provider`` (the global one for ``None``), made once."""
+    key = id(meter_provider)
+    if key not in _WAITS:
+        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        _WAITS[key] = meter.create_histogram(
+            name=WAIT_DURATION,
+            description="Time a model request waited for a slot of the app's model_requests before it was sent.",
+            unit="s",
+            explicit_bucket_boundaries_advisory=(0.0, *DURATION_BUCKETS),
+        )
+    return _WAITS[key]
 
 
 def model_name(lm: Any) -> tuple[str | None, str | None]:

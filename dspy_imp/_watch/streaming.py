@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import dspy
@@ -87,6 +88,7 @@ class Watch:
         self.agent = ""  # a sub-agent's path ("researcher"): its end line names it
         self.stopped: Callable[[], bool] | None = None
         self.until_stopped: Callable[[], Awaitable[None]] | None = None  # returns once the stop is asked
+        self.model_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None  # held while a request runs
 
     @classmethod
     def of(cls, program: Program, agent: str = "", call_id: str = "") -> Watch | None:
@@ -113,6 +115,7 @@ class Watch:
         watch.agent = agent
         watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
         watch.until_stopped = getattr(observer, "until_stopped", None)  # ... and end the effect running then
+        watch.model_slot = getattr(observer, "model_slot", None)  # an observer that bounds model requests in flight
         return watch
 
     # -- status -------------------------------------------------------------------------------

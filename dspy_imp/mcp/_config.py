@@ -2,11 +2,12 @@
 
 The file holds ``{"mcpServers": {name: server}}`` (Claude Desktop, Cursor) or ``{"servers": {name:
 server}}`` (VS Code's ``mcp.json``). A server is ``{"command", "args", "env", "cwd"}`` (stdio) or
-``{"url", "headers"}`` (streamable HTTP); VS Code's ``"type"`` (``"stdio"``, ``"http"``) is read,
+``{"url", "headers"}`` (streamable HTTP); VS Code's ``"type"`` (``"stdio"``, ``"http"``, ``"sse"``: a
+legacy server's HTTP+SSE transport) is read,
 ``"disabled": true`` leaves a server out. Every string may use ``${VAR}`` and ``${VAR:-default}``,
 read from the environment when the file is read; a variable that is not set and has no default is
 a ``ConfigurationError`` naming the field (``mcpServers.github.env.GITHUB_TOKEN``). VS Code's
-``${input:...}`` prompts and SSE servers are refused, naming the field.
+``${input:...}`` prompts are refused, naming the field.
 """
 
 from __future__ import annotations
@@ -29,16 +30,26 @@ _HTTP_KEYS = frozenset({"type", "url", "headers", "disabled"})
 
 
 def from_config(
-    path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None, **options: Any
+    path: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    auth: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> list[Server]:
     """The servers of the file at ``path``, in its order (see the module).
 
     Args:
         path: An ``mcpServers`` (or VS Code ``servers``) JSON file.
         environ: Where ``${VAR}`` is read (by default ``os.environ``).
+        auth: ``{name: mcp.OAuth(...) or an httpx2.Auth}``: the ``auth=`` of the HTTP servers of
+            the file so named (the file holds no secrets or callbacks). A name the file has no
+            HTTP server for is a ``ConfigurationError``.
         **options: Given to every server (``prefix=``, ``needs_approval=``, ``timeout=``, ...);
             a server is named by its key in the file.
     """
+    if auth is not None and (not isinstance(auth, Mapping) or not all(isinstance(k, str) for k in auth)):
+        raise ConfigurationError(f"mcp.from_config: `auth` must be a dict of server names to auth, got {auth!r}")
+    signs_in = dict(auth or {})
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
@@ -58,22 +69,29 @@ def from_config(
             raise ConfigurationError(f"mcp.from_config: `{at}` must be an object")
         if spec.get("disabled") is True:
             continue
-        found.append(_server(name, expand(spec, at, variables), at, options))
+        found.append(_server(name, expand(spec, at, variables), at, options, signs_in.pop(name, None)))
+    if signs_in:
+        raise ConfigurationError(
+            f"mcp.from_config: `auth` names {sorted(signs_in)!r}, which {str(file)!r} holds no enabled server for"
+        )
     return found
 
 
-def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any]) -> Server:
+def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any], auth: Any) -> Server:
     kind = spec.get("type")
-    if kind == "sse":
-        raise ConfigurationError(f"mcp.from_config: `{at}.type` is 'sse', which dspy_imp.mcp does not support yet")
-    if "url" in spec or kind in ("http", "streamable-http", "streamableHttp"):
+    if "url" in spec or kind in ("http", "streamable-http", "streamableHttp", "sse"):
         _known(spec, _HTTP_KEYS, at)
         if "url" not in spec:
             raise ConfigurationError(f"mcp.from_config: `{at}` is an HTTP server without a `url`")
-        return http(spec["url"], headers=spec.get("headers"), name=name, **options)
+        if kind not in (None, "http", "streamable-http", "streamableHttp", "sse"):
+            raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
+        transport = "sse" if kind == "sse" else "streamable-http"
+        return http(spec["url"], headers=spec.get("headers"), auth=auth, transport=transport, name=name, **options)
     if kind not in (None, "stdio"):
-        raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio' or 'http', got {kind!r}")
+        raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
     _known(spec, _STDIO_KEYS, at)
+    if auth is not None:
+        raise ConfigurationError(f"mcp.from_config: `auth` names {name!r}, a stdio server (auth is for HTTP servers)")
     if "envFile" in spec:
         raise ConfigurationError(f"mcp.from_config: `{at}.envFile` is not supported; give the variables in `env`")
     if "command" not in spec:

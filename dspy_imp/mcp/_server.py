@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,6 +42,7 @@ from mcp import Client
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import ConfigurationError
@@ -122,10 +125,92 @@ class _Watched:
         return await self._stream.__aexit__(*exc)
 
 
+_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dspy_imp_mcp_sent", default=None)
+"""The JSON-RPC ids of the ``tools/call`` requests the current call sent (set by ``Server._send``)."""
+
+
+class _Sending:
+    """A transport's stream to the server, written through: the id of each ``tools/call`` request is
+    noted for the call that sent it (its ``execute_tool`` span's ``jsonrpc.request.id``)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def send(self, item: Any) -> None:
+        sent = _SENT.get()
+        if sent is not None:
+            message = getattr(item, "message", None)
+            request: Any = getattr(message, "root", message)
+            identifier = getattr(request, "id", None)
+            if getattr(request, "method", None) == "tools/call" and identifier is not None:
+                sent.append(identifier)
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Sending:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
 @asynccontextmanager
 async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
     async with transport as (read, write):
-        yield _Watched(read, ended), write
+        yield _Watched(read, ended), _Sending(write)
+
+
+class OpeningClock:
+    """The time a session has taken to open, less the time spent waiting on a person (an OAuth
+    sign-in in ``authorize``): ``connect_timeout`` bounds the machines, not the person."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._waited = 0.0
+        self._since: float | None = None
+        self._depth = 0
+
+    @property
+    def paused(self) -> bool:
+        return self._depth > 0
+
+    def elapsed(self) -> float:
+        waiting = time.monotonic() - self._since if self._since is not None else 0.0
+        return time.monotonic() - self._started - self._waited - waiting
+
+    def pause(self) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._since = time.monotonic()
+
+    def resume(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._since is not None:
+            self._waited += time.monotonic() - self._since
+            self._since = None
+
+
+_opening: contextvars.ContextVar[OpeningClock | None] = contextvars.ContextVar("dspy_imp_mcp_opening", default=None)
+
+
+@contextlib.contextmanager
+def waiting_on_a_person() -> Iterator[None]:
+    """Stop the opening session's clock while the block runs (a no-op outside a session's tasks)."""
+    clock = _opening.get()
+    if clock is None:
+        yield
+        return
+    clock.pause()
+    try:
+        yield
+    finally:
+        clock.resume()
 
 
 class Server(Toolset):
@@ -145,6 +230,7 @@ class Server(Toolset):
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+        sampling: dspy.BaseLM | None = None,
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -163,8 +249,17 @@ class Server(Toolset):
                 f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
             )
         self.elicit = elicit
+        if sampling is not None and not isinstance(sampling, dspy.BaseLM):
+            raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
+        self.sampling = sampling
+        self._asking: list[contextvars.Context] = []
+        """The contexts of the calls in flight, oldest first: a sampling request is answered in the
+        oldest's (its turn's usage limits, deadline and usage)."""
         self.network_transport: str | None = None
         """OpenTelemetry's ``network.transport`` of its calls: ``"pipe"`` (stdio), ``"tcp"`` (HTTP)."""
+        self.session_id: str | None = None
+        """The session id a streamable HTTP server gave the open session (``Mcp-Session-Id``), for
+        the spans' ``mcp.session.id``; None on stdio and before the server names one."""
         self.connects_to: Any = None
         """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
         in-process server object (set by ``stdio``, ``http``, ``memory``)."""
@@ -286,8 +381,24 @@ class Server(Toolset):
                     raise ServerDisconnected(f"{self.label} closed its session during the request") from error
         raise AssertionError("unreachable")
 
+    durable = True
+
+    def record(self, listing: Listing) -> list[dict[str, Any]]:
+        """The listing's tools as the server listed them (JSON), for a durable turn's record."""
+        return [_tool_record(tool) for tool in listing.tools.values()]
+
+    def revive(self, record: Any) -> Listing:
+        """A recorded listing, its tools calling this server (with no request to it: a replayed turn
+        that calls none of them sends nothing)."""
+        remotes = [types.Tool.model_validate(data) for data in record]
+        return self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+
     async def _listing(self) -> Listing:
-        tools = await self._tools()
+        return self._listed(await self._tools())
+
+    def _listed(self, tools: dict[str, McpTool]) -> Listing:
+        for tool in tools.values():  # its model calls are the turn's (``_drivers.tools``)
+            tool.counts_model_calls = self.sampling is not None
         approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
         timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
         return Listing(tools, approval, timeouts)
@@ -310,7 +421,7 @@ class Server(Toolset):
         except RuntimeError:  # the session closed meanwhile
             version = None
         found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
-                 "mcp.protocol.version": version}  # fmt: skip
+                 "mcp.protocol.version": version, "mcp.session.id": self.session_id}  # fmt: skip
         return {key: value for key, value in found.items() if value is not None}
 
     def _keeps(self, name: str) -> bool:
@@ -347,13 +458,22 @@ class Server(Toolset):
         """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
         ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
         stream = dspy.settings.send_stream
-        if stream is None:
-            result = await _loop.arun(self._send(tool.name, arguments))
-        else:
-            result = await self._reporting(stream, tool, arguments)
+        asking = contextvars.copy_context()  # where a sampling request during the call is answered
+        self._asking.append(asking)
+        sent: list[Any] = []
+        try:
+            if stream is None:
+                result = await _loop.arun(self._send(tool.name, arguments, None, sent))
+            else:
+                result = await self._reporting(stream, tool, arguments, sent)
+        finally:
+            self._asking.remove(asking)
+            _annotate(sent)
         return result_value(result, tool.output_schema)
 
-    async def _reporting(self, stream: Any, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _reporting(
+        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any]
+    ) -> types.CallToolResult:
         here = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -367,12 +487,21 @@ class Server(Toolset):
 
         relaying = asyncio.ensure_future(relay())
         try:
-            return await _loop.arun(self._send(tool.name, arguments, progress))
+            return await _loop.arun(self._send(tool.name, arguments, progress, sent))
         finally:
             lines.put_nowait(None)
             await asyncio.shield(relaying)
 
-    async def _send(self, remote_name: str, arguments: dict[str, Any], progress: Any = None) -> types.CallToolResult:
+    async def _send(
+        self, remote_name: str, arguments: dict[str, Any], progress: Any = None, sent: list[Any] | None = None
+    ) -> types.CallToolResult:
+        token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
+        try:
+            return await self._sent(remote_name, arguments, progress)
+        finally:
+            _SENT.reset(token)
+
+    async def _sent(self, remote_name: str, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
         client = await self._client()
         try:
             return await client.call_tool(remote_name, arguments, progress_callback=progress)
@@ -408,9 +537,18 @@ class Server(Toolset):
     async def _connect(self) -> _Session:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         closing, ended = asyncio.Event(), asyncio.Event()
-        owner = asyncio.create_task(self._own(ready, closing, ended), name=f"dspy_imp.mcp {self.name}")
+        clock = OpeningClock()
+        owner = asyncio.create_task(self._own(ready, closing, ended, clock), name=f"dspy_imp.mcp {self.name}")
         try:
-            client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+            while True:  # the bound does not count the time a person takes to sign in (OAuth)
+                left = self.connect_timeout - clock.elapsed()
+                if left <= 0 and not clock.paused:
+                    raise TimeoutError
+                try:
+                    client = await asyncio.wait_for(asyncio.shield(ready), max(left, 0.5))
+                    break
+                except TimeoutError:
+                    continue
         except BaseException as error:
             closing.set()
             owner.cancel()
@@ -422,8 +560,12 @@ class Server(Toolset):
             raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
         return _Session(client, closing, owner, ended)
 
-    async def _own(self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event) -> None:
-        """The session's owner: enters the SDK's context managers, holds them until ``closing``."""
+    async def _own(
+        self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event, clock: OpeningClock
+    ) -> None:
+        """The session's owner: enters the SDK's context managers, holds them until ``closing``. The
+        transport's tasks start from here, so they see ``clock`` (``waiting_on_a_person``)."""
+        _opening.set(clock)
         try:
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
@@ -434,6 +576,7 @@ class Server(Toolset):
                 message_handler=self._on_message,
                 cache=None,
                 elicitation_callback=self._on_elicit if self.elicit is not None else None,
+                sampling_callback=self._on_sample if self.sampling is not None else None,
             )
             async with client, anyio.create_task_group() as group:
                 capabilities = client.server_capabilities.tools
@@ -463,7 +606,8 @@ class Server(Toolset):
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
         thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
-        leaves out, SEP-1034), ``None`` declines."""
+        leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
+        dict, say) is refused with an error the server reads, not sent."""
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
         schema = _plain(params.requested_schema)
@@ -484,7 +628,34 @@ class Server(Toolset):
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
             )
-        return types.ElicitResult(action="accept", content={**_defaults(schema), **answer})
+        given = {key: value for key, value in answer.items() if value is not None}
+        try:
+            return types.ElicitResult(action="accept", content={**_defaults(schema), **given})
+        except ValidationError:
+            kept = sorted(str(k) for k, v in given.items() if not _form_value(v))
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
+                "boolean or list of strings",
+            )
+
+    async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
+        in the context of the oldest call in flight to this server: the turn's usage limits and
+        deadline bound it, and its usage is the turn's (``"sampling"``). None in flight: refused."""
+        if not self._asking:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is answered only during a tool call")
+        lm = self.sampling
+        assert lm is not None
+        asking = self._asking[0].copy()
+        try:
+            text = await asyncio.to_thread(asking.run, sample, lm, params)
+        except Exception as error:  # a limit reached, the deadline passed, the LM failed: the server reads why
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the sampling failed: {_message(error)}")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model=str(lm.model),
+            stop_reason="endTurn",
+        )  # fmt: skip
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -518,6 +689,11 @@ class Server(Toolset):
         self._cache = None
 
 
+def _tool_record(tool: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = tool.remote.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
 async def _paged(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
@@ -534,6 +710,38 @@ async def _contents(client: Client, uri: str) -> list[types.TextResourceContents
     return list((await client.read_resource(uri)).contents)
 
 
+def _annotate(sent: list[Any]) -> None:
+    """The call's ``execute_tool`` span (current while the tool runs) gets the JSON-RPC id of the
+    request that answered it (the last one sent: the SDK may send a call again, e.g. after the
+    server asked for input). An in-process server called directly sends no JSON-RPC: no id."""
+    if not sent:
+        return
+    try:
+        from opentelemetry import trace
+    except ImportError:  # no tracing installed: no span to annotate
+        return
+    trace.get_current_span().set_attribute("jsonrpc.request.id", str(sent[-1]))
+
+
+def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
+    """The text ``lm`` answers a sampling request with. Its messages are the server's (untrusted);
+    only their text is sent (an image or audio block becomes a line naming it)."""
+    lm15 = dspy.lm15
+    messages = []
+    for message in params.messages:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        text = "\n".join(getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')} left out]" for b in blocks)
+        messages.append(lm15.Message.assistant(text) if message.role == "assistant" else lm15.Message.user(text))
+    config = lm15.Config(
+        max_tokens=params.max_tokens, temperature=params.temperature, stop=tuple(params.stop_sequences or ())
+    )
+    request = lm15.Request(
+        model=str(lm.model), messages=tuple(messages), system=params.system_prompt or None, config=config
+    )
+    response = lm(request)
+    return str(getattr(response, "text", None) or "")
+
+
 def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
     """A progress notification as one status line: ``fetch: 2/5 reading``."""
     count = f"{done:g}/{total:g}" if total else f"{done:g}"
@@ -545,6 +753,13 @@ def _plain(schema: Any) -> dict[str, Any]:
         return dict(schema)
     dumped = schema.model_dump(by_alias=True, exclude_none=True)
     return dumped if isinstance(dumped, dict) else {}
+
+
+def _form_value(value: Any) -> bool:
+    """Whether ``value`` fits an elicitation form's field: a string, number, boolean or list of strings."""
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, str | int | float | bool)
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The ways to reach an MCP server: ``stdio`` (a command this process starts), ``http`` (streamable
-HTTP), ``memory`` (an ``mcp`` SDK server object in this process, for tests)."""
+HTTP, or SSE for legacy servers; OAuth through ``_auth``), ``memory`` (an ``mcp`` SDK server object
+in this process, for tests)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,25 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import dspy
 import httpx2
 import mcp_types as types
 from mcp import StdioServerParameters, stdio_client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.mcp._auth import OAuth, http_auth
 from dspy_imp.mcp._server import Server, stderr_sink
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
 the server's ``mcp.types.Tool`` (its annotations: ``readOnlyHint``, ``destructiveHint``...)."""
+
+TRANSPORTS = ("streamable-http", "sse")
+"""What ``mcp.http(transport=)`` takes."""
 
 
 def stdio(
@@ -38,6 +45,7 @@ def stdio(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -60,6 +68,10 @@ def stdio(
             (``elicitation/create``): a dict accepts (the schema's defaults filled in for fields it
             leaves out), ``None`` declines. Sync (run in a worker thread) or async. By default the
             client offers no elicitation.
+        sampling: A ``dspy.LM`` answering the server's requests for a completion
+            (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
+            ``"sampling"``) and bounded by its usage limits and deadline. By default the client
+            offers no sampling.
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
@@ -72,7 +84,7 @@ def stdio(
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     server.connects_to, server.network_transport = parameters, "pipe"
     return server
@@ -82,6 +94,8 @@ def http(
     url: str,
     *,
     headers: Mapping[str, str] | None = None,
+    auth: OAuth | httpx2.Auth | None = None,
+    transport: str = "streamable-http",
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -90,26 +104,68 @@ def http(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
-    """An MCP server at ``url`` over streamable HTTP (``headers`` sent with every request: an
-    ``Authorization`` header, say). The other arguments are those of ``stdio``."""
+    """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
+
+    Args:
+        url: The server's endpoint (``https://host/mcp``; for SSE, its event stream: ``.../sse``).
+        headers: Sent with every request (an ``Authorization`` header, say).
+        auth: ``dspy_imp.mcp.OAuth(...)`` (OAuth 2.1, run by the ``mcp`` SDK when the server
+            answers ``401``), or any ``httpx2.Auth`` (an ``mcp.client.auth`` provider such as
+            ``ClientCredentialsOAuthProvider``). One per server: its tokens outlive a session.
+        transport: ``"streamable-http"`` (default) or ``"sse"`` (the 2024-11-05 HTTP+SSE
+            transport of older servers: a ``GET`` event stream and ``POST``s to the endpoint it
+            names).
+
+    The other arguments are those of ``stdio``.
+    """
     url = _check_text(url, "url")
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"MCP server `url` must be an http:// or https:// URL, got {url!r}")
     sent = {} if headers is None else _mapping(headers, "headers")
+    authority = http_auth(auth)
+    if transport not in TRANSPORTS:
+        raise ConfigurationError(f"MCP server `transport` must be one of {TRANSPORTS!r}, got {transport!r}")
+    made: list[httpx2.Auth] = []
+
+    def authorizer() -> httpx2.Auth | None:
+        """The server's one ``httpx2.Auth``, made on first use (it holds the tokens across sessions)."""
+        if authority is None:
+            return None
+        if not made:
+            made.append(authority(url))
+        return made[0]
 
     @asynccontextmanager
     async def target() -> AsyncIterator[Any]:
+        if transport == "sse":
+            async with sse_client(
+                url, headers=sent, timeout=30.0, sse_read_timeout=300.0, auth=authorizer()
+            ) as streams:
+                yield streams
+            return
         timeout_ = httpx2.Timeout(30.0, read=300.0)
+        remote.session_id = None  # a new session: the server names it in its first answer
+
+        async def noted(response: httpx2.Response) -> None:
+            # the SDK keeps the session id on its transport and yields only the streams: read it where
+            # the server sends it, for the spans' ``mcp.session.id`` (untrusted text: bounded)
+            found = response.headers.get("mcp-session-id")
+            if found:
+                remote.session_id = found[:256]
+
         async with (
-            httpx2.AsyncClient(headers=sent, timeout=timeout_) as client,
+            httpx2.AsyncClient(
+                headers=sent, timeout=timeout_, auth=authorizer(), event_hooks={"response": [noted]}
+            ) as client,
             streamable_http_client(url, http_client=client) as streams,
         ):
             yield streams
 
     remote = Server(
         name or url, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     remote.connects_to, remote.network_transport = url, "tcp"
     return remote
@@ -126,6 +182,7 @@ def memory(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -136,7 +193,7 @@ def memory(
     default = getattr(server, "name", None) or "memory"
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
     served.connects_to = server
     return served

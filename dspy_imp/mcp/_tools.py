@@ -64,6 +64,9 @@ class McpTool(dspy.Tool):
     remote: Any = pydantic.Field(default=None, exclude=True)
     """The server's ``mcp.types.Tool`` (its annotations, ``outputSchema``, ``_meta``)."""
     describe: Any = pydantic.Field(default=None, exclude=True)
+    counts_model_calls: bool = False
+    """Whether its server answers sampling requests with an LM: the driver then counts the model
+    calls made during its call in the turn's usage and bounds them by its limits."""
     """``describe()``: the server's trace attributes now (its transport, its session's protocol)."""
 
     def __init__(

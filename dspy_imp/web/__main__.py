@@ -14,7 +14,6 @@ running ones may end for ``--drain-seconds``, then those left are stopped with t
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import socket
@@ -22,6 +21,8 @@ import sys
 from typing import Any
 
 import dspy
+
+from dspy_imp._program.targets import load_target
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     # One line per turn (dspy_imp.web._log) on standard error; everything else at WARNING.
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("dspy_imp.web").setLevel(logging.INFO)
-    module, agent = _load(options.agent)
+    module, agent = load_target(options.agent)
     _check_agent(options.agent, agent)
     _choose_lm(module, agent, options.model)
 
@@ -81,24 +82,6 @@ def main(argv: list[str] | None = None) -> None:
             await super().shutdown(sockets)
 
     Draining(uvicorn.Config(served, log_level="warning")).run(sockets=[listener])
-
-
-def _load(target: str) -> tuple[Any, Any]:
-    name, _, attribute = target.partition(":")
-    if not name or not attribute:
-        sys.exit(f"expected module:attribute, got {target!r}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as missing:
-        if missing.name is None or not (name == missing.name or name.startswith(missing.name + ".")):
-            raise  # the module exists; something it imports does not: its traceback says what
-        sys.exit(f"no module named {name!r} (from {os.getcwd()}): run from the folder that holds it")
-    try:
-        return module, getattr(module, attribute)
-    except AttributeError:
-        sys.exit(f"{name} has no attribute {attribute!r}")
 
 
 def _check_agent(target: str, agent: Any) -> None:

@@ -7,7 +7,9 @@ what the page shows again on a reload; a row written before has none). A second 
 conversation that is running a turn: which process holds it and until when. ``claim`` takes the
 lease in one statement (an upsert that only replaces an expired lease), so across processes and
 machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. Each claim takes the lease under a token of its
+runs and deletes it when the turn ends or fails. A store renews all the leases it holds in one
+statement a tick (every ``renew_every``, in a worker thread of its own so the turns' loads and
+saves never delay it): 500 running turns are one statement, not 500. Each claim takes the lease under a token of its
 own, and every later statement of that turn (renewals, the save, the release) names it, so a
 statement left behind by an earlier turn (abandoned while the database stalled, landing once it
 answers) can never overwrite a later turn's history or free its lease. A renewal that fails (the
@@ -17,7 +19,11 @@ lease that expires unrenewed, or that another holder took, is *lost*: the store 
 save is tried again the same way while its lease lasts, so a database that restarts as the turn
 ends loses none of it; a save lands only while the turn's own token holds the lease (checked in
 the saving transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
-seconds, and the conversation is usable again, with what was saved before.
+seconds (``LEASE``, 2.5, by default), and the conversation is usable again, with what was saved
+before; a claim, of any conversation, deletes the rows of leases expired a whole lease ago (dead
+instances' rows do not stay until each conversation's next turn). The turn learns its lease is
+lost no later than the lease's expiry as this store wrote it: the renewer wakes then, and a
+renewal still running is abandoned by then.
 
 Every statement is bounded (``timeout``): a database that answers nothing (a stalled connection,
 a partition) fails the statement with ``TimeoutError`` instead of hanging the request; a renewal
@@ -26,7 +32,8 @@ letting the turn run past it.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
-a worker thread (SQLAlchemy's sync engine and the driver DBOS uses), never on the event loop.
+a worker thread (SQLAlchemy's sync engine and the driver DBOS uses), never on the event loop, and
+so do a history's encoding and decoding (JSON, ``dump_history``, ``load_history``).
 
 What is read back is input, as a file would be: ``load_history`` validates it.
 """
@@ -36,6 +43,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,6 +62,9 @@ from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
+LEASE = 2.5
+"""The turn lease's default seconds: a killed instance's conversations are free again this soon
+(renewed every third of it, one statement a tick for all of a store's leases)."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +90,11 @@ class DatabaseStore:
             no server) or ``postgresql://user@host/db`` (psycopg 3 is used when the URL names no
             driver); with a ``DurableAgent``, the same Postgres URL as DBOS keeps conversations and
             workflows in one database (the tables are ``dspy_imp_web_*``).
-        lease: Seconds a turn's lease lasts without renewal; the holder renews it every third of
-            that. A process killed mid-turn frees its conversation after this long.
+        lease: Seconds a turn's lease lasts without renewal (``LEASE``, 2.5, by default); the
+            holder renews all its leases every third of that, in one statement. A process killed
+            mid-turn frees its conversations after this long, and a client refused meanwhile is
+            told the seconds left. An instance whose event loop or database stalls for longer
+            than two thirds of it loses its running turns' leases: raise it if yours do.
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
@@ -97,7 +112,7 @@ class DatabaseStore:
         self,
         url: str = DEFAULT_URL,
         *,
-        lease: float = 60.0,
+        lease: float = LEASE,
         renew_every: float | None = None,
         clock: Callable[[], float] = time.time,
         timeout: float = 30.0,
@@ -110,26 +125,33 @@ class DatabaseStore:
         self.engine = _engine(url, self.timeout)
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process; each claim adds a token
-        self._held: dict[str, anyio.CancelScope] = {}
-        self._tokens: dict[str, str] = {}  # the holder each held lease was claimed as
-        self._expires: dict[str, float] = {}  # when each held lease runs out, as last renewed
+        self._tokens: dict[str, str] = {}  # each lease held (until released), and the holder it was claimed as
+        self._expires: dict[str, float] = {}  # when each lease still renewed runs out, as the database has it
+        self._renewer: asyncio.Task[Any] | None = None  # renews them all, one statement a tick
+        self._renewals: anyio.CapacityLimiter | None = None  # its worker thread, of the renewer's loop
+        self._failure: BaseException | None = None  # the last renewal's error, while they fail
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
+        self._statements = 0  # running in worker threads, abandoned ones included
+        self._settled = threading.Condition()
 
     def close(self) -> None:
-        """Close the store's pooled connections (at shutdown; a later call opens new ones)."""
+        """Close the store's pooled connections (at shutdown; a later call opens new ones).
+
+        Waits first (at most ``timeout``) for statements still running, abandoned ones included:
+        a connection checked out while the pool is disposed goes back to the old pool, which
+        nothing closes, and is left to the garbage collector still open."""
+        with self._settled:
+            self._settled.wait_for(lambda: self._statements == 0, timeout=self.timeout)
         self.engine.dispose()
 
     # -- the Store protocol ------------------------------------------------------------------
 
     async def load(self, key: str) -> Conversation | None:
-        row = await self._run(self._row, _key(key))
-        if row is None:
-            return None
-        data = json.loads(row.history)
-        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
-        return Conversation(load_history(data), row.owner, turns)
+        """The conversation, read and decoded in a worker thread (a long history's JSON and its
+        validation never hold the event loop)."""
+        return await self._run(self._load, _key(key))
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
@@ -137,9 +159,8 @@ class DatabaseStore:
         dropped connection, no answer in ``timeout``) is tried again every ``renew_every`` while
         the lease lasts."""
         key = _key(key)
-        data = {**dump_history(conversation.history), "turns": list(conversation.turns)}  # turns beside it
-        text = json.dumps(data)  # ASCII escapes: a lone surrogate too
         token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
+        text = await anyio.to_thread.run_sync(_encoded, conversation)  # off the event loop, once for every try
         while True:
             try:
                 await self._run(self._save, key, text, conversation.owner, token)
@@ -165,27 +186,40 @@ class DatabaseStore:
         """Take ``key``'s turn lease (``False``: another turn holds it) and renew it until ``release``."""
         key = _key(key)
         token = f"{self.holder}:{uuid.uuid4().hex[:12]}"
-        if key in self._held:
+        if key in self._tokens:
             return False
         try:
-            claimed = await self._run(self._claim, key, token, self._ended.get(key))
+            expires = await self._run(self._claim, key, token, self._ended.get(key))
         except BaseException:
             self._ended[key] = token  # it may land later: this store's next claim may replace it
             raise
-        if not claimed:
+        if expires is None:
             return False
         self._ended.pop(key, None)
-        scope = anyio.CancelScope()
-        self._held[key] = scope
         self._tokens[key] = token
-        self._expires[key] = self.clock() + self.lease
-        _background(self._renew, key, scope, token, self._expires[key])
+        self._expires[key] = expires
+        renewer = self._renewer
+        if renewer is None or renewer.done() or renewer.get_loop() is not asyncio.get_running_loop():
+            self._renewals = anyio.CapacityLimiter(1)
+            self._renewer = _background(self._renew)
         return True
 
     async def lease_left(self, key: str) -> float:
         """Seconds until the turn lease on ``key`` expires (0: none is held): when a client refused
         because another instance runs the conversation's turn may try again (``Retry-After``)."""
         return float(await self._run(self._left, _key(key)))
+
+    def lapsed(self, key: str) -> LeaseLost | None:
+        """The error to stop ``key``'s turn with when its lease ran out by this store's clock
+        (``None``: it lasts, or it was lost already and told). Thread-safe, asked before each
+        effect: the turn stops at its lease's expiry even when the renewer has not woken yet (a
+        busy loop, a renewal stalled), so it never runs on while another instance may take over."""
+        expires = self._expires.get(key)
+        if expires is None or self.clock() < expires:
+            return None
+        failure = self._failure
+        why = "unrenewed" if failure is None else f"while renewals failed ({failure})"
+        return LeaseLost(f"conversation {key!r}: its turn lease expired {why}; the turn was stopped")
 
     def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
         """Have ``lost`` told (on the event loop) if ``key``'s lease cannot be kept until ``release``."""
@@ -196,12 +230,9 @@ class DatabaseStore:
         is tried again in the background every ``renew_every`` until the lease would have run out,
         so another instance need not wait out the whole lease after a restart."""
         key = _key(key)
-        scope = self._held.pop(key, None)
         self._watchers.pop(key, None)
-        expires = self._expires.pop(key, None)
+        expires = self._expires.pop(key, None)  # no longer renewed
         token = self._tokens.pop(key, None)
-        if scope is not None:
-            scope.cancel()
         if token is not None:
             try:
                 await self._run(self._release, key, token)
@@ -247,19 +278,31 @@ class DatabaseStore:
 
     # -- statements (worker threads) -----------------------------------------------------------
 
-    async def _run(self, function: Callable[..., Any], *args: Any, bound: float | None = None) -> Any:
+    async def _run(
+        self, function: Callable[..., Any], *args: Any, bound: float | None = None, limiter: Any = None
+    ) -> Any:
         """``function(*args)`` in a worker thread, at most ``timeout`` (or ``bound``) seconds: past
-        it the statement is abandoned (its thread ends when the connection does) and this raises."""
+        it the statement is abandoned (its thread ends when the connection does) and this raises.
+        ``limiter``: the threads it may use (AnyIO's shared ones by default)."""
         limit = self.timeout if bound is None else max(0.0, min(self.timeout, bound))
         with anyio.move_on_after(limit):
-            return await anyio.to_thread.run_sync(self._ready_then, function, *args, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(
+                self._ready_then, function, *args, abandon_on_cancel=True, limiter=limiter
+            )
         raise TimeoutError(f"the conversation store's database did not answer within {limit:g} s")
 
     def _ready_then(self, function: Callable[..., Any], *args: Any) -> Any:
-        if not self._ready:
-            migrate(self.engine)
-            self._ready = True
-        return function(*args)
+        with self._settled:
+            self._statements += 1
+        try:
+            if not self._ready:
+                migrate(self.engine)
+                self._ready = True
+            return function(*args)
+        finally:
+            with self._settled:
+                self._statements -= 1
+                self._settled.notify_all()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sa.Connection]:
@@ -274,6 +317,14 @@ class DatabaseStore:
         with self._transaction() as c:
             expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
         return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
+
+    def _load(self, key: str) -> Conversation | None:
+        row = self._row(key)
+        if row is None:
+            return None
+        data = json.loads(row.history)
+        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
+        return Conversation(load_history(data), row.owner, turns)
 
     def _row(self, key: str) -> Any:
         with self._transaction() as c:
@@ -302,32 +353,44 @@ class DatabaseStore:
                 {"k": key, "o": owner, "h": text, "now": now},
             )
 
-    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> bool:
+    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> float | None:
         """Take the lease as ``token`` (this store's holder by default) unless another unexpired one
-        holds it; ``ended``: a token of this store whose turn is over (its release failed), replaced too."""
+        holds it; ``ended``: a token of this store whose turn is over (its release failed), replaced too.
+        Its expiry as written (``None``: not taken). The rows of leases expired a whole lease ago go
+        first: a dead instance's (a live holder whose renewal is only late keeps its own)."""
         token = self.holder if token is None else token
-        now = self.clock()
         with self._transaction() as c:
+            now = self.clock()  # in the transaction: the wait for SQLite's write lock does not eat the lease
+            expires = now + self.lease
+            c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
             c.execute(
                 sa.text(
                     f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
                     f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
                     f"WHERE {L}.expires < :now OR {L}.holder = :ended"
                 ),
-                {"k": key, "h": token, "e": now + self.lease, "now": now, "ended": ended or ""},
+                {"k": key, "h": token, "e": expires, "now": now, "ended": ended or ""},
             )
-            return c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == token
+            held = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == token
+        return expires if held else None
 
-    def _extend(self, key: str) -> float | None:
-        """The lease's new expiry; ``None``: another holder has it (or it is gone)."""
-        token = self._tokens.get(key, self.holder)
-        expires = self.clock() + self.lease
+    def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:
+        """Every lease in ``held`` (key: token) renewed in one statement (per 900): their new
+        expiry, and which keys the statement renewed (the others another holder took, or gone)."""
+        tokens = list(held.values())
+        renewed: set[str] = set()
+        returning = not (self.engine.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 35))
         with self._transaction() as c:
-            done = c.execute(
-                sa.text(f"UPDATE {L} SET expires = :e WHERE key = :k AND holder = :h"),
-                {"k": key, "h": token, "e": expires},
-            )
-            return expires if done.rowcount == 1 else None
+            expires = self.clock() + self.lease  # in the transaction, as the claim's
+            for start in range(0, len(tokens), _CHUNK):
+                chunk = {"h": tokens[start : start + _CHUNK], "e": expires}
+                if returning:
+                    rows = c.execute(_RENEW_RETURNING, chunk).all()
+                else:  # an SQLite before 3.35 has no RETURNING: the renewed rows read after, in the transaction
+                    c.execute(_RENEW, chunk)
+                    rows = c.execute(_RENEWED, {"h": chunk["h"]}).all()
+                renewed |= {r.key for r in rows if held.get(r.key) == r.holder}
+        return expires, renewed
 
     def _release(self, key: str, token: str) -> None:
         with self._transaction() as c:
@@ -364,31 +427,50 @@ class DatabaseStore:
                 c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k"), {"k": key})
             return len(keys)
 
-    async def _renew(self, key: str, scope: anyio.CancelScope, token: str, expires: float) -> None:
-        """Renew every ``renew_every`` until released; a failure (or no answer before the lease
-        would run out) is logged and tried again while the lease lasts. A lease lost (expired, or
-        another holder's) is told to the watcher."""
-        with scope:
-            while True:
-                await anyio.sleep(self.renew_every)
-                try:
-                    renewed = await self._run(self._extend, key, bound=expires - self.clock())
-                except Exception as error:  # a dropped connection, a restarting server: tried again
-                    if scope.cancel_called:
-                        return  # released meanwhile
-                    if self.clock() < expires:
+    async def _renew(self) -> None:
+        """Renew every lease this store still renews, every ``renew_every``, in one statement for
+        all (in a thread of its own), until none is left. A failure (or no answer before the first
+        of them would run out) is logged and tried again while each lasts; the renewer wakes at the
+        first one's expiry at the latest, so a lease that ran out unrenewed is lost then, and told
+        to its watcher, as is one another holder took. A renewal speaks only for the claims it
+        saw: a lease released (and perhaps claimed again) meanwhile is left to the next tick."""
+        tick = time.monotonic() + self.renew_every  # ticks keep their pace: a slow statement does not push the next
+        while True:
+            now = self.clock()
+            first = min(self._expires.values(), default=now + self.renew_every)
+            await anyio.sleep(max(0.0, min(tick - time.monotonic(), first - now)))
+            tick = time.monotonic() + self.renew_every
+            if not self._tokens:
+                return
+            now = self.clock()
+            for key in [key for key, expires in self._expires.items() if now >= expires]:
+                why = "unrenewed" if self._failure is None else f"while renewals failed ({self._failure})"
+                self._lose(key, f"its turn lease expired {why}")  # this loop or the database stalled past it
+            held = {key: self._tokens[key] for key in self._expires if key in self._tokens}
+            if not held:
+                continue  # every lease held is lost, waiting for its release
+            first = min(self._expires[key] for key in held)
+            try:
+                expires, renewed = await self._run(self._extend, held, bound=first - now, limiter=self._renewals)
+                self._failure = None
+            except Exception as error:  # a dropped connection, a restarting server: tried again
+                self._failure = error
+                now = self.clock()
+                for key, token in held.items():
+                    if self._tokens.get(key) != token or key not in self._expires:
+                        continue  # released meanwhile
+                    if now < self._expires[key]:
                         _log.logger.warning("conversation %r: lease not renewed (retrying): %s", key, error)
-                        continue
-                    self._lose(key, f"its turn lease expired while renewals failed ({error})")
-                    return
-                if scope.cancel_called:
-                    return  # released while the statement ran: gone, not lost
-                if renewed is None:
-                    self._lose(key, "another turn took its lease")
-                    return
-                expires = renewed
-                if self._tokens.get(key) == token:
+                    else:
+                        self._lose(key, f"its turn lease expired while renewals failed ({error})")
+                continue
+            for key, token in held.items():
+                if self._tokens.get(key) != token or key not in self._expires:
+                    continue  # released while the statement ran: gone, not lost
+                if key in renewed:
                     self._expires[key] = expires
+                else:
+                    self._lose(key, "another turn took its lease")
 
     def _lose(self, key: str, why: str) -> None:
         error = LeaseLost(f"conversation {key!r}: {why}; the turn was stopped")
@@ -401,8 +483,20 @@ class DatabaseStore:
 
 T = "dspy_imp_web_conversations"
 L = "dspy_imp_web_turns"
+_CHUNK = 900  # tokens per renewal statement: within an old SQLite's 999 parameters
+_RENEW = sa.text(f"UPDATE {L} SET expires = :e WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
+_RENEW_RETURNING = sa.text(f"UPDATE {L} SET expires = :e WHERE holder IN :h RETURNING key, holder").bindparams(
+    sa.bindparam("h", expanding=True)
+)
+_RENEWED = sa.text(f"SELECT key, holder FROM {L} WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
 VERSION = len(MIGRATIONS)
 """The schema version this package writes (``dspy_imp_web_schema``)."""
+
+
+def _encoded(conversation: Conversation) -> str:
+    """The row's ``history``: ``dump_history`` with how each turn ended beside it, as JSON."""
+    data = {**dump_history(conversation.history), "turns": list(conversation.turns)}
+    return json.dumps(data)  # ASCII escapes: a lone surrogate too
 
 
 def _mine(owner: str | None) -> str:
@@ -459,11 +553,12 @@ def _sqlite(url: sa.URL, timeout: float) -> sa.Engine:
     return engine
 
 
-def _background(function: Callable[..., Any], *args: Any) -> None:
+def _background(function: Callable[..., Any], *args: Any) -> asyncio.Task[Any]:
     """Start ``function(*args)`` on the running loop, kept alive until it returns."""
     task = asyncio.get_running_loop().create_task(function(*args))
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
+    return task
 
 
 _TASKS: set[asyncio.Task[Any]] = set()

@@ -64,6 +64,7 @@ class Encoder(Protocol):
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[Any]: ...
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[Any]: ...
     def failed(self, error: BaseException) -> list[Any]: ...
+    def refused(self, message: str, code: str) -> list[Any]: ...
     def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[Any]: ...
     def nested(self, agent: str, path: str, items: list[Any]) -> list[Any]: ...
     def agent_ended(self, agent: str, path: str, ended: AgentSegmentEnd) -> list[Any]: ...
@@ -153,6 +154,10 @@ class Narration:
             out += self.encoder.message_delta(message_id, "text", answer)
             out += self.encoder.message_ended(message_id, "text")
         return out + self.encoder.finished(prediction, tuple(metadata.pending_calls))
+
+    def turned_away(self, message: str, code: str) -> list[Any]:
+        """A run refused before it started (a limit named by ``code``): its start, then its error."""
+        return [*self.encoder.run_started(), *self.encoder.refused(message, code)]
 
     def failed(self, error: BaseException) -> list[Any]:
         ended = AgentSegmentEnd(error=f"{type(error).__name__}: {getattr(error, 'reason', error)}")
@@ -359,6 +364,9 @@ class _Nested:
 
     def failed(self, error: BaseException) -> list[Any]:
         return []
+
+    def refused(self, message: str, code: str) -> list[Any]:
+        return []  # a segment is never refused before it starts: its run is
 
     def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[Any]:
         return self.encoder.agent_started(agent, path, message_id, parent)

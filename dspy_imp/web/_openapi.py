@@ -245,8 +245,11 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "The decision was answered already (in another tab, or a second click), or the conversation "
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
-                    "429": _error(
-                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again."
+                    "429": _full(
+                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again. Asked "
+                        "for `text/event-stream`, the body is the stream a client reading only the stream "
+                        "understands: `RUN_STARTED`, then `RUN_ERROR` with `code` `max_turns`; else the JSON error.",
+                        {"$ref": "#/components/schemas/Event"},
                     ),
                 },
                 body=_json_body("RunAgentInput"),
@@ -272,8 +275,13 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "The decision was answered already (in another tab, or a second click), or the conversation "
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
-                    "429": _error(
-                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again."
+                    "429": _full(
+                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again. Asked "
+                        "for `text/event-stream`, the body is the stream a client reading only the stream "
+                        "understands: `start`, an `error` part whose `errorText` begins `max_turns: `, then "
+                        "`[DONE]`; else the JSON error.",
+                        {"$ref": "#/components/schemas/ChatPart"},
+                        done=True,
                     ),
                 },
                 body=_json_body("ChatRequest"),
@@ -607,6 +615,14 @@ def _response(text: str, schema: str | None) -> dict[str, Any]:
 
 def _error(text: str) -> dict[str, Any]:
     return _response(text, "Error")
+
+
+def _full(text: str, item: dict[str, Any], done: bool = False) -> dict[str, Any]:
+    """A full instance's 429: the JSON error, or (asked for ``text/event-stream``) the stream's error."""
+    answer = _error(text)
+    answer["content"].update(_stream(text, item, done=done)["content"])
+    answer["headers"] = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}}
+    return answer
 
 
 def _stream(

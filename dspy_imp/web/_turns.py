@@ -11,12 +11,15 @@ client that goes away mid-turn does not cancel the turn. A conversation runs one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import hashlib
 import json
 import math
 import os
+import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,16 +209,90 @@ class Calls:
             return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
 
 
+class ModelSlots:
+    """The app's bound on model requests in flight at once (``model_requests``), and who waits.
+
+    Why the app's own, beside the engine's connection pool: a pool that is full queues a request
+    inside the engine, unseen. Here a request takes a slot before it is sent (``_drivers.driver``,
+    through the turn's observer), so a request that must wait is counted while it waits
+    (``waiting``, told by ``/readyz``), its wait added to its turn's (the turn's log line) and
+    recorded in the ``dspy_imp.model_request.wait_duration`` histogram when GenAI metrics are on.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.in_flight = 0
+        self.waiting = 0
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[float]:
+        """Hold one slot while the request runs; yields the seconds it waited for it."""
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
+        waited = 0.0
+        if semaphore.locked():
+            started = time.monotonic()
+            self.waiting += 1
+            try:
+                await semaphore.acquire()
+            finally:
+                self.waiting -= 1
+            waited = time.monotonic() - started
+        else:
+            await semaphore.acquire()
+        _record_wait(waited)
+        self.in_flight += 1
+        try:
+            yield waited
+        finally:
+            self.in_flight -= 1
+            semaphore.release()
+
+
+def _record_wait(seconds: float) -> None:
+    """The wait, into the GenAI metrics when they are on (``dspy_imp.tracing.instrument``)."""
+    active = genai.active()
+    if active is None:
+        return
+    from dspy_imp._watch import genai_facts  # OpenTelemetry: loaded only when metrics are on
+
+    genai_facts.wait_histogram(active.meter_provider).record(seconds)
+
+
 class _Observer:
     """A turn's observer: its events into the request's queue (in order, from any thread);
-    ``stopped()``, which the turn's watch asks before each effect; and ``until_stopped()``, which
-    returns once Stop is asked (a sync turn's effect races it on this loop: ``_drivers.stopping``)."""
+    ``stopped()``, which the turn's watch asks before each effect; ``until_stopped()``, which
+    returns once Stop is asked (a sync turn's effect races it on this loop: ``_drivers.stopping``);
+    and ``model_slot()``, which each model request holds while it runs (``ModelSlots``), adding
+    its wait to the turn's ``waited``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], stopped: Callable[[], bool]):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        queue: asyncio.Queue[Any],
+        stopped: Callable[[], bool],
+        slots: ModelSlots | None = None,
+    ):
         self.loop = loop
         self.queue = queue
         self.stopped = stopped
         self.halted = asyncio.Event()  # set by Stop, on this loop
+        self.slots = slots
+        self.waited = 0.0  # seconds this turn's requests waited for a slot
+
+    @contextlib.asynccontextmanager
+    async def model_slot(self) -> AsyncIterator[None]:
+        if self.slots is None:  # a runner with no bound of its own
+            yield
+            return
+        async with self.slots.slot() as waited:
+            self.waited += waited
+            yield
 
     def __call__(self, event: TurnEvent | Ended) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
@@ -278,6 +355,7 @@ class Runner:
         self.store = store
         self.max_turns = default_max_turns() if max_turns is None else max_turns
         self.model_requests: int | None = None  # the app's ceiling on model requests in flight, told by /readyz
+        self.slots: ModelSlots | None = None  # its slots (``app`` sets both)
         self.draining = False  # ``drain``: no new turns
         self._idle: asyncio.Event | None = None  # set when the last running turn is given back
         self.busy: set[str] = set()
@@ -321,8 +399,20 @@ class Runner:
         ``error``. What it awaits now (a tool with effects of its own) is not cancelled: it
         finishes and is recorded, so the saved history (when the store still takes it) holds it."""
         if key in self.busy and key not in self.taken:
-            self.lost[key] = error
+            self.lost.setdefault(key, error)  # the first telling of it
             self.stopping.add(key)
+
+    def _stopped(self, key: str) -> bool:
+        """Whether the turn stops before its next effect (asked from any thread): Stop, a drain, or
+        a lease lost; a store lease that ran out by the store's clock (``lapsed``) stops it too,
+        even before the store's renewer tells it, so it never runs past its lease."""
+        if key in self.stopping:
+            return True
+        lapsed = getattr(self.store, "lapsed", None)
+        error = None if lapsed is None else lapsed(key)
+        if error is not None:
+            self._lose(key, error)
+        return key in self.stopping
 
     async def run(
         self, key: str, user: str | None, read: Callable[[dspy.History | None], Call]
@@ -400,7 +490,7 @@ class Runner:
             self._release(key)  # cancelled: the store's lease, if any, expires by itself
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
-        observe = _Observer(asyncio.get_running_loop(), queue, lambda: key in self.stopping)
+        observe = _Observer(asyncio.get_running_loop(), queue, functools.partial(self._stopped, key), self.slots)
         play = asyncio.create_task(self._play(key, call, observe))
         self.plays[key] = play
         before = stored.turns if stored is not None else ()
@@ -455,7 +545,13 @@ class Runner:
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` tells of the turns: running, the bound, whether it drains."""
         told = {"draining": self.draining, "running_turns": len(self.busy), "max_turns": self.max_turns}
-        return {**told, "model_requests": self.model_requests}
+        slots = self.slots
+        return {
+            **told,
+            "model_requests": self.model_requests,
+            "model_requests_in_flight": slots.in_flight if slots is not None else 0,
+            "model_requests_waiting": slots.waiting if slots is not None else 0,
+        }
 
     async def _claim(self, key: str) -> bool:
         """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""
@@ -477,7 +573,7 @@ class Runner:
         key: str,
         user: str | None,
         play: asyncio.Task[Any],
-        observe: Callable[[TurnEvent | Ended], None],
+        observe: _Observer,
         call: Call,
         before: tuple[Mapping[str, Any], ...],
     ) -> Ended:
@@ -501,7 +597,7 @@ class Runner:
             ended = Ended(error=error)
         finally:
             await self._free(key)
-        _log.log_turn(key, ended, started)
+        _log.log_turn(key, ended, started, waited=observe.waited)
         observe(ended)
         return ended
 

@@ -181,6 +181,11 @@ class AGUIEncoder:
         result = _jsonable(ended.result)
         return [SubagentFinishedEvent(subagent_run_id=path, result=result, outcome=SubagentFinishedSuccessOutcome())]
 
+    def refused(self, message: str, code: str) -> list[BaseEvent]:
+        """A run refused before it started (the instance at ``max_turns``), for a client that reads
+        only the stream: its error, ``code`` naming the limit."""
+        return [RunErrorEvent(message=message, code=code)]
+
     def failed(self, error: BaseException) -> list[BaseEvent]:
         usage = getattr(error, "usage", None)
         return [

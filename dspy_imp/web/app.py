@@ -46,7 +46,7 @@ from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversat
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, Runner, Store, Turn, default_max_turns
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, ModelSlots, Runner, Store, Turn, default_max_turns
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
@@ -128,7 +128,10 @@ def app(
             alone stops at 100 and queues the rest unseen). It applies to the engines built after
             the app is made, for the whole process. LiteLLM's engine has its own pool
             (``AIOHTTP_CONNECTOR_LIMIT`` and ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` in the
-            environment before LiteLLM is imported: 1000 and 500 by default).
+            environment before LiteLLM is imported: 1000 and 500 by default). The app bounds its
+            turns' requests to it too: a request over it waits for a slot, and the wait shows in
+            the turn's log line (``waited=``), ``/readyz`` (``model_requests_waiting``) and, with
+            GenAI metrics on, the ``dspy_imp.model_request.wait_duration`` histogram.
 
     The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
     accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
@@ -155,6 +158,7 @@ def app(
     program, runner = _runner(agent, store or MemoryStore(), sync)
     runner.max_turns = default_max_turns() if max_turns is None else max_turns
     runner.model_requests = model_requests
+    runner.slots = ModelSlots(model_requests)  # the app's own bound: a request that waits is seen waiting
     set_model_connections(model_requests)  # DSPy's native engine: no hidden ceiling of 100
     if client_tools and not isinstance(runner.turns, Calls):
         raise ConfigurationError(
@@ -365,7 +369,11 @@ class _Server:
         try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
             turn = await self.runner.begin(run_input.thread_id, user, read)
         except BeforeStream as refused:
-            return refused.response()
+            if not _streamed_refusal(refused, request):
+                return refused.response()
+            events_told = narration.turned_away(refused.message, str(refused.details["limit"]))
+            told = "".join(encoder.encode(event) for event in events_told)
+            return _refusal_stream(refused, told, encoder.get_content_type())
         events = self._narrate(narration, turn)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
@@ -387,7 +395,11 @@ class _Server:
         try:  # the conversation taken and read before the stream: another user's is a 404, as on REST
             turn = await self.runner.begin(key, user, read)
         except BeforeStream as refused:
-            return refused.response()
+            if not _streamed_refusal(refused, request):
+                return refused.response()
+            told_parts = narration.turned_away(refused.message, str(refused.details["limit"]))
+            told = "".join(encodable(vercel.encode(part)) for part in told_parts) + vercel.DONE
+            return _refusal_stream(refused, told, "text/event-stream", vercel.HEADERS)
         parts = self._narrate(narration, turn)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
@@ -427,6 +439,22 @@ def _message_id(body: dict[str, Any]) -> str:
     if last.get("role") == "assistant" and isinstance(last.get("id"), str):
         return last["id"]
     return f"{body.get('id')}-{len(messages)}"
+
+
+def _streamed_refusal(refused: BeforeStream, request: Request) -> bool:
+    """Whether a refusal before the stream is told as a stream too: a full instance's 429 (``max_turns``)
+    to a request that asks for ``text/event-stream``, for a client that reads only the stream. Every
+    other refusal before the stream keeps REST's JSON body (a 409's, a 404's), whatever it asks for."""
+    return refused.status == 429 and "limit" in refused.details and _SSE in request.headers.get("accept", "")
+
+
+def _refusal_stream(refused: BeforeStream, told: str, media_type: str, headers: Any = None) -> Response:
+    """The refusal's status and ``Retry-After``, its body the stream's start and its error."""
+    answer = {"retry-after": str(refused.retry_after), **(headers or {})}
+    return Response(told, status_code=refused.status, media_type=media_type, headers=answer)
+
+
+_SSE = "text/event-stream"
 
 
 async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:

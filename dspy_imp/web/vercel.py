@@ -151,6 +151,11 @@ class VercelEncoder:
             data.update(state="finished", output=_json(ended.result))
         return [_data("agent", path, data)]
 
+    def refused(self, message: str, code: str) -> list[dict[str, Any]]:
+        """A turn refused before it started (the instance at ``max_turns``), for a client that reads
+        only the stream: an ``error`` part naming the limit."""
+        return [{"type": "error", "errorText": f"{code}: {message}"}]
+
     def failed(self, error: BaseException) -> list[dict[str, Any]]:
         return [{"type": "error", "errorText": f"{type(error).__name__}: {getattr(error, 'reason', error)}"}]
 

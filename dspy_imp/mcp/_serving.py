@@ -1,0 +1,367 @@
+"""A program served as an MCP server: one tool, the program's signature, on the official ``mcp`` SDK.
+
+``agent.as_mcp_server(name)`` (and ``python -m dspy_imp.mcp serve module:program``) builds a
+``ProgramServer``: an SDK low-level ``Server`` with one tool whose input schema is the signature's
+input fields (their annotations, as pydantic writes JSON Schema) and whose ``outputSchema`` is its
+output fields. A call runs one turn:
+
+- **Arguments** come from an untrusted client: bounded (``MAX_ARGUMENT_CHARS`` of JSON) and
+  validated against the schema before any model request; a bad one is an ``isError`` result naming
+  the field.
+- **Progress**: each step of the turn (a request, a tool call, its result, the end) is a
+  ``notifications/progress`` with the status line ``StatusMessageProvider`` writes for it, sent only
+  when the client gave a ``progressToken`` (the SDK drops it otherwise).
+- **Cancellation**: the SDK cancels the handler on ``notifications/cancelled``; an async turn's task
+  is cancelled with it, a sync turn (``sync=True``, run in a worker thread) is stopped through its
+  observer as the web app's Stop stops one (``_drivers.stopping``).
+- **Approvals**: a turn that pauses for approval asks the client with ``elicitation/create``
+  (accept approves the call as shown, decline or cancel refuses it) and resumes; a client without
+  the elicitation capability gets an error result naming the calls.
+- **Result**: a turn with an answer is ``structuredContent`` (its outputs) and a text block (the
+  same JSON); one without (incomplete, blocked) is an ``isError`` result saying how it ended. Both
+  carry the termination metadata in ``_meta["dspy-imp/termination"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import json
+import logging
+import re
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import dspy
+import mcp_types as types
+import pydantic
+from mcp.server import Server as LowLevelServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._watch.events import RequestStarted, SubAgentEvent, ToolEnded, ToolStarted, TurnEvent, observing
+from dspy_imp._watch.status import StatusMessageProvider, short
+
+logger = logging.getLogger("dspy_imp.mcp")
+
+MAX_ARGUMENT_CHARS = 1_000_000
+"""The most characters a call's arguments may take as JSON (more is an error result, no turn)."""
+MAX_BODY = 1_000_000
+"""The largest HTTP request body read, in bytes (the SDK answers a bigger one 413)."""
+META_KEY = "dspy-imp/termination"
+"""Where a result's ``_meta`` holds how the turn ended."""
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_PROVIDER = StatusMessageProvider()
+
+
+class ProgramServer:
+    """A program as an MCP server with one tool (``agent.as_mcp_server(...)``).
+
+    ``server`` is the SDK's low-level ``Server`` (give it to ``mcp.Client`` in a test);
+    ``run_stdio()`` serves it over stdio, ``http_app()`` is its streamable-HTTP ASGI app with
+    Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        name: str,
+        *,
+        tool: str | None = None,
+        description: str | None = None,
+        sync: bool = False,
+    ):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"`name` must be the server's name, a non-empty string; got {name!r}")
+        tool_name = tool if tool is not None else name
+        if not isinstance(tool_name, str) or not _NAME.match(tool_name):
+            raise ConfigurationError(
+                f"the tool's name must be 1 to 64 letters, digits, `_` or `-`; got {tool_name!r} (pass `tool=`)"
+            )
+        self.agent = agent
+        self.name = name
+        self.tool_name = tool_name
+        self.sync = bool(sync)
+        self.description = description or agent.signature.instructions or f"Run the program {name}"
+        self.inputs = _fields_model(agent.signature.input_fields, f"{tool_name}_input", forbid=True)
+        self.outputs = _fields_model(agent.signature.output_fields, f"{tool_name}_output", forbid=False)
+        self.server: LowLevelServer[Any] = LowLevelServer(
+            name,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    def tool(self) -> types.Tool:
+        """The one tool: the signature's inputs as its input schema, its outputs as its ``outputSchema``."""
+        return types.Tool(
+            name=self.tool_name,
+            description=self.description,
+            input_schema=self.inputs.model_json_schema(),
+            output_schema=self.outputs.model_json_schema(),
+        )
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.tool()])
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != self.tool_name:
+            return _error(f"unknown tool {params.name!r}: this server has one tool, {self.tool_name!r}")
+        arguments = params.arguments or {}
+        try:
+            size = len(json.dumps(arguments, ensure_ascii=False))
+        except (TypeError, ValueError):
+            return _error("the arguments are not JSON")
+        if size > MAX_ARGUMENT_CHARS:
+            return _error(f"the arguments take {size} characters as JSON; at most {MAX_ARGUMENT_CHARS} are read")
+        try:
+            values = self.inputs.model_validate(arguments)
+        except pydantic.ValidationError as invalid:
+            return _error(_invalid(invalid))
+        kwargs = {name: getattr(values, name) for name in self.agent.signature.input_fields}
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        progress = _Progress(ctx)
+        try:
+            prediction = await self._turn(kwargs, progress)
+            while prediction.metadata.termination_reason == "paused":
+                decisions = await self._decide(ctx, prediction.metadata.pending_calls)
+                if isinstance(decisions, str):
+                    return _error(decisions, _termination(prediction.metadata))
+                prediction = await self._turn(
+                    {"history": prediction.metadata.history, "approvals": decisions}, progress
+                )
+        except asyncio.CancelledError:
+            logger.info("%s: the client cancelled the call; the turn was stopped", self.name)
+            raise
+        finally:
+            await progress.close()
+        return self._result(prediction)
+
+    async def _turn(self, kwargs: dict[str, Any], progress: _Progress) -> Any:
+        """One call of the program, its events sent as progress; stopped when the handler is cancelled."""
+        observer = _Observer(asyncio.get_running_loop(), progress)
+        prediction = await self._play(kwargs, observer)
+        ended = _PROVIDER.turn_end_status_message(
+            prediction.metadata.termination_reason, prediction.metadata.termination_cause
+        )
+        if ended:
+            progress.put(ended)
+        return prediction
+
+    async def _play(self, kwargs: dict[str, Any], observer: _Observer) -> Any:
+        with observing(observer):
+            if not self.sync:
+                return await self.agent.acall(**kwargs)
+            context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
+            work = asyncio.ensure_future(anyio.to_thread.run_sync(context.run, functools.partial(self.agent, **kwargs)))
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:  # the client's cancel: stop the sync turn, wait for it to stop
+                observer.halt()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait({work})
+                raise
+
+    async def _decide(self, ctx: Any, pending: Sequence[dict[str, Any]]) -> dict[str, Any] | str:
+        """The client's decision on each pending call, asked with ``elicitation/create``; or why none can be."""
+        named = ", ".join(f"{c['name']}({short(c['args'])})" for c in pending)
+        external = [c for c in pending if c.get("kind") != "approval"]
+        if external:
+            return f"the turn paused for results an MCP client cannot give (external tools): {named}"
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            return f"the turn needs approval of {named}, and this client does not take elicitation requests"
+        if not ctx.session.can_send_request:  # 2026-07-28's input-required round trips are not served yet
+            return (
+                f"the turn needs approval of {named}, and this connection (protocol {ctx.session.protocol_version}) "
+                "cannot send elicitation requests: connect with the 2025-11-25 handshake"
+            )
+        decisions: dict[str, Any] = {}
+        for call in pending:
+            answer = await ctx.session.elicit_form(
+                f"Approve the call {call['name']}({short(call['args'], 400)})?",
+                {"type": "object", "properties": {}},
+                related_request_id=ctx.request_id,
+            )
+            shown = {"id": call["id"], "name": call["name"], "args": dict(call["args"])}
+            decisions[call["id"]] = shown if answer.action == "accept" else False
+        return decisions
+
+    def _result(self, prediction: Any) -> types.CallToolResult:
+        metadata = prediction.metadata
+        termination = _termination(metadata)
+        if not metadata.complete:
+            why = f" ({metadata.termination_cause})" if metadata.termination_cause else ""
+            return _error(f"the turn ended {metadata.termination_reason}{why} without an answer", termination)
+        outputs = {name: getattr(prediction, name, None) for name in self.agent.signature.output_fields}
+        try:
+            structured = self.outputs.model_validate(outputs).model_dump(mode="json")
+        except pydantic.ValidationError as invalid:
+            return _error(f"the program's outputs do not fit its signature: {_invalid(invalid)}", termination)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+            structured_content=structured,
+            _meta={META_KEY: termination},
+        )
+
+    async def run_stdio(self) -> None:
+        """Serve over this process's stdin and stdout until the client closes them."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+    def http_app(self, *, hosts: Sequence[str] = (), origins: Sequence[str] = (), path: str = "/mcp") -> Any:
+        """The streamable-HTTP ASGI app at ``path``, Host and Origin checked (DNS rebinding).
+
+        A request's ``Host`` must be a loopback name (with any port) or one of ``hosts``; a
+        browser's ``Origin`` must be ``http(s)://`` one of those names, or one of ``origins``.
+        The SDK's ``TransportSecuritySettings`` does the checking (421 for a Host, 403 for an
+        Origin), with the rule the web app keeps."""
+        return self.server.streamable_http_app(
+            streamable_http_path=path,
+            transport_security=security(hosts, origins),
+            max_request_body_size=MAX_BODY,
+        )
+
+    def run_http(
+        self, host: str = "127.0.0.1", port: int = 0, *, hosts: Sequence[str] = (), origins: Sequence[str] = ()
+    ) -> None:
+        """Serve ``http_app()`` with uvicorn on ``host:port`` (``0``: a free port), printing the URL."""
+        import uvicorn
+
+        listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        listener.bind((host, port))
+        listener.listen(128)
+        bound = listener.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        names = list(hosts) if host in ("127.0.0.1", "::1", "localhost") else [host, *hosts]
+        print(f"dspy-imp mcp: serving {self.name} on http://{shown}:{bound}/mcp", flush=True)
+        app = self.http_app(hosts=names, origins=origins)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+
+
+def security(hosts: Sequence[str], origins: Sequence[str]) -> TransportSecuritySettings:
+    """Host and Origin rules as the web app keeps them: loopback names answer for one another, any
+    port; more names only when given; an origin is one of those names or one configured."""
+    if isinstance(hosts, str) or isinstance(origins, str):
+        raise ConfigurationError("`hosts` and `origins` must be lists of names, not one string")
+    names = [*LOOPBACK, *(h.strip().lower() for h in hosts if h.strip())]
+    allowed_hosts = [pattern for n in names for pattern in (n, f"{n}:*")]
+    allowed_origins = [f"{scheme}://{n}{port}" for n in names for scheme in ("http", "https") for port in ("", ":*")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=[*allowed_origins, *(o.rstrip("/") for o in origins)],
+    )
+
+
+class _Progress:
+    """A call's progress notifications, sent in order by one task (events come from any thread)."""
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.count = 0
+        self.task = asyncio.ensure_future(self._send())
+
+    def put(self, line: str) -> None:
+        self.queue.put_nowait(line)
+
+    async def _send(self) -> None:
+        while (line := await self.queue.get()) is not None:
+            self.count += 1
+            try:
+                await self.ctx.session.report_progress(self.count, None, line)
+            except Exception as error:  # a closed stream: the call's own result says the rest
+                logger.debug("dspy_imp.mcp: progress not sent: %r", error)
+
+    async def close(self) -> None:
+        self.queue.put_nowait(None)
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait({self.task})
+
+
+class _Observer:
+    """A turn's events as progress lines; ``stopped()`` and ``until_stopped()`` let a sync turn be stopped."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, progress: _Progress):
+        self.loop = loop
+        self.progress = progress
+        self.halted = asyncio.Event()
+        self.asked = False
+
+    def __call__(self, event: TurnEvent) -> None:
+        line = _line(event)
+        if line:
+            self.loop.call_soon_threadsafe(self.progress.put, line)
+
+    def stopped(self) -> bool:
+        return self.asked
+
+    def halt(self) -> None:
+        self.asked = True
+        self.halted.set()
+
+    async def until_stopped(self) -> None:
+        await self.halted.wait()
+
+
+def _line(event: TurnEvent) -> str | None:
+    """The status line of one event (``StatusMessageProvider``'s words), a sub-agent's prefixed."""
+    if isinstance(event, SubAgentEvent):
+        inner = _line(event.event)
+        return f"{event.agent}: {inner}" if inner else None
+    if isinstance(event, RequestStarted):
+        return _PROVIDER.request_status_message(event.kind, 0) or f"Request {event.number}"
+    if isinstance(event, ToolStarted):
+        return f"Calling {event.name}({short(event.args)})"
+    if isinstance(event, ToolEnded):
+        return f"{event.name} {'failed' if event.error else 'returned'}: {short(event.value)}"
+    return None
+
+
+def _fields_model(fields: dict[str, Any], title: str, *, forbid: bool) -> type[pydantic.BaseModel]:
+    """A pydantic model of a signature's fields: their annotations, their descriptions, required."""
+    definitions: dict[str, Any] = {}
+    for name, field in fields.items():
+        extra = field.json_schema_extra or {}
+        desc = extra.get("desc") if isinstance(extra, dict) else None
+        shown = desc if isinstance(desc, str) and desc and not desc.startswith("${") else None
+        annotation = field.annotation if field.annotation is not None else str
+        if annotation is dspy.History:
+            raise ConfigurationError(f"input `{name}` is a dspy.History: a served program's inputs are JSON values")
+        definitions[name] = (annotation, pydantic.Field(..., description=shown))
+    config = pydantic.ConfigDict(extra="forbid" if forbid else "ignore", arbitrary_types_allowed=False)
+    try:
+        return pydantic.create_model(title, __config__=config, **definitions)
+    except (pydantic.PydanticSchemaGenerationError, TypeError) as error:
+        raise ConfigurationError(f"the signature's fields have no JSON Schema: {error}") from error
+
+
+def _invalid(invalid: pydantic.ValidationError) -> str:
+    """The validation errors, each naming its field: ``argument `count`: Input should be a valid integer``."""
+    lines = []
+    for error in invalid.errors()[:10]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "(the arguments)"
+        lines.append(f"argument `{where}`: {error.get('msg')}")
+    return "invalid arguments: " + "; ".join(lines)
+
+
+def _termination(metadata: Any) -> dict[str, Any]:
+    return {
+        "reason": metadata.termination_reason,
+        "cause": metadata.termination_cause,
+        "finish_reason": metadata.finish_reason,
+        "finished_by_tool": metadata.finished_by_tool,
+    }
+
+
+def _error(message: str, termination: dict[str, Any] | None = None) -> types.CallToolResult:
+    meta = {META_KEY: termination} if termination is not None else None
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True, _meta=meta)
