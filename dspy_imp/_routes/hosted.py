@@ -34,9 +34,13 @@ _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     ("native", "anthropic"): hosted_anthropic.ROUTE,
     ("native", "openai"): hosted_openai.ROUTE,  # the Responses API
 }
-# Routes that cannot carry hosted tools, and why (the ``ConfigurationError`` says it).
+# Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it).
 _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
+    ("native", "openai"): hosted_openai.NOT_HERE,  # the Responses API: a tool it lacks (WebFetch)
+    ("litellm", "openai-responses"): hosted_openai.NOT_ON_LITELLM,  # model_type="responses" on LiteLLM
+    ("litellm", "openai"): hosted_openai.NOT_ON_CHAT,
+    ("native", "openai-chat"): hosted_openai.NOT_ON_CHAT,
 }
 
 

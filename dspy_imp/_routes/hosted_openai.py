@@ -2,34 +2,46 @@
 
 Request: each tool as an lm15 builtin whose config carries the Responses ``type`` itself
 (``web_search``, ``code_interpreter`` with ``container: {"type": "auto"}``, ``file_search`` with
-``vector_store_ids``, ``mcp`` with ``server_label``/``server_url``); lm15's own table would write
-the older ``web_search_preview``, and its builtin writer lets the config's keys win.
+``vector_store_ids``, ``mcp`` with ``server_label``/``server_url``): lm15's own table writes the
+older ``web_search_preview``, and its builtin writer lets the config's keys win. An option the
+Responses tool has no field for (``WebSearch(max_uses=...)``, ``blocked_domains``) is a
+``ConfigurationError`` naming it, before any request, rather than a search without the bound.
 
 Reply: lm15 skips ``web_search_call``/``code_interpreter_call``/``file_search_call`` items and
 records ``mcp_*`` items as unmapped, but keeps the raw body (``Response.provider_data``). A reply
 holding such an item is recorded as one ``{"type": "openai_served", "content": [...]}`` block: the
 response's whole ``output`` list as served (reasoning items with their encrypted content, the
-hosted call items with their ids and actions, message items with their ``url_citation``
+hosted call items with their ids, actions and results, message items with their ``url_citation``
 annotations, function calls), in order.
 
-Replay: the Responses API takes a response's output items back as input items; the wrapper of
-lm15's ``_build_input`` writes an assistant message recorded that way as exactly that list, so the
-next request of the turn, and of a later turn after ``dump_history``/``load_history``, carries the
-items byte for byte (no ``previous_response_id``: the loop keeps no server-side state).
+Replay: the Responses API takes a response's output items back as input items. The wrapper of
+lm15's ``_build_input`` writes an assistant message carrying that record (the replay state
+``route.canonical_request`` attaches) as exactly that list, so the next request of the turn, and of
+a later turn after ``dump_history``/``load_history``, carries the items byte for byte (no
+``previous_response_id``: the loop keeps no server-side state). It stacks on
+``_routes.responses_bridge``'s wrapper of the same method (``dspy_private.wrap_once``), which keeps
+serving every other message.
+
+On LiteLLM, DSPy reads a Responses reply as text, function calls, reasoning and citations only
+(``dspy.clients.legacy_outputs.responses_outputs``): the hosted call items are dropped and cannot go
+back, so that route is refused until it can carry them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private
+from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "openai_served"
 STATE = "served_content"  # the continuation-state kind ``route.served_state`` attaches (shared with Anthropic)
 
+# Output items the provider ran (OpenAI's API reference, the response object's ``output``).
 HOSTED_ITEMS = frozenset(
     {
         "web_search_call",
@@ -40,45 +52,79 @@ HOSTED_ITEMS = frozenset(
         "mcp_approval_request",
     }
 )
+COUNTED_ITEMS = frozenset({"web_search_call", "code_interpreter_call", "file_search_call", "mcp_call"})
 TOOLS = frozenset({"web_search", "code_execution", "file_search", "remote_mcp"})
+CITATIONS = frozenset({"url_citation", "file_citation", "container_file_citation"})
 
 
 def tool_config(tool: Any) -> dict[str, Any]:
     """The tool's entry in the Responses ``tools`` list (OpenAI's API reference, Tools)."""
     if tool.kind == "web_search":
-        config: dict[str, Any] = {"type": "web_search"}
-        if getattr(tool, "allowed_domains", ()):
-            config["filters"] = {"allowed_domains": list(tool.allowed_domains)}
-        if getattr(tool, "user_location", None):
-            config["user_location"] = {"type": "approximate", **dict(tool.user_location)}
-        return config
+        return _web_search(tool)
     if tool.kind == "code_execution":
         return {"type": "code_interpreter", "container": {"type": "auto"}}
     if tool.kind == "file_search":
-        return {"type": "file_search", "vector_store_ids": list(getattr(tool, "store_ids", ()) or ())}
+        if not tool.store_ids:
+            raise RefusedOption("FileSearch(store_ids=...) is empty: OpenAI's file search needs a vector store id")
+        return {"type": "file_search", "vector_store_ids": list(tool.store_ids)}
     if tool.kind == "remote_mcp":
-        url = str(tool.url)
-        label = url.split("//", 1)[-1].split("/", 1)[0].replace(".", "_").replace(":", "_")
-        config = {"type": "mcp", "server_label": label, "server_url": url, "require_approval": "never"}
-        if getattr(tool, "allowed_tools", None):
-            config["allowed_tools"] = list(tool.allowed_tools)
-        if getattr(tool, "headers", None):
-            config["headers"] = dict(tool.headers)
-        return config
-    raise ValueError(f"no OpenAI Responses tool for {tool.kind!r}")
+        return _mcp(tool)
+    raise RefusedOption(f"OpenAI's Responses API has no hosted {tool.label}")
+
+
+def _web_search(tool: Any) -> dict[str, Any]:
+    for option in ("max_uses", "blocked_domains"):
+        if getattr(tool, option):
+            raise RefusedOption(
+                f"WebSearch({option}=...): OpenAI's web_search tool has no {option} (only allowed_domains and "
+                "user_location); leave it out for an OpenAI model"
+            )
+    config: dict[str, Any] = {"type": "web_search"}
+    if tool.allowed_domains:
+        config["filters"] = {"allowed_domains": list(tool.allowed_domains)}
+    if tool.user_location:
+        config["user_location"] = {"type": "approximate", **dict(tool.user_location)}
+    return config
+
+
+def _mcp(tool: Any) -> dict[str, Any]:
+    url = str(tool.url)
+    host = url.split("//", 1)[-1].split("/", 1)[0]
+    if not host:
+        raise RefusedOption("RemoteMCP(url=...) is empty: OpenAI's mcp tool needs the server's URL")
+    # server_label names the server in the reply's items; the host is stable and readable
+    config: dict[str, Any] = {
+        "type": "mcp",
+        "server_label": re.sub(r"[^A-Za-z0-9_-]", "_", host),
+        "server_url": url,
+        "require_approval": "never",  # the provider runs it within the request: no approval can apply
+    }
+    if tool.allowed_tools is not None:
+        config["allowed_tools"] = list(tool.allowed_tools)
+    if tool.headers:
+        config["headers"] = dict(tool.headers)
+    return config
 
 
 def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     from dspy.lm15 import BuiltinTool
 
-    return HostedRequest(builtins=tuple(BuiltinTool(name=t.kind, config=tool_config(t)) for t in tools))
+    try:
+        configs = [(t.kind, tool_config(t)) for t in tools]
+    except RefusedOption as refused:  # before the request is sent: the turn raises it as a ConfigurationError
+        import dspy
+
+        model = getattr(lm if lm is not None else dspy.settings.lm, "model", None)  # None: the configured LM
+        raise RefusedOption(f"model {model!r}: {refused}") from None
+    return HostedRequest(builtins=tuple(BuiltinTool(name=kind, config=config) for kind, config in configs))
 
 
 def _body(response: Any) -> Mapping[str, Any] | None:
+    """The raw Responses body lm15 keeps (None: not one)."""
     if isinstance(response, list | tuple):
         response = response[0] if response else None
     data = getattr(response, "provider_data", None)
-    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
+    if not isinstance(data, Mapping) or data.get("object") != "response" or not isinstance(data.get("output"), list):
         return None
     return data
 
@@ -96,35 +142,44 @@ def served(response: Any) -> Block | None:
 
 
 def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each output text's ``url_citation`` annotations as served, with the text they cover (``cited_for``)."""
+    """Each output text's citation annotations as served, with the text they support (``cited_for``:
+    the span a ``url_citation`` marks, else the whole text)."""
     found: list[dict[str, Any]] = []
     for item in block.get("content") or ():
         if not isinstance(item, Mapping) or item.get("type") != "message":
             continue
         for part in item.get("content") or ():
-            text = str(part.get("text") or "") if isinstance(part, Mapping) else ""
-            for a in (part.get("annotations") or ()) if isinstance(part, Mapping) else ():
-                if isinstance(a, Mapping) and a.get("type") in ("url_citation", "file_citation"):
-                    start, end = a.get("start_index"), a.get("end_index")
-                    cited = text[start:end] if isinstance(start, int) and isinstance(end, int) else text
-                    found.append({**a, "cited_for": cited})
+            if not isinstance(part, Mapping):
+                continue
+            text = str(part.get("text") or "")
+            for note in part.get("annotations") or ():
+                if isinstance(note, Mapping) and note.get("type") in CITATIONS:
+                    start, end = note.get("start_index"), note.get("end_index")
+                    spanned = isinstance(start, int) and isinstance(end, int)
+                    found.append({**note, "cited_for": text[start:end] if spanned else text})
     return found
 
 
-# OpenAI's pricing page (tools): web search $10 per 1,000 calls, file search $2.50 per 1,000 calls, beside
-# tokens; code interpreter containers are billed per session and remote MCP costs tokens only (not priced here).
+# OpenAI's pricing page (built-in tools): web search $10 per 1,000 calls (the ``web_search`` tool; its
+# search content tokens are billed as tokens), file search $2.50 per 1,000 calls. Code interpreter is
+# billed per container, not per call, and remote MCP costs tokens only: neither is priced here.
 PRICES = {"web_search_call": 10.0 / 1000, "file_search_call": 2.5 / 1000}
 
 
 def usage(response: Any) -> HostedUsage | None:
-    """The hosted call items of a Responses body, counted by type and priced (None: not a Responses body)."""
+    """The hosted call items of a Responses body, counted by item type and priced (None: no such body).
+
+    The Responses usage block has no count of them (Anthropic's ``server_tool_use``): each item is one
+    call the provider ran. Listing an MCP server's tools (``mcp_list_tools``) is no call.
+    """
     data = _body(response)
     if data is None:
         return None
     counts: dict[str, int] = {}
     for item in data["output"]:
-        if _hosted(item) and item["type"] != "mcp_list_tools":
-            counts[item["type"]] = counts.get(item["type"], 0) + 1
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind in COUNTED_ITEMS:
+            counts[kind] = counts.get(kind, 0) + 1
     return HostedUsage(counts, sum(PRICES.get(k, 0.0) * v for k, v in counts.items()))
 
 
@@ -134,30 +189,38 @@ def as_text(block: Mapping[str, Any]) -> str:
     for item in block.get("content") or ():
         kind = item.get("type") if isinstance(item, Mapping) else None
         if kind == "web_search_call":
-            action = item.get("action") or {}
-            lines.append(f"[web_search ran by the provider: {json.dumps(action, ensure_ascii=False)}]")
+            lines.append(f"[web_search ran by the provider: {json.dumps(item.get('action'), ensure_ascii=False)}]")
         elif kind == "code_interpreter_call":
-            outputs = "; ".join(str(o.get("logs") or o.get("url") or "") for o in item.get("outputs") or ())
-            lines.append(f"[code_interpreter ran by the provider: {item.get('code')}]\n[output: {outputs[:2000]}]")
+            outputs = "; ".join(
+                str(o.get("logs") or o.get("url") or "") for o in item.get("outputs") or () if isinstance(o, Mapping)
+            )
+            lines.append(f"[code_interpreter ran by the provider: {item.get('code')}]")
+            if outputs:
+                lines.append(f"[code_interpreter output: {outputs[:2000]}]")
         elif kind == "file_search_call":
             lines.append(f"[file_search ran by the provider: {json.dumps(item.get('queries'), ensure_ascii=False)}]")
         elif kind == "mcp_call":
             lines.append(
-                f"[{item.get('server_label')}.{item.get('name')} ran by the provider: {item.get('arguments')}]\n"
-                f"[output: {str(item.get('output') or item.get('error') or '')[:2000]}]"
+                f"[{item.get('server_label')}.{item.get('name')} ran by the provider: {item.get('arguments')}]"
             )
+            lines.append(f"[mcp output: {str(item.get('output') or item.get('error') or '')[:2000]}]")
     cited = [f"{c.get('title')} <{c.get('url')}>" for c in citations(block) if c.get("url")]
     if cited:
         lines.append("[sources: " + "; ".join(dict.fromkeys(cited)) + "]")
     return "\n".join(lines)
 
 
-def _served_items(msg: Any) -> list[dict[str, Any]] | None:
+def served_items(msg: Any) -> list[dict[str, Any]] | None:
+    """The output items an assistant message was served with, when it carries them (else None).
+
+    Read by the state's kind: ``route.served_state`` labels it for Anthropic, whose own writer reads
+    only that label; a served list holding no Responses hosted item is not ours.
+    """
     if getattr(msg, "role", None) != "assistant":
         return None
     for state in getattr(msg, "continuation", ()) or ():
         if state.kind == STATE:
-            items = [dict(b) for b in (state.data or {}).get("content") or ()]
+            items = [dict(b) for b in (state.data or {}).get("content") or () if isinstance(b, Mapping)]
             if any(_hosted(i) for i in items):
                 return items
     return None
@@ -169,16 +232,16 @@ def install() -> None:
 
     def wrap_build_input(original: Any) -> Any:
         def build_input(self: Any, messages: Any, compat: Any, *, breakpoint_index: int | None = None) -> Any:
-            if not any(_served_items(m) is not None for m in messages):
+            if not any(served_items(m) is not None for m in messages):
                 return original(self, messages, compat, breakpoint_index=breakpoint_index)
             items: list[dict[str, Any]] = []
             for index, msg in enumerate(messages):
-                replay = _served_items(msg)
-                if replay is not None:
-                    items.extend(replay)
-                else:
-                    mark = 0 if index == breakpoint_index else None
+                replay = served_items(msg)
+                mark = 0 if index == breakpoint_index else None
+                if replay is None or mark is not None:  # lm15 refuses a breakpoint on an assistant message
                     items.extend(original(self, (msg,), compat, breakpoint_index=mark))
+                else:
+                    items.extend(replay)
             return items
 
         return build_input
@@ -194,4 +257,17 @@ ROUTE = HostedRoute(
     citations=citations,
     usage=usage,
     as_text=as_text,
+)
+NOT_ON_LITELLM = (
+    "on LiteLLM DSPy reads a Responses reply as text, function calls and reasoning only, so the hosted call items "
+    "(web_search_call, code_interpreter_call, file_search_call, mcp_call) are dropped and cannot be sent back; "
+    "use DSPy's default engine (engine='auto' or 'native')"
+)
+NOT_HERE = (
+    "OpenAI's Responses API runs web search, code interpreter, file search and remote MCP, and has no tool that "
+    "fetches a URL (WebFetch)"
+)
+NOT_ON_CHAT = (
+    "the Chat Completions API carries no hosted tools here; OpenAI's run on the Responses API: "
+    "dspy.LM('openai/<model>', model_type='responses')"
 )

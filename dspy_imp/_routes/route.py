@@ -74,7 +74,8 @@ _NATIVE_KINDS = {
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
-    "openai": RESPONSES_KINDS | {hosted_openai.KIND},  # lm15's Responses API provider (Chat Completions is "openai-chat")
+    # lm15's Responses API provider (Chat Completions is "openai-chat"), and the served items of hosted tools
+    "openai": RESPONSES_KINDS | {hosted_openai.KIND},
     "openai-chat": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint, via ``_routes.chat_extras``
 }
 
