@@ -268,6 +268,6 @@ NOT_HERE = (
     "fetches a URL (WebFetch)"
 )
 NOT_ON_CHAT = (
-    "the Chat Completions API carries no hosted tools here; OpenAI's run on the Responses API: "
-    "dspy.LM('openai/<model>', model_type='responses')"
+    "the Chat Completions API carries no hosted tools here; OpenAI's run on the Responses API, on DSPy's default "
+    "engine: dspy.LM('openai/<model>', model_type='responses')"
 )

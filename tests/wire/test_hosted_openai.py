@@ -90,6 +90,8 @@ def _slice(body: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, 
 def _accepted(emulator: Emulator) -> None:
     for sent in emulator.requests:
         assert_accepted("responses", sent.body, sent.path)
+        ids = [i["id"] for i in sent.body["input"] if i.get("id")]
+        assert len(ids) == len(set(ids)), ids  # a served item goes back once (not again in lm15's own form)
 
 
 @pytest.mark.parametrize(("finish", "script", "ending"), [("auto", [], "answered"), ("submit", [SUBMIT], "submit")])
@@ -130,6 +132,20 @@ def test_the_hosted_searches_are_counted_and_priced_from_the_served_items(run: A
     assert usage.calls[0].cost is None  # DSPy's native engine prices no tokens here: the search fee is the cost
     assert usage.calls[1].cost == pytest.approx(0.06)  # $10 per 1,000 web search calls (OpenAI's pricing page)
     assert usage.cost == pytest.approx(0.06)
+
+
+def test_a_usage_limit_counts_the_served_hosted_calls(run: Any) -> None:
+    agent = dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[WebSearch(), get_weather],
+        finish="submit",
+        usage_limits=dspy_imp.UsageLimits(hosted_calls=6),
+    )
+    with Emulator([WEATHER, Scripted(200, SEARCH), SUBMIT]) as emulator, dspy.context(lm=_lm(emulator)):
+        pred = run(agent, question="The weather in Geneva, and the top 3 news in the world today?")
+    assert len(emulator.requests) == 2  # the six searches used the limit: no request leaves after them
+    assert pred.metadata.termination_reason == "incomplete"
+    assert pred.metadata.termination_cause == "usage_limit_exceeded"
 
 
 def test_a_saved_history_sends_the_served_items_back_on_a_later_turn(run: Any) -> None:
