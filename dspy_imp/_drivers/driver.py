@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
-from dspy_imp._drivers import guarding, stopping, tool_threads, tools
+from dspy_imp._drivers import guard_books, guarding, stopping, tool_threads, tools
 from dspy_imp._drivers.adapter import current_exchange
 from dspy_imp._drivers.child import ChildCall, calling, ended, raised
 from dspy_imp._drivers.child import current as current_child
@@ -141,7 +142,16 @@ class Effects:
         driver does, in a worker thread a stop leaves behind (a sync tool, as ``tool_timeouts`` does)."""
         if isinstance(effect, ModelRequest | Extraction) and sends_async(self.program, effect):
             return functools.partial(Effects.aperform, self, effect)
-        return functools.partial(tool_threads.arun, functools.partial(self._perform, effect))
+        work = functools.partial(tool_threads.arun, functools.partial(self._perform, effect))
+        slot = self.watch.model_slot if self.watch is not None else None
+        if slot is None or not isinstance(effect, ModelRequest | Extraction):
+            return work
+
+        async def held() -> Any:  # a sync-only LM's request holds one of the app's slots too
+            async with slot():
+                return await work()
+
+        return held
 
     def _perform(self, effect: Any) -> Any:
         if isinstance(effect, RunTools):
@@ -228,15 +238,30 @@ class Effects:
 
         return Job(run, arun, lambda value: ended(value, now_iso()), lambda error: raised(error, now_iso()))
 
+    def _slotted(self, job: Job) -> Job:
+        """``job`` with the app's bound on model requests over the LM calls made inside it that the
+        machine never sees (a guardrail's, an MCP server's sampling requests: ``guard_books``)."""
+        slot = self.watch.model_slot if self.watch is not None else None
+        if slot is None:
+            return job
+        inner, loop = job.scope, self.watch.model_loop if self.watch is not None else None
+
+        @contextlib.contextmanager
+        def scope() -> Iterator[None]:
+            with guard_books.slotted(slot, loop), inner():
+                yield
+
+        return dataclasses.replace(job, scope=scope)
+
     def _job(self, effect: Any) -> Job:
         if isinstance(effect, RunAgent):
             return self._agent_job(effect)
         if isinstance(effect, RunTool):
-            return tools.tool_job(effect)
+            return self._slotted(tools.tool_job(effect))
         if isinstance(effect, CheckArguments):
             return tools.check_job(effect)
         if isinstance(effect, CheckGuardrails):
-            return Job(lambda: guarding.check(effect), lambda: guarding.acheck(effect), same, reraise)
+            return self._slotted(Job(lambda: guarding.check(effect), lambda: guarding.acheck(effect), same, reraise))
         if isinstance(effect, DecidedCall):
             renderer = self.program.options.tool_result_renderer
             report, areport = tracing.report, tracing.areport

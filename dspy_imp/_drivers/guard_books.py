@@ -12,6 +12,12 @@ that scope (``books``) passes a *gate* installed once on ``dspy.BaseLM.__call__`
 - its history entry is read (``recorder``, under ``disable_history`` too) into a ``RequestUsage``
   of kind ``"guardrail"``, which the check's answer carries to the machine's meter.
 
+In the web app, such a call also holds one of the app's ``model_requests`` slots while it runs
+(``slotted``, set by the driver around a guardrail check and a tool call), so the app's bound on
+model requests in flight counts every request the process sends, and a call that waits for a slot is
+seen waiting like the loop's own requests. It waits for the slot before the gate checks its limits
+and deadline.
+
 Outside a gate's scope an LM call is untouched. A call made inside another LM's call (an LM that
 wraps another) is counted once, as the outer call. An LM class that overrides ``__call__`` itself
 is not seen.
@@ -19,10 +25,12 @@ is not seen.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from typing import Any
 
@@ -93,6 +101,64 @@ class Gate:
 
 
 _GATE: ContextVar[Gate | None] = ContextVar("dspy_imp_guardrail_gate", default=None)
+Slot = Callable[[], AbstractAsyncContextManager[None]]
+Held = tuple[Slot, asyncio.AbstractEventLoop | None]
+_SLOT: ContextVar[Held | None] = ContextVar("dspy_imp_model_slot", default=None)
+
+
+@contextlib.contextmanager
+def slotted(slot: Slot, loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    """A gated LM call made in this block holds one ``slot()`` while it runs; ``slot`` belongs to
+    ``loop`` (the web app's), which a call made in a worker thread or on another loop waits on."""
+    with scoped(_SLOT, (slot, loop)):
+        yield
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """A sync call's slot, taken on the slot's loop from this thread (never on that loop's own
+    thread, which would wait on itself: such a call is not bounded)."""
+    held = _SLOT.get()
+    loop = held[1] if held is not None else None
+    if held is None or loop is None or loop.is_closed() or _running() is loop:
+        yield
+        return
+    manager = held[0]()
+    asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result()
+    try:
+        yield
+    finally:
+        asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result()
+
+
+@contextlib.asynccontextmanager
+async def _aheld() -> AsyncIterator[None]:
+    """An async call's slot: on this loop when it is the slot's, else awaited on the slot's loop."""
+    held = _SLOT.get()
+    if held is None:
+        yield
+        return
+    slot, loop = held
+    if loop is None or loop is _running():
+        async with slot():
+            yield
+        return
+    if loop.is_closed():
+        yield
+        return
+    manager = slot()
+    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop))
+    try:
+        yield
+    finally:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop))
 
 
 @contextlib.contextmanager
@@ -142,7 +208,7 @@ def _gated(call: Callable[..., Any]) -> Callable[..., Any]:
         gate = _GATE.get()
         if gate is None:
             return call(lm, *args, **kwargs)
-        with _sending(gate, lm, kwargs) as (sender, options):
+        with _held(), _sending(gate, lm, kwargs) as (sender, options):
             return call(sender, *args, **options)
 
     return __call__
@@ -154,7 +220,8 @@ def _agated(call: Callable[..., Any]) -> Callable[..., Any]:
         gate = _GATE.get()
         if gate is None:
             return await call(lm, *args, **kwargs)
-        with _sending(gate, lm, kwargs) as (sender, options):
-            return await call(sender, *args, **options)
+        async with _aheld():
+            with _sending(gate, lm, kwargs) as (sender, options):
+                return await call(sender, *args, **options)
 
     return acall

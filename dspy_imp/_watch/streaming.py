@@ -89,6 +89,7 @@ class Watch:
         self.stopped: Callable[[], bool] | None = None
         self.until_stopped: Callable[[], Awaitable[None]] | None = None  # returns once the stop is asked
         self.model_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None  # held while a request runs
+        self.model_loop: asyncio.AbstractEventLoop | None = None  # the loop whose slots those are
 
     @classmethod
     def of(cls, program: Program, agent: str = "", call_id: str = "") -> Watch | None:
@@ -116,6 +117,7 @@ class Watch:
         watch.stopped = getattr(observer, "stopped", None)  # an observer that may ask the turn to stop
         watch.until_stopped = getattr(observer, "until_stopped", None)  # ... and end the effect running then
         watch.model_slot = getattr(observer, "model_slot", None)  # an observer that bounds model requests in flight
+        watch.model_loop = getattr(observer, "loop", None)
         return watch
 
     # -- status -------------------------------------------------------------------------------

@@ -129,7 +129,8 @@ def app(
             the app is made, for the whole process. LiteLLM's engine has its own pool
             (``AIOHTTP_CONNECTOR_LIMIT`` and ``AIOHTTP_CONNECTOR_LIMIT_PER_HOST`` in the
             environment before LiteLLM is imported: 1000 and 500 by default). The app bounds its
-            turns' requests to it too: a request over it waits for a slot, and the wait shows in
+            turns' requests to it too (the loop's, a guardrail's, an MCP server's sampling
+            requests, on any engine): a request over it waits for a slot, and the wait shows in
             the turn's log line (``waited=``), ``/readyz`` (``model_requests_waiting``) and, with
             GenAI metrics on, the ``dspy_imp.model_request.wait_duration`` histogram.
 
