@@ -152,13 +152,33 @@ def test_a_saved_history_sends_the_served_items_back_on_a_later_turn(run: Any) -
     later = openai_response(output_message("Still those three."), model="gpt-5-2025-08-07")
     with Emulator([WEATHER, Scripted(200, SEARCH), later]) as emulator, dspy.context(lm=_lm(emulator)):
         first = run(_agent(), question="The weather in Geneva, and the top 3 news in the world today?")
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))  # through JSON, as a store keeps it
-        pred = run(_agent(), question="And now?", history=dspy.History(**saved))
+        saved = json.loads(
+            json.dumps(dspy_imp.dump_history(first.metadata.history))
+        )  # through JSON, as a store keeps it
+        pred = run(_agent(), question="And now?", history=dspy_imp.load_history(saved))
     assert pred.answer == "Still those three.", pred.metadata.termination_error
     resumed = emulator.requests[2].body
     _same_bytes(_slice(resumed, SERVED), SERVED)
     assert resumed["input"][-1]["role"] == "user"  # the new question after them
     assert {"type": "web_search"} in resumed["tools"]
+    _accepted(emulator)
+
+
+def test_a_turn_paused_for_an_approval_after_a_search_resumes_with_the_served_items(run: Any) -> None:
+    agent = dspy_imp.ReActV2(
+        "question -> answer", tools=[WebSearch(), get_weather], finish="submit", needs_approval=["get_weather"]
+    )
+    with Emulator([Scripted(200, SEARCH), WEATHER, SUBMIT]) as emulator, dspy.context(lm=_lm(emulator)):
+        paused = run(agent, question="The top 3 news in the world today, and the weather in Geneva?")
+        assert paused.metadata.termination_reason == "paused", paused.metadata.termination_error
+        saved = json.loads(json.dumps(dspy_imp.dump_history(paused.metadata.history)))
+        resumed = run(agent, history=dspy_imp.load_history(saved), approvals={"call_Weather01": True})
+    assert resumed.metadata.termination_reason == "submit", resumed.metadata.termination_error
+    assert len(emulator.requests) == 3
+    for sent in emulator.requests[1:]:  # the request after the search, and the one after the approval
+        _same_bytes(_slice(sent.body, SERVED), SERVED)
+    outputs = [i for i in emulator.requests[2].body["input"] if i.get("type") == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == ["call_Weather01"]
     _accepted(emulator)
 
 
@@ -168,8 +188,8 @@ def test_a_recorded_code_interpreter_reply_goes_back_whole_on_the_next_turn(run:
     script = [Scripted(200, one["response"]), Scripted(200, two["response"])]
     with Emulator(script) as emulator, dspy.context(lm=_lm(emulator)):
         first = run(agent, question=one["request"]["input"][0]["content"])
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))
-        later = run(agent, question="how about 2 to the power of 8?", history=dspy.History(**saved))
+        saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
+        later = run(agent, question="how about 2 to the power of 8?", history=dspy_imp.load_history(saved))
     assert first.metadata.termination_reason == "answered", first.metadata.termination_error
     assert first.answer == one["response"]["output"][-1]["content"][0]["text"]
     assert later.answer == "256"
@@ -191,8 +211,8 @@ def test_a_recorded_remote_mcp_call_goes_back_whole_and_the_tool_goes_out_as_con
         dspy.context(lm=_lm(emulator, model="openai/o4-mini")),
     ):
         first = run(agent, question="Summarize pydantic/pydantic-ai.")
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))
-        run(agent, question="How is it laid out?", history=dspy.History(**saved))
+        saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
+        run(agent, question="How is it laid out?", history=dspy_imp.load_history(saved))
     assert first.metadata.termination_reason == "answered", first.metadata.termination_error
     assert emulator.requests[0].body["tools"] == [
         {
@@ -267,13 +287,13 @@ def test_another_provider_reads_the_served_items_as_text(run: Any) -> None:
 
     with Emulator([WEATHER, Scripted(200, SEARCH)]) as emulator, dspy.context(lm=_lm(emulator)):
         first = run(_agent(), question="The weather in Geneva, and the top 3 news in the world today?")
-    saved = json.loads(json.dumps(first.metadata.history.model_dump()))
+    saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
     agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])  # no hosted tool: any model
     with (
         Emulator([chat("Still those.")]) as emulator,
         dspy.context(lm=_lm(emulator, model="openai/gpt-4o", model_type="chat")),
     ):
-        later = run(agent, question="And what else?", history=dspy.History(**saved))
+        later = run(agent, question="And what else?", history=dspy_imp.load_history(saved))
     assert later.answer == "Still those.", later.metadata.termination_error
     sent = emulator.requests[0].body
     written = [m["content"] for m in sent["messages"] if m["role"] == "assistant" and isinstance(m["content"], str)]
