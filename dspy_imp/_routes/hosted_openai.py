@@ -7,6 +7,8 @@ older ``web_search_preview``, and its builtin writer lets the config's keys win.
 Responses tool has no field for (``WebSearch(max_uses=...)``, ``blocked_domains``) is a
 ``ConfigurationError`` naming it, before any request, rather than a search without the bound.
 
+The request asks for the code interpreter's outputs and the file search's results (``include``).
+
 Reply: lm15 skips ``web_search_call``/``code_interpreter_call``/``file_search_call`` items and
 records ``mcp_*`` items as unmapped, but keeps the raw body (``Response.provider_data``). A reply
 holding such an item is recorded as one ``{"type": "openai_served", "content": [...]}`` block: the
@@ -55,6 +57,10 @@ HOSTED_ITEMS = frozenset(
 COUNTED_ITEMS = frozenset({"web_search_call", "code_interpreter_call", "file_search_call", "mcp_call"})
 TOOLS = frozenset({"web_search", "code_execution", "file_search", "remote_mcp"})
 CITATIONS = frozenset({"url_citation", "file_citation", "container_file_citation"})
+# The ``include`` values that make the reply carry what the tool returned (without them the code interpreter's
+# ``outputs`` and file search's ``results`` come back null), so the record, and the text another provider
+# reads, hold them. OpenAI's API reference, Responses ``include``.
+RESULTS = {"code_execution": "code_interpreter_call.outputs", "file_search": "file_search_call.results"}
 
 
 def tool_config(tool: Any) -> dict[str, Any]:
@@ -116,7 +122,8 @@ def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
 
         model = getattr(lm if lm is not None else dspy.settings.lm, "model", None)  # None: the configured LM
         raise RefusedOption(f"model {model!r}: {refused}") from None
-    return HostedRequest(builtins=tuple(BuiltinTool(name=kind, config=config) for kind, config in configs))
+    include = tuple(RESULTS[kind] for kind, _ in configs if kind in RESULTS)
+    return HostedRequest(builtins=tuple(BuiltinTool(name=k, config=c) for k, c in configs), include=include)
 
 
 def _body(response: Any) -> Mapping[str, Any] | None:

@@ -186,15 +186,18 @@ def test_a_recorded_code_interpreter_reply_goes_back_whole_on_the_next_turn(run:
     (one, two) = CODE
     agent = dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()])
     script = [Scripted(200, one["response"]), Scripted(200, two["response"])]
-    with Emulator(script) as emulator, dspy.context(lm=_lm(emulator)):
+    with Emulator(script) as emulator, dspy.context(lm=_lm(emulator, store=False)):  # nothing kept at OpenAI
         first = run(agent, question=one["request"]["input"][0]["content"])
         saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
         later = run(agent, question="how about 2 to the power of 8?", history=dspy_imp.load_history(saved))
     assert first.metadata.termination_reason == "answered", first.metadata.termination_error
     assert first.answer == one["response"]["output"][-1]["content"][0]["text"]
     assert later.answer == "256"
+    assert "-428330955.97745" in json.dumps(first.metadata.history.messages)  # the recorded logs, kept
     sent = emulator.requests[1].body
     assert {"type": "code_interpreter", "container": {"type": "auto"}} in sent["tools"]
+    assert sent["store"] is False
+    assert sent["include"] == one["request"]["include"]  # encrypted reasoning and the outputs, as recorded
     _same_bytes(_slice(sent, one["response"]["output"]), one["response"]["output"])  # reasoning, call, text
     assert first.metadata.usage.hosted_calls == {"code_interpreter_call": 1}
     assert first.metadata.usage.cost is None  # billed per container, not priced here (nor tokens, natively)
@@ -240,6 +243,7 @@ def test_a_recorded_file_search_is_priced_and_its_file_citation_kept(run: Any) -
         pred = run(agent, question="What is the capital of France?")
     assert pred.answer == "The capital of France is Paris.", pred.metadata.termination_error
     assert emulator.requests[0].body["tools"] == [{"type": "file_search", "vector_store_ids": store}]
+    assert emulator.requests[0].body["include"] == FILES["request"]["include"] == ["file_search_call.results"]
     note = FILES["response"]["output"][1]["content"][0]["annotations"][0]
     assert pred.metadata.citations == ({**note, "cited_for": "The capital of France is Paris."},)
     assert pred.metadata.usage.hosted_calls == {"file_search_call": 1}
