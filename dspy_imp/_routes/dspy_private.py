@@ -95,7 +95,9 @@ def lm15_openai_responses() -> Any:
 
     Why: its input writer sends a replayed reasoning item with its id, encrypted content and one
     joined summary part only; ``_routes.responses_bridge`` wraps it to send the summary parts and the
-    ``reasoning_text`` content as served. Imported by name: lm15 ships its own types.
+    ``reasoning_text`` content as served, and ``_routes.hosted_openai`` wraps it to send an assistant
+    message that ran hosted tools back as the output items it was served with. Imported by name: lm15
+    ships its own types.
     """
     import importlib
 
@@ -224,15 +226,20 @@ def capabilities_known(lm: Any, lm_kwargs: dict[str, Any], known: dict[Any, Any]
 def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
     """Replace ``owner.<name>`` (a private DSPy or lm15 function) with ``wrap(original)``, once per process.
 
-    The wrapper takes the original's name and docstring (``functools.wraps``) and a mark that
-    makes a second call for the same attribute a no-op: each patch is installed once, however many
-    programs ask for it.
+    The wrapper takes the original's name and docstring (``functools.wraps``) and a mark naming
+    the patch (``wrap``'s module and qualified name) that makes a second call with the same patch a
+    no-op: each patch is installed once, however many programs ask for it. Two different patches of
+    one attribute stack (the later one wraps the earlier): ``_routes.responses_bridge`` and
+    ``_routes.hosted_openai`` both wrap lm15's Responses input writer.
     """
     original = getattr(owner, name)
-    if getattr(original, "dspy_imp_wrapped", False):
+    patch = f"{wrap.__module__}.{wrap.__qualname__}"
+    installed: frozenset[str] = getattr(original, "dspy_imp_patches", frozenset())
+    if patch in installed:
         return
     wrapper: Any = functools.wraps(original)(wrap(original))
     wrapper.dspy_imp_wrapped = True
+    wrapper.dspy_imp_patches = installed | {patch}
     setattr(owner, name, wrapper)
 
 

@@ -25,17 +25,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import hosted_anthropic
+from dspy_imp._routes import hosted_anthropic, hosted_openai
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
 
 # The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     ("native", "anthropic"): hosted_anthropic.ROUTE,
+    ("native", "openai"): hosted_openai.ROUTE,  # the Responses API
 }
-# Routes that cannot carry hosted tools, and why (the ``ConfigurationError`` says it).
+# Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it).
 _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
+    ("native", "openai"): hosted_openai.NOT_HERE,  # the Responses API: a tool it lacks (WebFetch)
+    ("litellm", "openai-responses"): hosted_openai.NOT_ON_LITELLM,  # model_type="responses" on LiteLLM
+    ("litellm", "openai"): hosted_openai.NOT_ON_CHAT,
+    ("native", "openai-chat"): hosted_openai.NOT_ON_CHAT,
 }
 
 

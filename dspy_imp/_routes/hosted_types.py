@@ -14,12 +14,14 @@ class HostedRequest:
     """What one request carries for its hosted tools.
 
     ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
-    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need.
+    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need;
+    ``include``: Responses ``include`` values that ask for the tools' results in the reply.
     """
 
     builtins: tuple[Any, ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
     betas: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

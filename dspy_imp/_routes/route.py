@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private, hosted_anthropic, local_servers
+from dspy_imp._routes import dspy_private, hosted_anthropic, hosted_openai, local_servers
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
@@ -74,7 +74,8 @@ _NATIVE_KINDS = {
     "gemini": GEMINI_KINDS,
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
-    "openai": RESPONSES_KINDS,  # lm15's Responses API provider (Chat Completions is "openai-chat")
+    # lm15's Responses API provider (Chat Completions is "openai-chat"), and the served items of hosted tools
+    "openai": RESPONSES_KINDS | {hosted_openai.KIND},
     "openai-chat": COMPAT_SIGNATURE_KINDS,  # Gemini's OpenAI-compatible endpoint, via ``_routes.chat_extras``
 }
 
@@ -330,6 +331,10 @@ def canonical_request(
         request = replace(request, config=replace(request.config, extensions=extensions))
     if hosted is not None and hosted.builtins:
         request = replace(request, tools=(*request.tools, *hosted.builtins))
+    if hosted is not None and hosted.include:  # the hosted tools' results (``_routes.hosted_openai``)
+        present = list((request.config.extensions or {}).get("include") or ())
+        extensions = {**(request.config.extensions or {}), "include": list(dict.fromkeys([*present, *hosted.include]))}
+        request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))

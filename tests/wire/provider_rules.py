@@ -410,6 +410,13 @@ def responses_call_pairing(body: Body, path: str) -> Iterator[str]:
             yield f"input[{index}]: function_call {item.get('call_id')!r} answered {count} time(s)"
 
 
+# Items the provider ran that may follow a reasoning item: pydantic-ai's recordings send a gpt-5 reply's
+# reasoning item back right before its ``web_search_call`` and ``code_interpreter_call``, and are answered
+# (tests/models/cassettes/test_openai_responses/test_openai_responses_model_web_search_tool.yaml and
+# test_openai_responses_thinking_with_code_execution_tool.yaml, the second request of each).
+_HOSTED_ITEMS = ("web_search_call", "code_interpreter_call", "file_search_call", "mcp_call", "mcp_list_tools")
+
+
 def responses_reasoning_followed(body: Body, path: str) -> Iterator[str]:
     """A replayed ``reasoning`` item comes right before the output it preceded ("Item 'rs_...' of type
     'reasoning' was provided without its required following item."), with its ``summary`` (even [])."""
@@ -418,7 +425,7 @@ def responses_reasoning_followed(body: Body, path: str) -> Iterator[str]:
         if _kind(item) != "reasoning":
             continue
         following = _kind(items[index + 1]) if index + 1 < len(items) else None
-        if following not in ("function_call", "message", "reasoning") or (
+        if following not in ("function_call", "message", "reasoning", *_HOSTED_ITEMS) or (
             following == "message" and items[index + 1].get("role") != "assistant"
         ):
             yield f"input[{index}]: a reasoning item followed by {following!r}"
@@ -448,6 +455,40 @@ def responses_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
                     f"input[{index}]: Item with id {item.get('id')!r} not found. "
                     "Items are not persisted when `store` is set to false."
                 )
+
+
+def _input_types() -> dict[str, Any]:
+    from openai.types.responses import response_input_item_param as items
+
+    return {
+        "web_search_call": items.ResponseFunctionWebSearchParam,
+        "code_interpreter_call": items.ResponseCodeInterpreterToolCallParam,
+        "file_search_call": items.ResponseFileSearchToolCallParam,
+        "mcp_call": items.McpCall,
+        "mcp_list_tools": items.McpListTools,
+        "reasoning": items.ResponseReasoningItemParam,
+        "function_call": items.ResponseFunctionToolCallParam,
+        "output_message": items.ResponseOutputMessageParam,
+    }
+
+
+def responses_items_typed(body: Body, path: str) -> Iterator[str]:
+    """Each input item a response served (hosted calls, reasoning, function calls, output messages: a
+    ``message`` with an ``id``) has the fields of its input type in the Responses API reference, as the
+    openai SDK declares them (``ResponseInputItemParam``): every required one, none unknown."""
+    types = _input_types()
+    for index, item in enumerate(_items(body)):
+        kind = _kind(item)
+        typed = types.get("output_message" if kind == "message" and "id" in item else kind)
+        if typed is None:
+            continue
+        fields = typed.__annotations__  # strings: the SDK module defers its annotations
+        for name in fields:
+            if "Required[" in str(fields[name]) and name not in item:
+                yield f"input[{index}]: {kind} without its required {name!r}"
+        for name in item:
+            if name not in fields:
+                yield f"input[{index}]: {kind} has no field {name!r}"
 
 
 # -- Gemini generateContent ----------------------------------------------------------------------
@@ -585,7 +626,12 @@ RULES: dict[str, Sequence[Rule]] = {
         no_openai_cache_fields,
         no_cache_control,
     ],
-    "responses": [responses_call_pairing, responses_reasoning_followed, responses_reasoning_replayed],
+    "responses": [
+        responses_call_pairing,
+        responses_reasoning_followed,
+        responses_reasoning_replayed,
+        responses_items_typed,
+    ],
     "openrouter": [
         chat_roles,
         chat_call_pairing,

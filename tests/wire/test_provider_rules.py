@@ -113,6 +113,17 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (  # a served web search call sent back with a field its input type has not
+        "responses",
+        "responses_items_typed",
+        {
+            "input": [
+                {"role": "user", "content": "q"},
+                {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}, "results": []},
+            ]
+        },
+        "",
+    ),
     (
         "responses",
         "responses_reasoning_replayed",
