@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 import httpx2
 import mcp_types as types
-from mcp import StdioServerParameters, stdio_client
+from mcp import StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server as LowLevelServer
@@ -21,7 +21,8 @@ from mcp.server.mcpserver import MCPServer
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
-from dspy_imp.mcp._server import Server, stderr_sink
+from dspy_imp.mcp._server import Server, note_fault, stderr_sink
+from dspy_imp.mcp._stdio import MAX_MESSAGE_BYTES, bounded_stdio_client
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
@@ -37,6 +38,7 @@ def stdio(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -55,6 +57,10 @@ def stdio(
         env: Environment variables added to the few the SDK passes on (``HOME``, ``PATH``, ...);
             the rest of this process's environment is not passed.
         cwd: Its working directory.
+        max_message_bytes: The longest message (one line of its stdout) read from it, 32 MiB by
+            default, enforced as it is read: a server that writes a longer one (or bytes with no
+            newline past it) has its session ended, the call waiting on it failed with an error
+            naming the limit, and its process stopped. The next call starts it again.
         name: How errors and logs name the server (by default the command's file name).
         include: Only these of its tools (by the server's names); by default all.
         exclude: Its tools left out (by the server's names).
@@ -78,9 +84,13 @@ def stdio(
     environment = None if env is None else _mapping(env, "env")
     directory = None if cwd is None else Path(cwd)
     parameters = StdioServerParameters(command=command, args=arguments, env=environment, cwd=directory)
+    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
+        raise ConfigurationError(
+            f"MCP server `max_message_bytes` must be a positive number of bytes, got {max_message_bytes!r}"
+        )
 
     def target() -> Any:
-        return stdio_client(parameters, errlog=stderr_sink())
+        return bounded_stdio_client(parameters, errlog=stderr_sink(), limit=max_message_bytes, fault=note_fault)
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
