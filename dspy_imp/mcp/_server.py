@@ -278,6 +278,12 @@ class Server(Toolset):
         self.session_id: str | None = None
         """The session id a streamable HTTP server gave the open session (``Mcp-Session-Id``), for
         the spans' ``mcp.session.id``; None on stdio and before the server names one."""
+        self.transport: str | None = None
+        """What its sessions travel over: ``"stdio"``, ``"streamable-http"``, ``"sse"`` or ``"memory"``;
+        ``None`` for an HTTP server given no ``transport=`` until its first session chooses (``http``)."""
+        self.falls_back: Callable[[], str | None] | None = None
+        """Asked when a session fails to open: whether to open it once more another way (an HTTP
+        server's SSE fallback), saying how (``"over SSE, after ..."``), or ``None`` (set by ``http``)."""
         self.connects_to: Any = None
         """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
         in-process server object (set by ``stdio``, ``http``, ``memory``)."""
@@ -440,7 +446,8 @@ class Server(Toolset):
         except RuntimeError:  # the session closed meanwhile
             version = None
         found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
-                 "mcp.protocol.version": version, "mcp.session.id": self.session_id}  # fmt: skip
+                 "mcp.protocol.version": version, "mcp.session.id": self.session_id,
+                 "dspy_imp.mcp.transport": self.transport}  # fmt: skip
         return {key: value for key, value in found.items() if value is not None}
 
     def _keeps(self, name: str) -> bool:
@@ -558,6 +565,16 @@ class Server(Toolset):
             return session
 
     async def _connect(self) -> _Session:
+        try:
+            return await self._opened()
+        except ServerUnavailable:
+            another = self.falls_back() if self.falls_back is not None else None
+            if another is None:
+                raise
+        return await self._opened(f" {another}")
+
+    async def _opened(self, how: str = "") -> _Session:
+        """A session opened (``how``: the way, when it is not the first one tried, for the errors)."""
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         closing, ended = asyncio.Event(), asyncio.Event()
         clock, fault = OpeningClock(), list[str]()
@@ -579,8 +596,8 @@ class Server(Toolset):
             if isinstance(error, asyncio.CancelledError):
                 raise
             if isinstance(error, TimeoutError):
-                raise ServerUnavailable(f"{self.label} did not open within {self.connect_timeout:g} s") from None
-            raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
+                raise ServerUnavailable(f"{self.label} did not open{how} within {self.connect_timeout:g} s") from None
+            raise ServerUnavailable(f"{self.label} could not be opened{how}: {_message(error)}") from error
         return _Session(client, closing, owner, ended, fault)
 
     async def _own(
