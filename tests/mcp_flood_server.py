@@ -2,8 +2,9 @@
 
 Tools: ``pid`` (this process's id), ``echo``, ``long_line(size)`` (a line of ``size`` bytes that is not
 JSON-RPC on the wire, then an answer), ``endless_line(size)`` (``size`` bytes with no newline, then
-it waits forever: the line never ends). The ``mcp`` SDK points fd 1 elsewhere while it serves, so the
-tools write to a copy of the wire taken before it does.
+it waits forever: the line never ends). With ``MCP_FLOOD_AT_START=size`` it writes a line that long
+before it serves at all. The ``mcp`` SDK points fd 1 elsewhere while it serves, so the tools write to
+a copy of the wire taken before it does.
 """
 
 from __future__ import annotations
@@ -53,4 +54,6 @@ async def endless_line(size: int) -> str:
 
 
 if __name__ == "__main__":
+    if os.environ.get("MCP_FLOOD_AT_START"):
+        write(b"z" * int(os.environ["MCP_FLOOD_AT_START"]) + b"\n")
     server.run("stdio")

@@ -321,6 +321,18 @@ def test_bytes_with_no_newline_past_the_default_bound_end_the_session(run: Any) 
     assert children() - before == set()
 
 
+def test_a_line_over_the_bound_before_the_session_opens_fails_the_opening_naming_it() -> None:
+    server = flood_server(max_message_bytes=10_000, env={"MCP_FLOOD_AT_START": "50000"})
+    before = children()
+    with pytest.raises(mcp.ServerUnavailable) as raised:
+        server.list_tools()
+    assert str(raised.value).startswith(
+        "MCP server 'flood' could not be opened: wrote a message longer than 10,000 bytes (`max_message_bytes`)"
+    )
+    assert children() - before == set()  # its process stopped
+    assert not server.connected
+
+
 def test_max_message_bytes_must_be_a_positive_number_of_bytes() -> None:
     for bad in (0, -1, 1.5, True, "big"):
         with pytest.raises(dspy_imp.ConfigurationError, match="max_message_bytes"):
