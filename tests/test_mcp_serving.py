@@ -4,6 +4,7 @@ the ``mcp`` SDK's client: in memory, over stdio and over streamable HTTP on loop
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import subprocess
@@ -17,7 +18,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from dspy_imp.mcp._serving import META_KEY, ProgramServer
+from dspy_imp.mcp._serving import MAX_WAITING, META_KEY, ProgramServer
 from tests import mcp_served_program as served_module
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
@@ -146,6 +147,71 @@ async def test_a_declined_elicitation_refuses_the_call() -> None:
     assert result.structured_content is not None
     assert "refund" in result.structured_content["answer"]
     assert "refunded" not in result.structured_content["answer"]
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_on_2026_07_28_an_approval_is_asked_in_the_result_and_answered_on_the_retry(sync: bool) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={})
+
+    async with Client(serve(sync).server, elicitation_callback=elicit) as client:  # no handshake: 2026-07-28
+        assert client.session.protocol_version == "2026-07-28"
+        result = await client.call_tool("repeat", {"question": "refund it", "times": 1})
+    assert asked == ['Approve the call refund({"amount": 5})?']
+    assert served_module.events == ["refund 5"]
+    assert result.structured_content == {"answer": "refund it: refunded 5", "length": 21}
+
+
+async def test_on_2026_07_28_a_declined_approval_refuses_the_call() -> None:
+    async with Client(serve().server, elicitation_callback=decline) as client:
+        result = await client.call_tool("repeat", {"question": "refund it", "times": 1})
+    assert served_module.events == []
+    assert result.is_error is False and result.structured_content is not None
+    assert "refunded" not in result.structured_content["answer"]
+
+
+async def test_a_request_state_is_answered_once_with_the_arguments_that_paused() -> None:
+    served = serve()
+    arguments = {"question": "refund it", "times": 1}
+    accepted = {"approval-0": types.ElicitResult(action="accept", content={})}
+    async with Client(served.server, elicitation_callback=accept) as client:
+        paused = await client.session.call_tool("repeat", arguments, allow_input_required=True)
+        assert isinstance(paused, types.InputRequiredResult)
+        assert paused.input_requests is not None and list(paused.input_requests) == ["approval-0"]
+        state = paused.request_state
+        assert isinstance(state, str) and len(state) >= 32 and state not in json.dumps(arguments)
+        other = await client.session.call_tool(
+            "repeat", {**arguments, "times": 2}, input_responses=accepted, request_state=state
+        )
+        assert other.is_error is True and "not those of the call that paused" in other.content[0].text  # type: ignore[union-attr]
+        assert served_module.events == []  # a mistaken retry ran nothing, and did not spend the state
+        done = await client.session.call_tool("repeat", arguments, input_responses=accepted, request_state=state)
+        assert done.structured_content == {"answer": "refund it: refunded 5", "length": 21}
+        again = await client.session.call_tool("repeat", arguments, input_responses=accepted, request_state=state)
+        forged = await client.session.call_tool("repeat", arguments, input_responses=accepted, request_state="x")
+    for refused in (again, forged):
+        assert refused.is_error is True
+        assert "no turn waits under this requestState" in refused.content[0].text  # type: ignore[union-attr]
+    assert served_module.events == ["refund 5"]  # approved once, run once
+
+
+async def test_at_most_max_waiting_paused_turns_are_kept() -> None:
+    served = serve()
+    arguments = {"question": "refund it", "times": 1}
+    async with Client(served.server, elicitation_callback=accept) as client:
+        states = []
+        for _ in range(MAX_WAITING + 1):
+            paused = await client.session.call_tool("repeat", arguments, allow_input_required=True)
+            assert isinstance(paused, types.InputRequiredResult)
+            states.append(paused.request_state)
+        accepted = {"approval-0": types.ElicitResult(action="accept", content={})}
+        oldest = await client.session.call_tool("repeat", arguments, input_responses=accepted, request_state=states[0])
+        newest = await client.session.call_tool("repeat", arguments, input_responses=accepted, request_state=states[-1])
+    assert oldest.is_error is True and newest.structured_content is not None
+    assert len(served._waiting) == MAX_WAITING - 1
 
 
 async def test_a_client_without_elicitation_gets_an_error_result_for_an_approval() -> None:
@@ -314,10 +380,9 @@ def test_host_and_origin_are_checked_on_http(http_url: str, headers: dict[str, s
     assert response.status_code == status, response.text
 
 
-async def test_without_the_handshake_an_approval_is_an_error_result_saying_why(http_url: str) -> None:
+async def test_without_the_handshake_an_approval_is_an_input_required_round_trip_over_http(http_url: str) -> None:
     async with Client(http_url, elicitation_callback=accept) as client:  # 2026-07-28: no requests mid-call
         plain = await client.call_tool("program", {"question": "yo", "times": 1})
         approved = await client.call_tool("program", {"question": "refund it", "times": 1})
     assert plain.structured_content == {"answer": "yo", "length": 2}
-    assert approved.is_error is True
-    assert "cannot send elicitation requests" in approved.content[0].text  # type: ignore[union-attr]
+    assert approved.structured_content == {"answer": "refund it: refunded 5", "length": 21}

@@ -23,6 +23,7 @@ import pytest
 
 import dspy_imp
 from dspy_imp import mcp
+from dspy_imp.mcp._stdio import MAX_MESSAGE_BYTES
 from dspy_imp.testing import ScriptedLM, call, reply
 
 HERE = Path(__file__).parent
@@ -254,3 +255,85 @@ def test_a_forked_child_opens_its_own_session(tmp_path: Path) -> None:
     assert os.waitstatus_to_exitcode(done[1]) == 0
     assert asyncio.run(parents.acall()) == parent_server  # the parent's session is untouched
     server.close()
+
+
+def flood_server(**options: Any) -> mcp.Server:
+    return mcp.stdio(sys.executable, [str(HERE / "mcp_flood_server.py")], name="flood", **options)
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (polled under a hang guard)."""
+    end = time.monotonic() + GUARD
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_a_line_over_max_message_bytes_ends_the_session_and_fails_the_call_naming_the_limit(
+    run: Any,
+) -> None:
+    server = flood_server(max_message_bytes=100_000)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=GUARD)  # a hang guard
+    lm = ScriptedLM(
+        [
+            reply("pid", calls=[call("pid", {}, id="c1")]),
+            reply("short", calls=[call("long_line", {"size": 50_000}, id="c2")]),
+            reply("long", calls=[call("long_line", {"size": 300_000}, id="c3")]),
+            reply("pid again", calls=[call("pid", {}, id="c4")]),
+            answer("done"),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    first, short, long, second = results(pred)
+    assert short == {**short, "error": False, "result": "after the long line"}  # under the bound: skipped
+    assert long["error"] is True
+    assert "MCP server 'flood' wrote a message longer than 100,000 bytes (`max_message_bytes`)" in long["result"]
+    assert "the server's process stopped" in long["result"]
+    assert gone(first["result"])  # stopped, not left running
+    assert second["error"] is False and second["result"] != first["result"]  # started again
+    assert server.sessions_opened == 2
+    assert pred.answer == "done"  # the turn went on, its history whole
+    server.close()
+
+
+def test_bytes_with_no_newline_past_the_default_bound_end_the_session(run: Any) -> None:
+    server = flood_server()
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=GUARD)  # a hang guard
+    size = 2 * MAX_MESSAGE_BYTES
+    lm = ScriptedLM(
+        [
+            reply("pid", calls=[call("pid", {}, id="c1")]),
+            reply("endless", calls=[call("endless_line", {"size": size}, id="c2")]),
+            reply("echo", calls=[call("echo", {"text": "back"}, id="c3")]),
+            answer("done"),
+        ]
+    )
+    before = children()
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    first, endless, echoed = results(pred)
+    assert endless["error"] is True
+    assert f"longer than {MAX_MESSAGE_BYTES:,} bytes" in endless["result"]
+    assert gone(first["result"])
+    assert echoed["result"] == "back"
+    server.close()
+    assert children() - before == set()
+
+
+def test_a_line_over_the_bound_before_the_session_opens_fails_the_opening_naming_it() -> None:
+    server = flood_server(max_message_bytes=10_000, env={"MCP_FLOOD_AT_START": "50000"})
+    before = children()
+    with pytest.raises(mcp.ServerUnavailable) as raised:
+        server.list_tools()
+    assert str(raised.value).startswith(
+        "MCP server 'flood' could not be opened: wrote a message longer than 10,000 bytes (`max_message_bytes`)"
+    )
+    assert children() - before == set()  # its process stopped
+    assert not server.connected
+
+
+def test_max_message_bytes_must_be_a_positive_number_of_bytes() -> None:
+    for bad in (0, -1, 1.5, True, "big"):
+        with pytest.raises(dspy_imp.ConfigurationError, match="max_message_bytes"):
+            mcp.stdio(sys.executable, max_message_bytes=bad)

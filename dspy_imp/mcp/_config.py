@@ -2,8 +2,9 @@
 
 The file holds ``{"mcpServers": {name: server}}`` (Claude Desktop, Cursor) or ``{"servers": {name:
 server}}`` (VS Code's ``mcp.json``). A server is ``{"command", "args", "env", "cwd"}`` (stdio) or
-``{"url", "headers"}`` (streamable HTTP); VS Code's ``"type"`` (``"stdio"``, ``"http"``, ``"sse"``: a
-legacy server's HTTP+SSE transport) is read,
+``{"url", "headers"}`` (HTTP: streamable HTTP, falling back to SSE as ``mcp.http`` does); VS Code's
+``"type"`` (``"stdio"``, ``"http"``, ``"sse"``: a legacy server's HTTP+SSE transport, no fallback;
+``"streamable-http"``: that one only) is read,
 ``"disabled": true`` leaves a server out. Every string may use ``${VAR}`` and ``${VAR:-default}``,
 read from the environment when the file is read; a variable that is not set and has no default is
 a ``ConfigurationError`` naming the field (``mcpServers.github.env.GITHUB_TOKEN``). VS Code's
@@ -27,6 +28,8 @@ _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "disabled", "envFile"})
 _HTTP_KEYS = frozenset({"type", "url", "headers", "disabled"})
+_TRANSPORTS = {"sse": "sse", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
+"""The ``mcp.http(transport=)`` of a ``"type"``; ``"http"`` (or none) is ``None``: either, by the fallback."""
 
 
 def from_config(
@@ -85,7 +88,8 @@ def _server(name: str, spec: dict[str, Any], at: str, options: dict[str, Any], a
             raise ConfigurationError(f"mcp.from_config: `{at}` is an HTTP server without a `url`")
         if kind not in (None, "http", "streamable-http", "streamableHttp", "sse"):
             raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")
-        transport = "sse" if kind == "sse" else "streamable-http"
+        # "http" or no type: streamable HTTP falling back to SSE (``mcp.http``'s default; VS Code does the same)
+        transport = _TRANSPORTS.get(kind) if isinstance(kind, str) else None
         return http(spec["url"], headers=spec.get("headers"), auth=auth, transport=transport, name=name, **options)
     if kind not in (None, "stdio"):
         raise ConfigurationError(f"mcp.from_config: `{at}.type` must be 'stdio', 'http' or 'sse', got {kind!r}")

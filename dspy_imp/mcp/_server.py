@@ -81,9 +81,16 @@ class _Session:
     owner: asyncio.Task[None]
     ended: asyncio.Event
     """Set when the transport's stream from the server ends (a stdio server's process exited)."""
+    fault: list[str]
+    """Why the transport ended the session, when it did (``note_fault``: a stdio message over its
+    limit); read into the error of the calls it failed."""
 
     def alive(self) -> bool:
         return not self.owner.done() and not self.ended.is_set()
+
+    def ended_because(self, otherwise: str) -> str:
+        """What the session's end is called in an error: the transport's reason, else ``otherwise``."""
+        return self.fault[0] if self.fault else otherwise
 
 
 class _Watched:
@@ -197,6 +204,17 @@ class OpeningClock:
 
 
 _opening: contextvars.ContextVar[OpeningClock | None] = contextvars.ContextVar("dspy_imp_mcp_opening", default=None)
+_fault: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("dspy_imp_mcp_fault", default=None)
+"""The opening session's ``_Session.fault`` (set by its owner, seen by the transport's tasks)."""
+
+
+def note_fault(text: str) -> None:
+    """Called by a transport (from the tasks of the session's owner) before it ends the session on
+    purpose: ``text`` says why (``"wrote a message longer than ..."``), and the calls the end
+    fails carry it."""
+    found = _fault.get()
+    if found is not None:
+        found.append(text)
 
 
 @contextlib.contextmanager
@@ -260,6 +278,12 @@ class Server(Toolset):
         self.session_id: str | None = None
         """The session id a streamable HTTP server gave the open session (``Mcp-Session-Id``), for
         the spans' ``mcp.session.id``; None on stdio and before the server names one."""
+        self.transport: str | None = None
+        """What its sessions travel over: ``"stdio"``, ``"streamable-http"``, ``"sse"`` or ``"memory"``;
+        ``None`` for an HTTP server given no ``transport=`` until its first session chooses (``http``)."""
+        self.falls_back: Callable[[], str | None] | None = None
+        """Asked when a session fails to open: whether to open it once more another way (an HTTP
+        server's SSE fallback), saying how (``"over SSE, after ..."``), or ``None`` (set by ``http``)."""
         self.connects_to: Any = None
         """What it reaches: the ``mcp.StdioServerParameters`` of a stdio server, an HTTP server's URL, an
         in-process server object (set by ``stdio``, ``http``, ``memory``)."""
@@ -370,15 +394,16 @@ class Server(Toolset):
     async def _ask(self, ask: Callable[[Client], Awaitable[T]]) -> T:
         """``ask(client)`` on the session; a session found dead is opened again, once."""
         for attempt in (1, 2):
-            client = await self._client()
+            session = await self._live()
             try:
-                return await ask(client)
+                return await ask(session.client)
             except (MCPError, *_GONE) as error:
                 if not _gone(error):
                     raise
-                self._let_go(client)
+                self._let_go(session.client)
                 if attempt == 2:
-                    raise ServerDisconnected(f"{self.label} closed its session during the request") from error
+                    why = session.ended_because("closed its session during the request")
+                    raise ServerDisconnected(f"{self.label} {why}") from error
         raise AssertionError("unreachable")
 
     durable = True
@@ -421,7 +446,8 @@ class Server(Toolset):
         except RuntimeError:  # the session closed meanwhile
             version = None
         found = {"dspy_imp.mcp.server": self.name, "network.transport": self.network_transport,
-                 "mcp.protocol.version": version, "mcp.session.id": self.session_id}  # fmt: skip
+                 "mcp.protocol.version": version, "mcp.session.id": self.session_id,
+                 "dspy_imp.mcp.transport": self.transport}  # fmt: skip
         return {key: value for key, value in found.items() if value is not None}
 
     def _keeps(self, name: str) -> bool:
@@ -429,18 +455,19 @@ class Server(Toolset):
 
     async def _fetch(self) -> list[types.Tool]:
         for attempt in (1, 2):  # a session found dead is opened again, once
-            client = await self._client()
+            session = await self._live()
             try:
                 with anyio.fail_after(LIST_SECONDS):
-                    return await self._pages(client)
+                    return await self._pages(session.client)
             except TimeoutError:
                 raise ServerUnavailable(f"{self.label} did not list its tools within {LIST_SECONDS:g} s") from None
             except (MCPError, *_GONE) as error:
                 if not _gone(error):
                     raise ServerUnavailable(f"{self.label} refused to list its tools: {error}") from error
-                self._let_go(client)
+                self._let_go(session.client)
                 if attempt == 2:
-                    raise ServerUnavailable(f"{self.label} closed its session while listing its tools") from error
+                    why = session.ended_because("closed its session while listing its tools")
+                    raise ServerUnavailable(f"{self.label} {why}") from error
         raise AssertionError("unreachable")
 
     async def _pages(self, client: Client) -> list[types.Tool]:
@@ -502,43 +529,56 @@ class Server(Toolset):
             _SENT.reset(token)
 
     async def _sent(self, remote_name: str, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
-        client = await self._client()
+        session = await self._live()
         try:
-            return await client.call_tool(remote_name, arguments, progress_callback=progress)
+            return await session.client.call_tool(remote_name, arguments, progress_callback=progress)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
                 raise
-            self._let_go(client)
-            raise ServerDisconnected(
-                f"{self.label} closed its session during the call (it is started again on the next call)"
-            ) from error
+            self._let_go(session.client)
+            why = session.ended_because("closed its session during the call")
+            raise ServerDisconnected(f"{self.label} {why} (it is started again on the next call)") from error
 
     async def _client(self) -> Client:
+        return (await self._live()).client
+
+    async def _live(self) -> _Session:
+        """The open session, opened (again) when there is none or its server died."""
         if self._pid != os.getpid():  # a forked child: the parent's session lives on a loop not here
             self._session, self._ending, self._opening, self._cache = None, set(), None, None
             self._pid = os.getpid()
         session = self._session
         if session is not None and session.alive():
-            return session.client
+            return session
         if self._opening is None:
             self._opening = asyncio.Lock()
         async with self._opening:
             session = self._session
             if session is not None and session.alive():
-                return session.client
+                return session
             if session is not None:  # its server died while idle: let it go, open another
                 self._let_go(session.client)
-            self._session = await self._connect()
+            self._session = session = await self._connect()
             self._cache = None  # a new session: its tools are listed again
             self.sessions_opened += 1
             _loop.on_exit(self)
-            return self._session.client
+            return session
 
     async def _connect(self) -> _Session:
+        try:
+            return await self._opened()
+        except ServerUnavailable:
+            another = self.falls_back() if self.falls_back is not None else None
+            if another is None:
+                raise
+        return await self._opened(f" {another}")
+
+    async def _opened(self, how: str = "") -> _Session:
+        """A session opened (``how``: the way, when it is not the first one tried, for the errors)."""
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         closing, ended = asyncio.Event(), asyncio.Event()
-        clock = OpeningClock()
-        owner = asyncio.create_task(self._own(ready, closing, ended, clock), name=f"dspy_imp.mcp {self.name}")
+        clock, fault = OpeningClock(), list[str]()
+        owner = asyncio.create_task(self._own(ready, closing, ended, clock, fault), name=f"dspy_imp.mcp {self.name}")
         try:
             while True:  # the bound does not count the time a person takes to sign in (OAuth)
                 left = self.connect_timeout - clock.elapsed()
@@ -556,16 +596,23 @@ class Server(Toolset):
             if isinstance(error, asyncio.CancelledError):
                 raise
             if isinstance(error, TimeoutError):
-                raise ServerUnavailable(f"{self.label} did not open within {self.connect_timeout:g} s") from None
-            raise ServerUnavailable(f"{self.label} could not be opened: {_message(error)}") from error
-        return _Session(client, closing, owner, ended)
+                raise ServerUnavailable(f"{self.label} did not open{how} within {self.connect_timeout:g} s") from None
+            raise ServerUnavailable(f"{self.label} could not be opened{how}: {_message(error)}") from error
+        return _Session(client, closing, owner, ended, fault)
 
     async def _own(
-        self, ready: asyncio.Future[Client], closing: asyncio.Event, ended: asyncio.Event, clock: OpeningClock
+        self,
+        ready: asyncio.Future[Client],
+        closing: asyncio.Event,
+        ended: asyncio.Event,
+        clock: OpeningClock,
+        fault: list[str],
     ) -> None:
         """The session's owner: enters the SDK's context managers, holds them until ``closing``. The
-        transport's tasks start from here, so they see ``clock`` (``waiting_on_a_person``)."""
+        transport's tasks start from here, so they see ``clock`` (``waiting_on_a_person``) and
+        ``fault`` (``note_fault``)."""
         _opening.set(clock)
+        _fault.set(fault)
         try:
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched

@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 import httpx2
 import mcp_types as types
-from mcp import StdioServerParameters, stdio_client
+from mcp import StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server as LowLevelServer
@@ -21,14 +21,18 @@ from mcp.server.mcpserver import MCPServer
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
-from dspy_imp.mcp._server import Server, stderr_sink
+from dspy_imp.mcp._server import Server, note_fault, stderr_sink
+from dspy_imp.mcp._stdio import MAX_MESSAGE_BYTES, bounded_stdio_client
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
 the server's ``mcp.types.Tool`` (its annotations: ``readOnlyHint``, ``destructiveHint``...)."""
 
 TRANSPORTS = ("streamable-http", "sse")
-"""What ``mcp.http(transport=)`` takes."""
+"""What ``mcp.http(transport=)`` takes (or ``None``: streamable HTTP, falling back to SSE)."""
+FALLBACK_STATUSES = frozenset({400, 404, 405})
+"""The answers to a streamable HTTP ``POST`` that say the URL is an older HTTP+SSE server's: the
+spec's backwards-compatibility rule then has the client ``GET`` it as an SSE stream."""
 
 
 def stdio(
@@ -37,6 +41,7 @@ def stdio(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -55,6 +60,10 @@ def stdio(
         env: Environment variables added to the few the SDK passes on (``HOME``, ``PATH``, ...);
             the rest of this process's environment is not passed.
         cwd: Its working directory.
+        max_message_bytes: The longest message (one line of its stdout) read from it, 32 MiB by
+            default, enforced as it is read: a server that writes a longer one (or bytes with no
+            newline past it) has its session ended, the call waiting on it failed with an error
+            naming the limit, and its process stopped. The next call starts it again.
         name: How errors and logs name the server (by default the command's file name).
         include: Only these of its tools (by the server's names); by default all.
         exclude: Its tools left out (by the server's names).
@@ -78,15 +87,19 @@ def stdio(
     environment = None if env is None else _mapping(env, "env")
     directory = None if cwd is None else Path(cwd)
     parameters = StdioServerParameters(command=command, args=arguments, env=environment, cwd=directory)
+    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
+        raise ConfigurationError(
+            f"MCP server `max_message_bytes` must be a positive number of bytes, got {max_message_bytes!r}"
+        )
 
     def target() -> Any:
-        return stdio_client(parameters, errlog=stderr_sink())
+        return bounded_stdio_client(parameters, errlog=stderr_sink(), limit=max_message_bytes, fault=note_fault)
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
-    server.connects_to, server.network_transport = parameters, "pipe"
+    server.connects_to, server.network_transport, server.transport = parameters, "pipe", "stdio"
     return server
 
 
@@ -95,7 +108,7 @@ def http(
     *,
     headers: Mapping[str, str] | None = None,
     auth: OAuth | httpx2.Auth | None = None,
-    transport: str = "streamable-http",
+    transport: str | None = None,
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -114,9 +127,12 @@ def http(
         auth: ``dspy_imp.mcp.OAuth(...)`` (OAuth 2.1, run by the ``mcp`` SDK when the server
             answers ``401``), or any ``httpx2.Auth`` (an ``mcp.client.auth`` provider such as
             ``ClientCredentialsOAuthProvider``). One per server: its tokens outlive a session.
-        transport: ``"streamable-http"`` (default) or ``"sse"`` (the 2024-11-05 HTTP+SSE
-            transport of older servers: a ``GET`` event stream and ``POST``s to the endpoint it
-            names).
+        transport: ``"streamable-http"``, ``"sse"`` (the 2024-11-05 HTTP+SSE transport of older
+            servers: a ``GET`` event stream and ``POST``s to the endpoint it names), or ``None``
+            (default): streamable HTTP, and when the server answers its first session's ``POST``s
+            with 400, 404 or 405 and never with success, SSE at the same URL, as the spec's
+            backwards-compatibility rule has a client do. The choice is kept for the server's later
+            sessions, and shown as ``server.transport``.
 
     The other arguments are those of ``stdio``.
     """
@@ -125,50 +141,102 @@ def http(
         raise ConfigurationError(f"MCP server `url` must be an http:// or https:// URL, got {url!r}")
     sent = {} if headers is None else _mapping(headers, "headers")
     authority = http_auth(auth)
-    if transport not in TRANSPORTS:
-        raise ConfigurationError(f"MCP server `transport` must be one of {TRANSPORTS!r}, got {transport!r}")
-    made: list[httpx2.Auth] = []
-
-    def authorizer() -> httpx2.Auth | None:
-        """The server's one ``httpx2.Auth``, made on first use (it holds the tokens across sessions)."""
-        if authority is None:
-            return None
-        if not made:
-            made.append(authority(url))
-        return made[0]
-
-    @asynccontextmanager
-    async def target() -> AsyncIterator[Any]:
-        if transport == "sse":
-            async with sse_client(
-                url, headers=sent, timeout=30.0, sse_read_timeout=300.0, auth=authorizer()
-            ) as streams:
-                yield streams
-            return
-        timeout_ = httpx2.Timeout(30.0, read=300.0)
-        remote.session_id = None  # a new session: the server names it in its first answer
-
-        async def noted(response: httpx2.Response) -> None:
-            # the SDK keeps the session id on its transport and yields only the streams: read it where
-            # the server sends it, for the spans' ``mcp.session.id`` (untrusted text: bounded)
-            found = response.headers.get("mcp-session-id")
-            if found:
-                remote.session_id = found[:256]
-
-        async with (
-            httpx2.AsyncClient(
-                headers=sent, timeout=timeout_, auth=authorizer(), event_hooks={"response": [noted]}
-            ) as client,
-            streamable_http_client(url, http_client=client) as streams,
-        ):
-            yield streams
-
+    if transport is not None and transport not in TRANSPORTS:
+        raise ConfigurationError(
+            f"MCP server `transport` must be one of {TRANSPORTS!r} (or None: either), got {transport!r}"
+        )
+    way = _HttpWay(url, sent, authority)
     remote = Server(
-        name or url, target, include=include, exclude=exclude, prefix=prefix,
+        name or url, way.target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
-    remote.connects_to, remote.network_transport = url, "tcp"
+    remote.connects_to, remote.network_transport, remote.transport = url, "tcp", transport
+    remote.falls_back = way.falls_back
+    way.server = remote
     return remote
+
+
+class _HttpWay:
+    """How an HTTP server's sessions are opened: its one ``httpx2.Auth`` (made on first use: it holds
+    the tokens across sessions), its transport, and the choice of one when none was given.
+
+    With no ``transport=`` (``server.transport`` is None), a session is opened over streamable HTTP
+    and the answers to its ``POST``s to the URL are watched. One that succeeds settles it: streamable
+    HTTP, for this and every later session. If the opening fails after a ``POST`` was answered 400,
+    404 or 405 and none succeeded, ``falls_back`` says so and the server opens the session once more,
+    over SSE (the spec's backwards-compatibility rule: ``GET`` the URL, expecting an SSE stream whose
+    first event is ``endpoint``). An SSE stream that names its endpoint settles SSE; one that does
+    not leaves the choice open, so the next opening starts again from streamable HTTP.
+    """
+
+    def __init__(self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None):
+        self.url, self.headers, self.authority = url, headers, authority
+        self.endpoint = httpx2.URL(url)
+        self.server: Server | None = None
+        self.refused: list[int] = []
+        """The fallback statuses the opening session's ``POST``s got (while none succeeded)."""
+        self._auth: httpx2.Auth | None = None
+        self._sse_next = False
+
+    def auth(self) -> httpx2.Auth | None:
+        if self.authority is not None and self._auth is None:
+            self._auth = self.authority(self.url)
+        return self._auth
+
+    def falls_back(self) -> str | None:
+        """After a session failed to open: whether the next opening goes over SSE (how, and why, for the
+        errors), when the rule says so; else ``None``."""
+        server = self.server
+        if server is None or server.transport is not None or not self.refused:
+            return None
+        self._sse_next = True
+        return f"over SSE, after HTTP {self.refused[-1]} to a streamable HTTP POST"
+
+    def _named(self, found: str) -> None:
+        if self.server is not None:
+            self.server.session_id = found[:256]  # untrusted text: bounded
+
+    async def _noted(self, response: httpx2.Response) -> None:
+        """Every response: the session id the server names (the SDK keeps it on its transport and yields
+        only the streams, so it is read here, for the spans' ``mcp.session.id``), and, while the
+        transport is not settled, what a ``POST`` to the URL was answered."""
+        found = response.headers.get("mcp-session-id")
+        if found:
+            self._named(found)
+        server = self.server
+        if server is None or server.transport is not None:
+            return
+        if response.request.method == "POST" and response.request.url == self.endpoint:
+            if response.is_success:  # a streamable HTTP server: no fallback, now or later
+                server.transport = "streamable-http"
+            elif response.status_code in FALLBACK_STATUSES:
+                self.refused.append(response.status_code)
+
+    @asynccontextmanager
+    async def target(self) -> AsyncIterator[Any]:
+        server = self.server
+        assert server is not None, "set by mcp.http"
+        server.session_id = None  # a new session: the server names it in its first answer
+        if server.transport == "sse" or self._sse_next:
+            self._sse_next = False
+            async with sse_client(
+                self.url, headers=self.headers, timeout=30.0, sse_read_timeout=300.0, auth=self.auth(),
+                on_session_created=self._named,
+            ) as streams:  # fmt: skip
+                server.transport = "sse"  # the stream named its endpoint: an HTTP+SSE server
+                yield streams
+            return
+        self.refused.clear()
+        async with (
+            httpx2.AsyncClient(
+                headers=self.headers,
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                auth=self.auth(),
+                event_hooks={"response": [self._noted]},
+            ) as client,  # fmt: skip
+            streamable_http_client(self.url, http_client=client) as streams,
+        ):
+            yield streams
 
 
 def memory(
@@ -195,7 +263,7 @@ def memory(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
     )  # fmt: skip
-    served.connects_to = server
+    served.connects_to, served.transport = server, "memory"
     return served
 
 

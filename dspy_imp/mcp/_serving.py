@@ -16,7 +16,12 @@ output fields. A call runs one turn:
   observer as the web app's Stop stops one (``_drivers.stopping``).
 - **Approvals**: a turn that pauses for approval asks the client with ``elicitation/create``
   (accept approves the call as shown, decline or cancel refuses it) and resumes; a client without
-  the elicitation capability gets an error result naming the calls.
+  the elicitation capability gets an error result naming the calls. On a 2026-07-28 connection,
+  where a server sends no request during a call, the call answers ``InputRequiredResult`` (one
+  elicitation per pending call) and the paused turn waits here, under a random ``requestState``,
+  for the client's retry with its answers (``input_responses``): the history never leaves this
+  process, a state is answered once, with the arguments of the call that paused, and at most
+  ``MAX_WAITING`` are kept (the oldest let go first).
 - **Result**: a turn with an answer is ``structuredContent`` (its outputs) and a text block (the
   same JSON); one without (incomplete, blocked) is an ``isError`` result saying how it ended. Both
   carry the termination metadata in ``_meta["dspy-imp/termination"]``.
@@ -30,8 +35,11 @@ import functools
 import json
 import logging
 import re
+import secrets
 import socket
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -55,9 +63,21 @@ MAX_BODY = 1_000_000
 META_KEY = "dspy-imp/termination"
 """Where a result's ``_meta`` holds how the turn ended."""
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+MAX_WAITING = 256
+"""The most turns kept paused for a 2026-07-28 client's answers at once (the oldest is let go first)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PROVIDER = StatusMessageProvider()
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A turn paused for approval on a 2026-07-28 connection, until the client retries with answers."""
+
+    history: Any
+    pending: tuple[dict[str, Any], ...]
+    arguments: dict[str, Any]
+    """The call's arguments: the retry must repeat them."""
 
 
 class ProgramServer:
@@ -91,6 +111,7 @@ class ProgramServer:
         self.description = description or agent.signature.instructions or f"Run the program {name}"
         self.inputs = _fields_model(agent.signature.input_fields, f"{tool_name}_input", forbid=True)
         self.outputs = _fields_model(agent.signature.output_fields, f"{tool_name}_output", forbid=False)
+        self._waiting: OrderedDict[str, _Waiting] = OrderedDict()
         self.server: LowLevelServer[Any] = LowLevelServer(
             name,
             on_list_tools=self._list_tools,
@@ -109,7 +130,9 @@ class ProgramServer:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[self.tool()])
 
-    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != self.tool_name:
             return _error(f"unknown tool {params.name!r}: this server has one tool, {self.tool_name!r}")
         arguments = params.arguments or {}
@@ -125,11 +148,18 @@ class ProgramServer:
             return _error(_invalid(invalid))
         kwargs = {name: getattr(values, name) for name in self.agent.signature.input_fields}
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        if params.request_state is not None:  # a 2026-07-28 client's retry, with its answers
+            resumed = self._resumed(params, arguments)
+            if isinstance(resumed, str):
+                return _error(resumed)
+            kwargs = resumed
         progress = _Progress(ctx)
         try:
             prediction = await self._turn(kwargs, progress)
             while prediction.metadata.termination_reason == "paused":
                 decisions = await self._decide(ctx, prediction.metadata.pending_calls)
+                if decisions is None:
+                    return self._ask_later(prediction.metadata, arguments)
                 if isinstance(decisions, str):
                     return _error(decisions, _termination(prediction.metadata))
                 prediction = await self._turn(
@@ -167,8 +197,9 @@ class ProgramServer:
                     await asyncio.wait({work})
                 raise
 
-    async def _decide(self, ctx: Any, pending: Sequence[dict[str, Any]]) -> dict[str, Any] | str:
-        """The client's decision on each pending call, asked with ``elicitation/create``; or why none can be."""
+    async def _decide(self, ctx: Any, pending: Sequence[dict[str, Any]]) -> dict[str, Any] | str | None:
+        """The client's decision on each pending call, asked with ``elicitation/create``; why none can be;
+        or ``None``: ask in the call's result instead (a 2026-07-28 connection, ``_ask_later``)."""
         named = ", ".join(f"{c['name']}({short(c['args'])})" for c in pending)
         external = [c for c in pending if c.get("kind") != "approval"]
         if external:
@@ -176,21 +207,50 @@ class ProgramServer:
         capabilities = ctx.session.client_capabilities
         if capabilities is None or capabilities.elicitation is None:
             return f"the turn needs approval of {named}, and this client does not take elicitation requests"
-        if not ctx.session.can_send_request:  # 2026-07-28's input-required round trips are not served yet
-            return (
-                f"the turn needs approval of {named}, and this connection (protocol {ctx.session.protocol_version}) "
-                "cannot send elicitation requests: connect with the 2025-11-25 handshake"
-            )
+        if not ctx.session.can_send_request:  # 2026-07-28: no request mid-call, the result asks
+            return None
         decisions: dict[str, Any] = {}
         for call in pending:
             answer = await ctx.session.elicit_form(
-                f"Approve the call {call['name']}({short(call['args'], 400)})?",
-                {"type": "object", "properties": {}},
-                related_request_id=ctx.request_id,
+                _question(call), {"type": "object", "properties": {}}, related_request_id=ctx.request_id
             )
-            shown = {"id": call["id"], "name": call["name"], "args": dict(call["args"])}
-            decisions[call["id"]] = shown if answer.action == "accept" else False
+            decisions[call["id"]] = _shown(call) if answer.action == "accept" else False
         return decisions
+
+    def _ask_later(self, metadata: Any, arguments: dict[str, Any]) -> types.InputRequiredResult:
+        """The paused turn kept under a new random state, and the client asked in the call's result:
+        one form elicitation per pending call (``approval-<n>``), answered when it retries."""
+        state = secrets.token_urlsafe(32)
+        pending = tuple(metadata.pending_calls)
+        self._waiting[state] = _Waiting(metadata.history, pending, arguments)
+        while len(self._waiting) > MAX_WAITING:
+            self._waiting.popitem(last=False)
+        asked: types.InputRequests = {
+            f"approval-{index}": types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=_question(call), requested_schema={"type": "object", "properties": {}}
+                )
+            )
+            for index, call in enumerate(pending)
+        }
+        return types.InputRequiredResult(input_requests=asked, request_state=state)
+
+    def _resumed(self, params: types.CallToolRequestParams, arguments: dict[str, Any]) -> dict[str, Any] | str:
+        """The paused turn a retry names and the client's decisions, as the program's resume arguments;
+        or why it cannot resume. Accept approves a call as it was shown; anything else refuses it."""
+        waiting = self._waiting.pop(params.request_state or "", None)
+        if waiting is None:
+            return "no turn waits under this requestState (it was answered already, or let go): call the tool again"
+        if waiting.arguments != arguments:
+            self._waiting[params.request_state or ""] = waiting  # a mistaken retry does not spend it
+            return "the retry's arguments are not those of the call that paused"
+        answers = params.input_responses or {}
+        decisions: dict[str, Any] = {}
+        for index, call in enumerate(waiting.pending):
+            answer = answers.get(f"approval-{index}")
+            accepted = isinstance(answer, types.ElicitResult) and answer.action == "accept"
+            decisions[call["id"]] = _shown(call) if accepted else False
+        return {"history": waiting.history, "approvals": decisions}
 
     def _result(self, prediction: Any) -> types.CallToolResult:
         metadata = prediction.metadata
@@ -244,6 +304,15 @@ class ProgramServer:
         print(f"dspy-imp mcp: serving {self.name} on http://{shown}:{bound}/mcp", flush=True)
         app = self.http_app(hosts=names, origins=origins)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+
+
+def _question(call: dict[str, Any]) -> str:
+    return f"Approve the call {call['name']}({short(call['args'], 400)})?"
+
+
+def _shown(call: dict[str, Any]) -> dict[str, Any]:
+    """An approval of the call as it was shown (it binds to that call: id, name and arguments)."""
+    return {"id": call["id"], "name": call["name"], "args": dict(call["args"])}
 
 
 def security(hosts: Sequence[str], origins: Sequence[str]) -> TransportSecuritySettings:
