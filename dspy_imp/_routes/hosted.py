@@ -25,17 +25,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import hosted_anthropic
+from dspy_imp._routes import hosted_anthropic, hosted_gemini
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
 
 # The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     ("native", "anthropic"): hosted_anthropic.ROUTE,
+    ("native", "gemini"): hosted_gemini.ROUTE,  # the Gemini API (AI Studio), generateContent
 }
 # Routes that cannot carry hosted tools, and why (the ``ConfigurationError`` says it).
 _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
+    ("litellm", "gemini"): hosted_gemini.NOT_ON_LITELLM,
 }
 
 
@@ -49,8 +51,9 @@ def served_kinds() -> frozenset[str]:
     return frozenset(r.kind for r in _ROUTES.values())
 
 
-def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
-    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks."""
+def check(lm: Any, route: Any, hosted: Sequence[Any], functions: Sequence[str] = ()) -> HostedRoute | None:
+    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks,
+    or the route's own refusal of these tools beside the request's function tools (``functions``)."""
     if not hosted:
         return None
     found = hosted_route(route)
@@ -63,6 +66,9 @@ def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
                 + (f": {why}" if why else "")
                 + "; leave the tool out or pick a model whose provider runs it (docs/hosted-tools.md)"
             )
+    why_not = found.refuse(hosted, lm, functions) if found is not None else None
+    if why_not:
+        raise RefusedOption(f"{why_not} (docs/hosted-tools.md)")
     return found
 
 
