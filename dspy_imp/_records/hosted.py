@@ -66,7 +66,8 @@ class RemoteMCP(HostedTool):
 
 @dataclass(frozen=True)
 class FileSearch(HostedTool):
-    """Search over the provider's vector stores (OpenAI's file search)."""
+    """Search over the provider's stores of your files (OpenAI's vector stores, Gemini's File Search
+    stores: ``fileSearchStores/...`` names)."""
 
     store_ids: Sequence[str] = ()
     kind = "file_search"

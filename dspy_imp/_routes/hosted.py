@@ -38,6 +38,7 @@ _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
 _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
     ("litellm", "gemini"): hosted_gemini.NOT_ON_LITELLM,
+    ("native", "gemini"): hosted_gemini.NOT_OFFERED,  # the one tool that route lacks: RemoteMCP
 }
 
 

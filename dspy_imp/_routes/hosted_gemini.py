@@ -1,7 +1,8 @@
-"""Gemini's built-in tools on DSPy's native engine: Google Search, code execution, URL context.
+"""Gemini's built-in tools on DSPy's native engine: Google Search, code execution, URL context, file search.
 
 Request: ``WebSearch`` goes out as ``{"googleSearch": {}}``, ``CodeExecution`` as
-``{"codeExecution": {}}`` and ``WebFetch`` as ``{"urlContext": {}}`` (lm15 builtin tools). The
+``{"codeExecution": {}}``, ``WebFetch`` as ``{"urlContext": {}}`` and ``FileSearch`` as
+``{"fileSearch": {"fileSearchStoreNames": [...]}}`` (lm15 builtin tools). The
 Gemini API's ``googleSearch`` takes none of ``WebSearch``'s options (its domain filter is Vertex
 AI's only) and ``urlContext`` no ``max_uses``: an option set is a ``ConfigurationError`` naming
 the option, the tool and the model, before any request. Built-in tools beside function
@@ -39,8 +40,18 @@ KIND = "gemini_served"
 
 # The tool's kind -> lm15's builtin name (``_GEMINI_BUILTIN_MAP`` maps the first two; an unknown
 # name goes out as the wire key itself).
-BUILTINS = {"web_search": "web_search", "code_execution": "code_execution", "web_fetch": "urlContext"}
-WIRE_KEYS = {"web_search": "googleSearch", "code_execution": "codeExecution", "web_fetch": "urlContext"}
+BUILTINS = {
+    "web_search": "web_search",
+    "code_execution": "code_execution",
+    "web_fetch": "urlContext",
+    "file_search": "fileSearch",
+}
+WIRE_KEYS = {
+    "web_search": "googleSearch",
+    "code_execution": "codeExecution",
+    "web_fetch": "urlContext",
+    "file_search": "fileSearch",
+}
 # Parts the provider ran (and the model wrote for them), which lm15 does not read.
 SERVED_PARTS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
 _GROUNDING = ("groundingMetadata", "urlContextMetadata")
@@ -51,6 +62,8 @@ def refusal(tools: Sequence[Any], lm: Any, functions: Sequence[str]) -> str | No
     or function tools beside built-in tools on a model before Gemini 3."""
     model = str(getattr(lm, "model", lm))
     for tool in tools:
+        if tool.kind == "file_search" and not tool.store_ids:
+            return f"FileSearch() on model {model!r}: Gemini's fileSearch searches named stores; give store_ids"
         for option in _set_options(tool):
             return (
                 f"{tool.label}({option}=...) on model {model!r}: Gemini's {WIRE_KEYS[tool.kind]} tool has no "
@@ -84,7 +97,14 @@ def _set_options(tool: Any) -> list[str]:
 def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     from dspy.lm15 import BuiltinTool
 
-    return HostedRequest(builtins=tuple(BuiltinTool(name=BUILTINS[t.kind], config={}) for t in tools))
+    return HostedRequest(builtins=tuple(BuiltinTool(name=BUILTINS[t.kind], config=_config(t)) for t in tools))
+
+
+def _config(tool: Any) -> dict[str, Any]:
+    """The tool's body in Gemini's ``tools`` list: empty, but a file search's store names."""
+    if tool.kind == "file_search":
+        return {"fileSearchStoreNames": [str(s) for s in tool.store_ids]}
+    return {}
 
 
 def _candidate(response: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
@@ -142,16 +162,17 @@ def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
                 continue
             chunk = chunks[index] if isinstance(chunks[index], Mapping) else {}
             source = next((v for v in chunk.values() if isinstance(v, Mapping)), {})
-            found.append(
-                {
-                    "type": "grounding_support",
-                    "url": source.get("uri"),
-                    "title": source.get("title"),
-                    "cited_for": segment.get("text", ""),
-                    "segment": dict(segment),
-                    "chunk": dict(chunk),
-                }
-            )
+            citation = {
+                "type": "grounding_support",
+                "url": source.get("uri"),
+                "title": source.get("title"),
+                "cited_for": segment.get("text", ""),
+                "segment": dict(segment),
+                "chunk": dict(chunk),
+            }
+            if isinstance(source.get("text"), str):  # a file search's retrieved text: the source's own words
+                citation["cited_text"] = source["text"]
+            found.append(citation)
     return found
 
 
@@ -278,6 +299,10 @@ ROUTE = HostedRoute(
     usage=usage,
     as_text=as_text,
     refuse=refusal,
+)
+NOT_OFFERED = (
+    "Gemini's generateContent has no remote MCP tool (Google's SDKs connect to MCP servers on the client side); "
+    "connect the server with dspy_imp.mcp instead"
 )
 NOT_ON_LITELLM = (
     "LiteLLM keeps no executableCode or codeExecutionResult part, and writes a model turn back from its own "

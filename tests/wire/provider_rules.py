@@ -551,7 +551,10 @@ def gemini_signatures_genuine(body: Body, path: str) -> Iterator[str]:
                 yield f"contents[{index}]: Corrupted thought signature {value!r}"
 
 
-_BUILTIN_KEYS = ("googleSearch", "google_search", "codeExecution", "code_execution", "urlContext", "url_context")
+_BUILTIN_KEYS = (
+    *("googleSearch", "google_search", "codeExecution", "code_execution"),
+    *("urlContext", "url_context", "fileSearch", "file_search"),
+)
 
 
 def gemini_tool_combination(body: Body, path: str) -> Iterator[str]:

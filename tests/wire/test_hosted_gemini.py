@@ -29,6 +29,8 @@ COMBINED = "function_tools_with_builtin_tools"  # gemini-3-flash-preview: search
 CODE = "code_execution"  # gemini-3-flash-preview
 SEARCH = "web_search_tool"  # gemini-2.5-pro, search only
 FETCH = "web_fetch_tool"  # gemini-2.5-flash, URL context only
+FILES = "file_search_tool"  # gemini-2.5-pro, a File Search store
+STORE = "fileSearchStores/testfilesearchstore-q7prdj5dqu8p"  # the recording's store
 
 
 def calculator(expression: str) -> str:
@@ -67,18 +69,22 @@ def _answer(name: str, index: int) -> str:
 def _expected_citations(name: str, index: int) -> list[dict[str, Any]]:
     grounding = body(name, index)["candidates"][0]["groundingMetadata"]
     chunks = grounding["groundingChunks"]
-    return [
-        {
-            "type": "grounding_support",
-            "url": chunks[i]["web"]["uri"],
-            "title": chunks[i]["web"]["title"],
-            "cited_for": support["segment"]["text"],
-            "segment": support["segment"],
-            "chunk": chunks[i],
-        }
-        for support in grounding["groundingSupports"]
-        for i in support["groundingChunkIndices"]
-    ]
+    found = []
+    for support in grounding["groundingSupports"]:
+        for i in support["groundingChunkIndices"]:
+            source = chunks[i].get("web") or chunks[i]["retrievedContext"]
+            citation = {
+                "type": "grounding_support",
+                "url": source.get("uri"),
+                "title": source.get("title"),
+                "cited_for": support["segment"]["text"],
+                "segment": support["segment"],
+                "chunk": chunks[i],
+            }
+            if "text" in source:
+                citation["cited_text"] = source["text"]
+            found.append(citation)
+    return found
 
 
 def test_a_search_beside_a_function_tool_carries_the_served_parts_and_cites_the_grounding(run: Any) -> None:
@@ -172,6 +178,23 @@ def test_url_context_is_a_web_fetch(run: Any) -> None:
     _accepted(emulator)
 
 
+def test_a_file_search_names_its_stores_and_cites_what_it_retrieved(run: Any) -> None:
+    agent = dspy_imp.ReActV2("question -> answer", tools=[FileSearch(store_ids=[STORE])])
+    with Emulator(replies(FILES)) as emulator, dspy.context(lm=_lm(emulator, "gemini/gemini-2.5-pro")):
+        first = run(agent, question="What is the capital of France?")
+        saved = json.loads(json.dumps(first.metadata.history.model_dump()))
+        run(agent, question="And of Germany?", history=dspy.History(**saved))
+    assert first.metadata.termination_reason == "answered", first.metadata.termination_error
+    assert first.answer == _answer(FILES, 0)
+    assert emulator.requests[0].body["tools"] == [{"fileSearch": {"fileSearchStoreNames": [STORE]}}]
+    assert list(first.metadata.citations) == _expected_citations(FILES, 0)
+    assert first.metadata.citations[0]["cited_text"].startswith("Paris is the capital of France.")
+    assert first.metadata.usage.calls[0].input_tokens == 15 + 288  # the retrieved text, billed as input
+    (turn,) = _model_turns(emulator.requests[1].body)
+    _same_bytes(turn["parts"], parts(FILES, 0))
+    _accepted(emulator)
+
+
 @pytest.mark.parametrize(
     ("tool", "option"),
     [
@@ -213,10 +236,10 @@ def test_a_model_before_gemini_3_refuses_built_in_tools_beside_function_tools(ru
     ("tool", "engine"),
     [
         (RemoteMCP(url="https://mcp.example.com"), "auto"),
-        (FileSearch(store_ids=["s1"]), "auto"),
+        (FileSearch(), "auto"),
         (WebSearch(), "litellm"),
     ],
-    ids=["remote-mcp", "file-search", "litellm-route"],
+    ids=["remote-mcp", "file-search-without-stores", "litellm-route"],
 )
 def test_what_the_route_cannot_carry_is_refused_before_any_request(run: Any, tool: Any, engine: str) -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[tool])
@@ -230,6 +253,10 @@ def test_what_the_route_cannot_carry_is_refused_before_any_request(run: Any, too
     assert "gemini/gemini-3-flash-preview" in message and tool.label in message
     if engine == "litellm":
         assert "litellm engine" in message and "executableCode" in message
+    elif isinstance(tool, RemoteMCP):
+        assert "no remote MCP tool" in message and "dspy_imp.mcp" in message
+    else:
+        assert "store_ids" in message
     assert emulator.requests == []
 
 
