@@ -151,17 +151,17 @@ def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
     grounding = block.get("groundingMetadata")
     if not isinstance(grounding, Mapping):
         return []
-    chunks = grounding.get("groundingChunks") if isinstance(grounding.get("groundingChunks"), list) else []
+    chunks = _list(grounding.get("groundingChunks"))
     found: list[dict[str, Any]] = []
     for support in grounding.get("groundingSupports") or ():
         if not isinstance(support, Mapping):
             continue
-        segment = support.get("segment") if isinstance(support.get("segment"), Mapping) else {}
+        segment = _mapping(support.get("segment"))
         for index in support.get("groundingChunkIndices") or ():
             if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(chunks):
                 continue
-            chunk = chunks[index] if isinstance(chunks[index], Mapping) else {}
-            source = next((v for v in chunk.values() if isinstance(v, Mapping)), {})
+            chunk = _mapping(chunks[index])
+            source = next((_mapping(v) for v in chunk.values() if isinstance(v, Mapping)), _mapping(None))
             citation = {
                 "type": "grounding_support",
                 "url": source.get("uri"),
@@ -176,6 +176,15 @@ def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a served body is untrusted input)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def usage(response: Any) -> HostedUsage | None:
     """A grounded response counts one web search (``groundingMetadata.webSearchQueries``, or a
     ``GOOGLE_SEARCH_WEB`` tool call) and a URL-context one a web fetch; ``toolUsePromptTokenCount`` (the
@@ -185,12 +194,12 @@ def usage(response: Any) -> HostedUsage | None:
     if found is None:
         return None
     data, candidate = found
-    meta = data.get("usageMetadata") if isinstance(data.get("usageMetadata"), Mapping) else {}
+    meta = _mapping(data.get("usageMetadata"))
     tool_tokens = meta.get("toolUsePromptTokenCount")
     tool_tokens = tool_tokens if isinstance(tool_tokens, int) and not isinstance(tool_tokens, bool) else 0
     calls = [p.get("toolCall") for p in _parts(candidate) if isinstance(p, Mapping)]
     types = {c.get("toolType") for c in calls if isinstance(c, Mapping)}
-    grounding = candidate.get("groundingMetadata") if isinstance(candidate.get("groundingMetadata"), Mapping) else {}
+    grounding = _mapping(candidate.get("groundingMetadata"))
     searched = any(q for q in grounding.get("webSearchQueries") or () if isinstance(q, str)) or (
         "GOOGLE_SEARCH_WEB" in types
     )

@@ -280,3 +280,19 @@ def test_another_provider_reads_the_served_parts_as_text(run: Any) -> None:
     assert "[code_execution_result OUTCOME_OK: Current day in Utrecht: Tuesday, May 05, 2026" in assistant["content"]
     assert "thoughtSignature" not in json.dumps(sent) and "executableCode" not in json.dumps(sent)
     assert_accepted("openai", sent, emulator.requests[0].path)
+
+
+def test_a_turn_paused_for_an_approval_after_a_search_resumes_with_the_served_parts(run: Any) -> None:
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(), calculator], needs_approval=["calculator"])
+    with Emulator(replies(COMBINED)) as emulator, dspy.context(lm=_lm(emulator)):
+        paused = run(agent, question="What is 2+2? Also search for the current weather in Tokyo.")
+        assert paused.metadata.termination_reason == "paused", paused.metadata.termination_error
+        saved = json.loads(json.dumps(paused.metadata.history.model_dump()))
+        resumed = run(agent, history=dspy.History(**saved), approvals={"oqeiriep": True})
+    assert resumed.metadata.termination_reason == "answered", resumed.metadata.termination_error
+    assert len(emulator.requests) == 2
+    sent = emulator.requests[1].body
+    (turn,) = _model_turns(sent)
+    _same_bytes(turn["parts"], parts(COMBINED, 0))
+    assert sent["contents"][-1]["parts"][0]["functionResponse"]["id"] == "oqeiriep"
+    _accepted(emulator)
