@@ -378,7 +378,7 @@ def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
-    if row.get(SERVED_CONTENT):  # the reply's content as served, written back by ``_routes.hosted_anthropic``
+    if row.get(SERVED_CONTENT):  # as served, written back by ``_routes.hosted_anthropic`` / ``hosted_gemini``
         continuation = (*continuation, served_state(row[SERVED_CONTENT], row.get(SERVED_KIND)))
     if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
         continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
