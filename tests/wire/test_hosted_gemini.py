@@ -112,8 +112,8 @@ def test_a_saved_history_sends_the_served_parts_back_on_a_later_turn(run: Any) -
     later_reply = replies(COMBINED)[1]  # any recorded answer: the request is what is checked
     with Emulator([*replies(COMBINED), later_reply]) as emulator, dspy.context(lm=_lm(emulator)):
         first = run(agent, question="What is 2+2? Also search for the current weather in Tokyo.")
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))  # through JSON, as a store keeps it
-        later = run(agent, question="And tomorrow?", history=dspy.History(**saved))
+        saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))  # through JSON, as stored
+        later = run(agent, question="And tomorrow?", history=dspy_imp.load_history(saved))
     assert later.metadata.termination_reason == "answered", later.metadata.termination_error
     resumed = emulator.requests[2].body
     call_turn, answer_turn = _model_turns(resumed)
@@ -127,8 +127,8 @@ def test_code_execution_parts_round_trip_to_the_next_turn(run: Any) -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()])
     with Emulator(replies(CODE)) as emulator, dspy.context(lm=_lm(emulator)):
         first = run(agent, question="What day is today in Utrecht?")
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))
-        later = run(agent, question="What day is tomorrow?", history=dspy.History(**saved))
+        saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
+        later = run(agent, question="What day is tomorrow?", history=dspy_imp.load_history(saved))
     assert first.metadata.termination_reason == "answered", first.metadata.termination_error
     assert first.answer == _answer(CODE, 0)
     assert later.answer == _answer(CODE, 1)
@@ -147,8 +147,8 @@ def test_grounded_requests_are_counted_with_their_tool_use_tokens(run: Any) -> N
     agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch()])
     with Emulator(replies(SEARCH)) as emulator, dspy.context(lm=_lm(emulator, "gemini/gemini-2.5-pro")):
         first = run(agent, question="What is the weather in San Francisco today?")
-        saved = json.loads(json.dumps(first.metadata.history.model_dump()))
-        later = run(agent, question="how about Mexico City?", history=dspy.History(**saved))
+        saved = json.loads(json.dumps(dspy_imp.dump_history(first.metadata.history)))
+        later = run(agent, question="how about Mexico City?", history=dspy_imp.load_history(saved))
     assert first.metadata.termination_reason == "answered", first.metadata.termination_error
     assert first.answer == _answer(SEARCH, 0)
     usage = first.metadata.usage
