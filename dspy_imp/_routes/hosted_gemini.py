@@ -64,23 +64,20 @@ def refusal(tools: Sequence[Any], lm: Any, functions: Sequence[str]) -> str | No
     for tool in tools:
         if tool.kind == "file_search" and not tool.store_ids:
             return f"FileSearch() on model {model!r}: Gemini's fileSearch searches named stores; give store_ids"
-        for option in _set_options(tool):
+        options = _set_options(tool)
+        if options:
             return (
-                f"{tool.label}({option}=...) on model {model!r}: Gemini's {WIRE_KEYS[tool.kind]} tool has no "
-                f"{option} (the Gemini API takes no option for it); leave {option} unset for Gemini models"
+                f"{tool.label}({options[0]}=...) on model {model!r}: Gemini's {WIRE_KEYS[tool.kind]} tool has no "
+                f"{options[0]} (the Gemini API takes no option for it); leave {options[0]} unset for Gemini models"
             )
     if functions and not combines_tools(model):
-        names = ", ".join(tools_label(tools))
+        names = ", ".join(str(t.label) for t in tools)
         return (
             f"model {model!r} refuses built-in tools ({names}) beside function tools ({', '.join(functions)}) in one "
             "request: combining them is a Gemini 3 feature; use a Gemini 3 model, or give this model a program "
             "without function tools (finish='auto', no tools besides the hosted ones)"
         )
     return None
-
-
-def tools_label(tools: Sequence[Any]) -> list[str]:
-    return [str(t.label) for t in tools]
 
 
 def combines_tools(model: str) -> bool:
