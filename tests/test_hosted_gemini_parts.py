@@ -62,3 +62,16 @@ def test_the_readers_take_untrusted_bodies_and_other_providers_responses() -> No
     assert block is not None and hosted_gemini.citations(block) == []
     supports = {"groundingChunks": [{"web": {"uri": "u"}}], "groundingSupports": [{"groundingChunkIndices": [3, True]}]}
     assert hosted_gemini.citations({"groundingMetadata": supports}) == []
+
+
+def test_a_streamed_replys_last_chunk_is_not_taken_for_the_whole_reply() -> None:
+    grounding = {"webSearchQueries": ["q"], "groundingChunks": [], "groundingSupports": []}
+    last_chunk = {"candidates": [{"content": {"parts": [{"text": " world."}]}, "groundingMetadata": grounding}]}
+    streamed = SimpleNamespace(
+        message=SimpleNamespace(parts=(TextPart(text="Hello world."),)), provider_data=last_chunk
+    )
+    assert hosted_gemini.served(streamed) is None
+    whole = {"candidates": [{"content": {"parts": [{"text": "Hello world."}]}, "groundingMetadata": grounding}]}
+    read = SimpleNamespace(message=SimpleNamespace(parts=(TextPart(text="Hello world."),)), provider_data=whole)
+    block = hosted_gemini.served(read)
+    assert block is not None and block["content"] == [{"text": "Hello world."}]

@@ -135,11 +135,30 @@ def served(response: Any) -> Block | None:
     grounded = {k: candidate[k] for k in _GROUNDING if isinstance(candidate.get(k), Mapping)}
     if not grounded and not any(_served_part(p) for p in parts):
         return None
+    if not _whole(response, parts):
+        return None  # a streamed reply's last chunk: its parts are not the reply's, lm15's own replay stays
+
     block: Block = {"type": KIND, "content": json.loads(json.dumps(parts))}
     block.update(json.loads(json.dumps(grounded)))
     if isinstance(data.get("usageMetadata"), Mapping):
         block["usageMetadata"] = json.loads(json.dumps(data["usageMetadata"]))
     return block
+
+
+def _whole(response: Any, parts: Sequence[Any]) -> bool:
+    """Whether the raw parts are the whole reply lm15 read: the same function calls and text. A streamed
+    reply keeps only its last chunk as ``provider_data``; written back as the turn, that would drop the
+    rest of it."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    read = getattr(getattr(response, "message", None), "parts", None)
+    if read is None:
+        return True
+    raw = [p for p in parts if isinstance(p, Mapping)]
+    calls = sum(1 for p in read if getattr(p, "type", None) == "tool_call")
+    text = "".join(str(getattr(p, "text", "")) for p in read if getattr(p, "type", None) == "text")
+    raw_text = "".join(str(p.get("text") or "") for p in raw if "text" in p and not p.get("thought"))
+    return calls == sum(1 for p in raw if "functionCall" in p) and text == raw_text
 
 
 def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
