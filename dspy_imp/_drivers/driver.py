@@ -42,6 +42,7 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.caching import install as install_native_breakpoints
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.hosted_anthropic import install as install_anthropic_served
+from dspy_imp._routes.hosted_gemini import install as install_gemini_served
 from dspy_imp._routes.hosted_openai import install as install_openai_served
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.responses_bridge import install as install_responses_bridge
@@ -117,6 +118,7 @@ class Effects:
         install_responses_bridge()
         install_anthropic_served()
         install_openai_served()
+        install_gemini_served()
         install_nameless_reader(lambda: current_exchange().get() is not None)
         install_finetune_data()
 

@@ -88,7 +88,7 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
         cost = (cost if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0) + hosted.fee
     return {
         "hosted_calls": dict(hosted.counts),
-        "input_tokens": _count(usage.get("input_tokens" if responses else "prompt_tokens")),
+        "input_tokens": _count(usage.get("input_tokens" if responses else "prompt_tokens")) + hosted.input_tokens,
         "output_tokens": _count(usage.get("output_tokens" if responses else "completion_tokens")),
         "cached_tokens": _count(prompt_details.get("cached_tokens")),
         # lm15's spelling (DSPy's native usage), else LiteLLM's (Anthropic's own, at the top)

@@ -68,7 +68,9 @@ def settled(exchange: Exchange, lm: Any, lm_kwargs: Mapping[str, Any]) -> tuple[
     lm, settled = exchange.lm or lm, {**lm_kwargs, **exchange.config}
     default_reasoning_effort(exchange.guidance.kind, lm, settled, *thinking_of(exchange))  # before the route
     exchange.route = settle_options(lm, settled, exchange.guidance.edits_prefix or exchange.drop_block)
-    exchange.hosted_route = check_hosted(lm, exchange.route, exchange.hosted)  # before any request
+    exchange.hosted_route = check_hosted(  # before any request
+        lm, exchange.route, exchange.hosted, exchange.guidance.tool_names
+    )
     same_thinking(lm, exchange.route, settled)  # LiteLLM's Anthropic route thinks as the native engine
     exchange.seconds = native_seconds(lm, exchange.route, settled)
     key = conversation_key(

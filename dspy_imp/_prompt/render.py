@@ -216,6 +216,7 @@ def _exchange(
     served = served_blocks(step.reasoning_details, guidance.replayed_kinds)
     if served:  # the reply's content as served (hosted tool blocks): it goes back verbatim, in their place
         message["served_content"] = [dict(b) for b in served[-1]["content"]]
+        message["served_kind"] = served[-1]["type"]  # whose blocks (``route.served_state`` labels them)
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
         message["thinking_blocks"] = blocks

@@ -29,7 +29,8 @@ class HostedTool:
 @dataclass(frozen=True)
 class WebSearch(HostedTool):
     """The provider's web search. ``max_uses``: the most searches one request may run (the provider
-    counts them); ``user_location``: ``{"type": "approximate", "city": ..., "country": ...}``."""
+    counts them); ``user_location``: ``{"type": "approximate", "city": ..., "country": ...}``. Gemini's
+    Google Search takes none of the options (setting one for a Gemini model is refused)."""
 
     max_uses: int | None = None
     allowed_domains: Sequence[str] = ()
@@ -40,7 +41,7 @@ class WebSearch(HostedTool):
 
 @dataclass(frozen=True)
 class CodeExecution(HostedTool):
-    """Code run in the provider's sandbox (Anthropic's code execution, OpenAI's code interpreter)."""
+    """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter)."""
 
     kind = "code_execution"
 
@@ -66,7 +67,8 @@ class RemoteMCP(HostedTool):
 
 @dataclass(frozen=True)
 class FileSearch(HostedTool):
-    """Search over the provider's vector stores (OpenAI's file search)."""
+    """Search over the provider's stores of your files (OpenAI's vector stores, Gemini's File Search
+    stores: ``fileSearchStores/...`` names)."""
 
     store_ids: Sequence[str] = ()
     kind = "file_search"

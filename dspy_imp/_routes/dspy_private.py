@@ -115,6 +115,19 @@ def lm15_anthropic() -> Any:
     return importlib.import_module("dspy._vendor.lm15.providers.anthropic")
 
 
+def lm15_gemini() -> Any:
+    """lm15's Gemini generateContent provider module (``dspy._vendor.lm15.providers.gemini``).
+
+    Why: lm15 skips the parts Gemini's built-in tools serve (``executableCode``, ``toolCall``...)
+    and writes a model turn from its own parts; ``_routes.hosted_gemini`` wraps ``GeminiLM._message``
+    to send such a turn back as served, and ``GeminiLM._payload`` to ask for the tool-combination flag.
+    Imported by name.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.gemini")
+
+
 def lm15_openai_chat() -> Any:
     """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import hosted_anthropic, hosted_openai
+from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
 
@@ -33,6 +33,7 @@ from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     ("native", "anthropic"): hosted_anthropic.ROUTE,
     ("native", "openai"): hosted_openai.ROUTE,  # the Responses API
+    ("native", "gemini"): hosted_gemini.ROUTE,  # the Gemini API (AI Studio), generateContent
 }
 # Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it).
 _WHY_NOT: dict[tuple[str, str | None], str] = {
@@ -41,6 +42,8 @@ _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "openai-responses"): hosted_openai.NOT_ON_LITELLM,  # model_type="responses" on LiteLLM
     ("litellm", "openai"): hosted_openai.NOT_ON_CHAT,
     ("native", "openai-chat"): hosted_openai.NOT_ON_CHAT,
+    ("litellm", "gemini"): hosted_gemini.NOT_ON_LITELLM,
+    ("native", "gemini"): hosted_gemini.NOT_OFFERED,  # the one tool that route lacks: RemoteMCP
 }
 
 
@@ -54,8 +57,9 @@ def served_kinds() -> frozenset[str]:
     return frozenset(r.kind for r in _ROUTES.values())
 
 
-def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
-    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks."""
+def check(lm: Any, route: Any, hosted: Sequence[Any], functions: Sequence[str] = ()) -> HostedRoute | None:
+    """The route's translation, or a ``ConfigurationError`` naming the model and the first tool it lacks,
+    or the route's own refusal of these tools beside the request's function tools (``functions``)."""
     if not hosted:
         return None
     found = hosted_route(route)
@@ -68,6 +72,9 @@ def check(lm: Any, route: Any, hosted: Sequence[Any]) -> HostedRoute | None:
                 + (f": {why}" if why else "")
                 + "; leave the tool out or pick a model whose provider runs it (docs/hosted-tools.md)"
             )
+    why_not = found.refuse(hosted, lm, functions) if found is not None else None
+    if why_not:
+        raise RefusedOption(f"{why_not} (docs/hosted-tools.md)")
     return found
 
 

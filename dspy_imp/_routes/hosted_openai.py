@@ -220,13 +220,13 @@ def as_text(block: Mapping[str, Any]) -> str:
 def served_items(msg: Any) -> list[dict[str, Any]] | None:
     """The output items an assistant message was served with, when it carries them (else None).
 
-    Read by the state's kind: ``route.served_state`` labels it for Anthropic, whose own writer reads
-    only that label; a served list holding no Responses hosted item is not ours.
+    Read by the state's provider and kind (``route.served_state`` labels it from the record's
+    kind); a served list holding no Responses hosted item is not ours.
     """
     if getattr(msg, "role", None) != "assistant":
         return None
     for state in getattr(msg, "continuation", ()) or ():
-        if state.kind == STATE:
+        if state.provider == "openai" and state.kind == STATE:
             items = [dict(b) for b in (state.data or {}).get("content") or () if isinstance(b, Mapping)]
             if any(_hosted(i) for i in items):
                 return items

@@ -26,10 +26,15 @@ class HostedRequest:
 
 @dataclass(frozen=True)
 class HostedUsage:
-    """The hosted calls one response counted, by the provider's names, and their fees in USD."""
+    """The hosted calls one response counted, by the provider's names, and their fees in USD.
+
+    ``input_tokens``: prompt tokens the provider's tool use added beside its prompt count (Gemini's
+    ``toolUsePromptTokenCount``, billed as input), added to the call's input tokens.
+    """
 
     counts: Mapping[str, int] = field(default_factory=dict)
     fee: float = 0.0
+    input_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,3 +48,6 @@ class HostedRoute:
     citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
     usage: Callable[[Any], HostedUsage | None] = field(default=lambda response: None)
     as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
+    # Why this request cannot carry these tools (an option the provider has no field for, a combination
+    # the model refuses), given the tools, the LM and the request's function tool names; None: it can.
+    refuse: Callable[[Sequence[Any], Any, Sequence[str]], str | None] = field(default=lambda tools, lm, functions: None)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
 from dspy_imp._records.steps import block_kinds
-from dspy_imp._routes import dspy_private, hosted_anthropic, hosted_openai, local_servers
+from dspy_imp._routes import dspy_private, hosted_anthropic, hosted_gemini, hosted_openai, local_servers
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
 from dspy_imp._routes.reasoning import (
@@ -57,6 +57,9 @@ REASONING_DETAILS = "reasoning_details"  # OpenRouter's key, on the assistant me
 REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read by ``canonical_request`` only)
 ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
 SERVED_CONTENT = "served_content"  # a reply's content as served with hosted tool blocks (``_routes.hosted``)
+SERVED_KIND = "served_kind"  # the recorded block kind of that content (whose blocks they are)
+# Each served kind's provider, as its continuation state names it (the writer reading it checks the name).
+_SERVED_PROVIDERS = {hosted_anthropic.KIND: "anthropic", hosted_gemini.KIND: "gemini", hosted_openai.KIND: "openai"}
 
 
 _LITELLM_KINDS = {
@@ -71,7 +74,7 @@ _LITELLM_KINDS = {
 
 _NATIVE_KINDS = {
     "anthropic": ANTHROPIC_KINDS | {hosted_anthropic.KIND},  # the served blocks of hosted tools
-    "gemini": GEMINI_KINDS,
+    "gemini": GEMINI_KINDS | {hosted_gemini.KIND},  # the served parts of built-in tools
     "vertex": GEMINI_KINDS,
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
     # lm15's Responses API provider (Chat Completions is "openai-chat"), and the served items of hosted tools
@@ -104,7 +107,8 @@ class Route:
         """The reasoning-block kinds this route sends back (others stay in the record only)."""
         table = _NATIVE_KINDS if self.engine == "native" else _LITELLM_KINDS
         kinds = table.get(self.provider or "", frozenset()) | ({local_servers.KIND} if self.reads_reasoning else set())
-        return kinds | {PLACEHOLDER_KIND} if self.signs_foreign_calls and kinds == GEMINI_KINDS else kinds
+        gemini = kinds - {hosted_gemini.KIND} == GEMINI_KINDS
+        return kinds | {PLACEHOLDER_KIND} if self.signs_foreign_calls and gemini else kinds
 
 
 def refuse_misrouted(lm: Any, route: Route) -> None:
@@ -356,6 +360,7 @@ def _without_state(message: Mapping[str, Any], local: bool = False) -> dict[str,
         REASONING_DETAILS,
         REASONING_ITEMS,
         SERVED_CONTENT,
+        SERVED_KIND,
         *(("reasoning_content",) if local else ()),
     )
     out = {k: v for k, v in message.items() if k not in dropped}
@@ -378,16 +383,20 @@ def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -
             provider="openrouter", kind=REASONING_DETAILS, data={"details": row[REASONING_DETAILS]}
         )
         continuation = (*continuation, details)
-    if row.get(SERVED_CONTENT):  # the reply's content as served, written back by ``_routes.hosted_anthropic``
-        continuation = (*continuation, served_state(row[SERVED_CONTENT]))
+    if row.get(
+        SERVED_CONTENT
+    ):  # as served, written back by ``_routes.hosted_anthropic`` / ``hosted_gemini`` / ``hosted_openai``
+        continuation = (*continuation, served_state(row[SERVED_CONTENT], row.get(SERVED_KIND)))
     if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
         continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
 
 
-def served_state(content: Any) -> ContinuationState:
-    """The replay state that makes an assistant message go back as the content it was served with."""
-    return ContinuationState(provider="anthropic", kind=hosted_anthropic.STATE, data={"content": list(content)})
+def served_state(content: Any, kind: Any = None) -> ContinuationState:
+    """The replay state that makes an assistant message go back as the content it was served with,
+    labelled with the provider of its recorded ``kind`` (Anthropic's when none is named)."""
+    provider = _SERVED_PROVIDERS.get(str(kind), "anthropic")
+    return ContinuationState(provider=provider, kind=hosted_anthropic.STATE, data={"content": list(content)})
 
 
 def _signature(call: Mapping[str, Any]) -> str | None:

@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 Body = Mapping[str, Any]
@@ -566,14 +567,80 @@ PLACEHOLDER = "c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I="
 MINTED = "CiQBVKhc7sIg"
 
 
+def _recorded_signatures() -> frozenset[str]:
+    """The signatures third-party recordings show Gemini returning (``gemini_recordings/*.json``)."""
+    found: set[str] = set()
+    for path in (Path(__file__).parent / "gemini_recordings").glob("*.json"):
+        for response in json.loads(path.read_text())["responses"]:
+            for candidate in response["body"].get("candidates") or ():
+                for part in (candidate.get("content") or {}).get("parts") or ():
+                    if part.get("thoughtSignature"):
+                        found.add(part["thoughtSignature"])
+    return frozenset(found)
+
+
+RECORDED = _recorded_signatures()
+
+
 def gemini_signatures_genuine(body: Body, path: str) -> Iterator[str]:
     """A replayed ``thoughtSignature`` is one Gemini returned or the documented placeholder; anything
     else is refused ("Corrupted thought signature.", LiteLLM's ``rejected_thought_signature_retry``)."""
     for index, content in enumerate(body.get("contents") or []):
         for part in _parts(content):
             value = part.get("thoughtSignature") or part.get("thought_signature")
-            if value and value != PLACEHOLDER and not str(value).startswith(MINTED):
+            if value and value != PLACEHOLDER and value not in RECORDED and not str(value).startswith(MINTED):
                 yield f"contents[{index}]: Corrupted thought signature {value!r}"
+
+
+_BUILTIN_KEYS = (
+    *("googleSearch", "google_search", "codeExecution", "code_execution"),
+    *("urlContext", "url_context", "fileSearch", "file_search"),
+)
+
+
+def gemini_tool_combination(body: Body, path: str) -> Iterator[str]:
+    """Built-in tools beside ``functionDeclarations`` in one request: Gemini 3 models only, and with
+    ``toolConfig.includeServerSideToolInvocations`` set (Google's "Combine built-in tools and function
+    calling" guide: "supported for Gemini 3 models only"; pydantic-ai's recording
+    ``test_function_tools_with_builtin_tools`` sends the flag; earlier models refuse it, "Tool call context
+    circulation is not enabled")."""
+    tools = body.get("tools") or []
+    builtins = [k for t in tools for k in t if k in _BUILTIN_KEYS]
+    functions = any(t.get("functionDeclarations") or t.get("function_declarations") for t in tools)
+    config = body.get("toolConfig") or body.get("tool_config") or {}
+    flag = config.get("includeServerSideToolInvocations") or config.get("include_server_side_tool_invocations")
+    if builtins and functions and "gemini-3" not in path:
+        yield f"built-in tools {builtins} beside function declarations on a model before Gemini 3"
+    elif builtins and functions and not flag:
+        yield f"built-in tools {builtins} beside function declarations without includeServerSideToolInvocations"
+    elif flag and "gemini-3" not in path:
+        yield "includeServerSideToolInvocations on a model before Gemini 3"
+
+
+def gemini_server_tool_parts(body: Body, path: str) -> Iterator[str]:
+    """A replayed ``toolCall`` goes back with its ``toolResponse`` (same ``id``, later in the same model
+    turn), each with its ``id``, ``toolType`` and ``thoughtSignature`` as served (the tool-combination
+    guide's second turn sends the turn's tool parts back with their ids, tool types and signatures;
+    google-genai's ``ToolCall``: "pass this ToolCall back to the API in a subsequent turn within a
+    Content message, along with the corresponding ToolResponse")."""
+    for index, content in enumerate(body.get("contents") or []):
+        parts = _parts(content)
+        calls = [(i, p) for i, p in enumerate(parts) if p.get("toolCall") or p.get("tool_call")]
+        answers = {
+            str((p.get("toolResponse") or p.get("tool_response") or {}).get("id")): i
+            for i, p in enumerate(parts)
+            if p.get("toolResponse") or p.get("tool_response")
+        }
+        for at, part in calls:
+            call = part.get("toolCall") or part.get("tool_call")
+            if content.get("role") != "model":
+                yield f"contents[{index}]: a toolCall outside a model turn"
+            if not call.get("id") or not (call.get("toolType") or call.get("tool_type")):
+                yield f"contents[{index}]: a toolCall without its id or toolType"
+            if not part.get("thoughtSignature"):
+                yield f"contents[{index}]: toolCall {call.get('id')!r} without its thoughtSignature"
+            if answers.get(str(call.get("id")), -1) <= at:
+                yield f"contents[{index}]: toolCall {call.get('id')!r} without its toolResponse after it"
 
 
 def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
@@ -660,5 +727,7 @@ RULES: dict[str, Sequence[Rule]] = {
         gemini_thought_signatures,
         gemini_signatures_genuine,
         gemini_forced_choice,
+        gemini_tool_combination,
+        gemini_server_tool_parts,
     ],
 }

@@ -257,6 +257,38 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (  # a built-in tool beside a function, without the tool-combination flag
+        "gemini",
+        "gemini_tool_combination",
+        {"contents": [], "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}]}]},
+        "/v1beta/models/gemini-3-flash-preview:generateContent",
+    ),
+    (  # the same on a model before Gemini 3, flag or not
+        "gemini",
+        "gemini_tool_combination",
+        {
+            "contents": [],
+            "tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f"}]}],
+            "toolConfig": {"includeServerSideToolInvocations": True},
+        },
+        "/v1beta/models/gemini-2.5-pro:generateContent",
+    ),
+    (  # a served toolCall sent back without its toolResponse
+        "gemini",
+        "gemini_server_tool_parts",
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "q"}]},
+                {
+                    "role": "model",
+                    "parts": [
+                        {"toolCall": {"id": "t1", "toolType": "GOOGLE_SEARCH_WEB", "args": {}}, "thoughtSignature": "s"}
+                    ],
+                },
+            ]
+        },
+        "",
+    ),
     (  # LiteLLM writes the field in snake_case (Gemini's JSON accepts both spellings)
         "gemini",
         "gemini_forced_choice",
