@@ -136,9 +136,7 @@ def read_marks(path: Path, expected: int) -> list[str]:
 def test_a_hanging_call_is_bounded_by_tool_timeouts_and_cancelled_on_the_wire(run: Any, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     server = test_server(marks)
-    # Only the hanging tool gets the short bound: the echo that follows may take as long as a slow
-    # machine needs (the test must not depend on the machine's speed).
-    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts={"hang": 0.5, "*": 60})
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=0.5)
     lm = ScriptedLM(
         [
             reply("hang", calls=[call("hang", {"tag": "first"}, id="c1")]),
@@ -146,8 +144,10 @@ def test_a_hanging_call_is_bounded_by_tool_timeouts_and_cancelled_on_the_wire(ru
             answer("done"),
         ]
     )
+    # Per call, the MCP tool by its name: only the hanging tool gets the short bound, so the echo after
+    # it may take as long as a slow machine needs (the test must not depend on the machine's speed).
     with dspy.context(lm=lm):
-        pred = run(agent, question="q")
+        pred = run(agent, question="q", tool_timeouts={"hang": 0.5, "*": 60})
     hung, echoed = results(pred)
     assert hung["error"] is True and "timed out after 0.5 s" in hung["result"]
     # The handler was cancelled while the process lived on: only `notifications/cancelled` does that.
