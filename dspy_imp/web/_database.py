@@ -2,33 +2,39 @@
 
 Theory of operation. ``DatabaseStore`` keeps each conversation as one row: its id, the user who
 started it (``owner``), a title, and its history as the JSON ``dump_history`` writes (so a reloaded
-conversation sends byte-identical requests), with how each turn ended beside its messages (``turns``,
-what the page shows again on a reload; a row written before has none). A second table holds the *turn lease* of each
-conversation that is running a turn: which process holds it and until when. ``claim`` takes the
-lease in one statement (an upsert that only replaces an expired lease), so across processes and
-machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. A store renews all the leases it holds in one
-statement a tick (every ``renew_every``, in a worker thread of its own so the turns' loads and
-saves never delay it): 500 running turns are one statement, not 500. Each claim takes the lease under a token of its
-own, and every later statement of that turn (renewals, the save, the release) names it, so a
-statement left behind by an earlier turn (abandoned while the database stalled, landing once it
-answers) can never overwrite a later turn's history or free its lease. A renewal that fails (the
-database restarting) is logged and tried again every interval while the lease has not expired; a
-lease that expires unrenewed, or that another holder took, is *lost*: the store tells the turn
-(``watch``), which the Runner stops before its next effect, ending with ``LeaseLost``. The turn's
-save is tried again the same way while its lease lasts, so a database that restarts as the turn
-ends loses none of it; a save lands only while the turn's own token holds the lease (checked in
-the saving transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
+conversation sends byte-identical requests), with how each turn ended beside its messages
+(``turns``, what the page shows again on a reload; a row written before has none). A second table
+holds the *turn lease* of each conversation that is running a turn: which process holds it and
+until when. ``claim`` takes the lease in one statement (an upsert that only replaces an expired
+lease), so across processes and machines at most one turn of a conversation runs at a time; the
+holder renews it while the turn runs and deletes it when the turn ends or fails. A store renews all
+the leases it holds in one statement a tick (every ``renew_every``): 500 running turns are one
+statement, not 500. The renewals have a thread and a connection of their own (``renewal_engine``, a
+pool of one), so neither a busy event loop nor a pool whose every connection the turns' loads and
+saves hold can delay them. Each claim takes the lease under a token of its own, and every later
+statement of that turn (renewals, the save, the release) names it, so a statement left behind by an
+earlier turn (abandoned while the database stalled, landing once it answers) can never overwrite a
+later turn's history or free its lease. What the database answers a renewal decides: a lease it
+renewed is kept, even when the answer comes after the lease's expiry by this store's clock (the row
+still names the turn's token, so nobody took it meanwhile: a claim replaces only an expired row, in
+the same statement that checks the expiry); one another holder took is *lost*: the store tells the
+turn (``watch``), which the Runner stops before its next effect, ending with ``LeaseLost``. A
+renewal that fails (the database restarting) is logged and tried again every interval while the
+lease has not expired, and a lease that expired while they failed is lost too. The turn's save is
+tried again the same way while its lease lasts, so a database that restarts as the turn ends loses
+none of it; a save lands only while the turn's own token holds the lease (checked in the saving
+transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
 seconds (``LEASE``, 2.5, by default), and the conversation is usable again, with what was saved
 before; a claim, of any conversation, deletes the rows of leases expired a whole lease ago (dead
-instances' rows do not stay until each conversation's next turn). The turn learns its lease is
-lost no later than the lease's expiry as this store wrote it: the renewer wakes then, and a
-renewal still running is abandoned by then.
+instances' rows do not stay until each conversation's next turn). Whatever the renewer is doing,
+the turn itself starts no effect once its lease's expiry as this store wrote it has passed
+(``lapsed``, asked before each effect): while a late renewal has not answered yet, another instance
+may have the conversation.
 
 Every statement is bounded (``timeout``): a database that answers nothing (a stalled connection,
-a partition) fails the statement with ``TimeoutError`` instead of hanging the request; a renewal
-is bounded by what is left of its lease, so a stalled renewal loses the lease in time rather than
-letting the turn run past it.
+a partition) fails the statement with ``TimeoutError`` instead of hanging the request. A renewal
+is bounded by it too (in the renewal thread: a stalled one is left behind, its connection with
+it), not by what is left of its lease: a renewal that is late but lands is a renewal.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
@@ -93,8 +99,9 @@ class DatabaseStore:
         lease: Seconds a turn's lease lasts without renewal (``LEASE``, 2.5, by default); the
             holder renews all its leases every third of that, in one statement. A process killed
             mid-turn frees its conversations after this long, and a client refused meanwhile is
-            told the seconds left. An instance whose event loop or database stalls for longer
-            than two thirds of it loses its running turns' leases: raise it if yours do.
+            told the seconds left. A turn reaching its next effect after its lease ran out
+            unrenewed (the database stalled longer than two thirds of it) stops with ``LeaseLost``:
+            raise it if yours stall that long.
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
@@ -131,7 +138,7 @@ class DatabaseStore:
         self._tokens: dict[str, str] = {}  # each lease held (until released), and the holder it was claimed as
         self._expires: dict[str, float] = {}  # when each lease still renewed runs out, as the database has it
         self._loops: dict[str, asyncio.AbstractEventLoop] = {}  # the loop each lease's watcher is told on
-        self._renewing: threading.Event | None = None  # the running renewal thread's stop (none: not running)
+        self._renewing: tuple[threading.Thread, threading.Event] | None = None  # the renewal thread, its stop
         self._failure: BaseException | None = None  # the last renewal's error, while they fail
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
@@ -147,9 +154,11 @@ class DatabaseStore:
         nothing closes, and is left to the garbage collector still open. Renewals stop: a lease
         still held expires (a later claim starts them again)."""
         with self._lock:
-            if self._renewing is not None:
-                self._renewing.set()
-                self._renewing = None
+            renewing, self._renewing = self._renewing, None
+        if renewing is not None:  # its statement running ends first: none starts on the pool disposed below
+            renewer, stop = renewing
+            stop.set()
+            renewer.join(self.timeout)
         with self._settled:
             self._settled.wait_for(lambda: self._statements == 0, timeout=self.timeout)
         self.engine.dispose()
@@ -210,9 +219,10 @@ class DatabaseStore:
             self._expires[key] = expires
             self._loops[key] = asyncio.get_running_loop()
             if self._renewing is None:
-                self._renewing = threading.Event()
-                name = "dspy-imp-lease-renewals"
-                threading.Thread(target=self._renew, args=(self._renewing,), name=name, daemon=True).start()
+                stop = threading.Event()
+                renewer = threading.Thread(target=self._renew, args=(stop,), name="dspy-imp-renewals", daemon=True)
+                self._renewing = (renewer, stop)
+                renewer.start()
         return True
 
     async def lease_left(self, key: str) -> float:
@@ -457,7 +467,7 @@ class DatabaseStore:
             tick = time.monotonic() + self.renew_every
             with self._lock:
                 if not self._tokens:
-                    if self._renewing is stop:
+                    if self._renewing is not None and self._renewing[1] is stop:
                         self._renewing = None  # the next claim starts another
                     return
                 held = {key: self._tokens[key] for key in self._expires if key in self._tokens}
@@ -493,8 +503,8 @@ class DatabaseStore:
 
     def _bounded(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args)`` in a thread of its own, at most ``timeout`` seconds: past it the
-        statement is left behind (its thread ends when its connection does), the renewal pool
-        replaced so the next renewal has a connection, and this raises ``TimeoutError``."""
+        statement is left behind (its thread ends when its connection does; the next renewal takes
+        one of the renewal pool's spare connections) and this raises ``TimeoutError``."""
         done = threading.Event()
         box: dict[str, Any] = {}
 
@@ -508,7 +518,6 @@ class DatabaseStore:
 
         threading.Thread(target=statement, name="dspy-imp-lease-renewal", daemon=True).start()
         if not done.wait(self.timeout):
-            self.renewal_engine.dispose()  # the stalled connection goes back to the old pool, closed with it
             raise TimeoutError(f"the conversation store's database did not renew within {self.timeout:g} s")
         if "error" in box:
             raise box["error"]
@@ -583,8 +592,9 @@ def _key(key: Any) -> str:
 
 
 def _engine(url: str, timeout: float, renewals: bool = False) -> sa.Engine:
-    """The store's engine; ``renewals``: the renewal thread's, a pool of one connection (a file or
-    a server's: an in-memory SQLite has a database per connection, shared by nothing)."""
+    """The store's engine; ``renewals``: the renewal thread's, a pool of one connection and two
+    spares while a stalled renewal holds one (a file's or a server's: an in-memory SQLite has a
+    database per connection, shared by nothing)."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -593,7 +603,7 @@ def _engine(url: str, timeout: float, renewals: bool = False) -> sa.Engine:
         raise ConfigurationError(f"DatabaseStore url is not a database URL: {url!r} ({error})") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
-    one = {"pool_size": 1, "max_overflow": 0, "pool_timeout": timeout} if renewals else {}
+    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else {}
     if parsed.get_backend_name() == "sqlite":
         in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
         return _sqlite(parsed, timeout, {} if in_memory else one)
