@@ -130,7 +130,7 @@ class DatabaseStore:
         if not self.renew_every < self.lease:
             raise ConfigurationError(f"DatabaseStore renew_every must be less than lease, got {renew_every!r}")
         self.engine = _engine(url, self.timeout)
-        self.renewal_engine = _engine(url, self.timeout, renewals=True)  # one connection, for renewals only
+        self.renewal_engine = _engine(url, self.timeout, renewals=True)  # renewals only: a pool of one (two spares)
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process; each claim adds a token
         # The leases below are shared with the renewal thread: changed only under ``_lock``.
