@@ -233,8 +233,9 @@ class DatabaseStore:
     def lapsed(self, key: str) -> LeaseLost | None:
         """The error to stop ``key``'s turn with when its lease ran out by this store's clock
         (``None``: it lasts, or it was lost already and told). Thread-safe, asked before each
-        effect: the turn stops at its lease's expiry even when the renewer has not woken yet (a
-        busy loop, a renewal stalled), so it never runs on while another instance may take over."""
+        effect: the turn stops at its lease's expiry even while a renewal has not answered yet (a
+        slow or stalled database): until one lands, another instance may have taken the row, so no
+        effect starts then. A turn inside an effect meanwhile keeps its lease if the renewal lands."""
         expires = self._expires.get(key)
         if expires is None or self.clock() < expires:
             return None
