@@ -73,6 +73,9 @@ class _Link:
         except OSError:
             self.close(reset=True)
             return
+        if self.closed:  # reset (or dropped) while it connected: ``close`` saw no upstream to close
+            _rst(self.upstream)
+            return
         self.upstream.settimeout(None)
         threading.Thread(target=self._pump, args=(self.upstream, self.client, True), daemon=True).start()
         self._pump(self.client, self.upstream, False)

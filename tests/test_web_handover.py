@@ -162,7 +162,7 @@ async def test_a_stores_leases_are_renewed_in_one_statement_a_tick(tmp_path: Pat
             renewed.append(statement.count("?"))  # the tokens it names (and its expiry)
             loop.call_soon_threadsafe(seen.set)
 
-    sa.event.listen(store.engine, "after_cursor_execute", counted)
+    sa.event.listen(store.renewal_engine, "after_cursor_execute", counted)  # renewals have a connection of their own
     try:
         for key in ("a", "b", "c"):
             assert await store.claim(key)

@@ -2,33 +2,39 @@
 
 Theory of operation. ``DatabaseStore`` keeps each conversation as one row: its id, the user who
 started it (``owner``), a title, and its history as the JSON ``dump_history`` writes (so a reloaded
-conversation sends byte-identical requests), with how each turn ended beside its messages (``turns``,
-what the page shows again on a reload; a row written before has none). A second table holds the *turn lease* of each
-conversation that is running a turn: which process holds it and until when. ``claim`` takes the
-lease in one statement (an upsert that only replaces an expired lease), so across processes and
-machines at most one turn of a conversation runs at a time; the holder renews it while the turn
-runs and deletes it when the turn ends or fails. A store renews all the leases it holds in one
-statement a tick (every ``renew_every``, in a worker thread of its own so the turns' loads and
-saves never delay it): 500 running turns are one statement, not 500. Each claim takes the lease under a token of its
-own, and every later statement of that turn (renewals, the save, the release) names it, so a
-statement left behind by an earlier turn (abandoned while the database stalled, landing once it
-answers) can never overwrite a later turn's history or free its lease. A renewal that fails (the
-database restarting) is logged and tried again every interval while the lease has not expired; a
-lease that expires unrenewed, or that another holder took, is *lost*: the store tells the turn
-(``watch``), which the Runner stops before its next effect, ending with ``LeaseLost``. The turn's
-save is tried again the same way while its lease lasts, so a database that restarts as the turn
-ends loses none of it; a save lands only while the turn's own token holds the lease (checked in
-the saving transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
+conversation sends byte-identical requests), with how each turn ended beside its messages
+(``turns``, what the page shows again on a reload; a row written before has none). A second table
+holds the *turn lease* of each conversation that is running a turn: which process holds it and
+until when. ``claim`` takes the lease in one statement (an upsert that only replaces an expired
+lease), so across processes and machines at most one turn of a conversation runs at a time; the
+holder renews it while the turn runs and deletes it when the turn ends or fails. A store renews all
+the leases it holds in one statement a tick (every ``renew_every``): 500 running turns are one
+statement, not 500. The renewals have a thread and a connection of their own (``renewal_engine``, a
+pool of one), so neither a busy event loop nor a pool whose every connection the turns' loads and
+saves hold can delay them. Each claim takes the lease under a token of its own, and every later
+statement of that turn (renewals, the save, the release) names it, so a statement left behind by an
+earlier turn (abandoned while the database stalled, landing once it answers) can never overwrite a
+later turn's history or free its lease. What the database answers a renewal decides: a lease it
+renewed is kept, even when the answer comes after the lease's expiry by this store's clock (the row
+still names the turn's token, so nobody took it meanwhile: a claim replaces only an expired row, in
+the same statement that checks the expiry); one another holder took is *lost*: the store tells the
+turn (``watch``), which the Runner stops before its next effect, ending with ``LeaseLost``. A
+renewal that fails (the database restarting) is logged and tried again every interval while the
+lease has not expired, and a lease that expired while they failed is lost too. The turn's save is
+tried again the same way while its lease lasts, so a database that restarts as the turn ends loses
+none of it; a save lands only while the turn's own token holds the lease (checked in the saving
+transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
 seconds (``LEASE``, 2.5, by default), and the conversation is usable again, with what was saved
 before; a claim, of any conversation, deletes the rows of leases expired a whole lease ago (dead
-instances' rows do not stay until each conversation's next turn). The turn learns its lease is
-lost no later than the lease's expiry as this store wrote it: the renewer wakes then, and a
-renewal still running is abandoned by then.
+instances' rows do not stay until each conversation's next turn). Whatever the renewer is doing,
+the turn itself starts no effect once its lease's expiry as this store wrote it has passed
+(``lapsed``, asked before each effect): while a late renewal has not answered yet, another instance
+may have the conversation.
 
 Every statement is bounded (``timeout``): a database that answers nothing (a stalled connection,
-a partition) fails the statement with ``TimeoutError`` instead of hanging the request; a renewal
-is bounded by what is left of its lease, so a stalled renewal loses the lease in time rather than
-letting the turn run past it.
+a partition) fails the statement with ``TimeoutError`` instead of hanging the request. A renewal
+is bounded by it too (in the renewal thread: a stalled one is left behind, its connection with
+it), not by what is left of its lease: a renewal that is late but lands is a renewal.
 
 The schema is the package's own: a version table, and forward migrations applied in order at the
 first use (under a lock, so two processes starting at once migrate once). Every statement runs in
@@ -93,8 +99,9 @@ class DatabaseStore:
         lease: Seconds a turn's lease lasts without renewal (``LEASE``, 2.5, by default); the
             holder renews all its leases every third of that, in one statement. A process killed
             mid-turn frees its conversations after this long, and a client refused meanwhile is
-            told the seconds left. An instance whose event loop or database stalls for longer
-            than two thirds of it loses its running turns' leases: raise it if yours do.
+            told the seconds left. A turn reaching its next effect after its lease ran out
+            unrenewed (the database stalled longer than two thirds of it) stops with ``LeaseLost``:
+            raise it if yours stall that long.
         renew_every: Seconds between renewals (``lease / 3`` by default); a failed one is tried
             again after this long while the lease has not expired.
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
@@ -123,12 +130,15 @@ class DatabaseStore:
         if not self.renew_every < self.lease:
             raise ConfigurationError(f"DatabaseStore renew_every must be less than lease, got {renew_every!r}")
         self.engine = _engine(url, self.timeout)
+        self.renewal_engine = _engine(url, self.timeout, renewals=True)  # renewals only: a pool of one (two spares)
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process; each claim adds a token
+        # The leases below are shared with the renewal thread: changed only under ``_lock``.
+        self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}  # each lease held (until released), and the holder it was claimed as
         self._expires: dict[str, float] = {}  # when each lease still renewed runs out, as the database has it
-        self._renewer: asyncio.Task[Any] | None = None  # renews them all, one statement a tick
-        self._renewals: anyio.CapacityLimiter | None = None  # its worker thread, of the renewer's loop
+        self._loops: dict[str, asyncio.AbstractEventLoop] = {}  # the loop each lease's watcher is told on
+        self._renewing: tuple[threading.Thread, threading.Event] | None = None  # the renewal thread, its stop
         self._failure: BaseException | None = None  # the last renewal's error, while they fail
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
@@ -141,10 +151,18 @@ class DatabaseStore:
 
         Waits first (at most ``timeout``) for statements still running, abandoned ones included:
         a connection checked out while the pool is disposed goes back to the old pool, which
-        nothing closes, and is left to the garbage collector still open."""
+        nothing closes, and is left to the garbage collector still open. Renewals stop: a lease
+        still held expires (a later claim starts them again)."""
+        with self._lock:
+            renewing, self._renewing = self._renewing, None
+        if renewing is not None:  # its statement running ends first: none starts on the pool disposed below
+            renewer, stop = renewing
+            stop.set()
+            renewer.join(self.timeout)
         with self._settled:
             self._settled.wait_for(lambda: self._statements == 0, timeout=self.timeout)
         self.engine.dispose()
+        self.renewal_engine.dispose()
 
     # -- the Store protocol ------------------------------------------------------------------
 
@@ -196,12 +214,15 @@ class DatabaseStore:
         if expires is None:
             return False
         self._ended.pop(key, None)
-        self._tokens[key] = token
-        self._expires[key] = expires
-        renewer = self._renewer
-        if renewer is None or renewer.done() or renewer.get_loop() is not asyncio.get_running_loop():
-            self._renewals = anyio.CapacityLimiter(1)
-            self._renewer = _background(self._renew)
+        with self._lock:
+            self._tokens[key] = token
+            self._expires[key] = expires
+            self._loops[key] = asyncio.get_running_loop()
+            if self._renewing is None:
+                stop = threading.Event()
+                renewer = threading.Thread(target=self._renew, args=(stop,), name="dspy-imp-renewals", daemon=True)
+                self._renewing = (renewer, stop)
+                renewer.start()
         return True
 
     async def lease_left(self, key: str) -> float:
@@ -212,8 +233,9 @@ class DatabaseStore:
     def lapsed(self, key: str) -> LeaseLost | None:
         """The error to stop ``key``'s turn with when its lease ran out by this store's clock
         (``None``: it lasts, or it was lost already and told). Thread-safe, asked before each
-        effect: the turn stops at its lease's expiry even when the renewer has not woken yet (a
-        busy loop, a renewal stalled), so it never runs on while another instance may take over."""
+        effect: the turn stops at its lease's expiry even while a renewal has not answered yet (a
+        slow or stalled database): until one lands, another instance may have taken the row, so no
+        effect starts then. A turn inside an effect meanwhile keeps its lease if the renewal lands."""
         expires = self._expires.get(key)
         if expires is None or self.clock() < expires:
             return None
@@ -231,8 +253,10 @@ class DatabaseStore:
         so another instance need not wait out the whole lease after a restart."""
         key = _key(key)
         self._watchers.pop(key, None)
-        expires = self._expires.pop(key, None)  # no longer renewed
-        token = self._tokens.pop(key, None)
+        with self._lock:
+            expires = self._expires.pop(key, None)  # no longer renewed
+            token = self._tokens.pop(key, None)
+            self._loops.pop(key, None)
         if token is not None:
             try:
                 await self._run(self._release, key, token)
@@ -278,18 +302,12 @@ class DatabaseStore:
 
     # -- statements (worker threads) -----------------------------------------------------------
 
-    async def _run(
-        self, function: Callable[..., Any], *args: Any, bound: float | None = None, limiter: Any = None
-    ) -> Any:
-        """``function(*args)`` in a worker thread, at most ``timeout`` (or ``bound``) seconds: past
-        it the statement is abandoned (its thread ends when the connection does) and this raises.
-        ``limiter``: the threads it may use (AnyIO's shared ones by default)."""
-        limit = self.timeout if bound is None else max(0.0, min(self.timeout, bound))
-        with anyio.move_on_after(limit):
-            return await anyio.to_thread.run_sync(
-                self._ready_then, function, *args, abandon_on_cancel=True, limiter=limiter
-            )
-        raise TimeoutError(f"the conversation store's database did not answer within {limit:g} s")
+    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in a worker thread, at most ``timeout`` seconds: past it the statement
+        is abandoned (its thread ends when the connection does) and this raises."""
+        with anyio.move_on_after(self.timeout):
+            return await anyio.to_thread.run_sync(self._ready_then, function, *args, abandon_on_cancel=True)
+        raise TimeoutError(f"the conversation store's database did not answer within {self.timeout:g} s")
 
     def _ready_then(self, function: Callable[..., Any], *args: Any) -> Any:
         with self._settled:
@@ -375,19 +393,23 @@ class DatabaseStore:
         return expires if held else None
 
     def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:
-        """Every lease in ``held`` (key: token) renewed in one statement (per 900): their new
-        expiry, and which keys the statement renewed (the others another holder took, or gone)."""
+        """Every lease in ``held`` (key: token) renewed in one statement (per 900), on the renewal
+        connection: their new expiry, and which keys the statement renewed (the others another
+        holder took, or gone). An expiry is never moved back (``max``): a renewal abandoned in a
+        stall that commits after a later one cannot shorten the lease the later one wrote."""
         tokens = list(held.values())
         renewed: set[str] = set()
-        returning = not (self.engine.dialect.name == "sqlite" and sqlite3.sqlite_version_info < (3, 35))
-        with self._transaction() as c:
+        sqlite = self.renewal_engine.dialect.name == "sqlite"
+        returning = not (sqlite and sqlite3.sqlite_version_info < (3, 35))
+        later = _LATER_SQLITE if sqlite else _LATER
+        with self.renewal_engine.begin() as c:
             expires = self.clock() + self.lease  # in the transaction, as the claim's
             for start in range(0, len(tokens), _CHUNK):
                 chunk = {"h": tokens[start : start + _CHUNK], "e": expires}
                 if returning:
-                    rows = c.execute(_RENEW_RETURNING, chunk).all()
+                    rows = c.execute(_renewal(later, " RETURNING key, holder"), chunk).all()
                 else:  # an SQLite before 3.35 has no RETURNING: the renewed rows read after, in the transaction
-                    c.execute(_RENEW, chunk)
+                    c.execute(_renewal(later, ""), chunk)
                     rows = c.execute(_RENEWED, {"h": chunk["h"]}).all()
                 renewed |= {r.key for r in rows if held.get(r.key) == r.holder}
         return expires, renewed
@@ -427,55 +449,101 @@ class DatabaseStore:
                 c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k"), {"k": key})
             return len(keys)
 
-    async def _renew(self) -> None:
-        """Renew every lease this store still renews, every ``renew_every``, in one statement for
-        all (in a thread of its own), until none is left. A failure (or no answer before the first
-        of them would run out) is logged and tried again while each lasts; the renewer wakes at the
-        first one's expiry at the latest, so a lease that ran out unrenewed is lost then, and told
-        to its watcher, as is one another holder took. A renewal speaks only for the claims it
-        saw: a lease released (and perhaps claimed again) meanwhile is left to the next tick."""
+    def _renew(self, stop: threading.Event) -> None:
+        """The renewal thread: every ``renew_every``, every lease this store still renews in one
+        statement (``_extend``, on the renewal connection), until none is left or ``close`` stops it.
+
+        A thread and a connection of its own, so neither the event loop (a busy one) nor the
+        store's pool (all its connections checked out by loads and saves) can hold a renewal up.
+        What the database answers decides: a lease it renewed is kept, even when the answer came
+        after the lease's expiry by this store's clock (nobody took the row meanwhile, or the
+        renewal would not match its token); one it did not renew another holder took, and is
+        lost. A renewal that fails (or answers nothing in ``timeout``) is logged and tried again
+        while each lease lasts; a lease that expired while they failed is lost. Meanwhile the
+        turn itself stops at its lease's expiry (``lapsed``), so no effect starts while another
+        instance may hold the conversation. A renewal speaks only for the claims it saw: a lease
+        released (and perhaps claimed again) meanwhile is left to the next tick."""
         tick = time.monotonic() + self.renew_every  # ticks keep their pace: a slow statement does not push the next
-        while True:
-            now = self.clock()
-            first = min(self._expires.values(), default=now + self.renew_every)
-            await anyio.sleep(max(0.0, min(tick - time.monotonic(), first - now)))
+        while not stop.wait(max(0.0, tick - time.monotonic())):
             tick = time.monotonic() + self.renew_every
-            if not self._tokens:
-                return
+            with self._lock:
+                if not self._tokens:
+                    if self._renewing is not None and self._renewing[1] is stop:
+                        self._renewing = None  # the next claim starts another
+                    return
+                held = {key: self._tokens[key] for key in self._expires if key in self._tokens}
+            if held:  # none: every lease held is lost, waiting for its release
+                self._renew_once(held)
+
+    def _renew_once(self, held: dict[str, str]) -> None:
+        try:
+            expires, renewed = self._bounded(self._extend, held)
+        except Exception as error:  # a dropped connection, a restarting server, no answer: tried again
+            self._failure = error
             now = self.clock()
-            for key in [key for key, expires in self._expires.items() if now >= expires]:
-                why = "unrenewed" if self._failure is None else f"while renewals failed ({self._failure})"
-                self._lose(key, f"its turn lease expired {why}")  # this loop or the database stalled past it
-            held = {key: self._tokens[key] for key in self._expires if key in self._tokens}
-            if not held:
-                continue  # every lease held is lost, waiting for its release
-            first = min(self._expires[key] for key in held)
-            try:
-                expires, renewed = await self._run(self._extend, held, bound=first - now, limiter=self._renewals)
-                self._failure = None
-            except Exception as error:  # a dropped connection, a restarting server: tried again
-                self._failure = error
-                now = self.clock()
-                for key, token in held.items():
+            for key, token in held.items():
+                with self._lock:
                     if self._tokens.get(key) != token or key not in self._expires:
-                        continue  # released meanwhile
+                        continue  # released (or lost) meanwhile
                     if now < self._expires[key]:
                         _log.logger.warning("conversation %r: lease not renewed (retrying): %s", key, error)
-                    else:
-                        self._lose(key, f"its turn lease expired while renewals failed ({error})")
-                continue
-            for key, token in held.items():
+                        continue
+                    del self._expires[key]
+                self._tell(key, token, f"its turn lease expired while renewals failed ({error})")
+            return
+        self._failure = None
+        for key, token in held.items():
+            with self._lock:
                 if self._tokens.get(key) != token or key not in self._expires:
                     continue  # released while the statement ran: gone, not lost
-                if key in renewed:
-                    self._expires[key] = expires
-                else:
-                    self._lose(key, "another turn took its lease")
+                if key in renewed:  # still this turn's, late or not
+                    self._expires[key] = max(self._expires[key], expires)
+                    continue
+                del self._expires[key]
+            self._tell(key, token, "another turn took its lease")
+
+    def _bounded(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in a thread of its own, at most ``timeout`` seconds: past it the
+        statement is left behind (its thread ends when its connection does; the next renewal takes
+        one of the renewal pool's spare connections) and this raises ``TimeoutError``."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def statement() -> None:
+            try:
+                box["result"] = self._ready_then(function, *args)
+            except BaseException as error:  # handed to the renewal thread, which decides
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=statement, name="dspy-imp-lease-renewal", daemon=True).start()
+        if not done.wait(self.timeout):
+            raise TimeoutError(f"the conversation store's database did not renew within {self.timeout:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def _tell(self, key: str, token: str, why: str) -> None:
+        """From the renewal thread: ``_lose`` on the loop the lease was claimed on, if that claim
+        (its token) still holds then."""
+        loop = self._loops.get(key)
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to tell
+            loop.call_soon_threadsafe(self._told, key, token, why)
+
+    def _told(self, key: str, token: str, why: str) -> None:
+        if self._tokens.get(key) == token:
+            self._lose(key, why)
 
     def _lose(self, key: str, why: str) -> None:
+        """On the event loop: the turn is told its lease is lost (its watcher) and its save is no
+        longer tried again."""
         error = LeaseLost(f"conversation {key!r}: {why}; the turn was stopped")
         _log.logger.warning("%s", error)
-        self._expires.pop(key, None)  # the turn's save is no longer tried again
+        with self._lock:
+            self._expires.pop(key, None)
         lost = self._watchers.pop(key, None)
         if lost is not None:
             lost(error)
@@ -484,10 +552,15 @@ class DatabaseStore:
 T = "dspy_imp_web_conversations"
 L = "dspy_imp_web_turns"
 _CHUNK = 900  # tokens per renewal statement: within an old SQLite's 999 parameters
-_RENEW = sa.text(f"UPDATE {L} SET expires = :e WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
-_RENEW_RETURNING = sa.text(f"UPDATE {L} SET expires = :e WHERE holder IN :h RETURNING key, holder").bindparams(
-    sa.bindparam("h", expanding=True)
-)
+_LATER = "GREATEST(expires, :e)"
+_LATER_SQLITE = "max(expires, :e)"  # SQLite's two-argument max is a scalar function
+
+
+def _renewal(later: str, returning: str) -> sa.TextClause:
+    statement = sa.text(f"UPDATE {L} SET expires = {later} WHERE holder IN :h{returning}")
+    return statement.bindparams(sa.bindparam("h", expanding=True))
+
+
 _RENEWED = sa.text(f"SELECT key, holder FROM {L} WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
 VERSION = len(MIGRATIONS)
 """The schema version this package writes (``dspy_imp_web_schema``)."""
@@ -519,7 +592,10 @@ def _key(key: Any) -> str:
     return key
 
 
-def _engine(url: str, timeout: float) -> sa.Engine:
+def _engine(url: str, timeout: float, renewals: bool = False) -> sa.Engine:
+    """The store's engine; ``renewals``: the renewal thread's, a pool of one connection and two
+    spares while a stalled renewal holds one (a file's or a server's: an in-memory SQLite has a
+    database per connection, shared by nothing)."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -528,18 +604,20 @@ def _engine(url: str, timeout: float) -> sa.Engine:
         raise ConfigurationError(f"DatabaseStore url is not a database URL: {url!r} ({error})") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else {}
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite(parsed, timeout)
+        in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
+        return _sqlite(parsed, timeout, {} if in_memory else one)
     if parsed.get_backend_name() != "postgresql":
         raise ConfigurationError(f"DatabaseStore supports sqlite:// and postgresql:// URLs, got {url!r}")
     bound = {"connect_timeout": max(1, round(timeout)), "tcp_user_timeout": round(timeout * 1000)}
-    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound)
+    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
 
 
-def _sqlite(url: sa.URL, timeout: float) -> sa.Engine:
+def _sqlite(url: sa.URL, timeout: float, pool: dict[str, Any]) -> sa.Engine:
     """SQLite with every transaction ``BEGIN IMMEDIATE`` (one writer at a time, across processes),
     WAL so readers do not wait for it, and a busy timeout instead of "database is locked"."""
-    engine = sa.create_engine(url, connect_args={"timeout": timeout})
+    engine = sa.create_engine(url, connect_args={"timeout": timeout}, **pool)
 
     @sa.event.listens_for(engine, "connect")
     def _connect(connection: Any, _: Any) -> None:
