@@ -184,15 +184,16 @@ def _get(url: str, method: str = "GET") -> tuple[int, Any]:
 @events.spawning_complete.add_listener
 def _spawned(user_count: int, **_: Any) -> None:
     STATE["spawned_at"] = time.time()
-    for host in HOSTS:
-        _get(f"{host}/bench/reset", "POST")
+    STATE["cpu_at_spawned"] = time.process_time()  # this process's CPU seconds, from here to the stop
+    STATE["instances_at_spawned"] = [_get(f"{host}/bench/reset", "POST")[1] for host in HOSTS]
     if MODEL:
-        _get(f"{MODEL}/_bench/reset", "POST")
+        STATE["model_at_spawned"] = _get(f"{MODEL}/_bench/reset", "POST")[1]
 
 
 @events.test_stop.add_listener
 def _stopped(**_: Any) -> None:
     STATE["stopped_at"] = time.time()
+    STATE["cpu_at_stopped"] = time.process_time()
     instances = []
     for host in HOSTS:
         _, stats = _get(f"{host}/bench/stats")
