@@ -43,6 +43,12 @@ def per_turn(raw: dict[str, Any]) -> dict[str, Any]:
     )
     model = (raw.get("model") or {}).get("cpu_s", 0) - (raw.get("model_at_spawned") or {}).get("cpu_s", 0)
     locust = raw["cpu_at_stopped"] - raw["cpu_at_spawned"]
+    gc_now = [(i["stats"] or {}).get("gc") or {} for i in raw["instances"]]
+    gc_then = [(b or {}).get("gc") or {} for b in at_start]
+    collected = [
+        sum(n.get("seconds", [0, 0, 0])[g] - t.get("seconds", [0, 0, 0])[g] for n, t in zip(gc_now, gc_then, strict=False))
+        for g in range(3)
+    ]
     cpu = {"app": app, "model": model, "locust": locust}
     n = max(1, len(ended))
     ms = {k: round(v * 1000 / n, 2) for k, v in cpu.items()}
@@ -53,6 +59,7 @@ def per_turn(raw: dict[str, Any]) -> dict[str, Any]:
         "turns_per_s": round(len(ended) / window, 1),
         "cpu_ms_per_turn": ms | {"total": round(total, 2)},
         "core_share": {k: round(v / window, 2) for k, v in cpu.items()},
+        "app_gc_ms_per_turn": [round(s * 1000 / n, 2) for s in collected],
         "turns_per_s_if_cpu_bound": round((os.cpu_count() or 1) * 1000 / total, 1) if total else None,
     }
 
@@ -118,7 +125,7 @@ def main() -> None:
                 py_spy = shutil.which("py-spy") or str(Path(os.sys.executable).parent / "py-spy")
                 spy = subprocess.Popen(
                     [py_spy, "record", "--pid", str(target.processes[0].pid), "--format", "raw", "--rate", "200",
-                     "--duration", str(int(args.ramp + args.duration)), "--output", str(out), "--nonblocking"],
+                     "--duration", str(int(args.ramp + args.duration)), "--output", str(out), "--nonblocking", "--gil"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
             measured = web_load.run_level(target, model, args.users, args.duration, args.ramp, logs)
