@@ -144,3 +144,27 @@ def test_a_value_of_another_type_is_written_as_dspy_writes_it() -> None:
     serialize = dspy.adapters.utils.serialize_for_json
     assert serialize(Point()) == serialize.__wrapped__(Point())
     assert serialize(Order(a=1)) == serialize.__wrapped__(Order(a=1))
+
+
+async def test_a_ready_database_store_is_checked_without_a_worker_thread(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio.to_thread
+
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        await store.check()  # the schema brought up to date, in a worker thread
+        hops: list[Any] = []
+        original = anyio.to_thread.run_sync
+
+        async def recorded(function: Any, *args: Any, **options: Any) -> Any:
+            hops.append(function)
+            return await original(function, *args, **options)
+
+        monkeypatch.setattr(anyio.to_thread, "run_sync", recorded)
+        await store.check()
+        assert hops == []
+        await store.ping()  # /readyz still reaches the database every time
+        assert len(hops) == 1
+    finally:
+        store.close()

@@ -173,8 +173,11 @@ class DatabaseStore:
             await anyio.sleep(self.renew_every)
 
     async def check(self) -> None:
-        """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
-        await self._run(lambda: None)
+        """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer); once
+        it is, nothing (the app asks before every turn: a worker thread's round trip each time,
+        for nothing, was load on the loop under many turns)."""
+        if not self._ready:
+            await self._run(lambda: None)
 
     async def ping(self) -> None:
         """Reach the database now, with a statement (``/readyz``); ``SchemaTooNew`` as ``check``."""
