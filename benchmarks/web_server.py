@@ -10,6 +10,9 @@ the app only when it takes that option. ``--kind pydantic-ai`` serves pydantic-a
 adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
 ``OpenAIChatModel`` on the same model and the same tool.
 
+Both kinds are served by uvicorn, which parses HTTP with httptools when it is installed (the
+``bench`` extra), else with h11.
+
 Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
 its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``), the process's RSS and CPU
 seconds; ``/bench/reset`` clears the lag samples.
