@@ -168,3 +168,31 @@ async def test_a_ready_database_store_is_checked_without_a_worker_thread(
         assert len(hops) == 1
     finally:
         store.close()
+
+
+async def test_a_database_store_saves_in_one_worker_thread_round_trip(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio.to_thread
+
+    agent = dspy_imp.ReActV2("question -> answer")
+    agent.set_lm(ScriptedLM([reply("Hello.")]))
+    pred = await agent.acall(question="Hi")
+    store = dspy_imp.web.DatabaseStore(f"sqlite:///{tmp_path / 'c.db'}")
+    try:
+        await store.check()
+        hops: list[Any] = []
+        original = anyio.to_thread.run_sync
+
+        async def recorded(function: Any, *args: Any, **options: Any) -> Any:
+            hops.append(function)
+            return await original(function, *args, **options)
+
+        monkeypatch.setattr(anyio.to_thread, "run_sync", recorded)
+        await store.save("c", dspy_imp.web.Conversation(pred.metadata.history, "ann"))
+        assert len(hops) == 1  # the JSON encoded in the statement's thread, not in one of its own
+        loaded = await store.load("c")
+    finally:
+        store.close()
+    assert loaded is not None and loaded.owner == "ann"
+    assert dspy_imp.dump_history(loaded.history) == dspy_imp.dump_history(pred.metadata.history)
