@@ -46,7 +46,10 @@ def per_turn(raw: dict[str, Any]) -> dict[str, Any]:
     gc_now = [(i["stats"] or {}).get("gc") or {} for i in raw["instances"]]
     gc_then = [(b or {}).get("gc") or {} for b in at_start]
     collected = [
-        sum(n.get("seconds", [0, 0, 0])[g] - t.get("seconds", [0, 0, 0])[g] for n, t in zip(gc_now, gc_then, strict=False))
+        sum(
+            n.get("seconds", [0, 0, 0])[g] - t.get("seconds", [0, 0, 0])[g]
+            for n, t in zip(gc_now, gc_then, strict=False)
+        )
         for g in range(3)
     ]
     cpu = {"app": app, "model": model, "locust": locust}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import report_web
+from . import report_web, web_server
 from .web_counts import percentile
 from .web_model import ModelServer
 
@@ -280,6 +280,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "protocol": args.protocol,
             "max_turns": args.max_turns,
             "http_parser": _http_parser(),
+            "event_loop": web_server.loop_name(),
         },
         "load_at_start": [round(x, 2) for x in os.getloadavg()],
         "targets": [],

@@ -220,4 +220,6 @@ class ModelServer:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
+    from benchmarks.web_server import run
+
+    run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))

@@ -11,7 +11,8 @@ adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` w
 ``OpenAIChatModel`` on the same model and the same tool.
 
 Both kinds are served by uvicorn, which parses HTTP with httptools when it is installed (the
-``bench`` extra), else with h11.
+``bench`` extra), else with h11, on uvloop's event loop when that is installed (the ``bench``
+extra too: ``run``), else asyncio's.
 
 Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
 its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``), the process's RSS and CPU
@@ -27,7 +28,7 @@ import inspect
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from benchmarks.web_counts import percentile
@@ -169,7 +170,25 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
     parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
-    asyncio.run(serve(parser.parse_args()))
+    run(serve(parser.parse_args()))
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """``main`` on uvloop's event loop when it is installed (the ``bench`` extra; what uvicorn's own
+    ``loop="auto"`` picks), else on asyncio's: every instance and the model alike, ours and the peer."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
+def loop_name() -> str:
+    """The event loop ``run`` uses: ``uvloop`` or ``asyncio``."""
+    import importlib.util
+
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 
 if __name__ == "__main__":
