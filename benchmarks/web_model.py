@@ -179,6 +179,8 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
                 counts.in_flight -= 1
     except (ConnectionError, asyncio.IncompleteReadError, ValueError):
         return
+    except RuntimeError:  # uvloop's word for a write after the client closed (asyncio drops it silently)
+        return
     finally:
         writer.close()
 
