@@ -414,8 +414,8 @@ class _Server:
                     narration.shown, narration.refused = event.shown, event.refused
                 elif isinstance(event, Ended):
                     ended = True
-                    failed = event.error is not None
-                    out += narration.failed(event.error) if failed else narration.finished(event.prediction)
+                    error = event.error
+                    out += narration.finished(event.prediction) if error is None else narration.failed(error)
                 else:
                     out += narration.event(event)
             if out or ended:
