@@ -33,6 +33,8 @@ from .web_model import ModelServer
 
 def per_turn(raw: dict[str, Any]) -> dict[str, Any]:
     """Each process's CPU ms per turn ended in the steady window, and its share of a core."""
+    if raw.get("cpu_at_spawned") is None:
+        raise SystemExit("the run stopped before all its users were spawned: no steady window to measure")
     spawned, stopped = raw["spawned_at"], raw["stopped_at"]
     window = max(1e-9, stopped - spawned)
     ended = [t for t in raw["turns"] if t[1] + t[3] >= spawned]

@@ -15,7 +15,8 @@ by the environment:
 
 A refusal with ``Retry-After`` (429, 409) is counted by status and message, and the same turn
 is sent again after the wait (at most 10 s). When all users are spawned, the instances' lag
-samples and the model's count are reset; when the run stops, the instances' ``/bench/stats``,
+samples and the model's count are reset (their stats then, and this process's CPU seconds, are
+kept: ``benchmarks.web_cpu`` counts each process's CPU from there); when the run stops, the instances' ``/bench/stats``,
 ``/healthz`` and ``/readyz`` and the model's count are read, and everything goes to ``BENCH_OUT``.
 """
 

@@ -464,7 +464,8 @@ _SSE = "text/event-stream"
 
 async def _lines(batches: AsyncIterator[tuple[list[Any], bool]], encode: Callable[[Any], str]) -> AsyncIterator[str]:
     async for events, _ in batches:
-        yield "".join(_encoded(event, encode) for event in events)
+        if events:
+            yield "".join(_encoded(event, encode) for event in events)
 
 
 def _encoded(event: Any, encode: Callable[[Any], str]) -> str:
