@@ -238,6 +238,12 @@ def _health(results: dict[str, Any]) -> str:
     )
 
 
+def _served(settings: dict[str, Any]) -> str:
+    """How uvicorn served the instances, when the run recorded it (runs before it did not)."""
+    parser, loop = settings.get("http_parser"), settings.get("event_loop")
+    return f" ({parser} parsing HTTP, on {loop}'s event loop)" if parser and loop else ""
+
+
 def section(results: dict[str, Any]) -> str:
     s = results["settings"]
     loads = [m["load_after"][0] for t in results["targets"] for m in t["levels"]]
@@ -247,7 +253,7 @@ def section(results: dict[str, Any]) -> str:
 
 `make bench-web` (`benchmarks/web_load.py`) measures the web app from outside. Locust, headless,
 runs N concurrent conversations of {s["turns"]} turns each, one after another ({s["ramp_s"]:g} s to
-start them all, then {s["duration_s"]:g} s measured), against uvicorn processes of `dspy_imp.web.app`
+start them all, then {s["duration_s"]:g} s measured), against uvicorn processes{_served(s)} of `dspy_imp.web.app`
 (a `ReActV2` agent with one tool, on `dspy.LM`) and against pydantic-ai's AG-UI adapter on the same
 model. Our users speak {_protocol(s["protocol"])}; pydantic-ai's speak AG-UI. Every request
 carries the conversation so far, and each stream is read to its last event (`RUN_FINISHED` or

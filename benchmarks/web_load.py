@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import report_web
+from . import report_web, web_server
 from .web_counts import percentile
 from .web_model import ModelServer
 
@@ -279,6 +279,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "token_delay_ms": 50,
             "protocol": args.protocol,
             "max_turns": args.max_turns,
+            "http_parser": _http_parser(),
+            "event_loop": web_server.loop_name(),
         },
         "load_at_start": [round(x, 2) for x in os.getloadavg()],
         "targets": [],
@@ -339,6 +341,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["elapsed_s"] = round(time.time() - started, 1)
     results["goals"] = report_web.goals(results)
     return results
+
+
+def _http_parser() -> str:
+    """What uvicorn parses HTTP with in the instances (its ``http="auto"``): httptools when installed."""
+    import importlib.util
+
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 def _ints(text: str) -> list[int]:

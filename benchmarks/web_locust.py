@@ -15,7 +15,8 @@ by the environment:
 
 A refusal with ``Retry-After`` (429, 409) is counted by status and message, and the same turn
 is sent again after the wait (at most 10 s). When all users are spawned, the instances' lag
-samples and the model's count are reset; when the run stops, the instances' ``/bench/stats``,
+samples and the model's count are reset (their stats then, and this process's CPU seconds, are
+kept: ``benchmarks.web_cpu`` counts each process's CPU from there); when the run stops, the instances' ``/bench/stats``,
 ``/healthz`` and ``/readyz`` and the model's count are read, and everything goes to ``BENCH_OUT``.
 """
 
@@ -184,15 +185,16 @@ def _get(url: str, method: str = "GET") -> tuple[int, Any]:
 @events.spawning_complete.add_listener
 def _spawned(user_count: int, **_: Any) -> None:
     STATE["spawned_at"] = time.time()
-    for host in HOSTS:
-        _get(f"{host}/bench/reset", "POST")
+    STATE["cpu_at_spawned"] = time.process_time()  # this process's CPU seconds, from here to the stop
+    STATE["instances_at_spawned"] = [_get(f"{host}/bench/reset", "POST")[1] for host in HOSTS]
     if MODEL:
-        _get(f"{MODEL}/_bench/reset", "POST")
+        STATE["model_at_spawned"] = _get(f"{MODEL}/_bench/reset", "POST")[1]
 
 
 @events.test_stop.add_listener
 def _stopped(**_: Any) -> None:
     STATE["stopped_at"] = time.time()
+    STATE["cpu_at_stopped"] = time.process_time()
     instances = []
     for host in HOSTS:
         _, stats = _get(f"{host}/bench/stats")

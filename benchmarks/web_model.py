@@ -179,6 +179,8 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
                 counts.in_flight -= 1
     except (ConnectionError, asyncio.IncompleteReadError, ValueError):
         return
+    except RuntimeError:  # uvloop's word for a write after the client closed (asyncio drops it silently)
+        return
     finally:
         writer.close()
 
@@ -220,4 +222,6 @@ class ModelServer:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
+    from benchmarks.web_server import run
+
+    run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))

@@ -10,6 +10,10 @@ the app only when it takes that option. ``--kind pydantic-ai`` serves pydantic-a
 adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
 ``OpenAIChatModel`` on the same model and the same tool.
 
+Both kinds are served by uvicorn, which parses HTTP with httptools when it is installed (the
+``bench`` extra), else with h11, on uvloop's event loop when that is installed (the ``bench``
+extra too: ``run``), else asyncio's.
+
 Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
 its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``), the process's RSS and CPU
 seconds; ``/bench/reset`` clears the lag samples.
@@ -19,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import inspect
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from benchmarks.web_counts import percentile
@@ -68,13 +73,38 @@ def rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+class Collections:
+    """The seconds the cyclic garbage collector took, by generation (its time counts as CPU of
+    whatever line allocated when it ran: a profile spreads it over the app)."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0, 0.0, 0.0]
+        self.counts = [0, 0, 0]
+        self._started = 0.0
+        gc.callbacks.append(self._timed)
+
+    def _timed(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds[info["generation"]] += time.process_time() - self._started
+            self.counts[info["generation"]] += 1
+
+    def stats(self) -> dict[str, Any]:
+        return {"seconds": [round(s, 3) for s in self.seconds], "counts": list(self.counts)}
+
+
+COLLECTIONS = Collections()
+
+
 def with_probe(app: ASGI, probe: Probe) -> ASGI:
     async def outer(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/bench/"):
             return await app(scope, receive, send)
         if scope["path"] == "/bench/reset":
             probe.samples = []
-        body = json.dumps({"lag_ms": probe.stats(), "rss": rss(), "cpu_s": time.process_time()}).encode()
+        stats = {"lag_ms": probe.stats(), "rss": rss(), "cpu_s": time.process_time(), "gc": COLLECTIONS.stats()}
+        body = json.dumps(stats).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -140,7 +170,25 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
     parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
-    asyncio.run(serve(parser.parse_args()))
+    run(serve(parser.parse_args()))
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """``main`` on uvloop's event loop when it is installed (the ``bench`` extra; what uvicorn's own
+    ``loop="auto"`` picks), else on asyncio's: every instance and the model alike, ours and the peer."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
+def loop_name() -> str:
+    """The event loop ``run`` uses: ``uvloop`` or ``asyncio``."""
+    import importlib.util
+
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 
 if __name__ == "__main__":

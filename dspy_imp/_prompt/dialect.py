@@ -35,8 +35,11 @@ from dspy_imp._prompt.media import Content, with_media
 from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
 from dspy_imp._records.media import contains_media
 from dspy_imp._records.outcomes import RawCall
+from dspy_imp._routes import dspy_private
 
 Message = dict[str, Any]
+
+dspy_private.install_reused_json_adapters()  # the inputs' text, written on every request: ``dspy_private``
 
 
 CALLS_FALLBACK = "agent_tool_calls"

@@ -178,10 +178,10 @@ class DatabaseStore:
         the lease lasts."""
         key = _key(key)
         token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
-        text = await anyio.to_thread.run_sync(_encoded, conversation)  # off the event loop, once for every try
+        encoded: list[str] = []  # the row's JSON, made off the event loop by the first try, for every try
         while True:
             try:
-                await self._run(self._save, key, text, conversation.owner, token)
+                await self._run(self._encode_and_save, key, conversation, encoded, token)
                 return
             except (sa.exc.OperationalError, TimeoutError) as error:
                 expires = self._expires.get(key)
@@ -191,8 +191,11 @@ class DatabaseStore:
             await anyio.sleep(self.renew_every)
 
     async def check(self) -> None:
-        """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer)."""
-        await self._run(lambda: None)
+        """Reach the database and bring its schema up to date (``SchemaTooNew``: it is newer); once
+        it is, nothing (the app asks before every turn: a worker thread's round trip each time,
+        for nothing, was load on the loop under many turns)."""
+        if not self._ready:
+            await self._run(lambda: None)
 
     async def ping(self) -> None:
         """Reach the database now, with a statement (``/readyz``); ``SchemaTooNew`` as ``check``."""
@@ -347,6 +350,13 @@ class DatabaseStore:
     def _row(self, key: str) -> Any:
         with self._transaction() as c:
             return c.execute(sa.text(f"SELECT owner, history FROM {T} WHERE key = :k"), {"k": key}).first()
+
+    def _encode_and_save(self, key: str, conversation: Conversation, encoded: list[str], token: str | None) -> None:
+        """``_save`` of the conversation's JSON, encoded here first if no earlier try did: in the
+        statement's worker thread, one round trip from the loop for both."""
+        if not encoded:
+            encoded.append(_encoded(conversation))
+        self._save(key, encoded[0], conversation.owner, token)
 
     def _save(self, key: str, text: str, owner: str | None, token: str | None = None) -> None:
         """Upsert the row; under a lease (``token``) only while that token holds it, the lease row

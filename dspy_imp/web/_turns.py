@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -202,7 +203,10 @@ class Calls:
 
     async def play(self, key: str, kwargs: dict[str, Any], observe: Observer, tools: Mapping[str, Any]) -> Any:
         agent = with_external_tools(self.agent, tools)  # the client's tools: this turn's external tools
-        with observing(observe):
+        # A trace of its own per turn: DSPy's default one is a single list for the whole process, which
+        # every concurrent turn appends to (its histories kept alive, up to 10,000 entries); completing
+        # a turn's trace (``complete_trace``) then walked what every other turn added meanwhile.
+        with observing(observe), dspy.context(trace=[]):
             if not self.sync:
                 return await agent.acall(**kwargs)
             context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
@@ -284,6 +288,7 @@ class _Observer:
         self.halted = asyncio.Event()  # set by Stop, on this loop
         self.slots = slots
         self.waited = 0.0  # seconds this turn's requests waited for a slot
+        self._thread = threading.get_ident()  # the loop's: made on it
 
     @contextlib.asynccontextmanager
     async def model_slot(self) -> AsyncIterator[None]:
@@ -295,7 +300,10 @@ class _Observer:
             yield
 
     def __call__(self, event: TurnEvent | Ended) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        if threading.get_ident() == self._thread:  # on the loop already: no wake-up of it through its pipe
+            self.queue.put_nowait(event)
+        else:  # a sync turn's worker thread: in order after what it handed the loop before
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
     async def until_stopped(self) -> None:
         await self.halted.wait()
@@ -321,16 +329,29 @@ class Turn:
         return self._items()
 
     async def _items(self) -> AsyncIterator[Call | TurnEvent | Ended]:
+        async for batch in self.batches():
+            for item in batch:
+                yield item
+
+    async def batches(self) -> AsyncIterator[list[Call | TurnEvent | Ended]]:
+        """The same items, a list at a time: the ``Call`` alone, then each time what the queue holds
+        once one more is there (never waiting for a second), ``Ended`` last in the last list. A stream
+        writes each list in one piece: under load a socket write per event cost more than the
+        event's encoding, and events that happen together (a call's start and its arguments, a
+        step's end and the next one's start) then arrive together anyway."""
         if self.call is None or self.queue is None or self.task is None:
-            yield Ended(error=self.error)
+            yield [Ended(error=self.error)]
             return
-        yield self.call
+        yield [self.call]
         while True:
-            item = await self.queue.get()
-            if isinstance(item, Ended):
-                yield await self.task  # the history is saved before the end is told
+            batch = [await self.queue.get()]
+            while not isinstance(batch[-1], Ended) and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            if isinstance(batch[-1], Ended):
+                batch[-1] = await self.task  # the history is saved before the end is told
+                yield batch
                 return
-            yield item
+            yield batch
 
 
 RETRY_AFTER = 1

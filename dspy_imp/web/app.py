@@ -404,19 +404,24 @@ class _Server:
         parts = self._narrate(narration, turn)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
 
-    async def _narrate(self, narration: Narration, turn: Turn) -> AsyncIterator[Any]:
-        for item in narration.start():
-            yield item
-        async for event in turn:
-            if isinstance(event, Call):
-                narration.shown, narration.refused = event.shown, event.refused
-                continue
-            if isinstance(event, Ended):
-                told = narration.finished(event.prediction) if event.error is None else narration.failed(event.error)
-            else:
-                told = narration.event(event)
-            for item in told:
-                yield item
+    async def _narrate(self, narration: Narration, turn: Turn) -> AsyncIterator[tuple[list[Any], bool]]:
+        """The stream's events, a list at a time (what the turn had ready at once: ``Turn.batches``),
+        each list written in one piece; with whether it is the last (the turn's end told)."""
+        out = narration.start()
+        async for batch in turn.batches():
+            ended = False
+            for event in batch:
+                if isinstance(event, Call):
+                    narration.shown, narration.refused = event.shown, event.refused
+                elif isinstance(event, Ended):
+                    ended = True
+                    error = event.error
+                    out += narration.finished(event.prediction) if error is None else narration.failed(error)
+                else:
+                    out += narration.event(event)
+            if out or ended:
+                yield out, ended
+                out = []
 
 
 def _turns_shown(stored: Any, signature: Any) -> list[dict[str, Any]]:
@@ -458,18 +463,23 @@ def _refusal_stream(refused: BeforeStream, told: str, media_type: str, headers: 
 _SSE = "text/event-stream"
 
 
-async def _lines(events: AsyncIterator[Any], encode: Callable[[Any], str]) -> AsyncIterator[str]:
-    async for event in events:
-        try:
-            yield encode(event)
-        except ValueError:  # a lone surrogate (a tool's non-UTF-8 file name): the event with U+FFFD
-            yield encode(type(event).model_validate(scrubbed(event.model_dump())))
+async def _lines(batches: AsyncIterator[tuple[list[Any], bool]], encode: Callable[[Any], str]) -> AsyncIterator[str]:
+    async for events, _ in batches:
+        if events:
+            yield "".join(_encoded(event, encode) for event in events)
 
 
-async def _vercel_lines(parts: AsyncIterator[Any]) -> AsyncIterator[str]:
-    async for part in parts:
-        yield encodable(vercel.encode(part))
-    yield vercel.DONE
+def _encoded(event: Any, encode: Callable[[Any], str]) -> str:
+    try:
+        return encode(event)
+    except ValueError:  # a lone surrogate (a tool's non-UTF-8 file name): the event with U+FFFD
+        return encode(type(event).model_validate(scrubbed(event.model_dump())))
+
+
+async def _vercel_lines(batches: AsyncIterator[tuple[list[Any], bool]]) -> AsyncIterator[str]:
+    async for parts, last in batches:
+        told = "".join(encodable(vercel.encode(part)) for part in parts)
+        yield told + vercel.DONE if last else told
 
 
 def _type_name(annotation: Any) -> str:
