@@ -222,6 +222,12 @@ def load_line(results: dict[str, Any]) -> str:
             f"the six scenarios of {loops} were run again afterwards (the loop changed how it answers "
             f"them, not its long turns), in {rerun['elapsed_s']:,.0f} s under {_load(rerun)}"
         )
+    again = (results.get("e2e") or {}).get("machine")
+    if again:
+        lines.append(
+            f"the end-to-end part was run again afterwards (the loop changed what it pays per turn), in "
+            f"{again['elapsed_s']:,.0f} s under {_load(again)}"
+        )
     rest = _load(results["machine"])
     before = " (in the run before)" if cost and cost.get("engines_kept") else ""
     lines.append(f"the other parts{before} under {rest}" if rest else "the other parts recorded no load average")

@@ -126,6 +126,23 @@ def run(quick: bool, long_loops: list[str] | None = None, kept: dict[str, Any] |
     return results
 
 
+def rerun_e2e(results: dict[str, Any], quick: bool = False) -> None:
+    """The end-to-end part again, into saved results (the loop changed what it pays per turn, not
+    what it sends); its own load and time are recorded beside it, and its targets marked again."""
+    sizes = SIZES["quick" if quick else "full"]
+    started, load_before = time.perf_counter(), _load()
+    with BenchServer() as server:
+        print("\n[1/1] end to end again: every loop over HTTP, interleaved rounds", flush=True)
+        counts = {int(k): v for k, v in sizes["rounds"].items()}
+        results["e2e"] = e2e.measure(server, E2E_LOOPS, sizes["e2e"], sizes["e2e_long"], counts)
+    results["e2e"]["machine"] = {
+        "load_before": load_before,
+        "load_after": _load(),
+        "elapsed_s": time.perf_counter() - started,
+    }
+    results["targets_e2e"] = report_e2e.targets(results)
+
+
 def run_cost(
     sizes: dict[str, Any], long_loops: list[str] | None = None, kept_engines: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -256,10 +273,17 @@ def main() -> None:
     parser.add_argument(
         "--add-long", type=Path, metavar="JSON", help="run the longest cost turn for --long-loops into saved results"
     )
+    parser.add_argument(
+        "--rerun-e2e", type=Path, metavar="JSON", help="run the end-to-end part again into saved results"
+    )
     args = parser.parse_args()
     _quiet()
     long_loops = args.long_loops.split(",") if args.long_loops else None
-    if args.rerun_scenarios:
+    if args.rerun_e2e:
+        results = json.loads(args.rerun_e2e.read_text())
+        rerun_e2e(results, args.quick)
+        args.out = args.out or args.rerun_e2e
+    elif args.rerun_scenarios:
         if not long_loops:
             parser.error("--rerun-scenarios needs --long-loops: the loops whose scenarios to run again")
         results = json.loads(args.rerun_scenarios.read_text())
@@ -284,7 +308,7 @@ def main() -> None:
     print()
     print(report.tables(results))
     out = args.out or (None if args.quick or args.render else ROOT / "benchmarks" / "results.json")
-    if out is not None and not (args.render or args.add_long or args.rerun_scenarios):  # not a new run
+    if out is not None and not (args.render or args.add_long or args.rerun_scenarios or args.rerun_e2e):  # not new
         previous = json.loads(out.read_text()) if out.exists() and not args.cost_only else results
         results["runs"] = [*previous.get("runs", []), report_summary.headline(results)][-RUNS_KEPT:]
     docs = args.docs or (None if args.quick else ROOT / "docs" / "performance.md")

@@ -297,3 +297,17 @@ def test_adding_the_longest_turn_for_more_loops_replaces_their_rows_and_recomput
     assert [(r["what"], r["requests"]) for r in added] == [("steps:2", 3)]
     assert cost["prices"]["Claude Sonnet 4.5"]["loops"]["pydantic-ai"]["steps:2"]["requests"] == 3
     assert results["targets_cost"]["scenarios:Claude Sonnet 4.5"]["met"]  # recomputed with the new rows
+
+
+def test_the_load_line_says_when_the_end_to_end_part_was_run_again() -> None:
+    from benchmarks import report_summary
+
+    results = {
+        "machine": {"cpus": 2, "load_before": [0.5, 0.5, 0.5], "load_after": [1.0, 1.0, 1.0]},
+        "e2e": {"machine": {"load_before": [0.25, 0.2, 0.2], "load_after": [1.5, 1.0, 1.0], "elapsed_s": 300.0}},
+    }
+    line = report_summary.load_line(results)
+    assert "the end-to-end part was run again afterwards" in line
+    assert "in 300 s under 0.25 at the start and 1.50 at the end" in line
+    assert "the other parts under 0.50 at the start and 1.00 at the end" in line
+    assert "run again" not in report_summary.load_line({"machine": results["machine"], "e2e": {}})
