@@ -9,12 +9,19 @@ entry, so that a turn of N steps copied about N²/2 entries.
 
 from __future__ import annotations
 
+import sys
+from typing import Any, ClassVar
+
 import dspy
 import pytest
 
 import dspy_imp
-from dspy_imp._program import predictor
+from dspy_imp._program import module, predictor
 from dspy_imp._prompt import demos, signature
+from dspy_imp._prompt.memo import RenderMemo
+from dspy_imp._records.steps import Step, ToolCall
+from dspy_imp._records.window import Window
+from dspy_imp._routes.route import Route, replays_state
 from dspy_imp.testing import ScriptedLM, call, reply
 
 STEPS = 8
@@ -84,3 +91,59 @@ def test_the_trace_copies_each_history_entry_once(monkeypatch):
         for entry in messages:
             for result in entry.get("tool_call_results") or ():
                 assert "returned_at" not in result
+
+
+def _calls_completing_the_trace(monkeypatch: pytest.MonkeyPatch, steps: int) -> int:
+    """Python function calls made while ``complete_trace`` gives a traced turn's steps their results."""
+    seen = [0]
+    original = module.complete_trace
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        def profile(_frame: Any, event: str, _arg: Any) -> None:
+            seen[0] += event == "call"
+
+        sys.setprofile(profile)
+        try:
+            original(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+    program = dspy_imp.ReActV2("question -> answer, confidence: float", tools=[look], max_iters=steps + 2)
+    with monkeypatch.context() as patched, dspy.context(trace=[]):
+        patched.setattr(module, "complete_trace", counted)
+        assert _run(program, steps).metadata.termination_reason == "submit"
+    return seen[0]
+
+
+def test_completing_the_trace_costs_the_same_for_every_step(monkeypatch):
+    """Step k's traced ``history`` holds the k entries before it; looking each one up in Python (to
+    share its timeless copy) made the end of an N-step turn cost N²/2 calls."""
+    calls = {steps: _calls_completing_the_trace(monkeypatch, steps) for steps in (8, 16, 32)}
+    assert calls[32] - calls[16] <= 2 * (calls[16] - calls[8]), calls
+
+
+class _CountedStep(Step):
+    """A step that counts how often its ``reasoning_content`` is read."""
+
+    reads: ClassVar[list[int]] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "reasoning_content":
+            _CountedStep.reads.append(1)
+        return super().__getattribute__(name)
+
+
+def test_a_request_to_a_server_of_your_own_reads_each_steps_reasoning_once_per_turn():
+    """Natively, a server of your own (any ``api_base`` that is no hosted provider's, such as a
+    local one) reads ``reasoning_content`` back; whether the request must carry it was worked out
+    from the whole history on every request, N²/2 reads in an N-step turn."""
+    route = Route("native", "openai-chat", reads_reasoning=True)
+    memo, recorded = RenderMemo(), []
+    _CountedStep.reads.clear()
+    for index in range(STEPS):
+        recorded.append(_CountedStep(calls=(ToolCall(f"c{index}", "look", {"where": "x"}),)))
+        assert not replays_state(route, Window(recorded), memo)
+    assert len(_CountedStep.reads) == STEPS
+    recorded.append(_CountedStep(reasoning_content="because"))
+    assert replays_state(route, Window(recorded), memo)
+    assert replays_state(route, tuple(recorded), memo)  # not a window: read whole

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_imp._records.steps import Step, block_kinds
+from dspy_imp._records.steps import Step, block_kinds, holds_reasoning
 from dspy_imp._records.window import same_prefix, same_source, source_of
 
 Message = dict[str, Any]
@@ -38,6 +38,7 @@ class RenderMemo:
     messages: list[Message] = field(default_factory=list)
     source: Any = None  # the window ``steps`` came from (``_records.window.source_of``)
     scanned: tuple[Any, int, frozenset[str]] | None = None  # ``block_kinds``: window, steps read, kinds
+    reasoned: tuple[Any, int, bool] | None = None  # ``holds_reasoning``: window, steps read, found
 
     def block_kinds(self, steps: Sequence[Step]) -> frozenset[str]:
         """The kinds of reasoning blocks in ``steps``, reading only steps earlier requests did not."""
@@ -49,6 +50,18 @@ class RenderMemo:
         kinds = known[2] | block_kinds(steps[known[1] :])
         self.scanned = (source, len(steps), kinds)
         return kinds
+
+    def holds_reasoning(self, steps: Sequence[Step]) -> bool:
+        """Whether any of ``steps`` carries ``reasoning_content``, reading only steps earlier requests did not
+        (a server of your own, natively: every request asked it, and it used to read the whole history)."""
+        source, known = source_of(steps), self.reasoned
+        if source is None:
+            return holds_reasoning(steps)
+        if known is None or not (same_source(known[0], source) and known[1] <= len(steps)):
+            known = (source, 0, False)
+        found = known[2] or holds_reasoning(steps[known[1] :])
+        self.reasoned = (source, len(steps), found)
+        return found
 
     def reuse(self, context: Any, steps: Sequence[Step], moved: int | None, into: list[Message]) -> int:
         """How many of ``steps`` are already rendered; their messages are appended to ``into``.
