@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import dspy
 import pytest
+from dspy.lm15 import Message, TextPart, ToolCallPart
 
 import dspy_imp
 from dspy_imp._program import module, predictor
@@ -21,6 +22,7 @@ from dspy_imp._prompt import demos, signature
 from dspy_imp._prompt.memo import RenderMemo
 from dspy_imp._records.steps import Step, ToolCall
 from dspy_imp._records.window import Window
+from dspy_imp._routes import chat_extras, local_servers
 from dspy_imp._routes.route import Route, replays_state
 from dspy_imp.testing import ScriptedLM, call, reply
 
@@ -147,3 +149,21 @@ def test_a_request_to_a_server_of_your_own_reads_each_steps_reasoning_once_per_t
     recorded.append(_CountedStep(reasoning_content="because"))
     assert replays_state(route, Window(recorded), memo)
     assert replays_state(route, tuple(recorded), memo)  # not a window: read whole
+
+
+def test_the_chat_writer_reads_no_assistant_message_of_a_stateless_history(monkeypatch):
+    """lm15 writes every Chat Completions request's whole history (twice); our patch of its writer
+    (``_routes.chat_extras``) read each assistant message's state, three calls a message, on every
+    request, although only ``route.canonical_request`` ever attaches any."""
+    readers = [_counted(monkeypatch, chat_extras, name) for name in ("_details_of", "_signatures_of")]
+    readers.append(_counted(monkeypatch, chat_extras, "reasoning_of"))
+    messages = [Message(role="user", parts=(TextPart(text="Where is the thing?"),))]
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Where is the thing?"}]
+    for index in range(STEPS):
+        calls = (ToolCallPart(id=f"c{index}", name="look", input={"where": "x"}),)
+        messages.append(Message(role="assistant", parts=calls))
+        items.append({"role": "assistant", "tool_calls": [{"id": f"c{index}", "type": "function"}]})
+    assert chat_extras.with_extras(items, messages) is items
+    assert [reader[0] for reader in readers] == [0, 0, 0]
+    stated = Message(role="assistant", parts=(TextPart(text="hm"),), continuation=(local_servers.reasoning_state("t"),))
+    assert chat_extras.with_extras([*items, {"role": "assistant"}], [*messages, stated])[-1]["reasoning_content"] == "t"

@@ -49,6 +49,8 @@ def install() -> None:
 def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``items`` (the wire messages) with each assistant's extra fields from its ``Message``."""
     assistants = [m for m in messages if getattr(m, "role", None) == "assistant"]
+    if not _any_state(assistants):
+        return items
     if not any(_details_of(m) or _signatures_of(m) or reasoning_of(m) for m in assistants):
         return items
     rows = iter(assistants)
@@ -69,6 +71,14 @@ def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[di
             if call.get("id") in signatures:
                 call["extra_content"] = {"google": {"thought_signature": signatures[call["id"]]}}
     return items
+
+
+def _any_state(messages: Sequence[Any]) -> bool:
+    """Whether any of ``messages`` or their parts carries continuation state at all: one pass with no
+    call per message (lm15 writes every request's whole history twice, and almost none carries any)."""
+    return any(getattr(m, "continuation", None) for m in messages) or any(
+        getattr(part, "continuation", None) for m in messages for part in getattr(m, "parts", None) or ()
+    )
 
 
 def _details_of(message: Any) -> list[Any] | None:
