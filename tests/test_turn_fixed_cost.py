@@ -167,3 +167,12 @@ def test_the_chat_writer_reads_no_assistant_message_of_a_stateless_history(monke
     assert [reader[0] for reader in readers] == [0, 0, 0]
     stated = Message(role="assistant", parts=(TextPart(text="hm"),), continuation=(local_servers.reasoning_state("t"),))
     assert chat_extras.with_extras([*items, {"role": "assistant"}], [*messages, stated])[-1]["reasoning_content"] == "t"
+
+
+def test_a_turn_writes_its_inputs_once(monkeypatch):
+    """A turn's inputs went through DSPy's field formatting (a pydantic ``TypeAdapter`` per value)
+    three times: for the first request, then as the first step's, unsettled and settled."""
+    program = dspy_imp.ReActV2("question -> answer, confidence: float", tools=[look], max_iters=STEPS + 2)
+    written = _counted(monkeypatch, dspy.ChatAdapter, "format_user_message_content")
+    prediction = _run(program)
+    assert (prediction.answer, written[0]) == ("found", 1)
