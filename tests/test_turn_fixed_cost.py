@@ -13,6 +13,7 @@ import sys
 from typing import Any, ClassVar
 
 import dspy
+import pydantic
 import pytest
 from dspy.lm15 import Message, TextPart, ToolCallPart
 
@@ -24,6 +25,7 @@ from dspy_imp._records.steps import Step, ToolCall
 from dspy_imp._records.window import Window
 from dspy_imp._routes import chat_extras, local_servers
 from dspy_imp._routes.route import Route, replays_state
+from dspy_imp._turn.effects import carried
 from dspy_imp.testing import ScriptedLM, call, reply
 
 STEPS = 8
@@ -176,3 +178,46 @@ def test_a_turn_writes_its_inputs_once(monkeypatch):
     written = _counted(monkeypatch, dspy.ChatAdapter, "format_user_message_content")
     prediction = _run(program)
     assert (prediction.answer, written[0]) == ("found", 1)
+
+
+def test_a_tool_call_asks_no_tool_for_what_it_cannot_hold(monkeypatch):
+    """Each tool call asked the tool (a ``dspy.Tool``: a pydantic model) six times for what only some
+    tools carry (``parameters_schema``, ``arguments_bound``, ``runs_agent`` twice...); for a name a
+    pydantic model cannot hold, ``getattr`` with a default pays for pydantic raising inside."""
+    program = dspy_imp.ReActV2("question -> answer, confidence: float", tools=[look], max_iters=STEPS + 2)
+    _run(program)
+    original = pydantic.BaseModel.__getattr__
+    ours: list[str] = []
+
+    def counting(self: pydantic.BaseModel, name: str) -> Any:
+        try:
+            return original(self, name)
+        except AttributeError:
+            if "dspy_imp" in sys._getframe(1).f_code.co_filename:
+                ours.append(name)
+            raise
+
+    monkeypatch.setattr(pydantic.BaseModel, "__getattr__", counting)
+    assert _run(program).answer == "found"
+    assert ours == []
+
+
+def test_what_a_tool_carries_reads_as_getattr_reads_it():
+    class Carrying(dspy.Tool):
+        parameters_schema: dict[str, Any] = pydantic.Field(default_factory=dict)
+        _bound: Any = pydantic.PrivateAttr(default=2.0)
+
+        @property
+        def arguments_bound(self) -> float:
+            return self._bound
+
+    class Open(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+
+    plain, carrying, extra = dspy.Tool(look), Carrying(look), Open(runs_agent=True)
+    carrying.parameters_schema = {"type": "object"}
+    object.__setattr__(plain, "any_loop", True)  # past pydantic's check, as a library might
+    names = ("parameters_schema", "arguments_bound", "runs_agent", "any_loop", "_bound", "counts_model_calls")
+    for tool in (plain, carrying, extra, None, object()):
+        for name in names:
+            assert carried(tool, name, "absent") == getattr(tool, name, "absent"), (tool, name)
