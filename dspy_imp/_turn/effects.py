@@ -61,7 +61,8 @@ def carried(tool: Any, name: str, default: Any = None) -> Any:
     """``getattr(tool, name, default)``, without the exception a pydantic model (a ``dspy.Tool``) raises
     inside for a name it cannot hold: about 60 times the cost of reading an attribute it has, paid a
     few times on every tool call for what only some tools carry (``parameters_schema``, ``runs_agent``...)."""
-    if _cannot_hold(type(tool), name) and name not in getattr(tool, "__dict__", ()):
+    kind: Any = type(tool)
+    if _cannot_hold(kind, name) and name not in getattr(tool, "__dict__", ()):
         return default
     return getattr(tool, name, default)
 
