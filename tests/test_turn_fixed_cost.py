@@ -9,6 +9,7 @@ entry, so that a turn of N steps copied about N²/2 entries.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any, ClassVar
 
@@ -106,11 +107,13 @@ def _calls_completing_the_trace(monkeypatch: pytest.MonkeyPatch, steps: int) -> 
         def profile(_frame: Any, event: str, _arg: Any) -> None:
             seen[0] += event == "call"
 
+        gc.disable()  # a collection would count its callbacks (other libraries' Python code) here
         sys.setprofile(profile)
         try:
             original(*args, **kwargs)
         finally:
             sys.setprofile(None)
+            gc.enable()
 
     program = dspy_imp.ReActV2("question -> answer, confidence: float", tools=[look], max_iters=steps + 2)
     with monkeypatch.context() as patched, dspy.context(trace=[]):
@@ -123,7 +126,7 @@ def test_completing_the_trace_costs_the_same_for_every_step(monkeypatch):
     """Step k's traced ``history`` holds the k entries before it; looking each one up in Python (to
     share its timeless copy) made the end of an N-step turn cost N²/2 calls."""
     calls = {steps: _calls_completing_the_trace(monkeypatch, steps) for steps in (8, 16, 32)}
-    assert calls[32] - calls[16] <= 2 * (calls[16] - calls[8]), calls
+    assert calls[32] - calls[16] <= 2 * (calls[16] - calls[8]) + 16, calls  # linear, give or take a stray call
 
 
 class _CountedStep(Step):
