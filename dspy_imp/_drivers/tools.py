@@ -44,7 +44,7 @@ from dspy_imp._records.outcomes import Raised, Returned
 from dspy_imp._records.steps import now_iso
 from dspy_imp._records.usage import RequestUsage
 from dspy_imp._turn.arguments import check_arguments, unchecked
-from dspy_imp._turn.effects import CheckArguments, RunTool, RunTools
+from dspy_imp._turn.effects import CheckArguments, RunTool, RunTools, carried
 from dspy_imp._turn.limits import bound_at_start
 
 
@@ -117,7 +117,7 @@ def tool_job(effect: RunTool) -> Job:
         lambda error: Raised(error, now_iso()),
         catches=tool_failure,
     )
-    return _counting(job, effect) if getattr(tool, "counts_model_calls", False) else job
+    return _counting(job, effect) if carried(tool, "counts_model_calls", False) else job
 
 
 def _counting(job: Job, effect: RunTool) -> Job:
@@ -230,7 +230,7 @@ def async_tool(tool: dspy.Tool) -> bool:
 
 def any_loop(tool: dspy.Tool) -> bool:
     """An async tool that may be awaited on any event loop, a sync turn's short-lived one too."""
-    return getattr(tool, "any_loop", False) is True and async_tool(tool)
+    return carried(tool, "any_loop", False) is True and async_tool(tool)
 
 
 def _async_only(tool: dspy.Tool) -> bool:

@@ -182,8 +182,7 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
         if predictor is not react or not isinstance(prediction, dspy.Prediction):
             continue
         if isinstance(inputs, dict) and isinstance(inputs.get("history"), dspy.History):
-            messages = inputs["history"].messages
-            inputs["history"] = dspy.History(messages=[_timeless_once(m, copies) for m in messages])
+            inputs["history"] = dspy.History(messages=_timeless_all(inputs["history"].messages, copies))
         key = _call_key(prediction.get(STEP_CALLS))
         if not key:
             continue
@@ -196,13 +195,21 @@ def complete_trace(trace: Sequence[Any], react: Any, steps: Sequence[Step]) -> N
         prediction["tool_call_results"] = [_demo_result(r) for r in entry["tool_call_results"]]
 
 
-def _timeless_once(entry: Any, copies: dict[int, Any]) -> Any:
-    """``_timeless``, once per entry object: the steps of one turn share their history's entries
-    (the originals stay alive in the trace for the whole call, so an id names one entry)."""
-    key = id(entry)
-    if key not in copies:
-        copies[key] = _timeless(entry)
-    return copies[key]
+def _timeless_all(messages: list[Any], copies: dict[int, Any]) -> list[Any]:
+    """``_timeless`` of each entry, once per entry object: the steps of one turn share their history's
+    entries (the originals stay alive in the trace for the whole call, so an id names one entry).
+
+    Step k's history holds the k entries before it, so a Python call per entry and step was N²/2
+    calls in an N-step turn; only the entries no earlier step held are copied here, and the
+    lookups of the rest run in C.
+    """
+    ids = list(map(id, messages))
+    missing = set(ids).difference(copies)
+    if missing:
+        by_id = dict(zip(ids, messages, strict=True))
+        for key in missing:
+            copies[key] = _timeless(by_id[key])
+    return list(map(copies.__getitem__, ids))
 
 
 def _timeless(entry: Any) -> Any:

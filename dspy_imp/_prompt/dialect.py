@@ -78,8 +78,14 @@ class Dialect:
             f"{objective}"
         )
 
-    def inputs(self, values: Mapping[str, Any]) -> Content:
-        """The user message content of these inputs: text, or content parts when they hold media."""
+    def inputs(self, values: Mapping[str, Any], memo: Any = None) -> Content:
+        """The user message content of these inputs: text, or content parts when they hold media.
+
+        ``memo`` (the turn's ``RenderMemo``) hands back the content it wrote for the very same
+        values: a turn's inputs are written for its first request, then twice more as its first
+        step's (once unsettled, once settled), each time through DSPy's field formatting."""
+        if memo is not None:
+            return memo.inputs_content(self, values, lambda: self.inputs(values))
         fields = self.display.input_fields
         shown = {k: _formattable(fields[k], v) for k, v in values.items() if k in fields and v is not None}
         if not shown:
@@ -101,14 +107,14 @@ class Dialect:
             return f"<tool_call_results>\n{body}\n</tool_call_results>"
         return f"[[ ## tool_call_results ## ]]\n{body}"
 
-    def trailing(self, pending: Mapping[str, Any], listing: Sequence[str]) -> list[Message]:
+    def trailing(self, pending: Mapping[str, Any], listing: Sequence[str], memo: Any = None) -> list[Message]:
         """The request's last user messages: pending inputs, then the format requirement.
 
         Written mode ends on the tool listing (with the requirement), native JSON/XML on the
         requirement alone; plain native ends on the pending inputs, if any.
         """
         messages = []
-        content = self.inputs(pending)
+        content = self.inputs(pending, memo)
         if content:
             messages.append({"role": "user", "content": content})
         if self.plain:

@@ -18,14 +18,15 @@ One memo belongs to one turn (``Turn`` creates it); a turn runs on one thread or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_imp._records.steps import Step, block_kinds
+from dspy_imp._records.steps import Step, block_kinds, holds_reasoning
 from dspy_imp._records.window import same_prefix, same_source, source_of
 
 Message = dict[str, Any]
+_IMMUTABLE = (str, int, float, bool, type(None))
 
 
 @dataclass
@@ -38,6 +39,8 @@ class RenderMemo:
     messages: list[Message] = field(default_factory=list)
     source: Any = None  # the window ``steps`` came from (``_records.window.source_of``)
     scanned: tuple[Any, int, frozenset[str]] | None = None  # ``block_kinds``: window, steps read, kinds
+    reasoned: tuple[Any, int, bool] | None = None  # ``holds_reasoning``: window, steps read, found
+    inputs_written: tuple[Any, tuple[tuple[str, Any], ...], str] | None = None  # dialect, inputs, content
 
     def block_kinds(self, steps: Sequence[Step]) -> frozenset[str]:
         """The kinds of reasoning blocks in ``steps``, reading only steps earlier requests did not."""
@@ -49,6 +52,37 @@ class RenderMemo:
         kinds = known[2] | block_kinds(steps[known[1] :])
         self.scanned = (source, len(steps), kinds)
         return kinds
+
+    def holds_reasoning(self, steps: Sequence[Step]) -> bool:
+        """Whether any of ``steps`` carries ``reasoning_content``, reading only steps earlier requests did not
+        (a server of your own, natively: every request asked it, and it used to read the whole history)."""
+        source, known = source_of(steps), self.reasoned
+        if source is None:
+            return holds_reasoning(steps)
+        if known is None or not (same_source(known[0], source) and known[1] <= len(steps)):
+            known = (source, 0, False)
+        found = known[2] or holds_reasoning(steps[known[1] :])
+        self.reasoned = (source, len(steps), found)
+        return found
+
+    def inputs_content(self, dialect: Any, values: Mapping[str, Any], write: Callable[[], Any]) -> Any:
+        """``write()``, the content ``dialect`` writes for ``values``, or what it wrote last for the same
+        inputs. Kept only for text written from immutable values (str, numbers, bools, None), held
+        here by reference and matched by identity, so what is handed back is what writing again
+        would give."""
+        pairs = tuple(values.items())
+        known = self.inputs_written
+        if (
+            known is not None
+            and len(known[1]) == len(pairs)
+            and all(k == name and v is value for (k, v), (name, value) in zip(known[1], pairs, strict=True))
+            and known[0] == dialect
+        ):
+            return known[2]
+        content = write()
+        if content and isinstance(content, str) and all(type(value) in _IMMUTABLE for _, value in pairs):
+            self.inputs_written = (dialect, pairs, content)
+        return content
 
     def reuse(self, context: Any, steps: Sequence[Step], moved: int | None, into: list[Message]) -> int:
         """How many of ``steps`` are already rendered; their messages are appended to ``into``.

@@ -32,6 +32,7 @@ from dspy_imp._prompt.demos import demo_examples
 from dspy_imp._prompt.dialect import Dialect
 from dspy_imp._prompt.guidance import Guidance, system_message, tool_listing
 from dspy_imp._prompt.media import Attachments, Content, place_results
+from dspy_imp._prompt.memo import RenderMemo
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.media import is_media
 from dspy_imp._records.steps import Step, ToolCall, ToolResult
@@ -60,7 +61,7 @@ def render_request(
             messages.extend(_inputs_message(dialect, step.inputs))
             messages.extend(_body(guidance, step))
     _history(guidance, dialect, pending, messages)
-    messages.extend(dialect.trailing(pending, () if dialect.native else tool_listing(guidance.roster)))
+    messages.extend(dialect.trailing(pending, () if dialect.native else tool_listing(guidance.roster), guidance.memo))
     return messages
 
 
@@ -82,7 +83,7 @@ def _history(guidance: Guidance, dialect: Dialect, pending: Mapping[str, Any], m
 def _step(guidance: Guidance, dialect: Dialect, steps: Sequence[Step], index: int, moved: int | None) -> list[Message]:
     """One recorded step: its inputs, what the model did, and the unsent line after a thought."""
     step = shown(guidance, steps[index], guidance.omitted + index)
-    messages = _inputs_message(dialect, step.inputs)
+    messages = _inputs_message(dialect, step.inputs, guidance.memo)
     if index == moved:
         messages.append(_user(sentences.moved_thought(step.thought or "")))
         return messages
@@ -360,8 +361,8 @@ def _unsent_line(guidance: Guidance) -> str | None:
     return sentences.UNSENT_PLAIN
 
 
-def _inputs_message(dialect: Dialect, inputs: Mapping[str, Any]) -> list[Message]:
-    content = dialect.inputs({k: v for k, v in inputs.items() if k != "tools"})
+def _inputs_message(dialect: Dialect, inputs: Mapping[str, Any], memo: RenderMemo | None = None) -> list[Message]:
+    content = dialect.inputs({k: v for k, v in inputs.items() if k != "tools"}, memo)
     return [_user(content)] if content else []
 
 

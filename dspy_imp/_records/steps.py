@@ -349,6 +349,11 @@ def make_history(entries: Iterable[Mapping[str, Any]]) -> dspy.History:
     return dspy.History.model_construct(messages=list(entries))
 
 
+def holds_reasoning(steps: Iterable[Step]) -> bool:
+    """Whether any of these steps carries ``reasoning_content`` (a server of your own reads it back)."""
+    return any(getattr(step, "reasoning_content", None) for step in steps)
+
+
 def block_kinds(steps: Iterable[Step]) -> frozenset[str]:
     """The ``type`` of every reasoning block these steps hold (``"thinking"``, ``"thought_signature"``...)."""
     return frozenset(

@@ -23,6 +23,8 @@ to OpenRouter's Claude or Gemini models gets the prompt cache's ``cache_control`
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +50,8 @@ def install() -> None:
 
 def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``items`` (the wire messages) with each assistant's extra fields from its ``Message``."""
+    if not _any_state(messages):
+        return items
     assistants = [m for m in messages if getattr(m, "role", None) == "assistant"]
     if not any(_details_of(m) or _signatures_of(m) or reasoning_of(m) for m in assistants):
         return items
@@ -69,6 +73,21 @@ def with_extras(items: list[dict[str, Any]], messages: Sequence[Any]) -> list[di
             if call.get("id") in signatures:
                 call["extra_content"] = {"google": {"thought_signature": signatures[call["id"]]}}
     return items
+
+
+def _any_state(messages: Sequence[Any]) -> bool:
+    """Whether any of ``messages`` or their parts carries continuation state at all: one pass in C, no
+    Python call per message (lm15 writes every request's whole history twice, and almost none carries
+    any); anything that is not an lm15 ``Message`` is read attribute by attribute."""
+    try:
+        return any(map(_STATE, messages)) or any(map(_STATE, itertools.chain.from_iterable(map(_PARTS, messages))))
+    except AttributeError:
+        return any(getattr(m, "continuation", None) for m in messages) or any(
+            getattr(part, "continuation", None) for m in messages for part in getattr(m, "parts", None) or ()
+        )
+
+
+_STATE, _PARTS = operator.attrgetter("continuation"), operator.attrgetter("parts")
 
 
 def _details_of(message: Any) -> list[Any] | None:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from dspy.lm15 import ContinuationState, Message, Request, Response, ThinkingPart, ToolCallPart
 
-from dspy_imp._records.steps import block_kinds
+from dspy_imp._records.steps import block_kinds, holds_reasoning
 from dspy_imp._routes import dspy_private, hosted_anthropic, hosted_gemini, hosted_openai, local_servers
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.model_facts import model_facts
@@ -282,6 +282,8 @@ class KindsMemo(Protocol):
 
     def block_kinds(self, steps: Sequence[Any]) -> frozenset[str]: ...
 
+    def holds_reasoning(self, steps: Sequence[Any]) -> bool: ...
+
 
 def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = None) -> bool:
     """A native (or custom-engine) step whose history holds reasoning blocks this provider takes back,
@@ -293,7 +295,9 @@ def replays_state(route: Route, steps: Sequence[Any], memo: KindsMemo | None = N
         return False
     if PLACEHOLDER_KIND in route.replayed_kinds and any(getattr(step, "calls", None) for step in steps):
         return True  # an unsigned (foreign) call goes back with the placeholder, which only the Request carries
-    if local_servers.KIND in route.replayed_kinds and any(getattr(s, "reasoning_content", None) for s in steps):
+    if local_servers.KIND in route.replayed_kinds and (
+        memo.holds_reasoning(steps) if memo is not None else holds_reasoning(steps)
+    ):
         return True  # only the Request carries it in its own field (the messages path would make it text)
     kinds = memo.block_kinds(steps) if memo is not None else block_kinds(steps)
     return bool(kinds & route.replayed_kinds)

@@ -30,12 +30,12 @@ from dspy_imp._records.outcomes import AgentEnded, Raised, Returned
 from dspy_imp._records.steps import PendingCall, ToolCall
 from dspy_imp._records.usage import RequestUsage, Usage, UsageLimits
 from dspy_imp._turn.approval import SEPARATOR, Decisions
-from dspy_imp._turn.effects import RunAgent, Tool
+from dspy_imp._turn.effects import RunAgent, Tool, carried
 
 
 def is_agent(tool: Tool | None) -> bool:
     """A sub-agent tool (``agent.as_tool()`` sets ``runs_agent``)."""
-    return getattr(tool, "runs_agent", False) is True
+    return carried(tool, "runs_agent", False) is True
 
 
 def paused_run(record: Mapping[str, Any] | None) -> bool:

@@ -17,7 +17,7 @@ from dspy_imp._prompt import sentences
 from dspy_imp._prompt.signature import Rejection
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.history import MAX_DEPTH, check_depth
-from dspy_imp._turn.effects import Tool
+from dspy_imp._turn.effects import Tool, carried
 
 
 def check_arguments(tool: Tool, args: Any) -> Rejection | None:
@@ -28,7 +28,7 @@ def check_arguments(tool: Tool, args: Any) -> Rejection | None:
         check_depth(args, "arguments")
     except ConfigurationError:
         return Rejection("schema_validation", sentences.invalid_arguments([f"arguments nest deeper than {MAX_DEPTH}"]))
-    whole = getattr(tool, "parameters_schema", None)
+    whole = carried(tool, "parameters_schema")
     if isinstance(whole, dict):
         return _check_whole(tool, whole, args)
     schema = tool.args or {}

@@ -28,6 +28,7 @@ A request's answer carries ``usage``: the model calls it took, as the LM reporte
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -54,6 +55,33 @@ class Tool(Protocol):
     def __call__(self, **kwargs: Any) -> Any: ...
 
     async def acall(self, **kwargs: Any) -> Any: ...
+
+
+def carried(tool: Any, name: str, default: Any = None) -> Any:
+    """``getattr(tool, name, default)``, without the exception a pydantic model (a ``dspy.Tool``) raises
+    inside for a name it cannot hold: about 60 times the cost of reading an attribute it has, paid a
+    few times on every tool call for what only some tools carry (``parameters_schema``, ``runs_agent``...)."""
+    kind: Any = type(tool)
+    if _cannot_hold(kind, name) and name not in getattr(tool, "__dict__", ()):
+        return default
+    return getattr(tool, name, default)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cannot_hold(cls: type, name: str) -> bool:
+    """A pydantic model class none of whose instances can have ``name`` but in its ``__dict__``: not a
+    field, a private attribute or an extra, nothing of that name on the class or its bases, and
+    pydantic's own ``__getattr__`` (no one else's) behind the lookup. Constant per class."""
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if not isinstance(fields, dict) or name in fields or name in (getattr(cls, "__private_attributes__", None) or {}):
+        return False
+    if (getattr(cls, "model_config", None) or {}).get("extra") == "allow":
+        return False
+    if any(name in vars(base) for base in cls.__mro__):
+        return False
+    getter = next((base for base in cls.__mro__ if "__getattr__" in vars(base)), None)
+    lookup = next(base for base in cls.__mro__ if "__getattribute__" in vars(base))
+    return getter is not None and getter.__module__ == "pydantic.main" and lookup is object
 
 
 @dataclass(frozen=True)

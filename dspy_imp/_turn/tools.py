@@ -27,7 +27,7 @@ from dspy_imp._turn import agents
 from dspy_imp._turn.calls import CallContext, CallMode, Checked, Running, StepCalls
 from dspy_imp._turn.calls import Finish as Finish  # re-exported: dspy_imp.Finish
 from dspy_imp._turn.checks import UNCHECKED, check_call, not_run, runs_in
-from dspy_imp._turn.effects import CheckArguments, DecidedCall, RunTool, RunTools, Tool
+from dspy_imp._turn.effects import CheckArguments, DecidedCall, RunTool, RunTools, Tool, carried
 from dspy_imp._turn.results import error_result, finish_hook, judged, returned
 
 
@@ -86,7 +86,7 @@ def _arguments_checked(ctx: CallContext, call: ToolCall, args: Any) -> Generator
     """The verdict on a call's arguments, checked by the driver off the event loop within the
     tool's ``arguments_bound`` when it has one (a schema someone else wrote); ``UNCHECKED`` else."""
     tool = ctx.roster.get(call.name or "") if call.name != SUBMIT else None
-    bound = getattr(tool, "arguments_bound", None)
+    bound = carried(tool, "arguments_bound")
     if tool is None or not isinstance(bound, int | float) or isinstance(bound, bool):
         return UNCHECKED
     return (yield CheckArguments(tool, args, float(bound)))
