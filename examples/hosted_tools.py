@@ -57,18 +57,21 @@ def calculator(expression: str) -> str:
 
 
 @contextmanager
-def replay(replies: Sequence[dict[str, Any]]) -> Iterator[str]:
-    """Serve ``replies`` in order on 127.0.0.1 (a free port); yield the base URL. A request beyond
-    them gets HTTP 500 naming it, so a turn that asks for more than was recorded fails loudly."""
+def replay(replies: Sequence[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Serve ``replies`` in order on 127.0.0.1 (a free port); yield the base URL and the list the
+    request bodies arrive in. A request beyond the replies gets HTTP 500, so a turn that asks for more
+    than was recorded fails loudly."""
     pending = list(replies)
+    received: list[dict[str, Any]] = []
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             with lock:
+                received.append(json.loads(raw or b"{}"))
                 reply = pending.pop(0) if pending else None
             status = 200 if reply is not None else 500
             data = json.dumps(reply or {"error": {"message": "no recorded reply left", "type": "server_error"}})
@@ -87,7 +90,7 @@ def replay(replies: Sequence[dict[str, Any]]) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
     finally:
         server.shutdown()
         server.server_close()
@@ -217,15 +220,33 @@ def run_turn(agent: dspy_imp.ReActV2, lm: dspy.LM, question: str) -> None:
     show_hosted(pred)
 
 
+def served_items_sent_back(provider: str, body: dict[str, Any]) -> int:
+    """How many of the provider's own items (its tool calls and their results) a request sends back."""
+    if provider == "anthropic":
+        blocks = [
+            b
+            for m in body["messages"]
+            if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"]
+        ]
+        return sum(b["type"] in ("server_tool_use", "web_search_tool_result") for b in blocks)
+    if provider == "openai":
+        return sum(item.get("type") == "web_search_call" for item in body["input"])
+    parts = [p for c in body["contents"] if c["role"] == "model" for p in c["parts"]]
+    return sum("toolCall" in p or "toolResponse" in p for p in parts)
+
+
 def offline(provider: str) -> None:
     print(f"\n== {provider} (recorded replies over loopback HTTP) ==")
     agent, question = search_agent(provider)
     replies = {"anthropic": anthropic_replies, "openai": openai_replies, "gemini": gemini_replies}[provider]()
-    with replay(replies) as base_url:
+    with replay(replies) as (base_url, received):
         run_turn(agent, offline_lm(provider, base_url), question)
+    count = served_items_sent_back(provider, received[-1])
+    print(f"  requests: {len(received)}; the last sent back the {count} provider items served before it")
     if provider == "openai":
         question, reply = openai_code()
-        with replay([reply]) as base_url:  # recorded: reasoning, a code_interpreter_call, the answer
+        with replay([reply]) as (base_url, _):  # recorded: reasoning, a code_interpreter_call, the answer
             run_turn(
                 dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()]),
                 offline_lm(provider, base_url),
