@@ -80,6 +80,23 @@ EXPECTED = {
         "after compiling:  dev score 100%",
         "reloaded: dev score 100%",
     ],
+    "hosted_tools.py": [
+        "== anthropic (recorded replies over loopback HTTP) ==",
+        "  tool call: get_weather({'city': 'Geneva'}) -> 'Sunny in Geneva.'",
+        "  termination_reason: submit\n  hosted_calls: {'web_search_requests': 1, 'web_fetch_requests': 0}\n"
+        "  first citation: https://www.timeanddate.com/on-this-day/september/29 for 'On September 29, 1954, CERN",
+        "  requests: 2; the last sent back the 2 provider items served before it\n\n== openai (recorded replies",
+        "  termination_reason: submit\n  hosted_calls: {'web_search_call': 6}\n"
+        "  first citation: https://www.reuters.com/world/middle-east/un-overwhelmingly-endorses-two-state",
+        "  requests: 3; the last sent back the 6 provider items served before it",
+        "  termination_reason: answered\n  hosted_calls: {'code_interpreter_call': 1}",
+        "-428,330,955.97745",
+        "== gemini (recorded replies over loopback HTTP) ==",
+        "  tool call: calculator({'expression': '2+2'}) -> '4'",
+        "  termination_reason: answered\n  hosted_calls: {'web_search_requests': 2, 'web_fetch_requests': 0}\n"
+        "  first citation: https://www.google.com/search?q=weather+in+Tokyo,+JP",
+        "  requests: 2; the last sent back the 2 provider items served before it\n",
+    ],
     "optimized_agent.py": [
         "before compiling: dev score 0%",
         "after compiling:  dev score 100%",

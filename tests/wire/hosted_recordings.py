@@ -1,6 +1,7 @@
-"""Anthropic server-tool replies, from a third-party recording.
+"""Anthropic server-tool replies, from third-party recordings.
 
-The blocks below are pydantic-ai's recording ``tests/models/cassettes/test_anthropic/
+The web search blocks (``cassettes/hosted/anthropic_web_search.json``, shared with
+``examples/hosted_tools.py``) are pydantic-ai's recording ``tests/models/cassettes/test_anthropic/
 test_anthropic_text_parts_ahead_of_built_in_tool_call.yaml`` (a live ``web_search_20250305`` call,
 recorded 2026-09-29): its ``server_tool_use`` block, its ``web_search_tool_result`` (the first two of
 its ten results, each with its ``encrypted_content`` and ``page_age`` as served, and the result's
@@ -12,102 +13,20 @@ The ``tool_use`` of a function tool after them is ours (the recording had none).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-SEARCH_ID = "srvtoolu_01EREVuMySuBsh5iTcXHFJ6H"
+HERE = Path(__file__).resolve().parents[2] / "cassettes" / "hosted"
 
-SERVER_TOOL_USE: dict[str, Any] = {
-    "type": "server_tool_use",
-    "id": SEARCH_ID,
-    "name": "web_search",
-    "input": {"query": "September 29 history events"},
-}
-
-SEARCH_RESULT: dict[str, Any] = {
-    "type": "web_search_tool_result",
-    "tool_use_id": SEARCH_ID,
-    "content": [
-        {
-            "type": "web_search_result",
-            "title": "On This Day in History",
-            "url": "https://www.timeanddate.com/on-this-day/september/29",
-            "encrypted_content": (
-                "EosMCioIFBgCIiQ0NGFlNjc2Yy05NThmLTRkNjgtOTEwOC1lYWU5ZGU3YjM2NmISDCBZSKEltm2WUaEdFhoMQ+UWI463rAkB"
-                "Jz5TIjDo7uvvOIX0a7rktwPkFaJrOUB7j+F+uFxDyGuqhA653S4YH+ApQeqOxHMNQJNLjH4qjguExNC5IMTKenXm50FH95Ja"
-                "r/DyE0TqagPZ9T+KxVWkxmDAMpew8YPqla9SAFnbts/7svCsOQFE3ijrPi3zz8pxx6uuEmIEI4SIM+rKYY/XNdi4KUiqB+o/"
-                "cVTgAfdxc/M6sDJpvCSmEearnJEvN0YYErtpOkz0Fo9/tpH9j4hAOmQtwF5NTLQdQh20xsCiwMLFou/r+IKIzNDCkeQkLh5V"
-                "Q6AgiKPFOCiTRApYm8TYaVN9Baj5uAJzFEDI5Z1LB6vV+24cZuWCQXXKzz0f6dQEnfZizs9TVJyGyQU4ED8ep5jdy2jSKY+x"
-                "kcNWdvinsKAu8hPNXopjyiWs19+vv3GfRp9ih3KATkjXg7HiJJsIahJEMpkC5zWcJd3YMGLcaWFy5nG2P3qtoObwuoyIS7ox"
-                "Ge6m9yAbSnTpaWiRUNSiagqLmXBF6KcytTmyyTQrTqwzGvG0HJsSeX/P9OCbgm1gq6TyOWyQ7rRjA/zvWyNjWE4EHpP4H2vD"
-                "eybp3loi59sG2/gbCIQXjj+/Lqt46IuvExfiKyS77S2fgw6khwCH0oyXcYgKhEHLJo0DgLkSZCFarh3m/aj9NIHSiXqs0l2V"
-                "1AhSCFxb0OU/Aqc1Hm2JP50JKao/DSpWvzMMA+P9Vo6R9O2HHTPIoz2SEayL1xfbLZaax2jKSaD7YKGER68lOAqpIoz2U5QI"
-                "ribTkfJOJCV2kiZlLFeWQlAdYIuCs9elGXsqrZY1u+MMCO/TWJYsM6cubu7TuA/u7jP2k77I46LCEmo3r7uncOzS9kHSZA6Q"
-                "B7hoKvrHitpoJ9tOZAeuFk3I3T+wFnZHyMGMeZ6JaYl8exOwCKBwdO+WG9f9gYpWh3VXXdq2OOuAETgpeLIfxI1LjDJObmpe"
-                "4U7Noq01Xb3FQDAsU25VnHN7/FegnIueqmFKhjrv4jJtc4VJkPEabAa6r+savCGyGtQxguQE6UA/AJCDjqW22bT/U1oNjoUN"
-                "+j9WVzYjup11D4mQAwla/x5ee8VpLWNZ7ECh945fqqYXAtIZdU54/C8IFEH4y9mChHd5fYpKyczW64EpZD3s435oz9bMFz01"
-                "6c8ZJ48PpPOxfmSm9YGsjp19yqPuPHNUhYHyla/VN4bs6EqFCRr3EGZmZraHfktw24uxaLEpkFGfx0XLTmYTsj+tixn/Zz3g"
-                "j7P4WGlTm5KKs6ONTEOyi5bzSpKgSGScQfKVafl3am8rj0LuAX49UEadI41arITEHDzQDyVVZBAt3xYHxkEkWKiODtjiHtOb"
-                "e7frdOgqpEgVJ5vo/ObMjSUdrveo5TEki9NqTPGO0siqL1hoBYHqRihNbhafSOFU1aovUcQAc5H2oblXzE1NfcbI840ykGcY"
-                "5ID2HBMHlO5KojnxgJOpDNbRDUA22+9d7hSFObwV/FXsdC5Rl7jDeovpI/4UFJjBdG3Pa5PtxzxyuRB5TGjJabc9bX21EM2g"
-                "ROHxW+K4ToTlDVUyTrMsn4B5BecqjABA479+oRanzr8v/KlY+h+zF5CMIFRaaNW4hqybChYmvEcE5WhIawRzIJUOythswgfZ"
-                "GjfqQ4mxyYMLNriZZMV/SbrTB+1lAsRUJZAUzD/jPRXGnw6fSXTdxsM7aKS+wUsCa2KT83+3eNWTSNDnyGsxaTLebOAAXHEz"
-                "PeVcIxaQD2EXSMEllqKkACMNMnBwmpp3SwtW+LDNpiuLDRaR0rYh6PjS77hgyoeFFbCZUDkX70LgWtBKVgv27Uh9B+Eg5ek7"
-                "6K0nC1dBVOH6or1sGfy+AkwNXxwRasW72u6svWJuHKcpPm8vZBemu39BEq2iBxuDnQQ+j6Rt8yETS3aoaFNiLpTEYvTGJBMK"
-                "pkSsNtrxPRu2zdETYFQy5kT06ypi0b5x/nL432GhqXHG05OwngQYAw=="
-            ),
-            "page_age": "1461 days ago",
-        },
-        {
-            "type": "web_search_result",
-            "title": "Today in History - September 29",
-            "url": "https://www.loc.gov/item/today-in-history/september-29/",
-            "encrypted_content": (
-                "EpwFCioIFBgCIiQ0NGFlNjc2Yy05NThmLTRkNjgtOTEwOC1lYWU5ZGU3YjM2NmISDAGfxnk3d3vS3LM2KRoMZIOGN42c7MXy"
-                "y3JBIjBymKKMcw0h23MwI0KrYiFF+zKjP1/R4XiASnXrnJsq8JooET8lH2KRjezjcZaMOBYqnwRCfpkkbtfFkIYEilrvwT8k"
-                "v3O8sQZgZiX1CROZQKpU8WlP/fz03/RjvgszWL/6izqcJ6T9xMP7VP8vbaJes2/pdLreP7zqnN/0drcrv5LzcXbB016uSnc+"
-                "v664FYYiYOkpvchFGjYXk1a4yIdKCdxSjJVKTKwba+ocnzw9iGannRkgMIOSk0Efl3hM8vjes/18cxRcKvY0141aee/kdB/9"
-                "KhXPKQppnsPBXmi/x8VEUaHqojtHTaHiIHuNmmiDlHaa1UrIW5L03d7BNJWzu/ayMUA4y0B/2cuPoIMyu6pM04zvarnv1Xfv"
-                "6mg5A/MTH4DAbs6z6Uci+sBcAN/QFiPlwmeUn4MsWMUkRP2vtfIGjnJgnCH4uWk6UIMreRI2LFykOJryLZOdjYOBhloDDPeS"
-                "WC84mN7Qh65fXpUIo14fTBScTslN5bo6trpKjVst4dbPi1nnjJxQatwalNPfcEaCnACl8QGTDKHFdfpkcg7mG3u0uzuPJYXO"
-                "TA/fYxs+E/xGoytw9a79Nej9ln4i2lBOIveBfa9aMTNbd4HZXjO1fRHI0+9gIK1TAfEvFxSBhLu7Xnt7HHcM5iP8t58LMDth"
-                "ypsKWHjROxgTQb+4g71AkVVO+BzQgp3lqfQPYM4Q97xzaZXEURfM4OYCoBAflhgOsw6FPRDI1355FW8gj9whr0s45nupkySh"
-                "g94rev3F5GauoPDnTWPkoiyXMlhzCXAYAw=="
-            ),
-            "page_age": "2922 days ago",
-        },
-    ],
-    "caller": {"type": "direct"},
-}
-
-CITATION: dict[str, Any] = {
-    "type": "web_search_result_location",
-    "cited_text": (
-        "1954 – CERN established\n\nThe European Organization for Nuclear Research, popularly known as CERN, "
-        "was established by 12 European governments.\n\n"
-    ),
-    "url": "https://www.timeanddate.com/on-this-day/september/29",
-    "title": "On This Day in History",
-    "encrypted_index": (
-        "Eo8BCioIFBgCIiQ0NGFlNjc2Yy05NThmLTRkNjgtOTEwOC1lYWU5ZGU3YjM2NmISDF1GuU2pMyhdZysNYhoMORLJBDbtMCHO"
-        "5Ic7IjC2pk08F5XcLUBUtlOSwdKkT6xfAvnyRoXgMxot5ri+0Si9Oi954P18t7H7K6ihiPAqE7jNx+XXOD256+FME4StYaZW"
-        "mYIYBA=="
-    ),
-}
-
-CITED_TEXT: dict[str, Any] = {
-    "citations": [CITATION],
-    "type": "text",
-    "text": "On September 29, 1954, CERN (the European Organization for Nuclear Research) was established by 12 "
-    "European governments.",
-}
-
-USAGE: dict[str, Any] = {
-    "input_tokens": 10195,
-    "cache_creation_input_tokens": 0,
-    "cache_read_input_tokens": 0,
-    "output_tokens": 106,
-    "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0},
-}
+RECORDING: dict[str, Any] = json.loads((HERE / "anthropic_web_search.json").read_text())
+SERVER_TOOL_USE: dict[str, Any]
+SEARCH_RESULT: dict[str, Any]
+CITED_TEXT: dict[str, Any]
+SERVER_TOOL_USE, SEARCH_RESULT, CITED_TEXT = RECORDING["content"]
+SEARCH_ID: str = SERVER_TOOL_USE["id"]
+CITATION: dict[str, Any] = CITED_TEXT["citations"][0]
+USAGE: dict[str, Any] = RECORDING["usage"]
 
 SEARCH_ERROR: dict[str, Any] = {  # Anthropic's documented error shape (web search tool docs)
     "type": "web_search_tool_result",

@@ -1,4 +1,4 @@
-"""Gemini built-in tool replies, from third-party recordings (``gemini_recordings/*.json``).
+"""Gemini built-in tool replies, from third-party recordings (``cassettes/hosted/gemini_*.json``).
 
 Each JSON file holds the response bodies of one of pydantic-ai's cassettes, exact, in order, with the
 request URI each answered and the cassette it comes from (``source``: repository, commit, path). All
@@ -24,11 +24,11 @@ from typing import Any
 
 from emulator import Scripted
 
-HERE = Path(__file__).parent / "gemini_recordings"
+HERE = Path(__file__).resolve().parents[2] / "cassettes" / "hosted"  # recorded HTTP, shared with examples/
 
 
 def recording(name: str) -> dict[str, Any]:
-    recorded: dict[str, Any] = json.loads((HERE / f"{name}.json").read_text())
+    recorded: dict[str, Any] = json.loads((HERE / f"gemini_{name}.json").read_text())
     return recorded
 
 
@@ -51,7 +51,7 @@ def parts(name: str, index: int) -> list[dict[str, Any]]:
 def signatures() -> frozenset[str]:
     """Every ``thoughtSignature`` the recordings hold (Gemini returned them: they are genuine)."""
     found: set[str] = set()
-    for path in HERE.glob("*.json"):
+    for path in HERE.glob("gemini_*.json"):
         for response in json.loads(path.read_text())["responses"]:
             for candidate in response["body"].get("candidates") or ():
                 for part in (candidate.get("content") or {}).get("parts") or ():

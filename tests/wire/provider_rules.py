@@ -568,9 +568,9 @@ MINTED = "CiQBVKhc7sIg"
 
 
 def _recorded_signatures() -> frozenset[str]:
-    """The signatures third-party recordings show Gemini returning (``gemini_recordings/*.json``)."""
+    """The signatures third-party recordings show Gemini returning (``cassettes/hosted/gemini_*.json``)."""
     found: set[str] = set()
-    for path in (Path(__file__).parent / "gemini_recordings").glob("*.json"):
+    for path in (Path(__file__).resolve().parents[2] / "cassettes" / "hosted").glob("gemini_*.json"):
         for response in json.loads(path.read_text())["responses"]:
             for candidate in response["body"].get("candidates") or ():
                 for part in (candidate.get("content") or {}).get("parts") or ():

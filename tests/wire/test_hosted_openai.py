@@ -1,6 +1,6 @@
 """OpenAI Responses' hosted tools (``dspy_imp.hosted``) over HTTP, on DSPy's native engine, both drivers.
 
-The hosted replies are third-party recordings, served exactly as recorded (``tests/hosted_recordings/
+The hosted replies are third-party recordings, served exactly as recorded (``cassettes/hosted/
 openai_*.json``, each naming the pydantic-ai cassette it came from): a gpt-5 web search (reasoning
 items with encrypted content, six ``web_search_call`` items, a message with three ``url_citation``
 annotations), a code interpreter call, a remote MCP call and a file search. The replies around them
@@ -27,7 +27,7 @@ from dspy_imp.hosted import CodeExecution, FileSearch, RemoteMCP, WebFetch, WebS
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
-RECORDINGS = Path(__file__).parent.parent / "hosted_recordings"
+RECORDINGS = Path(__file__).resolve().parents[2] / "cassettes" / "hosted"  # recorded HTTP, shared with examples/
 
 
 def _recorded(name: str) -> list[dict[str, Any]]:
