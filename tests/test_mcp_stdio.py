@@ -339,3 +339,11 @@ def test_max_message_bytes_must_be_a_positive_number_of_bytes() -> None:
     for bad in (0, -1, 1.5, True, "big"):
         with pytest.raises(dspy_imp.ConfigurationError, match="max_message_bytes"):
             mcp.stdio(sys.executable, max_message_bytes=bad)
+
+
+def test_the_stdio_bound_shown_in_the_signature_is_the_readers_default() -> None:
+    import inspect
+
+    from dspy_imp.mcp._stdio import MAX_MESSAGE_BYTES
+
+    assert inspect.signature(mcp.stdio).parameters["max_message_bytes"].default == MAX_MESSAGE_BYTES

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
 from dspy_imp.mcp._server import Server, note_fault, stderr_sink
-from dspy_imp.mcp._stdio import MAX_MESSAGE_BYTES, bounded_stdio_client
+from dspy_imp.mcp._stdio import bounded_stdio_client
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
@@ -41,7 +41,7 @@ def stdio(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_message_bytes: int = 33_554_432,  # MAX_MESSAGE_BYTES, 32 MiB (a literal: the API reference shows it)
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
