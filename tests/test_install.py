@@ -182,8 +182,9 @@ def test_the_built_wheel_installs_with_web_into_a_fresh_venv(wheel_venv: WheelVe
 
 
 def _outside_copy(venv: WheelVenv) -> Path:
-    """``examples/`` and ``notebooks/`` copied outside the clone (a notebook reads ``../examples``)."""
-    for folder in ("examples", "notebooks"):
+    """``examples/``, ``notebooks/`` and ``cassettes/`` copied outside the clone (a notebook reads
+    ``../examples``; the offline examples read the recordings in ``../cassettes``)."""
+    for folder in ("examples", "notebooks", "cassettes"):
         if not (venv.folder / folder).exists():
             shutil.copytree(
                 ROOT / folder, venv.folder / folder, ignore=shutil.ignore_patterns("__pycache__", "*.sqlite")
