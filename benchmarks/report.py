@@ -521,6 +521,11 @@ def page(results: dict[str, Any]) -> str:
     web = report_web.saved_section()  # `make bench-web`'s, kept when `make bench` rewrites the page
     if web is not None:
         parts.append(web)
+    from . import web_handover  # the hand-over's, kept the same way (imported here: it needs the bench extra)
+
+    handover = web_handover.saved_section()
+    if handover is not None:
+        parts.append(handover)
     return "\n".join(parts)
 
 

@@ -154,6 +154,15 @@ async def converse(
             await asyncio.sleep(POLL)
 
 
+def median_and_max(name: str, seconds: list[float]) -> dict[str, float | None]:
+    """``{name}_p50_s`` and ``{name}_max_s`` of ``seconds`` (rounded to 10 ms; ``None`` when empty)."""
+    p50 = percentile(seconds, 0.5)
+    return {
+        f"{name}_p50_s": None if p50 is None else round(p50, 2),
+        f"{name}_max_s": round(max(seconds), 2) if seconds else None,
+    }
+
+
 def lease_rows(url: str) -> dict[str, str]:
     """The lease rows in the store: conversation key -> holder (an instance's id)."""
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
@@ -200,10 +209,8 @@ async def measure(
         "moved": len(moved),
         "accepted": len(waits),
         "within_3s": sum(w <= WITHIN for w in waits),
-        "accepted_p50_s": round(percentile(waits, 50), 2) if waits else None,
-        "accepted_max_s": round(waits[-1], 2) if waits else None,
-        "after_move_p50_s": round(percentile(after_move, 50), 2) if after_move else None,
-        "after_move_max_s": round(after_move[-1], 2) if after_move else None,
+        **median_and_max("accepted", waits),
+        **median_and_max("after_move", after_move),
         "retry_after_max_s": max(tally.retry_after) if tally.retry_after else None,
         "started": tally.started,
         "finished": tally.finished,
@@ -305,6 +312,11 @@ def section(results: dict[str, Any]) -> str:
         out += ["", "| target | measured | status |", "|---|---|---|"]
         out += [f"| {g['target']} | {g['measured']} | {'met' if g['met'] else '**not met**'} |" for g in goals]
     return "\n".join(out) + "\n"
+
+
+def saved_section() -> str | None:
+    """The section from ``benchmarks/web_handover.json``, ``None`` when it was never run."""
+    return section(json.loads(RESULTS.read_text())) if RESULTS.exists() else None
 
 
 def goals_of(results: dict[str, Any]) -> list[dict[str, Any]]:

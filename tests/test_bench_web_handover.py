@@ -116,3 +116,9 @@ def test_a_409_is_asked_again_a_503_moves_and_a_cut_stream_counts_as_cut() -> No
     assert outcomes == ["again", "moved", "again"]
     assert tally.refused == {"409": 1, "503": 1} and tally.retry_after == [2.0, 2.0]
     assert tally.cut == {"RUN_ERROR: LeaseLost: gone": 1} and conversation.turns == 0
+
+
+def test_the_median_wait_is_the_middle_one_not_the_longest() -> None:
+    waits = [2.1, 2.2, 2.4, 3.1, 3.25]
+    assert web_handover.median_and_max("accepted", waits) == {"accepted_p50_s": 2.4, "accepted_max_s": 3.25}
+    assert web_handover.median_and_max("after_move", []) == {"after_move_p50_s": None, "after_move_max_s": None}

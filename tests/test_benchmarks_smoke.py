@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks import costs, e2e, ledger, overhead, report, report_cost, report_e2e
+from benchmarks import costs, e2e, ledger, overhead, report, report_cost, report_e2e, report_web, web_handover
 from benchmarks.compare import ledger_summary, request_stats
 from benchmarks.server import Script
 
@@ -102,6 +102,7 @@ def test_the_cost_curve_runs_both_loops_and_the_report_reads_only_the_results():
     assert "| Claude Sonnet 4.5 | `dspy_imp` | 3,000 (3,000) | 4.5 (4.5) | 1.00 |" in page
     assert '| `engine="lm15"` / the default, per request at 2 steps | 0.75 (0.70–0.80, 2 rounds) | – |' in page
     assert "issue" not in page.lower()
+    assert sections[-2:] == [report_web.HEADING, web_handover.HEADING]  # `make bench-web`'s sections, kept
     assert "with the heap frozen before the turn, against none: 0.95 (0.90–1.00, 2 rounds)." in page
     assert set(curve[0]) == {"steps", "ours_ms", "plumbing_ms", "whole_ms", "render_alone_ms", "samples", "dspy_ms"}
     assert curve[0]["samples"] >= overhead.SAMPLES

@@ -133,7 +133,7 @@ async def test_a_lease_another_holder_took_is_an_error_part_on_the_ai_sdk_stream
             (key,) = held
             took.append(key)
             store.now += 100
-            assert other._claim(key)
+            assert other._claim(key)[1]
         return original(held)
 
     store._extend = taken  # type: ignore[method-assign]

@@ -180,7 +180,7 @@ async def test_a_lease_another_holder_took_stops_the_turn_while_the_pool_is_take
     def taken(held: dict[str, str]) -> None:  # in the renewal's thread, before its statement
         (key,) = held
         store.now += 10
-        assert other._claim(key) is not None  # expired: the other instance takes it
+        assert other._claim(key)[1]  # expired: the other instance takes it
 
     async def first() -> str:
         """Work while the pool is taken, until the lease is lost."""

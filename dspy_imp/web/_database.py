@@ -68,6 +68,7 @@ from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
+_REFUSALS_KEPT = 10_000  # refused claims' expiries kept for the 409 that follows each
 LEASE = 2.5
 """The turn lease's default seconds: a killed instance's conversations are free again this soon
 (renewed every third of it, one statement a tick for all of a store's leases)."""
@@ -141,6 +142,7 @@ class DatabaseStore:
         self._renewing: tuple[threading.Thread, threading.Event] | None = None  # the renewal thread, its stop
         self._failure: BaseException | None = None  # the last renewal's error, while they fail
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
+        self._refused: dict[str, float] = {}  # the expiry of the lease a refused claim found (for lease_left)
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         self._ready = False
         self._statements = 0  # running in worker threads, abandoned ones included
@@ -209,12 +211,16 @@ class DatabaseStore:
         token = f"{self.holder}:{uuid.uuid4().hex[:12]}"
         if key in self._tokens:
             return False
+        self._refused.pop(key, None)
         try:
-            expires = await self._run(self._claim, key, token, self._ended.get(key))
+            expires, held = await self._run(self._claim, key, token, self._ended.get(key))
         except BaseException:
             self._ended[key] = token  # it may land later: this store's next claim may replace it
             raise
-        if expires is None:
+        if not held:
+            if len(self._refused) >= _REFUSALS_KEPT:  # asked for by nobody: not kept without bound
+                self._refused.clear()
+            self._refused[key] = expires  # the 409's Retry-After, without asking the database again
             return False
         self._ended.pop(key, None)
         with self._lock:
@@ -230,8 +236,13 @@ class DatabaseStore:
 
     async def lease_left(self, key: str) -> float:
         """Seconds until the turn lease on ``key`` expires (0: none is held): when a client refused
-        because another instance runs the conversation's turn may try again (``Retry-After``)."""
-        return float(await self._run(self._left, _key(key)))
+        because another instance runs the conversation's turn may try again (``Retry-After``). Right
+        after a refused ``claim``, from the expiry that claim read (no second round trip)."""
+        key = _key(key)
+        refused = self._refused.pop(key, None)
+        if refused is not None:
+            return max(0.0, refused - self.clock())
+        return float(await self._run(self._left, key))
 
     def lapsed(self, key: str) -> LeaseLost | None:
         """The error to stop ``key``'s turn with when its lease ran out by this store's clock
@@ -381,14 +392,20 @@ class DatabaseStore:
                 {"k": key, "o": owner, "h": text, "now": now},
             )
 
-    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> float | None:
+    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> tuple[float, bool]:
         """Take the lease as ``token`` (this store's holder by default) unless another unexpired one
         holds it; ``ended``: a token of this store whose turn is over (its release failed), replaced too.
-        Its expiry as written (``None``: not taken). The rows of leases expired a whole lease ago go
-        first: a dead instance's (a live holder whose renewal is only late keeps its own)."""
+        Its expiry and whether it was taken: as written when taken, else the holding lease's. A lease
+        another holds is seen by one read, and nothing is written: clients asking again while another
+        instance runs the turn (or while a dead one's lease runs out) cost the database a lookup
+        each, not a write. The rows of leases expired a whole lease ago go first: a dead instance's
+        (a live holder whose renewal is only late keeps its own)."""
         token = self.holder if token is None else token
         with self._transaction() as c:
             now = self.clock()  # in the transaction: the wait for SQLite's write lock does not eat the lease
+            found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
+            if found is not None and float(found.expires) >= now and found.holder != (ended or ""):
+                return float(found.expires), False  # held: the upsert below would change nothing
             expires = now + self.lease
             c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
             c.execute(
@@ -399,8 +416,10 @@ class DatabaseStore:
                 ),
                 {"k": key, "h": token, "e": expires, "now": now, "ended": ended or ""},
             )
-            held = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k"), {"k": key}).scalar() == token
-        return expires if held else None
+            found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
+        if found is not None and found.holder == token:
+            return expires, True
+        return (float(found.expires) if found is not None else now), False
 
     def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:
         """Every lease in ``held`` (key: token) renewed in one statement (per 900), on the renewal
