@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+import mcp_elicit_program as served
 import pytest
-from mcp_elicit_program import RAN, RECEIVED, agent, answer, calling_book
+from mcp_elicit_program import agent, answer, calling_book
 
 import dspy_imp
 from dspy_imp import mcp
@@ -33,8 +34,8 @@ CALL = {"name": "book", "arguments": {"flight": "LH1"}}
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
-    RECEIVED.clear()
-    RAN.clear()
+    served.RECEIVED.clear()
+    served.RAN.clear()
 
 
 def schema(mode: str) -> dict[str, Any]:
@@ -83,17 +84,19 @@ def test_a_question_pauses_the_turn_and_the_answer_finishes_the_call(run: Any, m
     assert entry["tool_calls"] == [{"id": "c1", "name": "book", "args": {"flight": "LH1"}}]
     assert entry["tool_call_results"] == []
     ((pending,),) = [entry["pending_calls"]]
-    assert {k: pending[k] for k in ("id", "name", "args", "kind")} == {k: shown(mode)[k] for k in ("id", "name", "args", "kind")}
+    assert {k: pending[k] for k in ("id", "name", "args", "kind")} == {
+        k: shown(mode)[k] for k in ("id", "name", "args", "kind")
+    }
     assert pending["elicitation"]["message"] == "Which row?" and pending["elicitation"]["schema"] == schema(mode)
-    assert RECEIVED == [CALL] and RAN == []  # the tool asked before it did anything
+    assert served.RECEIVED == [CALL] and served.RAN == []  # the tool asked before it did anything
 
     lm = ScriptedLM([answer("booked")])
     with dspy.context(lm=lm):
         done = run(program, history=pred.metadata.history, approvals={"c1": {"row": 7}})
     assert (done.metadata.termination_reason, done.answer) == ("answered", "booked")
     assert tool_messages(lm) == [{"role": "tool", "tool_call_id": "c1", "content": "LH1: row 7, window True"}]
-    assert RECEIVED == [CALL, retried(mode, {"window": True, "row": 7})]  # the schema's default filled in
-    assert RAN == ["LH1: row 7, window True"]
+    assert [CALL, retried(mode, {"window": True, "row": 7})] == served.RECEIVED  # the schema's default filled in
+    assert served.RAN == ["LH1: row 7, window True"]
     (result,) = done.metadata.history.messages[-2]["tool_call_results"]
     assert (result["id"], result["result"], result["error"]) == ("c1", "LH1: row 7, window True", False)
     assert "pending_calls" not in done.metadata.history.messages[-2]
@@ -108,8 +111,8 @@ def test_a_question_declined_or_cancelled(run: Any, mode: str, verdict: Any, act
     with dspy.context(lm=lm):
         run(program, history=pred.metadata.history, approvals={"c1": verdict})
     assert tool_messages(lm) == [{"role": "tool", "tool_call_id": "c1", "content": f"not booked: {action}"}]
-    assert RECEIVED == [CALL, retried(mode, None, action)]
-    assert RAN == [f"LH1: {action}"]
+    assert [CALL, retried(mode, None, action)] == served.RECEIVED
+    assert [f"LH1: {action}"] == served.RAN
     server.close()
 
 
@@ -127,7 +130,7 @@ def test_an_answer_the_form_refuses_is_refused_before_anything_is_sent(run: Any,
     lm = ScriptedLM([answer("booked")])
     with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError, match=said):
         run(program, history=pred.metadata.history, approvals={"c1": given})
-    assert lm.requests == [] and RECEIVED == [CALL] and RAN == []
+    assert lm.requests == [] and served.RECEIVED == [CALL] and served.RAN == []
     server.close()
 
 
@@ -147,8 +150,12 @@ def test_the_calls_that_ran_beside_it_keep_their_results(run: Any, mode: str) ->
         {"role": "tool", "tool_call_id": "c0", "content": "5"},
         {"role": "tool", "tool_call_id": "c1", "content": "LH1: row 3, window False"},
     ]
-    assert RAN == ["add 2 3", "LH1: row 3, window False"]  # the addition did not run again
-    assert RECEIVED == [{"name": "add", "arguments": {"a": 2, "b": 3}}, CALL, retried(mode, {"window": False, "row": 3})]
+    assert served.RAN == ["add 2 3", "LH1: row 3, window False"]  # the addition did not run again
+    assert [
+        {"name": "add", "arguments": {"a": 2, "b": 3}},
+        CALL,
+        retried(mode, {"window": False, "row": 3}),
+    ] == served.RECEIVED
     server.close()
 
 
@@ -158,7 +165,7 @@ def test_a_pending_question_is_answered_through_approvals_only(run: Any) -> None
         run(program, history=pred.metadata.history, results={"c1": "row 1"})
     with pytest.raises(dspy_imp.ConfigurationError, match="undecided pending call"):
         run(program, history=pred.metadata.history)
-    assert RECEIVED == [CALL]
+    assert served.RECEIVED == [CALL]
     with pytest.raises(dspy_imp.ConfigurationError, match='or "pause"'):
         mcp.memory(server.connects_to, elicit="wait")  # type: ignore[arg-type]
     server.close()

@@ -156,8 +156,7 @@ class AsksInput(Exception):
 
     def __init__(self, elicitation: Mapping[str, Any]):
         super().__init__(
-            f"{elicitation.get('server') or 'the tool'} asked for input a person must give, and none can be "
-            "asked now"
+            f"{elicitation.get('server') or 'the tool'} asked for input a person must give, and none can be asked now"
         )
         self.elicitation = dict(elicitation)
 

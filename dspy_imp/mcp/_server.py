@@ -571,8 +571,9 @@ class Server(Toolset):
         mid-call: the call is cancelled at the pause, and the resumed call is the tool called again,
         the server's questions answered in order with the answers saved, while they are the ones it
         asked before (the tool's work before its question is done again)."""
-        asked, answer = resume if resume is not None else ({}, None)
-        saved = asked.get("resume") if isinstance(asked.get("resume"), Mapping) else {}
+        asked, answer = resume if resume is not None else ({}, {})
+        kept = asked.get("resume")
+        saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
         answers = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
         if resume is not None and saved.get("era") != "input_required":
             answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
@@ -580,7 +581,8 @@ class Server(Toolset):
         self._in_flight.append(paused)
         call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer))
         try:
-            await asyncio.wait({call, paused.asked}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: list[asyncio.Future[Any]] = [call, paused.asked]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if call.done():
                 return call.result()
             call.cancel()  # asked mid-call (an older session): the SDK tells the server the call is cancelled
