@@ -20,12 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_elicit_program
 import mcp_types as types
 import pytest
 from dbos import DBOS
 from mcp.server.mcpserver import MCPServer
-
-import mcp_elicit_program
 
 import dspy_imp
 from dspy_imp import durable, mcp

@@ -199,3 +199,28 @@ def test_a_paused_history_is_resumed_by_another_process(tmp_path: Path, mode: st
         "received": [sent],
         "ran": ["LH1: row 12, window False"],
     }
+
+
+def test_a_sub_agents_question_pauses_its_caller(run: Any) -> None:
+    child, server = agent("auto")
+    clerk = child.as_tool(name="clerk", description="Books seats.")
+    boss = dspy_imp.ReActV2("request -> answer", tools=[clerk])
+    lm = ScriptedLM(
+        [
+            reply("asking the clerk", calls=[call("clerk", {"question": "Book LH1"}, id="p1")]),
+            reply("booking", calls=[call("book", {"flight": "LH1"}, id="c1")]),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(boss, request="A seat on LH1")
+    assert pred.metadata.termination_reason == "paused"
+    assert pred.metadata.pending_calls == ({**shown("auto", "p1/c1"), "name": "clerk/book"},)
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"`approvals\['p1/c1'\]` field `row`"):
+        run(boss, history=pred.metadata.history, approvals={"p1/c1": {"row": "nine"}})
+    lm = ScriptedLM([answer("booked"), answer("the clerk booked it")])
+    with dspy.context(lm=lm):
+        done = run(boss, history=pred.metadata.history, approvals={"p1/c1": {"row": 9}})
+    assert done.answer == "the clerk booked it"
+    assert served.RAN == ["LH1: row 9, window True"]
+    assert [CALL, retried("auto", {"window": True, "row": 9})] == served.RECEIVED
+    server.close()

@@ -654,7 +654,10 @@ class Server(Toolset):
         if paused.answers and paused.answers[0].get("question") == digest:
             given = paused.answers.pop(0)
             paused.answered.append(given)
-            return types.ElicitResult(**given["answer"])
+            try:
+                return types.ElicitResult.model_validate(given.get("answer"))
+            except ValidationError:  # a saved answer the history's editor broke: the server reads a refusal
+                return types.ErrorData(code=types.INVALID_PARAMS, message="the saved answer is not an answer")
         if not paused.asked.done():
             try:
                 question = self._question(params, {"era": "mid_call", "answered": list(paused.answered)})
