@@ -13,6 +13,10 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
   cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
   ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
   (``ServerToolError``); a protocol error is the call's exception, an error observation too.
+- **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
+  ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
+  resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
+  session's call made again, its questions answered with the saved answers).
 - **A session that dies** (a stdio server's process ended, a connection closed): the call it died
   in fails (``ServerDisconnected``, an error observation); the session is let go, and the next use
   opens a new one (a stdio server is started again). The stream from the server is watched
