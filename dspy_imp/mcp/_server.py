@@ -73,6 +73,8 @@ PAUSE = "pause"
 """``elicit="pause"``: a server's request for input pauses the turn (``docs/mcp.md#elicitation``)."""
 MAX_ROUNDS = 10
 """The most input-required rounds one call of a 2026-07-28 session may take (the SDK's default)."""
+STATE_ONLY_SECONDS = 0.25
+"""The wait before retrying a round that sent only a ``requestState`` (the SDK's driver waits 0.05-0.25 s)."""
 
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -608,8 +610,11 @@ class Server(Toolset):
         saved: Mapping[str, Any],
         answer: Any,
     ) -> types.CallToolResult:
-        """The call's input-required rounds (2026-07-28): requests other than a form elicitation are
-        answered here as the SDK answers them; a form pauses the turn, one question at a time."""
+        """The call's input-required rounds (2026-07-28), driven here rather than by the SDK's
+        ``Client.call_tool`` (whose driver keeps no ``requestState`` for later): requests other than a
+        form elicitation are answered as the SDK answers them; a form pauses the turn, one question
+        at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
+        ``HEADER_MISMATCH`` and claimed extension results."""
         responses: dict[str, Any] | None = None
         state: str | None = None
         if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
@@ -637,6 +642,8 @@ class Server(Toolset):
                 key, params = forms[0]
                 kept = {"era": "input_required", "key": key, "request_state": state, "responses": _saved(responses)}
                 raise AsksInput(self._question(params, kept))
+            if not result.input_requests:  # only a state: retried after a pause, as the SDK's driver does
+                await asyncio.sleep(STATE_ONLY_SECONDS)
         raise RuntimeError(f"{self.label} asked for input more than {MAX_ROUNDS} rounds in one call")
 
     def _question(self, params: types.ElicitRequestFormParams, resume: dict[str, Any]) -> dict[str, Any]:
