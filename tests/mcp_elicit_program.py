@@ -72,9 +72,9 @@ def booking() -> MCPServer:
     return server
 
 
-def agent(mode: str) -> tuple[dspy_imp.ReActV2, mcp.Server]:
+def agent(mode: str, parallel: bool = False) -> tuple[dspy_imp.ReActV2, mcp.Server]:
     server = mcp.memory(booking(), mode=mode, elicit="pause")
-    return dspy_imp.ReActV2("question -> answer", tools=[server]), server
+    return dspy_imp.ReActV2("question -> answer", tools=[server], parallel_tools=parallel), server
 
 
 def answer(text: str) -> Any:

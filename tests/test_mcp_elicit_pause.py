@@ -134,9 +134,10 @@ def test_an_answer_the_form_refuses_is_refused_before_anything_is_sent(run: Any,
     server.close()
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("mode", MODES)
-def test_the_calls_that_ran_beside_it_keep_their_results(run: Any, mode: str) -> None:
-    program, server = agent(mode)
+def test_the_calls_that_ran_beside_it_keep_their_results(run: Any, mode: str, parallel: bool) -> None:
+    program, server = agent(mode, parallel)
     both = [call("add", {"a": 2, "b": 3}, id="c0"), call("book", {"flight": "LH1"}, id="c1")]
     with dspy.context(lm=ScriptedLM([reply("both", calls=both)])):
         pred = run(program, question="Add and book")
