@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_elicit_program
 import mcp_types as types
 import pytest
 from dbos import DBOS
@@ -60,6 +61,10 @@ PROGRAMS = {
 }
 GUARDED = mcp.memory(desk(), needs_approval=True)
 PROGRAMS["approve"] = dspy_imp.ReActV2("question -> answer", tools=[GUARDED], finish="submit")
+ASKING = {mode: mcp.memory(mcp_elicit_program.booking(), mode=mode, elicit="pause") for mode in ("auto", "legacy")}
+PROGRAMS.update(
+    {f"elicit-{mode}": dspy_imp.ReActV2("question -> answer", tools=[server]) for mode, server in ASKING.items()}
+)
 AGENTS: dict[str, durable.DurableAgent] = {}
 
 
@@ -72,7 +77,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
-    for server in [*SERVERS.values(), GUARDED]:
+    for server in [*SERVERS.values(), GUARDED, *ASKING.values()]:
         server.close()
 
 
@@ -206,3 +211,26 @@ def test_a_paused_durable_turn_resumes_with_its_mcp_tools_and_calls_the_approved
     assert CALLS == {"safe": 1}
     steps = [step["function_name"] for step in DBOS.list_workflow_steps("mcp-approve")]
     assert steps.count("dspy_imp.toolsets") == 1  # the resumed part keeps the tools the turn started with
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_durable_turn_paused_on_a_servers_question_resumes_with_the_answer(mode: str) -> None:
+    """``elicit="pause"``: the question pauses the workflow like an approval; ``decide`` answers it."""
+    mcp_elicit_program.RECEIVED.clear()
+    mcp_elicit_program.RAN.clear()
+    program, workflow = PROGRAMS[f"elicit-{mode}"], f"mcp-elicit-{mode}"
+    booking = reply("booking", calls=[call("book", {"flight": "LH1"}, id="c1")])
+    program.set_lm(ScriptedLM([booking, mcp_elicit_program.answer("booked")]))
+    handle = AGENTS[f"elicit-{mode}"].start(question="A seat?", workflow_id=workflow)
+    for _ in range(600):
+        found = durable.pending(workflow)
+        if found:
+            break
+        time.sleep(0.05)
+    assert [(p["id"], p["kind"], p["message"]) for p in found] == [("c1", "elicitation", "Which row?")]
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"field `row`: 'x' is not of type 'integer'"):
+        AGENTS[f"elicit-{mode}"].decide(workflow, approvals={"c1": {"row": "x"}})
+    AGENTS[f"elicit-{mode}"].decide(workflow, approvals={"c1": {"row": 4}})
+    assert handle.result(polling_interval_sec=0.1).answer == "booked"
+    assert mcp_elicit_program.RAN == ["LH1: row 4, window True"]
+    assert len(mcp_elicit_program.RECEIVED) == 2  # the question's call, then its retry (or, older: the call again)

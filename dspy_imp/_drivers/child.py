@@ -46,7 +46,7 @@ class ChildCall:
             return None
         return {
             "history": {"messages": [dict(entry) for entry in self.history]},
-            "approvals": dict(self.decisions.approvals),
+            "approvals": {**self.decisions.approvals, **self.decisions.forms},  # forms: answers to its questions
             "results": dict(self.decisions.results),
         }
 

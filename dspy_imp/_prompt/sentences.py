@@ -184,6 +184,11 @@ def agent_paused_now(name: str) -> str:
     return f"{name} paused for a decision, and this last request cannot wait for one."
 
 
+def cannot_answer(name: str) -> str:
+    """A call that paused on a person's input, resumed where its tool cannot take the answer."""
+    return f"{name} asked for input, and this tool cannot take the answer now; it was not run again."
+
+
 def tool_not_allowed(name: str, reason: str | None = None) -> str:
     """A refused call's result, with the refusal's reason when it gave one."""
     return f"{name} is not allowed." if reason is None else f"{name} is not allowed: {reason}"

@@ -11,6 +11,7 @@ metadata, never exceptions. Only two things raise to a caller::
     │                        (``step_error``: it carries usage, a record of this floor)
     ├── ToolCallRejected     never reaches a caller: what tracers see for a refused or rejected call
     ├── RetryTool            raised by a tool: the model should call it again (its message says how)
+    ├── AsksInput            raised by a tool: its call waits for a person's input (the turn pauses)
     └── ToolTimedOut         never reaches a caller: a tool ran past its time bound
 """
 
@@ -139,6 +140,25 @@ class RetryTool(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+
+class AsksInput(Exception):
+    """Raised by a tool whose call waits for a person's input (an MCP server's ``elicitation/create``
+    under ``elicit="pause"``): in an ordinary step the turn pauses with the call pending (kind
+    ``"elicitation"``, ``_turn.approval``); in a last request, where nobody can answer, it is the
+    call's error observation (its message says why).
+
+    Attributes:
+        elicitation: What the pending call carries, JSON-safe: ``message`` and ``schema`` (what the
+            person is shown; text someone else wrote), ``server`` (who asks), and ``resume`` (what
+            the tool needs to finish the call with the answer; opaque to the turn).
+    """
+
+    def __init__(self, elicitation: Mapping[str, Any]):
+        super().__init__(
+            f"{elicitation.get('server') or 'the tool'} asked for input a person must give, and none can be asked now"
+        )
+        self.elicitation = dict(elicitation)
 
 
 class ToolTimedOut(Exception):

@@ -86,7 +86,7 @@ model call a guardrail made (a ``dspy.Module`` guardrail, or a function that cal
 model call answering an MCP server's ``sampling/createMessage`` during a tool call."""
 
 
-PendingKind = Literal["approval", "external"]
+PendingKind = Literal["approval", "external", "elicitation"]
 
 
 """Why a call waits in a paused turn.
@@ -95,7 +95,11 @@ PendingKind = Literal["approval", "external"]
   or the tool is named in ``needs_approval``); resume with ``approvals={id: ...}``.
 - ``"external"``: the host runs it elsewhere (the tool is named in ``external_tools``); resume
   with ``results={id: ...}``.
+- ``"elicitation"``: the tool's call waits for a person's input (an MCP server asked with
+  ``elicitation/create``, under ``elicit="pause"``); resume with ``approvals={id: answer}``
+  (a dict accepts, ``True`` accepts the form's defaults, ``False`` declines, ``"cancel"`` cancels).
 """
+PENDING_KINDS: tuple[str, ...] = get_args(PendingKind)
 
 
 GuardrailStage = Literal["input", "output"]

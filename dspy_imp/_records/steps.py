@@ -6,7 +6,7 @@ storage vocabulary below whatever the live step fields are called::
     {<task input>: ..., "next_thought": str, "tool_calls": [{"id", "name", "args"}],
      "tool_call_results": [{"id", "name", "result", "error", "returned_at", "shown"}],
      <task output>: ..., "reasoning_content": str, "reasoning_details": ...,
-     "pending_calls": [{"id", "name", "args", "kind"}], "not_sent": str,
+     "pending_calls": [{"id", "name", "args", "kind", "elicitation"}], "not_sent": str,
      "agent_runs": {<call id>: {"agent", "termination_reason", "termination_cause",
                                 "pending_calls", "usage", "history": [<entry>, ...]}}}
 
@@ -33,7 +33,7 @@ import pydantic
 
 from dspy_imp._records import clock
 from dspy_imp._records.errors import ConfigurationError, brief
-from dspy_imp._records.kinds import PendingKind
+from dspy_imp._records.kinds import PENDING_KINDS, PendingKind
 from dspy_imp._records.view import PromptView, read_view
 
 STEP_CONTENT_KEYS = (
@@ -77,12 +77,15 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True)
 class PendingCall:
-    """A call of a paused step that waits for a person (``"approval"``) or an external runner."""
+    """A call of a paused step that waits for a person (``"approval"``), an external runner, or a
+    person's input the running call asked for (``"elicitation"``: ``elicitation`` holds the
+    question, ``errors.AsksInput``)."""
 
     id: str
     name: str | None
     args: Mapping[str, Any]
     kind: PendingKind
+    elicitation: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +162,7 @@ def to_entry(step: Step) -> dict[str, Any]:
     if step.reasoning_details is not None:
         entry["reasoning_details"] = step.reasoning_details
     if step.pending:
-        entry["pending_calls"] = [
-            {"id": p.id, "name": p.name, "args": dict(p.args), "kind": p.kind} for p in step.pending
-        ]
+        entry["pending_calls"] = [_pending_dict(p) for p in step.pending]
     if step.not_sent is not None:
         entry["not_sent"] = step.not_sent
     if step.view is not None:
@@ -170,6 +171,13 @@ def to_entry(step: Step) -> dict[str, Any]:
         entry["agent_runs"] = {call_id: dict(run) for call_id, run in step.agent_runs.items()}
     entry.update(step.extra)
     return entry
+
+
+def _pending_dict(pending: PendingCall) -> dict[str, Any]:
+    data: dict[str, Any] = {"id": pending.id, "name": pending.name, "args": dict(pending.args), "kind": pending.kind}
+    if pending.elicitation is not None:
+        data["elicitation"] = dict(pending.elicitation)
+    return data
 
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
@@ -246,10 +254,21 @@ def _read_agent_runs(value: Any) -> dict[str, Mapping[str, Any]]:
 
 def _read_pending(data: Any) -> PendingCall:
     kind = data.get("kind") if isinstance(data, Mapping) else None
-    if kind not in ("approval", "external") or not isinstance(data.get("id"), str):
+    if kind not in PENDING_KINDS or not isinstance(data.get("id"), str):
         raise ConfigurationError(f"a recorded pending call must be a dict with an id and a kind, got {brief(data)}")
     args = data.get("args")
-    return PendingCall(data["id"], data.get("name"), dict(args) if isinstance(args, Mapping) else {}, kind)
+    asked = data.get("elicitation")
+    if kind == "elicitation" and not (
+        isinstance(asked, Mapping)
+        and isinstance(asked.get("message"), str)
+        and isinstance(asked.get("schema"), Mapping)
+    ):
+        raise ConfigurationError(
+            f"a recorded elicitation pending call must hold its `elicitation` (a `message` and a `schema`), "
+            f"got {brief(data)}"
+        )
+    elicitation = dict(asked) if kind == "elicitation" and isinstance(asked, Mapping) else None
+    return PendingCall(data["id"], data.get("name"), dict(args) if isinstance(args, Mapping) else {}, kind, elicitation)
 
 
 def _as_list(value: Any) -> list[Any]:

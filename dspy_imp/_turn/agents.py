@@ -52,6 +52,7 @@ def effect(
     child = Decisions(
         approvals={k[len(prefix) :]: v for k, v in decisions.approvals.items() if k.startswith(prefix)},
         results={k[len(prefix) :]: v for k, v in decisions.results.items() if k.startswith(prefix)},
+        forms={k[len(prefix) :]: v for k, v in decisions.forms.items() if k.startswith(prefix)},
     )
     return RunAgent(
         tool, dict(call.args), call=call, history=tuple(resumed.get("history") or ()), decisions=child, budget=budget
@@ -99,7 +100,13 @@ def _namespaced(call: ToolCall, name: str, pending: Mapping[str, Any]) -> Pendin
         f"{name}{SEPARATOR}{pending.get('name')}",
         dict(pending.get("args") or {}),
         pending["kind"],
+        _question(pending) if pending["kind"] == "elicitation" else None,
     )
+
+
+def _question(pending: Mapping[str, Any]) -> dict[str, Any]:
+    """A child's request for input as its caller shows it (the child's history holds how it resumes)."""
+    return {key: pending.get(key) for key in ("server", "message", "schema")}
 
 
 def _record(name: str, ended: AgentEnded) -> dict[str, Any]:

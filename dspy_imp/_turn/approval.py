@@ -7,7 +7,9 @@ records the reply with its ``pending_calls`` and no results, and
 ``pred.metadata.pending_calls`` lists them. The caller resumes with
 ``agent(history=..., approvals={id: True | False | "reason"}, results={id: value})``: before
 any request, the paused step's calls are answered (approved and ordinary calls run, refused
-ones become observations, external ones take the given result), and the loop goes on.
+ones become observations, external ones take the given result), and the loop goes on. A call
+that paused while it ran, on a person's input (kind ``"elicitation"``, ``_turn.elicitation``), is
+answered through ``approvals`` too: the form's fields, ``True``, ``False`` or ``"cancel"``.
 
 ``check_resume`` validates the decisions against the history before any request: every
 pending call must be decided, nothing else may be, and no new inputs are given (the resumed call
@@ -29,6 +31,7 @@ from typing import Any
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._records.steps import PendingCall, Step
+from dspy_imp._turn import elicitation
 
 
 class NeedsApproval:
@@ -69,28 +72,37 @@ class Decisions:
     results: Mapping[str, Any] = field(default_factory=dict)
     shown: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     """For approvals given as the pending call shown: ``id -> (name, args)`` the person saw."""
+    forms: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Approvals given as a dict that is not a pending call shown: the fields answering a request
+    for input (``_turn.elicitation``); refused on resume for any other pending call."""
 
     @classmethod
     def of(cls, approvals: Any, results: Any) -> Decisions:
-        verdicts, shown = check_approvals(approvals)
-        return cls(verdicts, check_results(results), shown)
+        verdicts, shown, forms = check_approvals(approvals)
+        return cls(verdicts, check_results(results), shown, forms)
+
+    def given(self, call_id: str) -> Any:
+        """The caller's answer to ``call_id`` through ``approvals`` (a verdict or a form's fields)."""
+        return self.forms[call_id] if call_id in self.forms else self.approvals.get(call_id)
 
 
-def check_approvals(value: Any) -> tuple[dict[str, bool | str], dict[str, tuple[Any, Any]]]:
-    """The verdicts by call id, and the calls as shown for approvals given as a pending call."""
+def check_approvals(
+    value: Any,
+) -> tuple[dict[str, bool | str], dict[str, tuple[Any, Any]], dict[str, Mapping[str, Any]]]:
+    """The verdicts by call id, the calls as shown for approvals given as a pending call, and the
+    other dicts (answers to a request for input, checked on resume against what is pending)."""
     if value is None:
-        return {}, {}
+        return {}, {}, {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigurationError(f"`approvals` must be a dict of call id -> True, False or a reason; got {value!r}")
     verdicts: dict[str, bool | str] = {}
     shown: dict[str, tuple[Any, Any]] = {}
+    forms: dict[str, Mapping[str, Any]] = {}
     for key, verdict in value.items():
         if isinstance(verdict, Mapping):
             if verdict.get("id") != key or not isinstance(verdict.get("args"), Mapping) or "name" not in verdict:
-                raise ConfigurationError(
-                    f"`approvals[{key!r}]` as a pending call must be the call shown, with its `id`, `name` and "
-                    f"`args` (an item of pred.metadata.pending_calls); got {verdict!r}"
-                )
+                forms[key] = dict(verdict)
+                continue
             shown[key] = (verdict["name"], dict(verdict["args"]))
             verdict = True
         if not isinstance(verdict, bool) and not (isinstance(verdict, str) and verdict.strip()):
@@ -99,7 +111,7 @@ def check_approvals(value: Any) -> tuple[dict[str, bool | str], dict[str, tuple[
                 f"call as shown); got {verdict!r}"
             )
         verdicts[key] = verdict
-    return verdicts, shown
+    return verdicts, shown, forms
 
 
 def check_results(value: Any) -> dict[str, Any]:
@@ -139,7 +151,10 @@ def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str,
         )
     for call_id in sorted(decisions.approvals.keys() & decisions.results.keys()):
         raise ConfigurationError(f"call {call_id!r} is in both `approvals` and `results`")
-    given = {**{k: "approvals" for k in decisions.approvals}, **{k: "results" for k in decisions.results}}
+    given = {
+        **{k: "approvals" for k in (*decisions.approvals, *decisions.forms)},
+        **{k: "results" for k in decisions.results},
+    }
     if paused is None:
         if given:
             raise ConfigurationError(
@@ -153,6 +168,13 @@ def check_resume(paused: Step | None, decisions: Decisions, inputs: Mapping[str,
         wanted = _option(pending[call_id])
         if option != wanted:
             raise ConfigurationError(f"call {call_id!r} ({pending[call_id].name}) is answered through `{wanted}`")
+        if pending[call_id].kind == "elicitation":  # the answer checked against the form before anything is sent
+            elicitation.answer(pending[call_id], decisions.given(call_id), f"approvals[{call_id!r}]")
+        elif call_id in decisions.forms:
+            raise ConfigurationError(
+                f"`approvals[{call_id!r}]` as a pending call must be the call shown, with its `id`, `name` and "
+                f"`args` (an item of pred.metadata.pending_calls); got {dict(decisions.forms[call_id])!r}"
+            )
     undecided = [call for call in paused.pending if call.id not in given]
     if undecided:
         named = ", ".join(f"{c.id!r} ({c.name}, via `{_option(c)}`)" for c in undecided)
@@ -198,8 +220,14 @@ def _held(calls: Sequence[Mapping[str, Any]], runs: Mapping[str, Any], call_id: 
 
 
 def _option(call: PendingCall) -> str:
-    return "approvals" if call.kind == "approval" else "results"
+    return "results" if call.kind == "external" else "approvals"
 
 
 def pending_metadata(pending: Sequence[PendingCall]) -> tuple[dict[str, Any], ...]:
-    return tuple({"id": c.id, "name": c.name, "args": dict(c.args), "kind": c.kind} for c in pending)
+    """``pred.metadata.pending_calls``: each call as shown, and for a request for input its question
+    (``server``, ``message``, ``schema``)."""
+    return tuple(
+        {"id": c.id, "name": c.name, "args": dict(c.args), "kind": c.kind,
+         **(elicitation.shown(c) if c.kind == "elicitation" else {})}
+        for c in pending
+    )  # fmt: skip

@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any, Literal
 
-from dspy_imp._prompt.signature import SUBMIT
+from dspy_imp._prompt import sentences
+from dspy_imp._prompt.signature import SUBMIT, Rejection
+from dspy_imp._records.errors import AsksInput
 from dspy_imp._records.outcomes import Raised, RawCall, Returned
-from dspy_imp._records.steps import PendingCall, Step, ToolCall, ToolResult
-from dspy_imp._turn import agents
+from dspy_imp._records.steps import PendingCall, ToolCall, ToolResult
+from dspy_imp._turn import agents, elicitation
 from dspy_imp._turn.calls import CallContext, CallMode, Checked, Running, StepCalls
 from dspy_imp._turn.calls import Finish as Finish  # re-exported: dspy_imp.Finish
 from dspy_imp._turn.checks import UNCHECKED, check_call, not_run, runs_in
@@ -45,7 +47,8 @@ def run_calls(
     external runner, none runs and ``pending`` lists them. Otherwise they run in call order,
     or all at once under ``parallel`` (sub-agent calls excepted: they run one at a time, in call
     order, after the batch); ``finish_on`` hooks are decided in call order either way. A
-    sub-agent that pauses pauses the step after its calls ran (``_turn.agents``).
+    sub-agent that pauses pauses the step after its calls ran (``_turn.agents``), and so does a
+    call that asks for a person's input while it runs (``_turn.elicitation``).
 
     Calls without an id get ``call_{step}_{index}``; an id the conversation already holds
     (a provider reusing ids, or a made-up id of an earlier turn) gets a ``_2``, ``_3``...
@@ -68,7 +71,7 @@ def run_calls(
             done.unexecuted.append({"id": record.id, "name": record.name, "args": dict(record.args)})
             checked.append(Checked(record, result=error_result(record, not_run(ctx, record, mode)), unexecuted=True))
             continue
-        kept = _kept(ctx, record, running.resumed, done)
+        kept = _kept(ctx, record, running, done)
         if kept is None:
             arguments = yield from _arguments_checked(ctx, record, call.args)
             kept = check_call(ctx, record, call.args, mode, done, running.decisions, arguments)
@@ -92,21 +95,37 @@ def _arguments_checked(ctx: CallContext, call: ToolCall, args: Any) -> Generator
     return (yield CheckArguments(tool, args, float(bound)))
 
 
-def _kept(ctx: CallContext, call: ToolCall, resumed: Step | None, done: StepCalls) -> Checked | None:
+def _kept(ctx: CallContext, call: ToolCall, running: Running, done: StepCalls) -> Checked | None:
     """A call of the resumed paused step that ran already (its result is kept, it does not run
-    again), or a sub-agent that paused (it resumes, without being checked again)."""
+    again), a sub-agent that paused (it resumes, without being checked again), or a call that
+    paused on a person's input (it runs again with the answer, without being checked again)."""
+    resumed = running.resumed
     if resumed is None or call.name == SUBMIT:  # submit is checked again: it is what ends the turn
         return None
     run = resumed.agent_runs.get(call.id)
     runner = ctx.runners.get(call.name or "")
     if agents.paused_run(run) and runner is not None:
         return Checked(call, runner=runner, resume=run)
+    asked = next((p for p in resumed.pending if p.id == call.id and p.kind == "elicitation"), None)
+    if asked is not None:
+        return _answered(ctx, call, asked, runner, running)
     result = next((r for r in resumed.results if r.id == call.id), None)
     if result is None:
         return None
     if run is not None:
         done.agent_runs[call.id] = run
     return Checked(call, result=result, recorded=True)
+
+
+def _answered(ctx: CallContext, call: ToolCall, asked: PendingCall, runner: Tool | None, running: Running) -> Checked:
+    """A call that paused on a person's input, to run again with the caller's answer (checked
+    against the form by ``check_resume`` already); a tool that cannot take it: an error observation."""
+    answering = carried(runner, "answered")
+    if runner is None or not callable(answering):
+        why = sentences.cannot_answer(call.name or "the call")
+        return Checked(call, result=error_result(call, Rejection("tool_error", why)))
+    given = elicitation.answer(asked, running.decisions.given(call.id), f"approvals[{call.id!r}]")
+    return Checked(call, runner=answering(dict(asked.elicitation or {}), given))
 
 
 def _execute(
@@ -124,17 +143,11 @@ def _execute(
             stage = None
             if result is not None and not result.error and item.call.name in ctx.finish_on:
                 result = finish_hook(ctx, item.call, result.value, done, result.returned_at)
-        elif agents.is_agent(item.runner):
-            result, stage = yield from _run_agent(ctx, item, done, mode, running)
-            if result is None:  # the sub-agent paused: the call waits, with no result
+        elif item.runner is not None:
+            result, stage = yield from _ran(ctx, item, outcomes, done, mode, running)
+            if result is None:  # the call waits, with no result: a sub-agent paused, or it asked for input
                 done.calls.append(item.call)
                 continue
-        elif item.runner is not None:
-            outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call, running))
-            if running.meter is not None and outcome.usage:  # the model calls made for the turn during it
-                running.meter.add(outcome.usage)
-            result, rejected = judged(ctx, item.call, outcome, done)
-            stage = "finish_on" if rejected else None
         elif item.answer is not None:
             result = returned(ctx, item.call, item.answer, done)
         assert result is not None
@@ -144,6 +157,31 @@ def _execute(
         if not item.unexecuted:
             done.calls.append(item.call)
             done.results.append(result)
+
+
+def _ran(
+    ctx: CallContext,
+    item: Checked,
+    outcomes: Mapping[str, Returned | Raised],
+    done: StepCalls,
+    mode: CallMode,
+    running: Running,
+) -> Generator[RunTool, Any, tuple[ToolResult | None, Literal["finish_on"] | None]]:
+    """A call's run (or a sub-agent's turn), judged; no result when the call waits: its sub-agent
+    paused, or it asked for a person's input while it ran (``AsksInput``) in an ordinary step (in a
+    last request, where nobody can answer, that is its error observation)."""
+    assert item.runner is not None
+    if agents.is_agent(item.runner):
+        return (yield from _run_agent(ctx, item, done, mode, running))
+    outcome = outcomes.get(item.call.id) or (yield _run(ctx, item.runner, item.call, running))
+    if running.meter is not None and outcome.usage:  # the model calls made for the turn during it
+        running.meter.add(outcome.usage)
+    if isinstance(outcome, Raised) and isinstance(outcome.error, AsksInput) and mode == "step":
+        call = item.call
+        done.pending.append(PendingCall(call.id, call.name, call.args, "elicitation", outcome.error.elicitation))
+        return None, None
+    result, rejected = judged(ctx, item.call, outcome, done)
+    return result, "finish_on" if rejected else None
 
 
 def _run(ctx: CallContext, runner: Tool, call: ToolCall, running: Running | None = None) -> RunTool:

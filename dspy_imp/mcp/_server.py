@@ -13,6 +13,10 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
   cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
   ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
   (``ServerToolError``); a protocol error is the call's exception, an error observation too.
+- **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
+  ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
+  resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
+  session's call made again, its questions answered with the saved answers).
 - **A session that dies** (a stdio server's process ended, a connection closed): the call it died
   in fails (``ServerDisconnected``, an error observation); the session is let go, and the next use
   opens a new one (a stdio server is started again). The stream from the server is watched
@@ -24,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -32,20 +38,22 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import dspy
 import mcp_types as types
 from dspy.streaming import StatusMessage
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
-from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._records.errors import AsksInput, ConfigurationError
+from dspy_imp._turn import elicitation
 from dspy_imp.mcp import _loop
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tools import McpTool, build
@@ -61,6 +69,12 @@ CLOSE_SECONDS = 15.0
 """The longest closing a session may take (the SDK bounds a stdio server's shutdown itself)."""
 MAX_PAGES = 100
 """The most pages of a tool listing read."""
+PAUSE = "pause"
+"""``elicit="pause"``: a server's request for input pauses the turn (``docs/mcp.md#elicitation``)."""
+MAX_ROUNDS = 10
+"""The most input-required rounds one call of a 2026-07-28 session may take (the SDK's default)."""
+STATE_ONLY_SECONDS = 0.25
+"""The wait before retrying a round that sent only a ``requestState`` (the SDK's driver waits 0.05-0.25 s)."""
 
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -247,7 +261,7 @@ class Server(Toolset):
         timeout: float | None = None,
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
-        elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+        elicit: Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None = None,
         sampling: dspy.BaseLM | None = None,
     ):
         self.name = _text(name, "name")
@@ -262,14 +276,17 @@ class Server(Toolset):
         if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
             raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
         self.mode = mode
-        if elicit is not None and not callable(elicit):
+        if elicit is not None and not callable(elicit) and elicit != PAUSE:
             raise ConfigurationError(
-                f"MCP server `elicit` must be callable(message, schema) -> dict or None, got {elicit!r}"
+                f'MCP server `elicit` must be callable(message, schema) -> dict or None, or "pause", got {elicit!r}'
             )
         self.elicit = elicit
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
+        self._in_flight: list[_Paused] = []
+        """The calls in flight under ``elicit="pause"``, oldest first: a question an older session asks
+        mid-call is taken as the oldest's (``_on_elicit``)."""
         self._asking: list[contextvars.Context] = []
         """The contexts of the calls in flight, oldest first: a sampling request is answered in the
         oldest's (its turn's usage limits, deadline and usage)."""
@@ -481,25 +498,26 @@ class Server(Toolset):
                 break
         return remotes
 
-    async def _call(self, tool: types.Tool, arguments: dict[str, Any]) -> Any:
+    async def _call(self, tool: types.Tool, arguments: dict[str, Any], resume: Resume | None = None) -> Any:
         """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
-        ``dspy.streamify`` the server's progress notifications become status lines of the stream."""
+        ``dspy.streamify`` the server's progress notifications become status lines of the stream.
+        ``resume``: a call that paused on a question (``elicit="pause"``), finished with the answer."""
         stream = dspy.settings.send_stream
         asking = contextvars.copy_context()  # where a sampling request during the call is answered
         self._asking.append(asking)
         sent: list[Any] = []
         try:
             if stream is None:
-                result = await _loop.arun(self._send(tool.name, arguments, None, sent))
+                result = await _loop.arun(self._send(tool.name, arguments, None, sent, resume))
             else:
-                result = await self._reporting(stream, tool, arguments, sent)
+                result = await self._reporting(stream, tool, arguments, sent, resume)
         finally:
             self._asking.remove(asking)
             _annotate(sent)
         return result_value(result, tool.output_schema)
 
     async def _reporting(
-        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any]
+        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any], resume: Resume | None
     ) -> types.CallToolResult:
         here = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
@@ -514,23 +532,32 @@ class Server(Toolset):
 
         relaying = asyncio.ensure_future(relay())
         try:
-            return await _loop.arun(self._send(tool.name, arguments, progress, sent))
+            return await _loop.arun(self._send(tool.name, arguments, progress, sent, resume))
         finally:
             lines.put_nowait(None)
             await asyncio.shield(relaying)
 
     async def _send(
-        self, remote_name: str, arguments: dict[str, Any], progress: Any = None, sent: list[Any] | None = None
+        self,
+        remote_name: str,
+        arguments: dict[str, Any],
+        progress: Any = None,
+        sent: list[Any] | None = None,
+        resume: Resume | None = None,
     ) -> types.CallToolResult:
         token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
         try:
-            return await self._sent(remote_name, arguments, progress)
+            return await self._sent(remote_name, arguments, progress, resume)
         finally:
             _SENT.reset(token)
 
-    async def _sent(self, remote_name: str, arguments: dict[str, Any], progress: Any) -> types.CallToolResult:
+    async def _sent(
+        self, remote_name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None = None
+    ) -> types.CallToolResult:
         session = await self._live()
         try:
+            if self.elicit == PAUSE:
+                return await self._pausing(session.client, remote_name, arguments, progress, resume)
             return await session.client.call_tool(remote_name, arguments, progress_callback=progress)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
@@ -538,6 +565,118 @@ class Server(Toolset):
             self._let_go(session.client)
             why = session.ended_because("closed its session during the call")
             raise ServerDisconnected(f"{self.label} {why} (it is started again on the next call)") from error
+
+    # -- ``elicit="pause"``: a question pauses the turn, the answer finishes the call -------------
+
+    async def _pausing(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None
+    ) -> types.CallToolResult:
+        """The call, its questions pausing the turn (``AsksInput``). A 2026-07-28 session's question
+        is an input-required round: the pause holds its ``requestState``, and the resumed call is that
+        round's retry carrying the answer (stateless). An older session's question is a request
+        mid-call: the call is cancelled at the pause, and the resumed call is the tool called again,
+        the server's questions answered in order with the answers saved, while they are the ones it
+        asked before (the tool's work before its question is done again)."""
+        asked, answer = resume if resume is not None else ({}, {})
+        kept = asked.get("resume")
+        saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
+        answers = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
+        if resume is not None and saved.get("era") != "input_required":
+            answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
+        paused = _Paused(answers)
+        self._in_flight.append(paused)
+        call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer))
+        try:
+            waiting: list[asyncio.Future[Any]] = [call, paused.asked]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if call.done():
+                return call.result()
+            call.cancel()  # asked mid-call (an older session): the SDK tells the server the call is cancelled
+            await asyncio.gather(call, return_exceptions=True)
+            raise AsksInput(paused.asked.result())
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            paused.stopped.set()
+            self._in_flight.remove(paused)
+
+    async def _rounds(
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        saved: Mapping[str, Any],
+        answer: Any,
+    ) -> types.CallToolResult:
+        """The call's input-required rounds (2026-07-28), driven here rather than by the SDK's
+        ``Client.call_tool`` (whose driver keeps no ``requestState`` for later): requests other than a
+        form elicitation are answered as the SDK answers them; a form pauses the turn, one question
+        at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
+        ``HEADER_MISMATCH`` and claimed extension results."""
+        responses: dict[str, Any] | None = None
+        state: str | None = None
+        if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
+            responses = {**_responses(saved.get("responses")), str(saved.get("key")): types.ElicitResult(**answer)}
+            state = saved.get("request_state") if isinstance(saved.get("request_state"), str) else None
+        for _ in range(MAX_ROUNDS + 1):
+            result = await client.session.call_tool(
+                name, arguments, progress_callback=progress, input_responses=responses, request_state=state,
+                allow_input_required=True,
+            )  # fmt: skip
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            state, responses, forms = result.request_state, {}, []
+            for key, request in (result.input_requests or {}).items():
+                params = getattr(request, "params", None)
+                if isinstance(params, types.ElicitRequestFormParams):
+                    forms.append((key, params))
+                    continue
+                context = ClientRequestContext(session=client.session, request_id=key)
+                response = await client.session.dispatch_input_request(context, request)
+                if isinstance(response, types.ErrorData):
+                    raise MCPError.from_error_data(response)
+                responses[key] = response
+            if forms:  # the first question pauses the turn; the server asks again for any others
+                key, params = forms[0]
+                kept = {"era": "input_required", "key": key, "request_state": state, "responses": _saved(responses)}
+                raise AsksInput(self._question(params, kept))
+            if not result.input_requests:  # only a state: retried after a pause, as the SDK's driver does
+                await asyncio.sleep(STATE_ONLY_SECONDS)
+        raise RuntimeError(f"{self.label} asked for input more than {MAX_ROUNDS} rounds in one call")
+
+    def _question(self, params: types.ElicitRequestFormParams, resume: dict[str, Any]) -> dict[str, Any]:
+        """What a paused call carries (``AsksInput.elicitation``); a question that cannot pause a turn
+        (too long, a form schema the gate refuses) is the call's error."""
+        schema = _plain(params.requested_schema)
+        problem = elicitation.problem(params.message, schema)
+        if problem is not None:
+            raise RuntimeError(f"{self.label} asked for input that cannot be shown: {problem}")
+        return {"server": self.name, "message": params.message, "schema": schema, "resume": resume}
+
+    async def _paused_answer(self, params: types.ElicitRequestFormParams) -> types.ElicitResult | types.ErrorData:
+        """An older session's question mid-call under ``elicit="pause"``: answered with the saved answer
+        when it is the question asked before, else the call pauses (its request is cancelled)."""
+        if not self._in_flight:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="input is asked only during a tool call")
+        paused = self._in_flight[0]
+        digest = _digest(params.message, _plain(params.requested_schema))
+        if paused.answers and paused.answers[0].get("question") == digest:
+            given = paused.answers.pop(0)
+            paused.answered.append(given)
+            try:
+                return types.ElicitResult.model_validate(given.get("answer"))
+            except ValidationError:  # a saved answer the history's editor broke: the server reads a refusal
+                return types.ErrorData(code=types.INVALID_PARAMS, message="the saved answer is not an answer")
+        if not paused.asked.done():
+            try:
+                question = self._question(params, {"era": "mid_call", "answered": list(paused.answered)})
+            except RuntimeError as refused:
+                return types.ErrorData(code=types.INVALID_REQUEST, message=str(refused))
+            paused.asked.set_result(question)
+        await paused.stopped.wait()  # the call is cancelled first: the server reads no answer before that
+        return types.ElicitResult(action="cancel")
 
     async def _client(self) -> Client:
         return (await self._live()).client
@@ -657,9 +796,11 @@ class Server(Toolset):
         dict, say) is refused with an error the server reads, not sent."""
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
+        if self.elicit == PAUSE:
+            return await self._paused_answer(params)
         schema = _plain(params.requested_schema)
         callback = self.elicit
-        assert callback is not None
+        assert callable(callback)
         try:
             if inspect.iscoroutinefunction(callback):
                 answer = await callback(params.message, schema)
@@ -793,6 +934,55 @@ def progress_line(name: str, done: float, total: float | None, message: str | No
     """A progress notification as one status line: ``fetch: 2/5 reading``."""
     count = f"{done:g}/{total:g}" if total else f"{done:g}"
     return " ".join(part for part in (f"{name}:", count, " ".join((message or "").split())[:200]) if part)
+
+
+Resume = tuple[Mapping[str, Any], Mapping[str, Any]]
+"""A paused call's question (``AsksInput.elicitation``) and the answer to send (``_turn.elicitation.answer``)."""
+
+
+class _Paused:
+    """A call in flight under ``elicit="pause"``: the answers saved for the questions an older session
+    asks again (in order), those given so far, and the question that pauses it."""
+
+    def __init__(self, answers: list[dict[str, Any]]):
+        self.answers = answers
+        self.answered: list[dict[str, Any]] = []
+        self.asked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.stopped = asyncio.Event()
+
+
+def _digest(message: Any, schema: Any) -> str:
+    """A question as a short text: the same message and form are the same question."""
+    text = json.dumps({"message": message, "schema": schema}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_RESPONSES: dict[str, type[Any]] = {
+    "sampling": types.CreateMessageResult,
+    "sampling_tools": types.CreateMessageResultWithTools,
+    "roots": types.ListRootsResult,
+    "elicitation": types.ElicitResult,
+}
+
+
+def _saved(responses: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's other responses (sampling, roots), JSON, kept with the pause for its retry."""
+    kinds = {cls: kind for kind, cls in _RESPONSES.items()}
+    return {
+        key: {"kind": kinds[type(r)], "data": r.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        for key, r in responses.items()
+        if type(r) in kinds
+    }
+
+
+def _responses(saved: Any) -> dict[str, Any]:
+    if not isinstance(saved, Mapping):
+        return {}
+    return {
+        str(key): _RESPONSES[item["kind"]].model_validate(item["data"])
+        for key, item in saved.items()
+        if isinstance(item, Mapping) and item.get("kind") in _RESPONSES
+    }
 
 
 def _plain(schema: Any) -> dict[str, Any]:

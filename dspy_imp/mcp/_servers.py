@@ -8,7 +8,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 import httpx2
@@ -27,6 +27,10 @@ from dspy_imp.mcp._stdio import bounded_stdio_client
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
 the server's ``mcp.types.Tool`` (its annotations: ``readOnlyHint``, ``destructiveHint``...)."""
+
+Elicit = Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None
+"""What ``elicit=`` takes: ``callable(message, schema)`` answering a server's requests for input,
+``"pause"`` (the turn pauses, the caller answers like an approval), or ``None`` (no elicitation)."""
 
 TRANSPORTS = ("streamable-http", "sse")
 """What ``mcp.http(transport=)`` takes (or ``None``: streamable HTTP, falling back to SSE)."""
@@ -49,7 +53,7 @@ def stdio(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
-    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
@@ -75,8 +79,11 @@ def stdio(
         mode: The ``mcp`` SDK's protocol negotiation: ``"auto"``, ``"legacy"`` or a version.
         elicit: ``callable(message, schema)`` answering the server's requests for input
             (``elicitation/create``): a dict accepts (the schema's defaults filled in for fields it
-            leaves out), ``None`` declines. Sync (run in a worker thread) or async. By default the
-            client offers no elicitation.
+            leaves out), ``None`` declines. Sync (run in a worker thread) or async. Or ``"pause"``:
+            the turn pauses with the call pending (kind ``"elicitation"``, the server's message and
+            form in ``pred.metadata.pending_calls``) and the caller answers it like an approval,
+            ``approvals={id: {...}}`` (see ``docs/mcp.md#elicitation``). By default the client
+            offers no elicitation.
         sampling: A ``dspy.LM`` answering the server's requests for a completion
             (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
             ``"sampling"``) and bounded by its usage limits and deadline. By default the client
@@ -116,7 +123,7 @@ def http(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
-    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
@@ -249,7 +256,7 @@ def memory(
     needs_approval: Approval = False,
     timeout: float | None = None,
     mode: str = "auto",
-    elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 import dspy
@@ -64,6 +64,8 @@ class McpTool(dspy.Tool):
     remote: Any = pydantic.Field(default=None, exclude=True)
     """The server's ``mcp.types.Tool`` (its annotations, ``outputSchema``, ``_meta``)."""
     describe: Any = pydantic.Field(default=None, exclude=True)
+    server_call: Any = pydantic.Field(default=None, exclude=True)
+    """``server_call(remote, arguments, resume=None)``: its server's call (``answered`` finishes one with an answer)."""
     counts_model_calls: bool = False
     """Whether its server answers sampling requests with an LM: the driver then counts the model
     calls made during its call in the turn's usage and bounds them by its limits."""
@@ -75,7 +77,7 @@ class McpTool(dspy.Tool):
         remote: types.Tool,
         schema: dict[str, Any],
         validator: Any,
-        call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
+        call: Callable[..., Awaitable[Any]],
         label: str,
         describe: Callable[[], dict[str, Any]] | None = None,
     ):
@@ -91,7 +93,21 @@ class McpTool(dspy.Tool):
         self.parameters_validator = validator
         self.remote = remote
         self.describe = describe
+        self.server_call = call
         self.has_kwargs = False  # the whole schema decides what is accepted (``_turn.arguments``)
+
+    def answered(self, asked: Mapping[str, Any], answer: Mapping[str, Any]) -> McpTool:
+        """This tool, its next call finishing a call that paused on the server's question (``asked``,
+        ``elicit="pause"``) with ``answer`` (``{"action": ..., "content": ...}``, ``_turn.elicitation``)."""
+        calls = self.server_call
+
+        async def finish(remote: types.Tool, arguments: dict[str, Any]) -> Any:
+            return await calls(remote, arguments, (asked, answer))
+
+        tool = McpTool(self.name, self.remote, self.parameters_schema, self.parameters_validator, finish,
+                       self.server_label, self.describe)  # fmt: skip
+        tool.counts_model_calls = self.counts_model_calls
+        return tool
 
     @with_callbacks
     async def acall(self, **kwargs: Any) -> Any:
@@ -134,7 +150,7 @@ def build(
     remotes: list[types.Tool],
     prefix: str | None,
     keep: Callable[[str], bool],
-    call: Callable[[types.Tool, dict[str, Any]], Awaitable[Any]],
+    call: Callable[..., Awaitable[Any]],
     label: str,
     describe: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, McpTool]:
