@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import dspy_private
+from dspy_imp._routes import dspy_private, hosted_streams
 from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "anthropic_served"
@@ -72,6 +72,7 @@ def served(response: Any) -> Block | None:
     content = data.get("content")
     if not isinstance(content, list) or not any(_server_block(b) for b in content):
         return None
+    hosted_streams.check_read(data, "Anthropic")  # a streamed reply: its body assembled from the frames
     block: Block = {"type": KIND, "content": json.loads(json.dumps(content))}
     raw = data.get("usage")
     counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
@@ -158,6 +159,7 @@ def install() -> None:
 
     dspy_private.wrap_once(provider, "_message", wrap_message)
     dspy_private.wrap_once(provider, "_headers", wrap_headers)
+    hosted_streams.install()  # a streamed reply's body, assembled from its frames
 
 
 def _served_content(msg: Any) -> list[dict[str, Any]] | None:
