@@ -136,7 +136,8 @@ class AnthropicFrames:
             self.message.update(copy.deepcopy(dict(delta)))
         usage = payload.get("usage")
         if isinstance(usage, Mapping):  # cumulative counts: a later one replaces, an absent one keeps
-            known = self.message.get("usage") if isinstance(self.message.get("usage"), Mapping) else {}
+            earlier = self.message.get("usage")
+            known: dict[str, Any] = dict(earlier) if isinstance(earlier, Mapping) else {}
             self.message["usage"] = {**known, **{k: copy.deepcopy(v) for k, v in usage.items() if v is not None}}
 
     def body(self) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator, Scripted
+from helpers import settled
 from provider_rules import assert_accepted
 from responses import openai_response, output_message
 from streaming_helpers import stream_items
@@ -68,10 +69,44 @@ def _turns(agent: Any, how: str, lm: dspy.LM, first: str, later: str) -> tuple[A
     return streamed, resumed
 
 
+def _plain_turns(
+    agent: Any, how: str, lm_for: Any, reply: dict[str, Any], later_reply: Scripted, first: str, later: str
+) -> tuple[Any, list[Any]]:
+    """The same two turns, not streamed, the first reply served whole (``reply``): its prediction and requests."""
+    with Emulator([Scripted(200, reply), later_reply]) as emulator, dspy.context(lm=lm_for(emulator)):
+        pred = agent(question=first) if how == "sync" else _arun(agent, first, None)
+        saved = json.loads(json.dumps(pred.metadata.history.model_dump()))
+        history = dspy.History(**saved)
+        agent(question=later, history=history) if how == "sync" else _arun(agent, later, history)
+    return pred, emulator.requests
+
+
+def _same_as_plain(streamed: Any, requests: list[Any], plain: Any, plain_requests: list[Any]) -> None:
+    """The streamed turn recorded what the non-streamed one did, and the next request is the same, whole."""
+    assert _without_reencrypted(streamed) == _without_reencrypted(plain)
+    assert requests[1].body == plain_requests[1].body
+    assert streamed.metadata.citations == plain.metadata.citations
+    assert streamed.metadata.usage.hosted_calls == plain.metadata.usage.hosted_calls
+
+
+def _without_reencrypted(pred: Any) -> list[dict[str, Any]]:
+    """The history, each Responses reasoning item's own record without its ``encrypted_content``: OpenAI
+    serves that item encrypted anew in ``response.completed`` (the served block keeps that one) from the
+    one in its ``response.output_item.done`` frame (lm15's reasoning record of a stream keeps that one)."""
+    entries = settled(pred.metadata.history.messages)
+    for entry in entries:
+        entry["reasoning_details"] = [
+            {k: v for k, v in b.items() if not (b.get("type") == "reasoning_item" and k == "encrypted_content")}
+            for b in entry.get("reasoning_details") or ()
+        ]
+    return entries
+
+
 def _arun(agent: Any, question: str, history: Any) -> Any:
     import asyncio
 
-    return asyncio.run(agent.acall(question=question, history=history))
+    kwargs = {"question": question} if history is None else {"question": question, "history": history}
+    return asyncio.run(agent.acall(**kwargs))
 
 
 def _recorded_block(pred: Any, kind: str) -> dict[str, Any]:
@@ -130,9 +165,20 @@ def test_a_streamed_anthropic_reply_keeps_its_served_blocks_as_the_sdk_assembles
     agent = dspy_imp.ReActV2("question -> answer", tools=[tool])  # finish="auto": the reply's text answers
     expected = _sdk_message(name)
     _holds_what_lm15_drops(name, expected["content"])
+
+    def lm_for(emulator: Emulator) -> dspy.LM:  # thinking on, as recorded
+        return dspy.LM(
+            "anthropic/claude-sonnet-4-5", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False
+        )
+
+    asked = ("What is the weather in San Francisco today?", "And tomorrow?")
     with Emulator([_sse(name), _anthropic_reply("Still the same.")]) as emulator:
-        lm = dspy.LM("anthropic/claude-sonnet-4-5", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False)
-        streamed, later = _turns(agent, how, lm, "What is the weather in San Francisco today?", "And tomorrow?")
+        streamed, later = _turns(agent, how, lm_for(emulator), *asked)
+    _same_as_plain(
+        streamed,
+        emulator.requests,
+        *_plain_turns(agent, how, lm_for, expected, _anthropic_reply("Still the same."), *asked),
+    )
     assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
     assert later.metadata.termination_reason == "answered", later.metadata.termination_error
     first, second = emulator.requests
@@ -173,11 +219,12 @@ def _holds_what_lm15_drops(name: str, content: list[dict[str, Any]]) -> None:
 # -- OpenAI Responses ----------------------------------------------------------------------------
 
 
-def _completed_output(name: str) -> list[dict[str, Any]]:
+def _completed(name: str) -> dict[str, Any]:
+    """The response ``response.completed`` carries: the non-streamed reply's body."""
     completed = [f for f in _frames(name) if f["type"] == "response.completed"]
     assert len(completed) == 1
-    output: list[dict[str, Any]] = completed[0]["response"]["output"]
-    return output
+    response: dict[str, Any] = completed[0]["response"]
+    return response
 
 
 @pytest.mark.parametrize(
@@ -197,10 +244,11 @@ def test_a_streamed_responses_reply_keeps_the_completed_output_list(
     how: str, name: str, tool: Any, hosted_calls: dict[str, int], cited: int
 ) -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[tool])
-    served = _completed_output(name)
+    served = _completed(name)["output"]
     later_reply = openai_response(output_message("Same."))
-    with Emulator([_sse(name), later_reply]) as emulator:
-        lm = dspy.LM(
+
+    def lm_for(emulator: Emulator) -> dspy.LM:
+        return dspy.LM(
             "openai/gpt-5",
             model_type="responses",
             api_base=emulator.base_url + "/v1",
@@ -208,7 +256,13 @@ def test_a_streamed_responses_reply_keeps_the_completed_output_list(
             cache=False,
             num_retries=0,
         )
-        streamed, _later = _turns(agent, how, lm, "What is the weather in San Francisco today?", "And tomorrow?")
+
+    asked = ("What is the weather in San Francisco today?", "And tomorrow?")
+    with Emulator([_sse(name), later_reply]) as emulator:
+        streamed, _later = _turns(agent, how, lm_for(emulator), *asked)
+    _same_as_plain(
+        streamed, emulator.requests, *_plain_turns(agent, how, lm_for, _completed(name), later_reply, *asked)
+    )
     assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
     first, second = emulator.requests
     assert first.body["stream"] is True
@@ -237,6 +291,18 @@ def test_a_streamed_responses_reply_keeps_the_completed_output_list(
 def _gemini_parts(name: str) -> list[dict[str, Any]]:
     """Every chunk's parts, in order, as served."""
     return [p for f in _frames(name) for p in f["candidates"][0]["content"]["parts"]]
+
+
+def _gemini_whole(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reply a non-streamed request would get: every chunk's parts in one candidate, with the
+    candidate's metadata where the chunks carried it (URL context's on the first, the rest on the last)."""
+    last = frames[-1]
+    candidate = {k: v for f in frames for k, v in f["candidates"][0].items() if v not in ({}, [], None)}
+    candidate["content"] = {
+        "parts": [p for f in frames for p in f["candidates"][0]["content"]["parts"]],
+        "role": "model",
+    }
+    return {**last, "candidates": [candidate]}
 
 
 def _gemini_reply(text: str) -> Scripted:
@@ -284,9 +350,15 @@ def test_a_streamed_gemini_reply_keeps_every_chunks_parts_and_the_grounding(
         ] * 6
         assert [bool(p.get("thoughtSignature")) for p in parts] == [True, True, *[False] * 5, True]
         assert parts[-1]["text"] == ""
+
+    def lm_for(emulator: Emulator) -> dspy.LM:
+        return dspy.LM(model, api_base=emulator.base_url + "/v1beta", api_key="sk-test", cache=False, num_retries=0)
+
+    asked = ("What is the capital of France?", "And of Italy?")
     with Emulator([_sse(name), _gemini_reply("Still Paris.")]) as emulator:
-        lm = dspy.LM(model, api_base=emulator.base_url + "/v1beta", api_key="sk-test", cache=False, num_retries=0)
-        streamed, later = _turns(agent, how, lm, "What is the capital of France?", "And of Italy?")
+        streamed, later = _turns(agent, how, lm_for(emulator), *asked)
+    plain = _plain_turns(agent, how, lm_for, _gemini_whole(frames), _gemini_reply("Still Paris."), *asked)
+    _same_as_plain(streamed, emulator.requests, *plain)
     assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
     assert later.metadata.termination_reason == "answered", later.metadata.termination_error
     first, second = emulator.requests
