@@ -394,3 +394,61 @@ def test_a_streamed_gemini_reply_keeps_every_chunks_parts_and_the_grounding(
     assert (
         streamed.metadata.usage.calls[0].input_tokens == frames[-1]["usageMetadata"]["promptTokenCount"] + tool_tokens
     )
+
+
+# -- What cannot be assembled is refused -------------------------------------------------------
+
+
+def _with_frame(name: str, before: int, frame: dict[str, Any]) -> Scripted:
+    """The recorded stream with one more frame before its ``before``-th event."""
+    events = list(_recording(name)["events"])
+    events.insert(before, {"event": frame["type"], "data": json.dumps(frame)})
+    text = "".join(f"event: {e['event']}\ndata: {e['data']}\n\n" for e in events)
+    return Scripted(200, {}, sse=text)
+
+
+def test_a_streamed_anthropic_frame_the_assembler_cannot_read_is_refused_not_dropped(how: str) -> None:
+    """A delta type Anthropic might add later, on the reply's last text block: the served blocks would go
+    back without it, so the turn stops with a ConfigurationError naming it."""
+    events = _recording("anthropic_code_execution")["events"]
+    last_stop = max(i for i, e in enumerate(events) if json.loads(e["data"])["type"] == "content_block_stop")
+    index = json.loads(events[last_stop]["data"])["index"]
+    unknown = {"type": "content_block_delta", "index": index, "delta": {"type": "annotation_delta", "note": "n"}}
+    agent = dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()])
+    with Emulator([_with_frame("anthropic_code_execution", last_stop, unknown)]) as emulator:
+        lm = dspy.LM("anthropic/claude-sonnet-4-5", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False)
+        with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError) as raised:
+            stream_items(agent, how, [], question="What is 65465-6544 * 65464-6+1.02255?")
+    assert "annotation_delta" in str(raised.value) and "without streaming" in str(raised.value)
+    assert len(emulator.requests) == 1
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}."
+
+
+def test_streamed_gemini_calls_lm15_reads_as_one_are_refused_not_sent_back_wrong(how: str) -> None:
+    """lm15's stream reader keys a function call by its place in its chunk: two calls, each first in its
+    chunk, are read as one. Beside served parts, the turn would send back two calls and answer one, so it
+    stops with a ConfigurationError instead (the recorded signed file search parts, then two calls)."""
+    served = _recording("gemini_file_search")["events"][:2]  # the signed toolCall and toolResponse chunks
+    calls = [
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": a}}]}}
+            ]
+        }
+        for a in ({"city": "Paris"}, {"city": "Rome"})
+    ]
+    calls[-1]["candidates"][0]["finishReason"] = "STOP"
+    text = "".join(f"data: {e['data']}\n\n" for e in served) + "".join(f"data: {json.dumps(c)}\n\n" for c in calls)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[FileSearch(store_ids=[STORE]), get_weather])
+    with Emulator([Scripted(200, {}, sse=text)]) as emulator:
+        lm = dspy.LM(
+            "gemini/gemini-3-flash-preview", api_base=emulator.base_url + "/v1beta", api_key="sk-test", cache=False
+        )
+        with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError) as raised:
+            stream_items(agent, how, [], question="The weather in the capitals my file names?")
+    assert "served 2 function call(s)" in str(raised.value) and "read as 1" in str(raised.value)
+    assert len(emulator.requests) == 1
