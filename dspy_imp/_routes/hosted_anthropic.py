@@ -8,7 +8,9 @@ Reply: lm15 reads the text and ``tool_use`` blocks and skips ``server_tool_use``
 ``*_tool_result`` blocks, but keeps the raw body (``Response.provider_data``). A reply holding a
 server block is recorded as one ``{"type": "anthropic_served", "content": [...]}`` block: the
 reply's whole ``content`` list as served (thinking, ``server_tool_use``, ``web_search_tool_result``
-with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use``), in order.
+with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use``), in order. A
+streamed reply's raw body is the one ``_routes.hosted_streams`` assembles from its frames, recorded
+the same way.
 
 Replay: the assistant message of such a step goes back as exactly that list (the wrapper of lm15's
 ``_message``, reading the replay state ``route.canonical_request`` attaches), so the next request

@@ -17,7 +17,9 @@ Reply: lm15 reads text, thoughts and ``functionCall`` parts and skips ``executab
 (``Response.provider_data``). A reply holding such a part, or grounded (``groundingMetadata``,
 ``urlContextMetadata``), is recorded as one ``{"type": "gemini_served", "content": [...]}`` block:
 the candidate's parts as served, in order, every field and ``thoughtSignature`` kept, with the
-candidate's grounding and URL metadata and the response's ``usageMetadata`` beside them.
+candidate's grounding and URL metadata and the response's ``usageMetadata`` beside them. A streamed
+reply's raw body is the one ``_routes.hosted_streams`` assembles from its chunks (every chunk's parts,
+the grounding from whichever chunk carried it), recorded the same way.
 
 Replay: the model turn of such a step goes back as exactly those parts (the wrapper of lm15's
 ``_message``, reading the replay state ``route.canonical_request`` attaches); the grounding metadata
