@@ -334,8 +334,14 @@ STORE = "fileSearchStores/testfilesearchgroundingstre-p2hcv3cs2i69"  # the recor
             WebFetch(),
             {"web_search_requests": 0, "web_fetch_requests": 1},
         ),
+        (
+            "gemini_web_search",
+            "gemini/gemini-2.5-pro",
+            WebSearch(),
+            {"web_search_requests": 1, "web_fetch_requests": 0},
+        ),
     ],
-    ids=["gemini-3-file-search", "gemini-2.5-url-context"],
+    ids=["gemini-3-file-search", "gemini-2.5-url-context", "gemini-2.5-google-search"],
 )
 def test_a_streamed_gemini_reply_keeps_every_chunks_parts_and_the_grounding(
     how: str, name: str, model: str, tool: Any, hosted_calls: dict[str, int]
