@@ -340,8 +340,14 @@ STORE = "fileSearchStores/testfilesearchgroundingstre-p2hcv3cs2i69"  # the recor
             WebSearch(),
             {"web_search_requests": 1, "web_fetch_requests": 0},
         ),
+        (  # an executableCode part on the first chunk
+            "gemini_file_search_code",
+            "gemini/gemini-2.5-pro",
+            FileSearch(store_ids=["fileSearchStores/testfilesearchstream-lsy34id7fwk0"]),
+            {"web_search_requests": 0, "web_fetch_requests": 0},
+        ),
     ],
-    ids=["gemini-3-file-search", "gemini-2.5-url-context", "gemini-2.5-google-search"],
+    ids=["gemini-3-file-search", "gemini-2.5-url-context", "gemini-2.5-google-search", "gemini-2.5-code-part"],
 )
 def test_a_streamed_gemini_reply_keeps_every_chunks_parts_and_the_grounding(
     how: str, name: str, model: str, tool: Any, hosted_calls: dict[str, int]
