@@ -128,6 +128,19 @@ def lm15_gemini() -> Any:
     return importlib.import_module("dspy._vendor.lm15.providers.gemini")
 
 
+def lm15_async_providers() -> Any:
+    """lm15's async provider module (``dspy._vendor.lm15.providers.async_base``).
+
+    Why: a streamed reply's raw frames reach only the provider's frame reader, and lm15's stream
+    events drop the server-tool blocks Anthropic and Gemini serve; ``_routes.hosted_streams`` wraps
+    the sync and async ``_stream_raw`` of those providers (the async ones live here) to assemble the
+    reply's body from the frames. Imported by name.
+    """
+    import importlib
+
+    return importlib.import_module("dspy._vendor.lm15.providers.async_base")
+
+
 def lm15_openai_chat() -> Any:
     """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
 

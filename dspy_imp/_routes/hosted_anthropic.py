@@ -8,7 +8,9 @@ Reply: lm15 reads the text and ``tool_use`` blocks and skips ``server_tool_use``
 ``*_tool_result`` blocks, but keeps the raw body (``Response.provider_data``). A reply holding a
 server block is recorded as one ``{"type": "anthropic_served", "content": [...]}`` block: the
 reply's whole ``content`` list as served (thinking, ``server_tool_use``, ``web_search_tool_result``
-with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use``), in order.
+with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use``), in order. A
+streamed reply's raw body is the one ``_routes.hosted_streams`` assembles from its frames, recorded
+the same way.
 
 Replay: the assistant message of such a step goes back as exactly that list (the wrapper of lm15's
 ``_message``, reading the replay state ``route.canonical_request`` attaches), so the next request
@@ -24,7 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import dspy_private
+from dspy_imp._routes import dspy_private, hosted_streams
 from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "anthropic_served"
@@ -72,6 +74,7 @@ def served(response: Any) -> Block | None:
     content = data.get("content")
     if not isinstance(content, list) or not any(_server_block(b) for b in content):
         return None
+    hosted_streams.check_read(data, "Anthropic")  # a streamed reply: its body assembled from the frames
     block: Block = {"type": KIND, "content": json.loads(json.dumps(content))}
     raw = data.get("usage")
     counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
@@ -158,6 +161,7 @@ def install() -> None:
 
     dspy_private.wrap_once(provider, "_message", wrap_message)
     dspy_private.wrap_once(provider, "_headers", wrap_headers)
+    hosted_streams.install()  # a streamed reply's body, assembled from its frames
 
 
 def _served_content(msg: Any) -> list[dict[str, Any]] | None:

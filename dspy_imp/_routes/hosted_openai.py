@@ -14,7 +14,8 @@ records ``mcp_*`` items as unmapped, but keeps the raw body (``Response.provider
 holding such an item is recorded as one ``{"type": "openai_served", "content": [...]}`` block: the
 response's whole ``output`` list as served (reasoning items with their encrypted content, the
 hosted call items with their ids, actions and results, message items with their ``url_citation``
-annotations, function calls), in order.
+annotations, function calls), in order. A streamed reply's ``response.completed`` frame carries the
+whole response, which lm15 keeps as ``provider_data``: it is recorded the same way.
 
 Replay: the Responses API takes a response's output items back as input items. The wrapper of
 lm15's ``_build_input`` writes an assistant message carrying that record (the replay state

@@ -35,6 +35,7 @@ class Scripted:
     status: int
     body: dict[str, Any]
     shaped: Callable[[Any], dict[str, Any]] | None = None
+    sse: str | None = None  # a streamed reply: the ``text/event-stream`` body, served as given (``body`` unused)
 
     def body_for(self, request: Any) -> dict[str, Any]:
         return self.shaped(request) if self.shaped is not None else self.body
@@ -95,12 +96,17 @@ def _handler_for(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             received = Received("POST", self.path, json.loads(raw) if raw else None, self.headers.get("anthropic-beta"))
             scripted = emulator.answer(received)
+            if scripted.sse is not None:
+                self._send(scripted.status, "text/event-stream; charset=utf-8", scripted.sse.encode())
+                return
             status, body = emulator.caches.answer(
                 self.path, received.body, scripted.status, scripted.body_for(received.body)
             )
-            data = json.dumps(body, ensure_ascii=False).encode()
+            self._send(status, "application/json", json.dumps(body, ensure_ascii=False).encode())
+
+        def _send(self, status: int, content_type: str, data: bytes) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")
             self.end_headers()

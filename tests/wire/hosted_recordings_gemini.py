@@ -52,8 +52,12 @@ def signatures() -> frozenset[str]:
     """Every ``thoughtSignature`` the recordings hold (Gemini returned them: they are genuine)."""
     found: set[str] = set()
     for path in HERE.glob("gemini_*.json"):
-        for response in json.loads(path.read_text())["responses"]:
-            for candidate in response["body"].get("candidates") or ():
+        recording = json.loads(path.read_text())
+        bodies = [r["body"] for r in recording.get("responses") or ()] + [  # a streamed one: each chunk
+            json.loads(e["data"]) for i in recording.get("interactions") or () for e in i["events"]
+        ]
+        for body in bodies:
+            for candidate in body.get("candidates") or ():
                 for part in (candidate.get("content") or {}).get("parts") or ():
                     if part.get("thoughtSignature"):
                         found.add(part["thoughtSignature"])

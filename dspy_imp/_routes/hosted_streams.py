@@ -1,0 +1,337 @@
+"""Hosted tools on streamed replies: the reply's body, assembled from the provider's raw frames.
+
+A request streams when DSPy's ``send_stream`` is set (a turn under ``dspy.streamify``, the web app's
+streams, live progress). lm15 then reads the server-sent frames into its stream events, which carry
+text, thinking, function calls and signatures but none of the blocks a provider's own tools serve,
+and keeps as ``Response.provider_data`` only the frame that ended the stream:
+
+- Anthropic: the ``message_delta`` frame (the stop reason and the usage). The ``server_tool_use``
+  block (its input in ``input_json_delta`` fragments), the ``*_tool_result`` blocks (whole in their
+  ``content_block_start``), the text blocks' ``citations_delta`` frames and the thinking blocks'
+  ``signature_delta`` frames are read for lm15's events or not at all.
+- Gemini: the last chunk. Each chunk carries its own parts (``executableCode``, ``toolCall``,
+  ``toolResponse``, text, each with its ``thoughtSignature``); the grounding metadata may come on any
+  chunk (URL context's on the first, search grounding on the last).
+- OpenAI Responses needs nothing here: its ``response.completed`` frame carries the whole response
+  (its ``output`` list as served) and lm15 keeps that response as ``provider_data``.
+
+So for a request carrying hosted tools (lm15 ``builtin`` tools) on Anthropic or Gemini, the wrappers
+below collect the stream's raw frames and put, in the stream's end event, the body the non-streamed
+reply would have held instead of the last frame:
+
+- Anthropic: the ``message_start`` message with its ``content`` list assembled from the frames as
+  Anthropic's SDK assembles a streamed message (``anthropic.lib.streaming``: each block as its
+  ``content_block_start`` served it; text, thinking and signatures from their deltas; a tool block's
+  ``input`` parsed from its joined ``input_json_delta`` fragments; each citation appended to its text
+  block's ``citations``), and the ``message_delta`` fields (stop reason, container, usage with
+  ``server_tool_use``) laid over it;
+- Gemini: one ``GenerateContentResponse``: every part of every chunk, in order, as served (none
+  merged, no signature moved: Google's guidance is to send signed parts back as they came), and the
+  candidate's and response's other fields, a later non-empty value replacing an earlier one (so an
+  empty ``groundingMetadata`` on a middle chunk does not erase the first chunk's URL context, and the
+  last chunk's usage is the reply's).
+
+``hosted_anthropic.served`` and ``hosted_gemini.served`` then record that body exactly as they record a
+non-streamed one. A frame the assembler cannot read (a delta type Anthropic adds later, input JSON that
+does not parse) is named under ``UNREAD`` in the body, and a route refuses to record such a reply when
+it holds a served block (``RefusedOption``), rather than recording it without what it could not read.
+
+The collectors are keyed by the lm15 ``Request`` object one stream reads (the same object reaches
+``_stream_raw`` and each ``parse_stream_events`` call of that stream), for the stream's lifetime only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+from dspy_imp._routes import dspy_private
+from dspy_imp._routes.failures import RefusedOption
+
+ASSEMBLED = "dspy_imp_streamed"  # a body assembled here (the number of frames it read); not a provider field
+UNREAD = "dspy_imp_unread"  # the frame or delta types the assembler could not read, when there were any
+
+
+class AnthropicFrames:
+    """A streamed Messages reply's frames, assembled as the non-streamed body holds them."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.inputs: dict[int, str] = {}
+        self.unread: list[str] = []
+        self.frames = 0
+
+    def feed(self, payload: Any) -> None:
+        if not isinstance(payload, Mapping):
+            return
+        self.frames += 1
+        kind = payload.get("type")
+        if kind == "message_start" and isinstance(payload.get("message"), Mapping):
+            self.message = copy.deepcopy(dict(payload["message"]))
+            self.blocks, self.inputs = {}, {}
+        elif kind == "content_block_start" and isinstance(payload.get("content_block"), Mapping):
+            self.blocks[_index(payload)] = copy.deepcopy(dict(payload["content_block"]))
+        elif kind == "content_block_delta":
+            self._delta(_index(payload), payload.get("delta"))
+        elif kind == "content_block_stop":
+            self._stop(_index(payload))
+        elif kind == "message_delta":
+            self._message_delta(payload)
+        elif kind not in ("message_stop", "ping", "error"):
+            self.unread.append(str(kind))
+
+    def read_by_lm15(self, payload: Any) -> bool:
+        """Whether lm15 may read this frame: not a server tool's input fragment. lm15 skips a
+        ``server_tool_use`` block's start but reads its ``input_json_delta`` frames as a function call's,
+        which then has no name, and the stream fails to assemble (``StreamAssemblyError``)."""
+        if not isinstance(payload, Mapping) or payload.get("type") != "content_block_delta":
+            return True
+        delta = payload.get("delta")
+        if not isinstance(delta, Mapping) or delta.get("type") != "input_json_delta":
+            return True
+        block = self.blocks.get(_index(payload))
+        return block is None or block.get("type") == "tool_use"
+
+    def _delta(self, index: int, delta: Any) -> None:
+        block = self.blocks.get(index)
+        kind = delta.get("type") if isinstance(delta, Mapping) else None
+        if block is None or not isinstance(delta, Mapping):
+            self.unread.append(f"{kind} before its block")
+        elif kind == "text_delta":
+            block["text"] = str(block.get("text") or "") + str(delta.get("text") or "")
+        elif kind == "thinking_delta":
+            block["thinking"] = str(block.get("thinking") or "") + str(delta.get("thinking") or "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature")
+        elif kind == "input_json_delta":
+            self.inputs[index] = self.inputs.get(index, "") + str(delta.get("partial_json") or "")
+        elif kind == "citations_delta":
+            if not isinstance(block.get("citations"), list):
+                block["citations"] = []
+            block["citations"].append(copy.deepcopy(delta.get("citation")))
+        else:
+            self.unread.append(str(kind))
+
+    def _stop(self, index: int) -> None:
+        fragments = self.inputs.pop(index, "")
+        if not fragments or index not in self.blocks:
+            return  # no input fragments: the input is the one the block opened with
+        try:
+            self.blocks[index]["input"] = json.loads(fragments)
+        except ValueError:
+            self.unread.append("input_json_delta (the joined input is not JSON)")
+
+    def _message_delta(self, payload: Mapping[str, Any]) -> None:
+        if self.message is None:
+            self.unread.append("message_delta before message_start")
+            return
+        delta = payload.get("delta")
+        if isinstance(delta, Mapping):
+            self.message.update(copy.deepcopy(dict(delta)))
+        usage = payload.get("usage")
+        if isinstance(usage, Mapping):  # cumulative counts: a later one replaces, an absent one keeps
+            earlier = self.message.get("usage")
+            known: dict[str, Any] = dict(earlier) if isinstance(earlier, Mapping) else {}
+            self.message["usage"] = {**known, **{k: copy.deepcopy(v) for k, v in usage.items() if v is not None}}
+
+    def body(self) -> dict[str, Any] | None:
+        if self.message is None:
+            return None
+        body = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
+        if "content" in self.message:  # keep the message's own key order
+            body = {k: (body["content"] if k == "content" else v) for k, v in body.items()}
+        return _marked(copy.deepcopy(body), self.frames, self.unread)
+
+
+class GeminiFrames:
+    """A streamed ``streamGenerateContent`` reply's chunks, as one ``GenerateContentResponse``."""
+
+    def __init__(self) -> None:
+        self.top: dict[str, Any] = {}
+        self.candidate: dict[str, Any] = {}
+        self.content: dict[str, Any] = {}
+        self.parts: list[Any] = []
+        self.frames = 0
+
+    def feed(self, payload: Any) -> None:
+        if not isinstance(payload, Mapping) or "error" in payload:
+            return
+        self.frames += 1
+        candidates = payload.get("candidates")
+        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
+        _lay_over(self.top, payload, held="candidates")
+        if not isinstance(candidate, Mapping):
+            return
+        _lay_over(self.candidate, candidate, held="content")
+        content = candidate.get("content")
+        if isinstance(content, Mapping):
+            _lay_over(self.content, content, held="parts")
+            if isinstance(content.get("parts"), list):
+                self.parts.extend(copy.deepcopy(content["parts"]))
+
+    def read_by_lm15(self, payload: Any) -> bool:
+        return True
+
+    def body(self) -> dict[str, Any] | None:
+        if not self.frames:
+            return None
+        content = {k: (list(self.parts) if k == "parts" else v) for k, v in self.content.items()}
+        candidate = {k: (content if k == "content" else v) for k, v in self.candidate.items()}
+        body = {k: ([candidate] if k == "candidates" else v) for k, v in self.top.items()}
+        return _marked(copy.deepcopy(body), self.frames, [])
+
+
+def _lay_over(into: dict[str, Any], fields: Mapping[str, Any], held: str) -> None:
+    """``fields`` over ``into``: a later non-empty value replaces an earlier one, an empty one (``{}``,
+    ``[]``, null) erases none; ``held`` keeps only its place (its value is assembled apart)."""
+    for key, value in fields.items():
+        if key == held:
+            into.setdefault(key, None)
+        elif key not in into or value not in (None, {}, []):
+            into[key] = copy.deepcopy(value)
+
+
+def _index(payload: Mapping[str, Any]) -> int:
+    index = payload.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+
+
+def _marked(body: dict[str, Any], frames: int, unread: list[str]) -> dict[str, Any]:
+    body[ASSEMBLED] = frames
+    if unread:
+        body[UNREAD] = list(dict.fromkeys(unread))
+    return body
+
+
+Frames = AnthropicFrames | GeminiFrames
+
+_LIVE: dict[int, tuple[Any, Frames]] = {}
+_LOCK = threading.Lock()
+
+
+def _carries_hosted_tools(request: Any) -> bool:
+    return any(getattr(t, "type", None) == "builtin" for t in getattr(request, "tools", None) or ())
+
+
+@contextlib.contextmanager
+def _collecting(request: Any, make: Callable[[], Frames]) -> Iterator[Frames | None]:
+    """A collector for the stream of ``request`` while the block runs (None: the request has no hosted tool)."""
+    if not _carries_hosted_tools(request):
+        yield None
+        return
+    key, frames = id(request), make()
+    with _LOCK:
+        earlier = _LIVE.get(key)
+        _LIVE[key] = (request, frames)
+    try:
+        yield frames
+    finally:
+        with _LOCK:
+            if _LIVE.get(key, (None, None))[1] is frames:
+                if earlier is not None:
+                    _LIVE[key] = earlier
+                else:
+                    del _LIVE[key]
+
+
+def _collector(request: Any) -> Frames | None:
+    with _LOCK:
+        found = _LIVE.get(id(request))
+    return found[1] if found is not None and found[0] is request else None
+
+
+def _ended(event: Any, frames: Frames | None) -> Any:
+    """The end event carrying the assembled body in place of the last frame (a frame-less end stays)."""
+    if frames is None or getattr(event, "type", None) != "end" or getattr(event, "provider_data", None) is None:
+        return event
+    body = frames.body()
+    return event if body is None else dataclasses.replace(event, provider_data=body)
+
+
+def _wrap_parse(original: Any) -> Any:
+    def parse_stream_events(self: Any, request: Any, raw_event: Any) -> Any:
+        frames = _collector(request)
+        data = getattr(raw_event, "data", None)
+        if frames is not None and data and data != "[DONE]":
+            try:
+                payload = json.loads(data)
+            except ValueError:  # lm15's own reader names a frame that is not JSON
+                return original(self, request, raw_event)
+            frames.feed(payload)
+            if not frames.read_by_lm15(payload):
+                return iter(())
+        return original(self, request, raw_event)
+
+    return parse_stream_events
+
+
+def _wrap_stream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
+    def wrap(original: Any) -> Any:
+        def stream_raw(self: Any, request: Any, req: Any = None) -> Iterator[Any]:
+            with _collecting(request, make) as frames, contextlib.closing(original(self, request, req)) as events:
+                for event in events:
+                    yield _ended(event, frames)
+
+        return stream_raw
+
+    return wrap
+
+
+def _wrap_astream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
+    def wrap(original: Any) -> Any:
+        async def stream_raw(self: Any, request: Any, req: Any = None) -> AsyncIterator[Any]:
+            with _collecting(request, make) as frames:
+                async with contextlib.aclosing(original(self, request, req)) as events:
+                    async for event in events:
+                        yield _ended(event, frames)
+
+        return stream_raw
+
+    return wrap
+
+
+_wrap_anthropic_stream = _wrap_stream(AnthropicFrames)
+_wrap_anthropic_astream = _wrap_astream(AnthropicFrames)
+_wrap_gemini_stream = _wrap_stream(GeminiFrames)
+_wrap_gemini_astream = _wrap_astream(GeminiFrames)
+
+
+def install() -> None:
+    """Wrap the frame readers and raw streams of lm15's Anthropic and Gemini providers, sync and async,
+    once per process (idempotent)."""
+    asynchronous = dspy_private.lm15_async_providers()
+    for sync, asyncs, stream, astream in (
+        (
+            dspy_private.lm15_anthropic().AnthropicLM,
+            asynchronous.AsyncAnthropicLM,
+            _wrap_anthropic_stream,
+            _wrap_anthropic_astream,
+        ),
+        (dspy_private.lm15_gemini().GeminiLM, asynchronous.AsyncGeminiLM, _wrap_gemini_stream, _wrap_gemini_astream),
+    ):
+        dspy_private.wrap_once(sync, "parse_stream_events", _wrap_parse)
+        dspy_private.wrap_once(sync, "_stream_raw", stream)
+        dspy_private.wrap_once(asyncs, "_stream_raw", astream)
+
+
+def check_read(data: Any, provider: str) -> None:
+    """Refuse to record a streamed reply holding served blocks when its assembled body missed a frame
+    (``RefusedOption``, a ``ConfigurationError``): recorded without it, the blocks would go back changed."""
+    found = data.get(UNREAD) if isinstance(data, Mapping) else None
+    if isinstance(found, list) and found:
+        raise RefusedOption(
+            f"a streamed {provider} reply holding hosted tool blocks carried frames this version cannot assemble "
+            f"({', '.join(str(u) for u in found)}); its blocks cannot be kept as served. Run this program without "
+            "streaming (no dspy.streamify, no live progress) until it can, or leave the hosted tools out"
+        )
+
+
+def assembled(data: Any) -> bool:
+    """Whether a response's raw body was assembled here from a streamed reply's frames."""
+    return isinstance(data, Mapping) and isinstance(data.get(ASSEMBLED), int)
