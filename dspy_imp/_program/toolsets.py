@@ -31,11 +31,14 @@ from dspy_imp._turn.plan import ProgramOptions
 @dataclass(frozen=True)
 class Listing:
     """What a toolset offers one turn: its tools by the name the model calls them, the names of
-    those that wait for a person's approval, and per-tool time bounds (seconds)."""
+    those that wait for a person's approval, per-tool time bounds (seconds), and instructions of
+    its own to add to the program's for the turn (``(whose, text)``: untrusted text, shown as
+    such; an MCP server's with ``add_instructions=True``)."""
 
     tools: Mapping[str, dspy.Tool] = field(default_factory=dict)
     needs_approval: frozenset[str] = frozenset()
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    instructions: tuple[tuple[str, str], ...] = ()
 
 
 class Toolset:
@@ -104,6 +107,7 @@ def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listi
     tools: dict[str, dspy.Tool] = {}
     approval: set[str] = set()
     timeouts: dict[str, float] = {}
+    instructions: list[tuple[str, str]] = []
     for toolset, listing in listings:
         for name, tool in listing.tools.items():
             if name == SUBMIT:
@@ -125,7 +129,8 @@ def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listi
             tools[name] = tool
         approval.update(listing.needs_approval)
         timeouts.update(listing.timeouts)
-    return Listing(tools, frozenset(approval), timeouts)
+        instructions.extend(listing.instructions)
+    return Listing(tools, frozenset(approval), timeouts, tuple(instructions))
 
 
 def listed(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
@@ -161,8 +166,9 @@ def revive(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], records: S
 
 def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
     """The program's options for a turn that also holds ``listing``'s tools: their approvals added,
-    their time bounds where the program sets none for them (its ``"*"`` bound stays the fallback)."""
-    if not listing.tools:
+    their time bounds where the program sets none for them (its ``"*"`` bound stays the fallback),
+    the toolsets' instructions for this turn's requests (never the program's saved state)."""
+    if not listing.tools and not listing.instructions:
         return options
     approval = tuple(name for name in listing.tools if name in listing.needs_approval)
     timeouts = dict(options.tool_timeouts)
@@ -173,4 +179,6 @@ def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
         changes["needs_approval"] = (*options.needs_approval, *approval)
     if timeouts != dict(options.tool_timeouts):
         changes["tool_timeouts"] = timeouts
+    if listing.instructions:
+        changes["toolset_instructions"] = listing.instructions
     return dataclasses.replace(options, **changes) if changes else options

@@ -51,6 +51,8 @@ def stdio(
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -81,6 +83,18 @@ def stdio(
             (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
             ``"sampling"``) and bounded by its usage limits and deadline. By default the client
             offers no sampling.
+        log_level: The least severe of the server's log messages (``notifications/message``) to
+            ask for and show: ``"debug"``, ``"info"``, ``"notice"``, ``"warning"``, ``"error"``,
+            ``"critical"``, ``"alert"`` or ``"emergency"``. Sent as ``logging/setLevel`` when the
+            session opens (on a 2025 session, to a server that declares logging), or as the
+            per-request opt-in of a 2026-07-28 session; messages below it are dropped. ``None``
+            (default): nothing is asked, and what the server sends anyway is shown. A message
+            during a call is a status line of the turn's stream and an event of the web app's;
+            every one goes to the ``dspy_imp.mcp`` logger (bounded; ``docs/mcp.md``).
+        add_instructions: Add the ``instructions`` the server sends when its session opens to the
+            program's instructions, in each request of a turn that lists its tools, marked as the
+            server's untrusted text (cut at 4,000 characters). Off by default; never saved with
+            the program.
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
@@ -98,6 +112,7 @@ def stdio(
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     server.connects_to, server.network_transport, server.transport = parameters, "pipe", "stdio"
     return server
@@ -118,6 +133,8 @@ def http(
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
 
@@ -149,6 +166,7 @@ def http(
     remote = Server(
         name or url, way.target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     remote.connects_to, remote.network_transport, remote.transport = url, "tcp", transport
     remote.falls_back = way.falls_back
@@ -251,6 +269,8 @@ def memory(
     mode: str = "auto",
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -262,6 +282,7 @@ def memory(
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     served.connects_to, served.transport = server, "memory"
     return served
