@@ -21,6 +21,7 @@ from mcp.server.mcpserver import MCPServer
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
+from dspy_imp.mcp._bounded import Bounded
 from dspy_imp.mcp._server import Server, note_fault, stderr_sink
 from dspy_imp.mcp._stdio import bounded_stdio_client
 
@@ -101,10 +102,7 @@ def stdio(
     environment = None if env is None else _mapping(env, "env")
     directory = None if cwd is None else Path(cwd)
     parameters = StdioServerParameters(command=command, args=arguments, env=environment, cwd=directory)
-    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
-        raise ConfigurationError(
-            f"MCP server `max_message_bytes` must be a positive number of bytes, got {max_message_bytes!r}"
-        )
+    _check_bytes(max_message_bytes)
 
     def target() -> Any:
         return bounded_stdio_client(parameters, errlog=stderr_sink(), limit=max_message_bytes, fault=note_fault)
@@ -124,6 +122,7 @@ def http(
     headers: Mapping[str, str] | None = None,
     auth: OAuth | httpx2.Auth | None = None,
     transport: str | None = None,
+    max_message_bytes: int = 33_554_432,  # MAX_MESSAGE_BYTES, as stdio's
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -150,6 +149,10 @@ def http(
             with 400, 404 or 405 and never with success, SSE at the same URL, as the spec's
             backwards-compatibility rule has a client do. The choice is kept for the server's later
             sessions, and shown as ``server.transport``.
+        max_message_bytes: The longest answer to one request read from it (a JSON body), 32 MiB by
+            default, enforced as it is read: a longer one ends that call with an error naming the
+            limit, and the session goes on. An event stream is read event by event, each at most
+            1 MiB (the ``mcp`` SDK's bound).
 
     The other arguments are those of ``stdio``.
     """
@@ -162,7 +165,8 @@ def http(
         raise ConfigurationError(
             f"MCP server `transport` must be one of {TRANSPORTS!r} (or None: either), got {transport!r}"
         )
-    way = _HttpWay(url, sent, authority)
+    _check_bytes(max_message_bytes)
+    way = _HttpWay(url, sent, authority, max_message_bytes)
     remote = Server(
         name or url, way.target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
@@ -187,8 +191,10 @@ class _HttpWay:
     not leaves the choice open, so the next opening starts again from streamable HTTP.
     """
 
-    def __init__(self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None):
-        self.url, self.headers, self.authority = url, headers, authority
+    def __init__(
+        self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None, limit: int
+    ):
+        self.url, self.headers, self.authority, self.limit = url, headers, authority, limit
         self.endpoint = httpx2.URL(url)
         self.server: Server | None = None
         self.refused: list[int] = []
@@ -251,6 +257,7 @@ class _HttpWay:
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 auth=self.auth(),
                 event_hooks={"response": [self._noted]},
+                transport=Bounded(httpx2.AsyncHTTPTransport(), self.limit, server.label),
             ) as client,  # fmt: skip
             streamable_http_client(self.url, http_client=client) as streams,
         ):
@@ -286,6 +293,11 @@ def memory(
     )  # fmt: skip
     served.connects_to, served.transport = server, "memory"
     return served
+
+
+def _check_bytes(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"MCP server `max_message_bytes` must be a positive number of bytes, got {value!r}")
 
 
 def _check_text(value: Any, where: str) -> str:
