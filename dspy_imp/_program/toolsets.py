@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +162,47 @@ def revive(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], records: S
             "a durable turn resumes with the program it started with"
         )
     return merged(own, [(toolset, toolset.revive(data)) for toolset, data in zip(toolsets, records, strict=True)])
+
+
+DEFERRED = ("needs_approval", "tool_timeouts", "tool_retries", "max_result_chars")
+"""The constructor's options that may name a toolset's tools (an MCP server's), which are not
+known until a turn lists them: each name the program does not hold is noted (``Deferred``) and
+checked against the first listing of every turn (``check_deferred``)."""
+
+
+class Deferred(Mapping[str, dspy.Tool]):
+    """The program's own tools, as the construction checks of one option see them when the program
+    has toolsets: any other name is there too, and noted in ``noted[where]``."""
+
+    def __init__(self, own: Mapping[str, dspy.Tool], where: str, noted: dict[str, list[str]]):
+        self.own, self.where, self.noted = own, where, noted
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name not in self.own:
+            self.noted.setdefault(self.where, []).append(name)
+        return isinstance(name, str)
+
+    def __getitem__(self, name: str) -> dspy.Tool:
+        return self.own[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own)
+
+    def __len__(self) -> int:
+        return len(self.own)
+
+
+def check_deferred(noted: Mapping[str, Sequence[str]], listing: Listing, toolsets: Sequence[Toolset]) -> None:
+    """The names the constructor's options gave for a toolset's tools (``Deferred``), against the
+    turn's listing: one no toolset offers is a ``ConfigurationError`` naming the option and the key."""
+    for where, names in noted.items():
+        for name in names:
+            if name not in listing.tools:
+                labels = ", ".join(toolset.label for toolset in toolsets)
+                raise ConfigurationError(
+                    f"`{where}` names a tool that neither the program nor its toolsets ({labels}) offer: {name!r}; "
+                    "a toolset's tools are named as the model calls them (after the server's `prefix_`)"
+                )
 
 
 def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
