@@ -74,8 +74,12 @@ def test_constructor_options_name_a_servers_tools_by_their_turn_names(run: Any) 
 
 @pytest.mark.parametrize(
     "options",
-    [{"tool_timeouts": {"drill": 1}}, {"max_result_chars": {"w_nope": 10}}, {"needs_approval": ["drill"]},
-     {"tool_retries": {"w_none": 2}}],  # fmt: skip
+    [
+        {"tool_timeouts": {"drill": 1}},
+        {"max_result_chars": {"w_nope": 10}},
+        {"needs_approval": ["drill"]},
+        {"tool_retries": {"w_none": 2}},
+    ],
 )
 def test_a_name_no_toolset_offers_is_refused_when_the_turn_lists_them(run: Any, options: dict[str, Any]) -> None:
     server = mcp.memory(workshop(), prefix="w")

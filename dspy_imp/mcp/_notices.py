@@ -30,7 +30,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal, cast
 
 from dspy.streaming import StatusMessage
 
@@ -39,7 +39,8 @@ from dspy_imp._watch.events import Calling, ToolLog, ToolProgress
 
 logger = logging.getLogger("dspy_imp.mcp")
 
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+Level = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+LEVELS: tuple[Level, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """MCP's log levels (RFC 5424's), least severe first: what ``log_level=`` takes."""
 MAX_NOTICE_CHARS = 500
 """The longest text of one log message or progress message told (the rest is cut)."""
@@ -55,18 +56,18 @@ _PYTHON_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": loggin
                   "alert": logging.CRITICAL, "emergency": logging.CRITICAL}  # fmt: skip
 
 
-def check_level(value: Any) -> str | None:
+def check_level(value: Any) -> Level | None:
     """``log_level=``: ``None`` or one of ``LEVELS`` (a ``ConfigurationError`` naming the option)."""
     if value is None or value in LEVELS:
-        return value
+        return cast("Level | None", value)
     raise ConfigurationError(f"MCP server `log_level` must be None or one of {LEVELS!r}, got {value!r}")
 
 
-def at_least(level: str, floor: str | None) -> bool:
+def at_least(level: str, floor: Level | None) -> bool:
     """Whether a message at ``level`` passes ``floor`` (an unknown level passes: the server's word)."""
     if floor is None or level not in LEVELS:
         return True
-    return LEVELS.index(level) >= LEVELS.index(floor)
+    return LEVELS.index(cast("Level", level)) >= LEVELS.index(floor)
 
 
 def one_line(text: Any, limit: int = MAX_NOTICE_CHARS) -> str:
@@ -186,7 +187,7 @@ class Logs:
     """A server's log messages (``notifications/message``), read on the MCP layer's loop: each to the
     oldest call in flight (``calls``) and the logger, bounded (see the module)."""
 
-    def __init__(self, label: str, floor: str | None):
+    def __init__(self, label: str, floor: Level | None):
         self.label = label
         self.floor = floor
         self.calls: list[Notices] = []

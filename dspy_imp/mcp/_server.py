@@ -661,9 +661,10 @@ class Server(Toolset):
         try:
             with anyio.fail_after(LIST_SECONDS), warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated on 2026-07-28 only
-                await client.set_logging_level(self.log_level)  # type: ignore[arg-type]
+                await client.set_logging_level(self.log_level)
         except (MCPError, TimeoutError) as error:
-            logger.warning("dspy_imp.mcp: %s refused `log_level` %r: %s", self.label, self.log_level, one_line(str(error)))
+            why = one_line(str(error))
+            logger.warning("dspy_imp.mcp: %s refused `log_level` %r: %s", self.label, self.log_level, why)
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 session's change events (earlier ones send notifications: ``_on_message``)."""

@@ -191,9 +191,7 @@ class _HttpWay:
     not leaves the choice open, so the next opening starts again from streamable HTTP.
     """
 
-    def __init__(
-        self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None, limit: int
-    ):
+    def __init__(self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None, limit: int):
         self.url, self.headers, self.authority, self.limit = url, headers, authority, limit
         self.endpoint = httpx2.URL(url)
         self.server: Server | None = None
