@@ -209,8 +209,9 @@ class Logs:
         source = getattr(params, "logger", None)
         source = one_line(source, 100) if source else None
         text = one_line(getattr(params, "data", ""))
-        if self.calls:
-            if not self.calls[0].log(level, source, text):
+        oldest = next(iter(self.calls), None)  # the list changes from the callers' threads: read once
+        if oldest is not None:
+            if not oldest.log(level, source, text):
                 return
         elif self.idle >= MAX_IDLE_LOGS:
             return
