@@ -85,6 +85,10 @@ class ReActV2(dspy.Module):
             (default 1); one more interrupts it (cause ``"tool_retries_exhausted"``).
         max_result_chars: A result longer than this is cut for the model when it arrives (the
             record keeps it whole): a number or ``{name: chars, "*": chars}``.
+            With toolsets in ``tools`` (MCP servers), the names ``needs_approval``,
+            ``tool_timeouts``, ``tool_retries`` and ``max_result_chars`` give may be a toolset's
+            tools (as the model calls them): checked when a turn lists them, a
+            ``ConfigurationError`` naming the option then for one no toolset offers.
         repeat_limit: The same call with the same result this many times in a turn interrupts it
             (cause ``"repeated_calls"``); default 3, ``None`` to turn it off.
         input_guardrails: Checks on the call's inputs (functions, DSPy modules or

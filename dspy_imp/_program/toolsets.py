@@ -6,7 +6,11 @@ under ``acall``), and the turn runs with the program's own tools and those, as i
 them all. The turn keeps the tools it started with; the next turn asks again. What a toolset lists
 is checked here: its names may take no name of the program's own tools, of ``submit`` or of
 another toolset's (a ``ConfigurationError`` naming both); its approvals and time bounds join the
-turn's options (``needs_approval``, ``tool_timeouts``), the program's own settings first.
+turn's options (``needs_approval``, ``tool_timeouts``), the program's own settings first, and its
+instructions (an MCP server's, on request) go in the turn's requests, never in the program.
+
+The constructor's per-tool options may name a toolset's tools before any is listed (``DEFERRED``):
+their names are kept, and checked against each turn's listing (``check_deferred``).
 
 The toolset itself is shared, never copied: ``copy.deepcopy`` of a program (every optimizer's
 first step) keeps the same toolset, so a copy reuses its connection.
