@@ -337,3 +337,46 @@ def test_server_instructions_are_cut_and_cannot_close_their_block(run: Any) -> N
     system = f"{OWN}\n{MARKED}\n{kept}\n[{left:,} more characters left out]\n{END}"
     assert lm.requests[0].messages[0] == {"role": "system", "content": system}
     server.close()
+
+
+def researching_team(server: mcp.Server) -> dspy_imp.ReActV2:
+    """A triage agent calling a researcher sub-agent (``p1``) that holds the server and calls ``work`` (``m1``)."""
+    researcher = dspy_imp.ReActV2("question -> findings", tools=[server])
+    triage = dspy_imp.ReActV2("message -> reply", tools=[researcher.as_tool(name="researcher")])
+    researcher.react.lm = ScriptedLM([reply(calls=[call("work", {}, id="m1")]), reply("It worked.")])
+    triage.react.lm = ScriptedLM([reply(calls=[call("researcher", {"question": "work?"}, id="p1")]), reply("Done.")])
+    return triage
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_sub_agents_server_reports_in_its_segment(sync: bool) -> None:
+    server = mcp.memory(narrator(), mode="legacy", log_level="warning")
+    user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Work."}]}
+    async with client(dspy_imp.web.app(researching_team(server), sync=sync)) as http:
+        agui = await http.post("/ag-ui", json=run_input("Work."))
+    async with client(dspy_imp.web.app(researching_team(server), sync=sync)) as http:  # a team of new scripts
+        chat = await http.post("/api/chat", json={"id": "chat1", "messages": [user], "trigger": "submit-message"})
+    events = agui_events(agui.text)
+    verify_agui(events)
+    about = {"toolCallId": "p1/m1", "toolName": "work"}
+    told = [e for e in events if e["type"] == "ACTIVITY_SNAPSHOT"]
+    assert told == [
+        {"type": "ACTIVITY_SNAPSHOT", "subagentRunId": "p1", "messageId": "r1-progress-p1/m1",
+         "activityType": "tool_progress", "content": {**about, "progress": 1, "total": 2, "message": "first half"}},
+        {"type": "ACTIVITY_SNAPSHOT", "subagentRunId": "p1", "messageId": "r1-log-1", "activityType": "tool_log",
+         "content": {**about, "level": "warning", "logger": "disk", "text": "almost full"}},
+        {"type": "ACTIVITY_SNAPSHOT", "subagentRunId": "p1", "messageId": "r1-progress-p1/m1",
+         "activityType": "tool_progress", "content": {**about, "progress": 2, "total": 2, "message": "second half"}},
+    ]  # fmt: skip
+    parts = vercel_parts(chat.text)
+    verify_vercel(parts)
+    nested = {"agent": "researcher", "toolCallId": "p1", "callId": "p1/m1", "toolName": "work"}
+    assert [p for p in parts if p["type"] in ("data-tool-progress", "data-tool-log")] == [
+        {"type": "data-tool-progress", "id": "p1/m1",
+         "data": {**nested, "progress": 1, "total": 2, "message": "first half"}},
+        {"type": "data-tool-log", "transient": True,
+         "data": {**nested, "level": "warning", "logger": "disk", "text": "almost full"}},
+        {"type": "data-tool-progress", "id": "p1/m1",
+         "data": {**nested, "progress": 2, "total": 2, "message": "second half"}},
+    ]  # fmt: skip
+    server.close()
