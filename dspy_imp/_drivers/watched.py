@@ -1,6 +1,6 @@
 """The drivers' watching glue: a ``Watch`` (``_watch.streaming``) sees an effect before and after it is
-performed (with the effect's GenAI span current while it runs), and a request's reply as it is
-relayed; it decides nothing.
+performed (with the effect's GenAI span current while it runs, and a tool call's ``Calling`` for
+a tool that reports while it runs), and a request's reply as it is relayed; it decides nothing.
 
 ``watched``/``awatched`` wrap performing one job; with no watch (no ``dspy.streamify``, no live
 progress), or for a ``Measure`` (counting tokens is nothing to watch) or a ``CheckArguments`` (the
@@ -22,7 +22,7 @@ def watched(watch: Watch | None, effect: Any, job: Job, perform: Callable[[Job],
     if watch is None or isinstance(effect, Measure | CheckArguments):
         return perform(job)
     watch.send(watch.before(effect))
-    with watch.spanning(effect, job) as spanned:
+    with watch.spanning(effect, job) as spanned, watch.calling(effect):
         with watch.relaying(effect, job.exchange) as relay:
             outcome = perform(job)
         spanned(outcome)
@@ -35,7 +35,7 @@ async def awatched(watch: Watch | None, effect: Any, job: Job, perform: Callable
     if watch is None or isinstance(effect, Measure | CheckArguments):
         return await perform(job)
     await watch.asend(watch.before(effect))
-    with watch.spanning(effect, job) as spanned:
+    with watch.spanning(effect, job) as spanned, watch.calling(effect):
         with watch.relaying(effect, job.exchange) as relay:
             outcome = await perform(job)
         spanned(outcome)

@@ -35,6 +35,7 @@ def program_guidance(
         unsent_note=options.unsent_note,
         history_replay=options.history_replay,
         result_renderer=options.tool_result_renderer,
+        toolset_instructions=options.toolset_instructions,
     )
 
 

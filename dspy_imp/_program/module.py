@@ -85,6 +85,10 @@ class ReActV2(dspy.Module):
             (default 1); one more interrupts it (cause ``"tool_retries_exhausted"``).
         max_result_chars: A result longer than this is cut for the model when it arrives (the
             record keeps it whole): a number or ``{name: chars, "*": chars}``.
+            With toolsets in ``tools`` (MCP servers), the names ``needs_approval``,
+            ``tool_timeouts``, ``tool_retries`` and ``max_result_chars`` give may be a toolset's
+            tools (as the model calls them): checked when a turn lists them, a
+            ``ConfigurationError`` naming the option then for one no toolset offers.
         repeat_limit: The same call with the same result this many times in a turn interrupts it
             (cause ``"repeated_calls"``); default 3, ``None`` to turn it off.
         input_guardrails: Checks on the call's inputs (functions, DSPy modules or
@@ -170,6 +174,11 @@ class ReActV2(dspy.Module):
         tools, self.toolsets = sets.split(tools)
         tools, self.hosted_tools = sets.hosted_split(tools)
         self.own_tools = opts.wrap_tools(tools)
+        self.deferred_names: dict[str, list[str]] = {}  # options' names of a toolset's tools (``sets.Deferred``)
+
+        def held(where: str) -> Mapping[str, dspy.Tool]:
+            return sets.Deferred(self.own_tools, where, self.deferred_names) if self.toolsets else self.own_tools
+
         if tool_result_renderer is not None and not callable(tool_result_renderer):
             raise ConfigurationError(f"`tool_result_renderer` must be callable, got {tool_result_renderer!r}")
         options = ProgramOptions(
@@ -185,11 +194,11 @@ class ReActV2(dspy.Module):
             config=opts.check_config(config),
             parallel_tools=opts.check_flag(parallel_tools, "parallel_tools"),
             usage_limits=check_usage_limits(usage_limits),
-            needs_approval=opts.check_tool_names(needs_approval, self.own_tools, "needs_approval"),
+            needs_approval=opts.check_tool_names(needs_approval, held("needs_approval"), "needs_approval"),
             external_tools=opts.check_tool_names(external_tools, self.own_tools, "external_tools"),
-            tool_timeouts=lim.check_tool_timeouts(tool_timeouts, self.own_tools),
-            tool_retries=lim.check_tool_retries(tool_retries, self.own_tools),
-            max_result_chars=lim.check_max_result_chars(max_result_chars, self.own_tools),
+            tool_timeouts=lim.check_tool_timeouts(tool_timeouts, held("tool_timeouts")),
+            tool_retries=lim.check_tool_retries(tool_retries, held("tool_retries")),
+            max_result_chars=lim.check_max_result_chars(max_result_chars, held("max_result_chars")),
             repeat_limit=lim.check_repeat_limit(repeat_limit),
             input_guardrails=lim.check_guardrails(input_guardrails, "input_guardrails"),
             output_guardrails=lim.check_guardrails(output_guardrails, "output_guardrails"),
@@ -347,6 +356,8 @@ class ReActV2(dspy.Module):
     def _turn(
         self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None
     ) -> Turn:
+        if listing is not None:  # the constructor's names of its toolsets' tools, now that they are listed
+            sets.check_deferred(self.deferred_names, listing, self.toolsets)
         own = self.own_tools if listing is None else {**self.own_tools, **listing.tools}
         options = self.options if listing is None else sets.with_listing(self.options, listing)
         plan = opts.plan_call(options, self.signature, own, kwargs)

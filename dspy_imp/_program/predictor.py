@@ -167,11 +167,12 @@ def restore_options(current: ProgramOptions, saved: Any, tool_names: tuple[str, 
         "prompt_cache": opts.check_prompt_cache(saved.get("prompt_cache", _DEFAULTS.prompt_cache)),
         "thinking": opts.check_thinking(saved.get("thinking", _DEFAULTS.thinking)),
     }
-    held = dict.fromkeys(tool_names)
     for key in _TOOL_LISTS:
         names = saved.get(key, [])
         if not isinstance(names, list):
             raise ConfigurationError(f"saved `{key}` must be a list of tool names, got {names!r}")
+        # The program's tools, and the names its constructor took for its toolsets' (``sets.Deferred``).
+        held = dict.fromkeys((*tool_names, *getattr(current, key)))
         changes[key] = opts.check_tool_names(names, held, key)
     options = replace(current, **changes)
     opts.check_rules(options, where="loading saved state")

@@ -6,7 +6,11 @@ under ``acall``), and the turn runs with the program's own tools and those, as i
 them all. The turn keeps the tools it started with; the next turn asks again. What a toolset lists
 is checked here: its names may take no name of the program's own tools, of ``submit`` or of
 another toolset's (a ``ConfigurationError`` naming both); its approvals and time bounds join the
-turn's options (``needs_approval``, ``tool_timeouts``), the program's own settings first.
+turn's options (``needs_approval``, ``tool_timeouts``), the program's own settings first, and its
+instructions (an MCP server's, on request) go in the turn's requests, never in the program.
+
+The constructor's per-tool options may name a toolset's tools before any is listed (``DEFERRED``):
+their names are kept, and checked against each turn's listing (``check_deferred``).
 
 The toolset itself is shared, never copied: ``copy.deepcopy`` of a program (every optimizer's
 first step) keeps the same toolset, so a copy reuses its connection.
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +35,14 @@ from dspy_imp._turn.plan import ProgramOptions
 @dataclass(frozen=True)
 class Listing:
     """What a toolset offers one turn: its tools by the name the model calls them, the names of
-    those that wait for a person's approval, and per-tool time bounds (seconds)."""
+    those that wait for a person's approval, per-tool time bounds (seconds), and instructions of
+    its own to add to the program's for the turn (``(whose, text)``: untrusted text, shown as
+    such; an MCP server's with ``add_instructions=True``)."""
 
     tools: Mapping[str, dspy.Tool] = field(default_factory=dict)
     needs_approval: frozenset[str] = frozenset()
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    instructions: tuple[tuple[str, str], ...] = ()
 
 
 class Toolset:
@@ -104,6 +111,7 @@ def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listi
     tools: dict[str, dspy.Tool] = {}
     approval: set[str] = set()
     timeouts: dict[str, float] = {}
+    instructions: list[tuple[str, str]] = []
     for toolset, listing in listings:
         for name, tool in listing.tools.items():
             if name == SUBMIT:
@@ -125,7 +133,8 @@ def merged(own: Mapping[str, dspy.Tool], listings: Sequence[tuple[Toolset, Listi
             tools[name] = tool
         approval.update(listing.needs_approval)
         timeouts.update(listing.timeouts)
-    return Listing(tools, frozenset(approval), timeouts)
+        instructions.extend(listing.instructions)
+    return Listing(tools, frozenset(approval), timeouts, tuple(instructions))
 
 
 def listed(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool]) -> Listing:
@@ -159,10 +168,52 @@ def revive(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], records: S
     return merged(own, [(toolset, toolset.revive(data)) for toolset, data in zip(toolsets, records, strict=True)])
 
 
+DEFERRED = ("needs_approval", "tool_timeouts", "tool_retries", "max_result_chars")
+"""The constructor's options that may name a toolset's tools (an MCP server's), which are not
+known until a turn lists them: each name the program does not hold is noted (``Deferred``) and
+checked against the first listing of every turn (``check_deferred``)."""
+
+
+class Deferred(Mapping[str, dspy.Tool]):
+    """The program's own tools, as the construction checks of one option see them when the program
+    has toolsets: any other name is there too, and noted in ``noted[where]``."""
+
+    def __init__(self, own: Mapping[str, dspy.Tool], where: str, noted: dict[str, list[str]]):
+        self.own, self.where, self.noted = own, where, noted
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name not in self.own:
+            self.noted.setdefault(self.where, []).append(name)
+        return isinstance(name, str)
+
+    def __getitem__(self, name: str) -> dspy.Tool:
+        return self.own[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own)
+
+    def __len__(self) -> int:
+        return len(self.own)
+
+
+def check_deferred(noted: Mapping[str, Sequence[str]], listing: Listing, toolsets: Sequence[Toolset]) -> None:
+    """The names the constructor's options gave for a toolset's tools (``Deferred``), against the
+    turn's listing: one no toolset offers is a ``ConfigurationError`` naming the option and the key."""
+    for where, names in noted.items():
+        for name in names:
+            if name not in listing.tools:
+                labels = ", ".join(toolset.label for toolset in toolsets)
+                raise ConfigurationError(
+                    f"`{where}` names a tool that neither the program nor its toolsets ({labels}) offer: {name!r}; "
+                    "a toolset's tools are named as the model calls them (after the server's `prefix_`)"
+                )
+
+
 def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
     """The program's options for a turn that also holds ``listing``'s tools: their approvals added,
-    their time bounds where the program sets none for them (its ``"*"`` bound stays the fallback)."""
-    if not listing.tools:
+    their time bounds where the program sets none for them (its ``"*"`` bound stays the fallback),
+    the toolsets' instructions for this turn's requests (never the program's saved state)."""
+    if not listing.tools and not listing.instructions:
         return options
     approval = tuple(name for name in listing.tools if name in listing.needs_approval)
     timeouts = dict(options.tool_timeouts)
@@ -173,4 +224,6 @@ def with_listing(options: ProgramOptions, listing: Listing) -> ProgramOptions:
         changes["needs_approval"] = (*options.needs_approval, *approval)
     if timeouts != dict(options.tool_timeouts):
         changes["tool_timeouts"] = timeouts
+    if listing.instructions:
+        changes["toolset_instructions"] = listing.instructions
     return dataclasses.replace(options, **changes) if changes else options

@@ -72,6 +72,7 @@ class Guidance:
     unsent_note: str | None = None
     history_replay: HistoryReplay = "trajectory"
     result_renderer: ResultRenderer | None = None
+    toolset_instructions: tuple[tuple[str, str], ...] = ()  # untrusted: after the loop's lines (``_toolset_lines``)
     kind: RequestKind = "step"
     steps: Sequence[Step] = ()  # the loop passes a ``Window`` on its step list (never copied)
     history: Any = None
@@ -112,13 +113,24 @@ class Guidance:
 
 
 def system_message(guidance: Guidance, instructions: str, dialect: Dialect) -> str:
-    loop = guidance_lines(guidance, dialect)
+    loop = [*guidance_lines(guidance, dialect), *_toolset_lines(guidance.toolset_instructions)]
     if dialect.plain:
         return _plain_system(guidance.task, instructions, loop)
     lines = [*textwrap.dedent(instructions).splitlines(), *loop]
     formatted = dialect.system(sentences.OBJECTIVE + ("\n" + " " * 8).join(["", *lines]))
     assert formatted is not None  # only the plain dialect has no layout of its own
     return formatted
+
+
+def _toolset_lines(given: Sequence[tuple[str, str]]) -> list[str]:
+    """A toolset's instructions (an MCP server's, ``add_instructions=True``) after the loop's lines,
+    each said to be that server's untrusted text, between markers its text cannot close."""
+    lines: list[str] = []
+    for whose, text in given:
+        body = text.replace(sentences.TOOLSET_INSTRUCTIONS_END, "")
+        lines += [sentences.TOOLSET_INSTRUCTIONS.format(whose=whose), *body.splitlines(),
+                  sentences.TOOLSET_INSTRUCTIONS_END]  # fmt: skip
+    return lines
 
 
 def _plain_system(task: Task, instructions: str, lines: list[str]) -> str:

@@ -47,6 +47,7 @@ class ProgramOptions:
     input_guardrails: tuple[Guardrail, ...] = ()
     output_guardrails: tuple[Guardrail, ...] = ()
     fallback: tuple[Any, ...] = ()  # dspy.BaseLM objects (the turn imports no DSPy)
+    toolset_instructions: tuple[tuple[str, str], ...] = ()  # a turn's toolsets' (``with_listing``), never saved
 
     context: Context | None = None
     prompt_cache: PromptCache = True  # on: breakpoints and cache keys where the route takes them

@@ -12,6 +12,10 @@ sends one event at a time, in the order things happen:
                      a sub-agent's call (``agent.as_tool()``) too
     ToolEnded        what came back: the value, or the error sentence the model reads (a
                      sub-agent's call: its outputs, or why it ended without; none when it paused)
+    ToolProgress     during a call, between its ToolStarted and its ToolEnded: the progress its
+                     tool reported (an MCP server's progress notification)
+    ToolLog          during a call: a log message its tool's server sent (MCP's
+                     ``notifications/message``), bounded by the server (``dspy_imp.mcp``)
     SubAgentEvent    one of the above in a sub-agent's turn: which agent, for which call
 
 The events decide nothing and change nothing of the turn; they carry the call ids the history
@@ -111,7 +115,26 @@ class ToolEnded(_OfCall):
     error: bool
 
 
-OwnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded
+@dataclass(frozen=True)
+class ToolProgress(_OfCall):
+    """The call's tool reported progress: ``progress`` of ``total`` (``None``: unknown), and a message."""
+
+    progress: float
+    total: float | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class ToolLog(_OfCall):
+    """A log message the call's tool sent: its ``level`` (``"debug"`` to ``"emergency"``, MCP's
+    RFC 5424 names), the ``logger`` it names (or ``None``), and its ``text``, cut and on one line."""
+
+    level: str
+    logger: str | None
+    text: str
+
+
+OwnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded | ToolProgress | ToolLog
 
 
 @dataclass(frozen=True)
@@ -141,6 +164,29 @@ def current_observer() -> Observer | None:
 def observing(observer: Observer) -> contextlib.AbstractContextManager[None]:
     """Send the events of every turn run in this block (and the threads it starts) to ``observer``."""
     return scoped(_OBSERVER, observer)
+
+
+@dataclass(frozen=True)
+class Calling:
+    """The tool call running in this context, for a tool that reports while it runs (``calling``):
+    its id and name, and the observer its ``ToolProgress`` and ``ToolLog`` events go to."""
+
+    call_id: str
+    name: str | None
+    observe: Observer
+
+
+_CALLING: ContextVar[Calling | None] = ContextVar("dspy_imp_calling", default=None)
+
+
+def calling() -> Calling | None:
+    """The observed call running now (set by the ``Watch`` around a ``RunTool``), or ``None``."""
+    return _CALLING.get()
+
+
+def running(call: Calling | None) -> contextlib.AbstractContextManager[None]:
+    """Mark ``call`` as the call running in this block (``calling``)."""
+    return scoped(_CALLING, call)
 
 
 def within(observer: Observer, agent: str, call_id: str) -> Observer:

@@ -50,7 +50,7 @@ from dspy_imp._turn.effects import (
 )
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import genai
-from dspy_imp._watch.events import Reporter, current_observer, within
+from dspy_imp._watch.events import Calling, Reporter, current_observer, running, within
 from dspy_imp._watch.holding import Hold
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
@@ -200,6 +200,13 @@ class Watch:
             return
         with self.spans.spanning(effect, job) as end:
             yield end
+
+    def calling(self, effect: Any) -> contextlib.AbstractContextManager[None]:
+        """While a tool call runs: the call, for a tool that reports while it runs (an MCP server's
+        progress and log messages: ``_watch.events.calling``), when an observer follows the turn."""
+        if self.reporter is None or not isinstance(effect, RunTool) or effect.call is None:
+            return contextlib.nullcontext()
+        return running(Calling(effect.call.id, effect.call.name, self.reporter.observer))
 
     # -- field chunks -------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,18 +44,21 @@ from typing import Any, Literal, TypeVar
 import anyio
 import dspy
 import mcp_types as types
-from dspy.streaming import StatusMessage
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import AsksInput, ConfigurationError
 from dspy_imp._turn import elicitation
+from dspy_imp._watch.events import calling
 from dspy_imp.mcp import _loop
+from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
+from dspy_imp.mcp._notices import progress_line as progress_line
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tools import McpTool, build
 
@@ -75,6 +79,8 @@ MAX_ROUNDS = 10
 """The most input-required rounds one call of a 2026-07-28 session may take (the SDK's default)."""
 STATE_ONLY_SECONDS = 0.25
 """The wait before retrying a round that sent only a ``requestState`` (the SDK's driver waits 0.05-0.25 s)."""
+MAX_INSTRUCTIONS_CHARS = 4_000
+"""The longest server ``instructions`` added to a program's (``add_instructions=True``); the rest is cut."""
 
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -263,6 +269,8 @@ class Server(Toolset):
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None = None,
         sampling: dspy.BaseLM | None = None,
+        log_level: str | None = None,
+        add_instructions: bool = False,
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -287,6 +295,11 @@ class Server(Toolset):
         self._in_flight: list[_Paused] = []
         """The calls in flight under ``elicit="pause"``, oldest first: a question an older session asks
         mid-call is taken as the oldest's (``_on_elicit``)."""
+        self.log_level = check_level(log_level)
+        self._logs = Logs(self.label, self.log_level)  # its log messages, to the calls in flight (``_notices``)
+        if not isinstance(add_instructions, bool):
+            raise ConfigurationError(f"MCP server `add_instructions` must be True or False, got {add_instructions!r}")
+        self.add_instructions = add_instructions
         self._asking: list[contextvars.Context] = []
         """The contexts of the calls in flight, oldest first: a sampling request is answered in the
         oldest's (its turn's usage limits, deadline and usage)."""
@@ -371,7 +384,8 @@ class Server(Toolset):
     @property
     def instructions(self) -> str | None:
         """The ``instructions`` the server sent when its session opened (``None`` before it opened).
-        Untrusted text: never added to a program's instructions by dspy_imp."""
+        Untrusted text: added to a program's instructions only with ``add_instructions=True``
+        (marked as this server's, and cut at ``MAX_INSTRUCTIONS_CHARS``)."""
         session = self._session
         try:
             return session.client.instructions if session is not None else None
@@ -443,7 +457,17 @@ class Server(Toolset):
             tool.counts_model_calls = self.sampling is not None
         approval = frozenset(name for name, tool in tools.items() if self.needs_approval(tool.remote))
         timeouts = {name: self.timeout for name in tools} if self.timeout is not None else {}
-        return Listing(tools, approval, timeouts)
+        return Listing(tools, approval, timeouts, self._instructions_added())
+
+    def _instructions_added(self) -> tuple[tuple[str, str], ...]:
+        """With ``add_instructions=True``, the open session's instructions (cut), named by the server."""
+        text = self.instructions if self.add_instructions else None
+        if not text or not text.strip():
+            return ()
+        kept = text.strip()
+        if len(kept) > MAX_INSTRUCTIONS_CHARS:
+            kept = f"{kept[:MAX_INSTRUCTIONS_CHARS]}\n[{len(kept) - MAX_INSTRUCTIONS_CHARS:,} more characters left out]"
+        return ((self.label, kept),)
 
     async def _tools(self) -> dict[str, McpTool]:
         if self._cache is not None:
@@ -499,43 +523,24 @@ class Server(Toolset):
         return remotes
 
     async def _call(self, tool: types.Tool, arguments: dict[str, Any], resume: Resume | None = None) -> Any:
-        """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. Under
-        ``dspy.streamify`` the server's progress notifications become status lines of the stream.
+        """A tool's call, from the caller's loop: sent on the layer's loop, its result read here. The
+        server's progress notifications and log messages during it are told to the turn (status
+        lines of a ``dspy.streamify`` stream, events of its observer), bounded (``_notices``).
         ``resume``: a call that paused on a question (``elicit="pause"``), finished with the answer."""
-        stream = dspy.settings.send_stream
+        notices = Notices(tool.name, dspy.settings.send_stream, calling())
         asking = contextvars.copy_context()  # where a sampling request during the call is answered
         self._asking.append(asking)
+        self._logs.started(notices)
         sent: list[Any] = []
         try:
-            if stream is None:
-                result = await _loop.arun(self._send(tool.name, arguments, None, sent, resume))
-            else:
-                result = await self._reporting(stream, tool, arguments, sent, resume)
+            async with notices.relaying():
+                progress = notices.progress if notices.live else None
+                result = await _loop.arun(self._send(tool.name, arguments, progress, sent, resume))
         finally:
+            self._logs.ended(notices)
             self._asking.remove(asking)
             _annotate(sent)
         return result_value(result, tool.output_schema)
-
-    async def _reporting(
-        self, stream: Any, tool: types.Tool, arguments: dict[str, Any], sent: list[Any], resume: Resume | None
-    ) -> types.CallToolResult:
-        here = asyncio.get_running_loop()
-        lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def progress(done: float, total: float | None, message: str | None) -> None:  # on the layer's loop
-            here.call_soon_threadsafe(lines.put_nowait, progress_line(tool.name, done, total, message))
-
-        async def relay() -> None:
-            while (line := await lines.get()) is not None:
-                with contextlib.suppress(Exception):  # a stream its consumer closed: the turn notices itself
-                    await stream.send(StatusMessage(line))
-
-        relaying = asyncio.ensure_future(relay())
-        try:
-            return await _loop.arun(self._send(tool.name, arguments, progress, sent, resume))
-        finally:
-            lines.put_nowait(None)
-            await asyncio.shield(relaying)
 
     async def _send(
         self,
@@ -763,8 +768,11 @@ class Server(Toolset):
                 cache=None,
                 elicitation_callback=self._on_elicit if self.elicit is not None else None,
                 sampling_callback=self._on_sample if self.sampling is not None else None,
+                logging_callback=self._logs,
+                log_level=self.log_level,  # a 2026-07-28 session's opt-in (older ones: ``_set_level``)
             )
             async with client, anyio.create_task_group() as group:
+                await self._set_level(client)
                 capabilities = client.server_capabilities.tools
                 if capabilities is not None and capabilities.list_changed:
                     group.start_soon(self._listen, client)
@@ -781,6 +789,21 @@ class Server(Toolset):
                 logger.debug("dspy_imp.mcp: %s: session ended: %r", self.label, error)
             if not isinstance(error, Exception):
                 raise
+
+    async def _set_level(self, client: Client) -> None:
+        """``log_level=`` on a session of the handshake: ``logging/setLevel``, when the server declares
+        the logging capability (a refusal is logged, and the session goes on)."""
+        if self.log_level is None or client.server_capabilities.logging is None:
+            return
+        if client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return
+        try:
+            with anyio.fail_after(LIST_SECONDS), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated on 2026-07-28 only
+                await client.set_logging_level(self.log_level)
+        except (MCPError, TimeoutError) as error:
+            why = one_line(str(error))
+            logger.warning("dspy_imp.mcp: %s refused `log_level` %r: %s", self.label, self.log_level, why)
 
     async def _listen(self, client: Client) -> None:
         """A 2026-07-28 session's change events (earlier ones send notifications: ``_on_message``)."""
@@ -928,12 +951,6 @@ def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
     )
     response = lm(request)
     return str(getattr(response, "text", None) or "")
-
-
-def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
-    """A progress notification as one status line: ``fetch: 2/5 reading``."""
-    count = f"{done:g}/{total:g}" if total else f"{done:g}"
-    return " ".join(part for part in (f"{name}:", count, " ".join((message or "").split())[:200]) if part)
 
 
 Resume = tuple[Mapping[str, Any], Mapping[str, Any]]

@@ -21,6 +21,7 @@ from mcp.server.mcpserver import MCPServer
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
+from dspy_imp.mcp._bounded import Bounded
 from dspy_imp.mcp._server import Server, note_fault, stderr_sink
 from dspy_imp.mcp._stdio import bounded_stdio_client
 
@@ -55,6 +56,8 @@ def stdio(
     mode: str = "auto",
     elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -88,16 +91,25 @@ def stdio(
             (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
             ``"sampling"``) and bounded by its usage limits and deadline. By default the client
             offers no sampling.
+        log_level: The least severe of the server's log messages (``notifications/message``) to
+            ask for and show: ``"debug"``, ``"info"``, ``"notice"``, ``"warning"``, ``"error"``,
+            ``"critical"``, ``"alert"`` or ``"emergency"``. Sent as ``logging/setLevel`` when the
+            session opens (on a 2025 session, to a server that declares logging), or as the
+            per-request opt-in of a 2026-07-28 session; messages below it are dropped. ``None``
+            (default): nothing is asked, and what the server sends anyway is shown. A message
+            during a call is a status line of the turn's stream and an event of the web app's;
+            every one goes to the ``dspy_imp.mcp`` logger (bounded; ``docs/mcp.md``).
+        add_instructions: Add the ``instructions`` the server sends when its session opens to the
+            program's instructions, in each request of a turn that lists its tools, marked as the
+            server's untrusted text (cut at 4,000 characters). Off by default; never saved with
+            the program.
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
     environment = None if env is None else _mapping(env, "env")
     directory = None if cwd is None else Path(cwd)
     parameters = StdioServerParameters(command=command, args=arguments, env=environment, cwd=directory)
-    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
-        raise ConfigurationError(
-            f"MCP server `max_message_bytes` must be a positive number of bytes, got {max_message_bytes!r}"
-        )
+    _check_bytes(max_message_bytes)
 
     def target() -> Any:
         return bounded_stdio_client(parameters, errlog=stderr_sink(), limit=max_message_bytes, fault=note_fault)
@@ -105,6 +117,7 @@ def stdio(
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     server.connects_to, server.network_transport, server.transport = parameters, "pipe", "stdio"
     return server
@@ -116,6 +129,7 @@ def http(
     headers: Mapping[str, str] | None = None,
     auth: OAuth | httpx2.Auth | None = None,
     transport: str | None = None,
+    max_message_bytes: int = 33_554_432,  # MAX_MESSAGE_BYTES, as stdio's
     name: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
@@ -125,6 +139,8 @@ def http(
     mode: str = "auto",
     elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
 
@@ -140,6 +156,10 @@ def http(
             with 400, 404 or 405 and never with success, SSE at the same URL, as the spec's
             backwards-compatibility rule has a client do. The choice is kept for the server's later
             sessions, and shown as ``server.transport``.
+        max_message_bytes: The longest answer to one request read from it (a JSON body), 32 MiB by
+            default, enforced as it is read: a longer one ends that call with an error naming the
+            limit, and the session goes on. An event stream is read event by event, each at most
+            1 MiB (the ``mcp`` SDK's bound).
 
     The other arguments are those of ``stdio``.
     """
@@ -152,10 +172,12 @@ def http(
         raise ConfigurationError(
             f"MCP server `transport` must be one of {TRANSPORTS!r} (or None: either), got {transport!r}"
         )
-    way = _HttpWay(url, sent, authority)
+    _check_bytes(max_message_bytes)
+    way = _HttpWay(url, sent, authority, max_message_bytes)
     remote = Server(
         name or url, way.target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     remote.connects_to, remote.network_transport, remote.transport = url, "tcp", transport
     remote.falls_back = way.falls_back
@@ -176,8 +198,8 @@ class _HttpWay:
     not leaves the choice open, so the next opening starts again from streamable HTTP.
     """
 
-    def __init__(self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None):
-        self.url, self.headers, self.authority = url, headers, authority
+    def __init__(self, url: str, headers: dict[str, str], authority: Callable[[str], httpx2.Auth] | None, limit: int):
+        self.url, self.headers, self.authority, self.limit = url, headers, authority, limit
         self.endpoint = httpx2.URL(url)
         self.server: Server | None = None
         self.refused: list[int] = []
@@ -240,6 +262,7 @@ class _HttpWay:
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 auth=self.auth(),
                 event_hooks={"response": [self._noted]},
+                transport=Bounded(httpx2.AsyncHTTPTransport(), self.limit, server.label),
             ) as client,  # fmt: skip
             streamable_http_client(self.url, http_client=client) as streams,
         ):
@@ -258,6 +281,8 @@ def memory(
     mode: str = "auto",
     elicit: Elicit = None,
     sampling: dspy.BaseLM | None = None,
+    log_level: str | None = None,
+    add_instructions: bool = False,
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -269,9 +294,15 @@ def memory(
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        log_level=log_level, add_instructions=add_instructions,
     )  # fmt: skip
     served.connects_to, served.transport = server, "memory"
     return served
+
+
+def _check_bytes(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"MCP server `max_message_bytes` must be a positive number of bytes, got {value!r}")
 
 
 def _check_text(value: Any, where: str) -> str:

@@ -6,6 +6,9 @@ The narration owns what both protocols share (``agui`` and ``vercel`` only spell
   the turn ends, so the calls a reply made and their results sit in the step of that reply;
 - one open message at a time: the request's text (the answer channel, or a thought) and the
   provider's reasoning are messages; a tool call closes the open message first;
+- what a tool reports while it runs (``ToolProgress``, ``ToolLog``: an MCP server's progress and
+  log messages) is told as it comes, between the call and its result, as the protocol's
+  activity (AG-UI) or data parts (AI SDK): never a message of the conversation;
 - a call is shown once: a resumed turn answers the paused step's calls, which the run that
   paused already showed, so only their results are told again;
 - at the end: the calls of a paused step that were not shown yet, the answer as a message when
@@ -42,6 +45,8 @@ from dspy_imp._watch.events import (
     SubAgentEvent,
     TextDelta,
     ToolEnded,
+    ToolLog,
+    ToolProgress,
     ToolStarted,
     TurnEvent,
 )
@@ -62,6 +67,8 @@ class Encoder(Protocol):
     def message_ended(self, message_id: str, kind: MessageKind) -> list[Any]: ...
     def tool_call(self, call_id: str, name: str, args: Any, parent_id: str | None) -> list[Any]: ...
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[Any]: ...
+    def tool_progress(self, event: ToolProgress) -> list[Any]: ...
+    def tool_log(self, event: ToolLog) -> list[Any]: ...
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[Any]: ...
     def failed(self, error: BaseException) -> list[Any]: ...
     def refused(self, message: str, code: str) -> list[Any]: ...
@@ -132,6 +139,10 @@ class Narration:
             return self._request_ended(event.outcome)
         if isinstance(event, ToolStarted):
             return self._tool_started(event)
+        if isinstance(event, ToolProgress):  # during its call: no message of the step is open
+            return self.encoder.tool_progress(event)
+        if isinstance(event, ToolLog):
+            return self.encoder.tool_log(event)
         assert isinstance(event, ToolEnded)
         out = self._segments_ended(event.call_id, _end_of(event))
         return out + self.encoder.tool_result(event.call_id, event.value, event.error, event.call_id in self.refused)
@@ -170,7 +181,7 @@ class Narration:
         """A sub-agent's event, told by the narration of its call's segment (opened at its first event)."""
         segment, out = self._segment(event.agent, event.call_id)
         own = event.event
-        if isinstance(own, ToolStarted | ToolEnded):  # its calls by their id paths
+        if isinstance(own, ToolStarted | ToolEnded | ToolProgress | ToolLog):  # its calls by their id paths
             own = replace(own, call_id=f"{event.call_id}/{own.call_id}")
         if isinstance(own, ToolEnded):
             out += self._segments_ended(own.call_id, _end_of(own))  # a grandchild's call: its segment ends
@@ -358,6 +369,12 @@ class _Nested:
 
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[Any]:
         return self._wrap(self.encoder.tool_result(call_id, value, error, denied))
+
+    def tool_progress(self, event: ToolProgress) -> list[Any]:
+        return self._wrap(self.encoder.tool_progress(event))
+
+    def tool_log(self, event: ToolLog) -> list[Any]:
+        return self._wrap(self.encoder.tool_log(event))
 
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[Any]:
         return []

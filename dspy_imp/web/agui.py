@@ -10,6 +10,9 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
         TEXT_MESSAGE_START / _CONTENT... / _END
                                               text that may be the answer (a text-answer turn)
         TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
+          ACTIVITY_SNAPSHOT "tool_progress"    what the call's tool reports while it runs (an MCP
+          ACTIVITY_SNAPSHOT "tool_log"         server's progress, its log messages), between
+                                              the call's end and its result
           SUBAGENT_STARTED ... SUBAGENT_FINISHED   a sub-agent's call: its turn between the call's
                                               end and its result, each event with its subagentRunId
       STEP_FINISHED
@@ -49,6 +52,7 @@ from typing import Any
 import dspy
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    ActivitySnapshotEvent,
     BaseEvent,
     Interrupt,
     MessagesSnapshotEvent,
@@ -82,6 +86,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
@@ -102,6 +107,7 @@ class AGUIEncoder:
         self.thread_id = thread_id
         self.run_id = run_id
         self.signature = signature
+        self.logs = 0  # the run's log activities so far (their ids)
 
     def run_started(self) -> list[BaseEvent]:
         return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)]
@@ -137,6 +143,21 @@ class AGUIEncoder:
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[BaseEvent]:
         message_id = f"{self.run_id}-result-{call_id}"
         return [ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=as_text(value), role="tool")]
+
+    def tool_progress(self, event: ToolProgress) -> list[BaseEvent]:
+        """The call's progress: one activity per call, each snapshot replacing the last."""
+        content = {"toolCallId": event.call_id, "toolName": event.name, "progress": event.progress,
+                   "total": event.total, "message": event.message}  # fmt: skip
+        message_id = f"{self.run_id}-progress-{event.call_id}"
+        return [ActivitySnapshotEvent(message_id=message_id, activity_type="tool_progress", content=content)]
+
+    def tool_log(self, event: ToolLog) -> list[BaseEvent]:
+        """One log message of the call's tool: an activity of its own."""
+        self.logs += 1
+        content = {"toolCallId": event.call_id, "toolName": event.name, "level": event.level,
+                   "logger": event.logger, "text": event.text}  # fmt: skip
+        message_id = f"{self.run_id}-log-{self.logs}"
+        return [ActivitySnapshotEvent(message_id=message_id, activity_type="tool_log", content=content)]
 
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[BaseEvent]:
         metadata = prediction.metadata

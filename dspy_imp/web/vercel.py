@@ -9,6 +9,8 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
         reasoning-start / reasoning-delta / reasoning-end   a thought, or provider reasoning
         text-start / text-delta / text-end                  text that may be the answer
         tool-input-start / tool-input-delta / tool-input-available
+          data-tool-progress {id: the call's id}  what the call's tool reports while it runs (an
+          data-tool-log (transient)                MCP server's progress, its log messages)
         tool-output-available | tool-output-error | tool-output-denied (a refused call)
           data-agent / data-agent-delta / data-agent-text / data-agent-call / data-agent-result
                                                a sub-agent's call: its turn, between the call's
@@ -43,6 +45,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream, Refused
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, recorded_calls, summary
@@ -102,6 +105,18 @@ class VercelEncoder:
             return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": as_text(value)}]
         return [{"type": "tool-output-available", "toolCallId": call_id, "output": _json(value)}]
 
+    def tool_progress(self, event: ToolProgress) -> list[dict[str, Any]]:
+        """The call's progress: a data part with the call's id, so ``useChat`` keeps the latest."""
+        data = {"toolCallId": event.call_id, "toolName": event.name, "progress": event.progress,
+                "total": event.total, "message": event.message}  # fmt: skip
+        return [_data("tool-progress", event.call_id, data)]
+
+    def tool_log(self, event: ToolLog) -> list[dict[str, Any]]:
+        """One log message of the call's tool: a transient data part (``onData``; never kept in the message)."""
+        data = {"toolCallId": event.call_id, "toolName": event.name, "level": event.level,
+                "logger": event.logger, "text": event.text}  # fmt: skip
+        return [{"type": "data-tool-log", "data": data, "transient": True}]
+
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[dict[str, Any]]:
         approvals = [
             {"type": "tool-approval-request", "approvalId": call["id"], "toolCallId": call["id"]}
@@ -135,6 +150,9 @@ class VercelEncoder:
             elif kind == "tool-input-available":
                 call = {"callId": part["toolCallId"], "toolName": part["toolName"], "input": part["input"]}
                 out.append(_data("agent-call", part["toolCallId"], {**about, **call}))
+            elif kind in ("data-tool-progress", "data-tool-log"):  # as ``data-agent-call`` names it
+                data = dict(part["data"])
+                out.append({**part, "data": {**about, "callId": data.pop("toolCallId"), **data}})
             elif kind.startswith("tool-output-"):
                 result = {k: v for k, v in part.items() if k in ("output", "errorText")}
                 state = {"callId": part["toolCallId"], "state": kind[len("tool-") :], **result}

@@ -1,0 +1,112 @@
+"""The constructor's per-tool options may name an MCP server's tools (``tool_timeouts``,
+``tool_retries``, ``max_result_chars``, ``needs_approval``): checked when a turn lists the tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import dspy
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+import dspy_imp
+from dspy_imp import mcp
+from dspy_imp.testing import ScriptedLM, call, reply
+
+
+def answer(text: str) -> Any:
+    return reply(f"[[ ## answer ## ]]\n{text}\n\n[[ ## completed ## ]]")
+
+
+def workshop() -> MCPServer:
+    server = MCPServer("workshop")
+
+    @server.tool()
+    async def slow() -> str:
+        """Take a long time."""
+        await anyio.sleep(600)
+        return "never"
+
+    @server.tool()
+    def big() -> str:
+        """A long text."""
+        return "y" * 5_000
+
+    @server.tool()
+    def drill(hole: str) -> str:
+        """Drill a hole."""
+        return f"drilled {hole}"
+
+    return server
+
+
+def results(pred: Any) -> list[dict[str, Any]]:
+    return [r for e in pred.metadata.history.messages for r in e.get("tool_call_results") or []]
+
+
+def test_constructor_options_name_a_servers_tools_by_their_turn_names(run: Any) -> None:
+    server = mcp.memory(workshop(), prefix="w")
+    agent = dspy_imp.ReActV2(
+        "question -> answer",
+        tools=[server],
+        tool_timeouts={"w_slow": 0.5, "*": 60},
+        max_result_chars={"w_big": 100},
+        needs_approval=["w_drill"],
+    )
+    lm = ScriptedLM(
+        [
+            reply("both", calls=[call("w_slow", {}, id="c1"), call("w_big", {}, id="c2")]),
+            reply("drill", calls=[call("w_drill", {"hole": "h1"}, id="c3")]),
+        ]
+    )
+    with dspy.context(lm=lm):
+        pred = run(agent, question="q")
+    slow, big = results(pred)
+    assert slow["error"] is True and "timed out after 0.5 s" in slow["result"]
+    told = [m for m in lm.requests[1].messages if m["role"] == "tool"][-1]["content"]
+    assert told.startswith("y" * 100) and "y" * 101 not in told  # cut for the model at 100
+    assert big["result"] == "y" * 5_000  # the record keeps it whole
+    assert pred.metadata.termination_reason == "paused"
+    assert [(c["id"], c["name"], c["kind"]) for c in pred.metadata.pending_calls] == [("c3", "w_drill", "approval")]
+    server.close()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"tool_timeouts": {"drill": 1}},
+        {"max_result_chars": {"w_nope": 10}},
+        {"needs_approval": ["drill"]},
+        {"tool_retries": {"w_none": 2}},
+    ],
+)
+def test_a_name_no_toolset_offers_is_refused_when_the_turn_lists_them(run: Any, options: dict[str, Any]) -> None:
+    server = mcp.memory(workshop(), prefix="w")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], **options)  # not known yet: accepted
+    ((where, value),) = options.items()
+    name = next(iter(value))
+    lm = ScriptedLM([answer("never")])
+    with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError) as refused:
+        run(agent, question="q")
+    assert str(refused.value) == (
+        f"`{where}` names a tool that neither the program nor its toolsets (MCP server 'workshop') offer: "
+        f"{name!r}; a toolset's tools are named as the model calls them (after the server's `prefix_`)"
+    )
+    assert lm.requests == []  # before any model call
+    server.close()
+
+
+def test_without_toolsets_an_unknown_name_is_refused_at_construction() -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match="`tool_timeouts` names a tool the program does not hold"):
+        dspy_imp.ReActV2("question -> answer", tool_timeouts={"w_slow": 1})
+
+
+def test_saved_approvals_of_a_servers_tool_load_into_the_same_program() -> None:
+    server = mcp.memory(workshop(), prefix="w")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], needs_approval=["w_drill"])
+    state = agent.dump_state()
+    again = dspy_imp.ReActV2("question -> answer", tools=[server], needs_approval=["w_drill"])
+    again.load_state(state)
+    assert again.react.options.needs_approval == ("w_drill",)
+    server.close()
