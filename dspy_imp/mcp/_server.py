@@ -36,6 +36,7 @@ import os
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -292,6 +293,9 @@ class Server(Toolset):
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
+        self._one_call: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )  # under ``elicit="pause"`` on an older session: one call at a time, per loop
         self._in_flight: list[_Paused] = []
         """The calls in flight under ``elicit="pause"``, oldest first: a question an older session asks
         mid-call is taken as the oldest's (``_on_elicit``)."""
@@ -581,7 +585,20 @@ class Server(Toolset):
         round's retry carrying the answer (stateless). An older session's question is a request
         mid-call: the call is cancelled at the pause, and the resumed call is the tool called again,
         the server's questions answered in order with the answers saved, while they are the ones it
-        asked before (the tool's work before its question is done again)."""
+        asked before (the tool's work before its question is done again). Such a request does not
+        say which call asks, so on an older session this server's calls run one at a time."""
+        if client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return await self._pausing_call(client, name, arguments, progress, resume)
+        loop = asyncio.get_running_loop()
+        alone = self._one_call.get(loop)
+        if alone is None:
+            alone = self._one_call[loop] = asyncio.Lock()
+        async with alone:
+            return await self._pausing_call(client, name, arguments, progress, resume)
+
+    async def _pausing_call(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None
+    ) -> types.CallToolResult:
         asked, answer = resume if resume is not None else ({}, {})
         kept = asked.get("resume")
         saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
