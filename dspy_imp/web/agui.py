@@ -9,6 +9,10 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
                                               a thought, or the provider's reasoning
         TEXT_MESSAGE_START / _CONTENT... / _END
                                               text that may be the answer (a text-answer turn)
+        CUSTOM "dspy_imp.provider_executed", TOOL_CALL_START / _ARGS / _END, TOOL_CALL_RESULT
+                                              a call the provider ran (``dspy_imp.hosted``): told
+                                              whole, after the reply's text; the page neither runs
+                                              nor approves it
         TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
           SUBAGENT_STARTED ... SUBAGENT_FINISHED   a sub-agent's call: its turn between the call's
                                               end and its result, each event with its subagentRunId
@@ -50,6 +54,7 @@ import dspy
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
+    CustomEvent,
     Interrupt,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
@@ -88,7 +93,7 @@ from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
-__all__ = ["AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
+__all__ = ["PROVIDER_EXECUTED", "AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
 
 _KEY = "dspy_imp"
 
@@ -137,6 +142,20 @@ class AGUIEncoder:
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[BaseEvent]:
         message_id = f"{self.run_id}-result-{call_id}"
         return [ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=as_text(value), role="tool")]
+
+    def hosted_call(self, call: Any, parent_id: str | None) -> list[BaseEvent]:
+        """A call the provider ran (a ``HostedToolCall``): first a ``CUSTOM`` event named
+        ``PROVIDER_EXECUTED`` saying so (``toolCallId``, ``toolName``, ``provider``, ``error``), then
+        the call and its result as any call's, its name the call's (``web_search``, ...)."""
+        marker = {"toolCallId": call.call_id, "toolName": call.name, "provider": call.provider, "error": call.error}
+        message_id = f"{self.run_id}-result-{call.call_id}"
+        return [
+            CustomEvent(name=PROVIDER_EXECUTED, value=marker),
+            *self.tool_call(call.call_id, call.name or "", call.args, parent_id),
+            ToolCallResultEvent(
+                message_id=message_id, tool_call_id=call.call_id, content=hosted_result_text(call), role="tool"
+            ),
+        ]
 
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[BaseEvent]:
         metadata = prediction.metadata
@@ -195,6 +214,16 @@ class AGUIEncoder:
                 usage=[_token_usage(usage)] if usage is not None else None,
             )
         ]
+
+
+PROVIDER_EXECUTED = "dspy_imp.provider_executed"
+"""The ``CUSTOM`` event's name that marks the next tool call as run by the provider (``dspy_imp.hosted``)."""
+
+
+def hosted_result_text(call: Any) -> str:
+    """A hosted call's result as a tool result's text: its summary as JSON, the error code in it."""
+    result = dict(call.result or {})
+    return as_text({**result, "error": call.error} if call.error else result)
 
 
 def _arguments(args: Any) -> str:
