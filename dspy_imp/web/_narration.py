@@ -423,3 +423,10 @@ def as_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def hosted_result_text(call: Any) -> str:
+    """A hosted call's result (a ``HostedToolCall`` or ``HostedCall``) as a tool result's text: its
+    summary as JSON, the provider's error code in it."""
+    result = dict(call.result or {})
+    return as_text({**result, "error": call.error} if call.error else result)

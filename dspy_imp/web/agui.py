@@ -90,7 +90,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
-from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, owner_of
+from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, hosted_result_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
 __all__ = ["PROVIDER_EXECUTED", "AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
@@ -218,12 +218,6 @@ class AGUIEncoder:
 
 PROVIDER_EXECUTED = "dspy_imp.provider_executed"
 """The ``CUSTOM`` event's name that marks the next tool call as run by the provider (``dspy_imp.hosted``)."""
-
-
-def hosted_result_text(call: Any) -> str:
-    """A hosted call's result as a tool result's text: its summary as JSON, the error code in it."""
-    result = dict(call.result or {})
-    return as_text({**result, "error": call.error} if call.error else result)
 
 
 def _arguments(args: Any) -> str:

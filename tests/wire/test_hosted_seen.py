@@ -10,6 +10,7 @@ own ``response_to_events``): what an observed turn reads is then what a non-stre
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import StatusCode
+from playwright.sync_api import Page, expect
 from streaming_helpers import statuses, stream_items
-from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
+from test_web_page import ask, browser, page  # noqa: F401  (the browser and its page are fixtures)
+from web_helpers import LiveServer, agui_events, vercel_parts, verify_agui, verify_vercel
 from web_scenarios import client, run_input
 
 import dspy_imp
@@ -324,7 +327,8 @@ async def test_agui_tells_the_hosted_call_as_a_provider_run_tool_call(whole_repl
     snapshot, finished = events[-2:]
     assert finished["type"] == "RUN_FINISHED" and finished["result"]["termination_reason"] == "submit"
     step = next(m for m in snapshot["messages"] if m["role"] == "assistant")
-    assert step["metadata"]["dspy_imp"]["hosted_calls"] == [SEARCHED.as_dict()]  # what a reload shows
+    hosted = [{**SEARCHED.as_dict(), "content": SEARCH_RESULT_TEXT}]
+    assert step["metadata"]["dspy_imp"]["hosted_calls"] == hosted  # what a reload shows
     assert [c["id"] for c in step["toolCalls"]] == [WEATHER_ID]  # the loop's own calls only
 
 
@@ -430,7 +434,7 @@ async def test_no_client_tool_may_take_a_name_hosted_calls_are_shown_by() -> Non
 def test_the_notebook_view_shows_the_hosted_call_in_its_step(run: Any) -> None:
     with Emulator(search_script()) as emulator, dspy.context(lm=lm(emulator)):
         pred = run(agent(), question=QUESTION)
-    page = dspy_imp.HistoryView(pred.metadata.history, ["answer"])._repr_html_()
+    view = dspy_imp.HistoryView(pred.metadata.history, ["answer"])._repr_html_()
     whole = (
         "{&quot;results&quot;: [{&quot;title&quot;: &quot;On This Day in History&quot;, &quot;url&quot;: "
         "&quot;https://www.timeanddate.com/on-this-day/september/29&quot;}, {&quot;title&quot;: &quot;Today in "
@@ -448,8 +452,8 @@ def test_the_notebook_view_shows_the_hosted_call_in_its_step(run: Any) -> None:
         f'<span>{results}</span> <span class="dspy-imp-cause">run by anthropic</span></li></ul>'
     )
     weather = '<ul class="dspy-imp-calls"><li class="dspy-imp-call"><code>get_weather</code>'
-    assert card + weather in page  # in the first step, before the step's own calls
-    assert page.count("dspy-imp-hosted") == 1
+    assert card + weather in view  # in the first step, before the step's own calls
+    assert view.count("dspy-imp-hosted") == 1
 
 
 # -- GenAI spans ---------------------------------------------------------------------------------------
@@ -525,3 +529,42 @@ def test_a_hosted_calls_error_is_its_spans_error(spans: InMemorySpanExporter, ru
     assert (hosted.status.status_code, hosted.status.description) == (StatusCode.ERROR, "max_uses_exceeded")
     assert hosted.attributes[ERROR_TYPE] == "max_uses_exceeded"
     assert hosted.attributes["dspy_imp.tool.outcome"] == "failed"
+
+
+# -- the chat page -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_the_chat_page_shows_the_hosted_call_as_a_card_live_and_after_a_reload(
+    whole_replies_streamed: None,
+    page: Page,  # noqa: F811 (the fixture imported from test_web_page)
+    sync: bool,
+) -> None:
+    """Approval-free: the card of a call the provider ran says who ran it, shows its input and result,
+    and has no buttons; a reload shows it again from the conversation the server keeps."""
+    served = dspy_imp.ReActV2(
+        "question -> answer", tools=[WebSearch(), get_weather], finish="submit", needs_approval=["get_weather"]
+    )
+    with Emulator(search_script()) as emulator:
+        served.set_lm(lm(emulator))
+        with LiveServer(dspy_imp.web.app(served, sync=sync)) as server:
+            page.goto(server.url)
+            ask(page, QUESTION)
+            expect(page.locator(f'.tool-call[data-call-id="{WEATHER_ID}"] button.approve')).to_be_visible()
+            for _ in ("live", "reloaded"):
+                hosted = page.locator(f'.tool-call[data-call-id="{SEARCH_ID}"]')
+                expect(hosted).to_have_class("tool-call provider-run")
+                expect(hosted.locator(".name")).to_have_text("web_search")
+                expect(hosted.locator(".by")).to_have_text("run by anthropic")
+                expect(hosted.locator(".args")).to_contain_text('"query": "September 29 history events"')
+                expect(hosted.locator(".result")).to_have_text(SEARCH_RESULT_TEXT)
+                expect(hosted.locator(".timing")).to_have_text("")
+                expect(hosted.locator("button")).to_have_count(0)  # nothing to run or approve
+                expect(page.locator(".tool-call button.approve")).to_have_count(1)  # the function tool's only
+                page.reload()
+                expect(page.locator(".user")).to_have_text(QUESTION)
+            weather = page.locator(f'.tool-call[data-call-id="{WEATHER_ID}"]')
+            weather.locator("button.approve").click()
+            expect(weather.locator(".result")).to_have_text("Sunny in Geneva.")
+            expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: submit"))
+            expect(page.locator(f'.tool-call[data-call-id="{SEARCH_ID}"]')).to_have_count(1)  # told once

@@ -363,7 +363,7 @@
         for (const hosted of meta.hosted_calls || []) {
           const call = providerRun({ toolCallId: hosted.id, toolName: hosted.name, provider: hosted.provider, error: hosted.error });
           call.args.textContent = JSON.stringify(hosted.input || {}, null, 2);
-          call.result.textContent = JSON.stringify(hosted.error ? { ...hosted.result, error: hosted.error } : hosted.result || {});
+          call.result.textContent = hosted.content; // as TOOL_CALL_RESULT told it live
           call.result.classList.remove("pending");
           this.root.append(call.box);
         }
