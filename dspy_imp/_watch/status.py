@@ -17,6 +17,7 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._routes.hosted_types import HostedCall
 from dspy_imp._turn.effects import Ending, Failure
 
 _SHORT = 80
@@ -110,7 +111,7 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         """When a guardrail trips (``stage``: ``"input"`` or ``"output"``)."""
         return f"Blocked by {name} ({stage} guardrail): {reason}"
 
-    def hosted_tool_status_message(self, call: Any) -> str | None:
+    def hosted_tool_status_message(self, call: HostedCall) -> str | None:
         """After a reply in which the provider ran a tool (``call``: a ``HostedCall``, with its ``name``,
         ``input``, ``result`` and ``error``): what it did, in one line (``Searched the web for "…"``)."""
         return hosted_line(call)
@@ -121,7 +122,7 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
 
 
-def hosted_line(call: Any) -> str:
+def hosted_line(call: HostedCall) -> str:
     """A hosted call in one line: what the provider did, with what came back (or its error)."""
     given = call.input if isinstance(call.input, dict) else {}
     result = call.result if isinstance(call.result, dict) else {}
@@ -134,7 +135,8 @@ def hosted_line(call: Any) -> str:
     elif name == "web_search":
         line = f"Searched the web for {_quoted(given.get('query') or given.get('queries'))}{count}"
     elif name == "web_fetch":
-        line = f"Fetched {short(given.get('url') or given.get('urls') or 'a page', 60)}"
+        urls = given.get("urls") if isinstance(given.get("urls"), list) else [given.get("url") or "a page"]
+        line = f"Fetched {short(', '.join(str(u) for u in urls), 60)}"
     elif name == "code_execution":
         code = given.get("code") or given.get("command") or given.get("path") or ""
         output = result.get("output")
