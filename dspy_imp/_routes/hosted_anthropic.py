@@ -185,8 +185,9 @@ def _summary(content: Any) -> tuple[dict[str, Any], str | None]:
             summary["stderr"] = str(content["stderr"])
         return summary, None
     if kind == "web_fetch_result":
-        document = content.get("content") if isinstance(content.get("content"), Mapping) else {}
-        return {"url": content.get("url"), "title": document.get("title")}, None
+        document = content.get("content")
+        title = document.get("title") if isinstance(document, Mapping) else None
+        return {"url": content.get("url"), "title": title}, None
     return {"type": kind} if kind else {}, None
 
 

@@ -224,6 +224,7 @@ def calls(block: Mapping[str, Any]) -> list[HostedCall]:
     ``file_search_call`` as ``file_search``, ``mcp_call`` as ``mcp_call``; a ``failed`` status is
     the error."""
     found: list[HostedCall] = []
+    result: dict[str, Any]
     for item in block.get("content") or ():
         if not isinstance(item, Mapping) or item.get("type") not in COUNTED_ITEMS:
             continue

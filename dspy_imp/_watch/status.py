@@ -135,8 +135,9 @@ def hosted_line(call: HostedCall) -> str:
     elif name == "web_search":
         line = f"Searched the web for {_quoted(given.get('query') or given.get('queries'))}{count}"
     elif name == "web_fetch":
-        urls = given.get("urls") if isinstance(given.get("urls"), list) else [given.get("url") or "a page"]
-        line = f"Fetched {short(', '.join(str(u) for u in urls), 60)}"
+        urls = given.get("urls")
+        fetched = [str(u) for u in urls] if isinstance(urls, list) else [str(given.get("url") or "a page")]
+        line = f"Fetched {short(', '.join(fetched), 60)}"
     elif name == "code_execution":
         code = given.get("code") or given.get("command") or given.get("path") or ""
         output = result.get("output")

@@ -10,7 +10,6 @@ own ``response_to_events``): what an observed turn reads is then what a non-stre
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.trace import StatusCode
-from playwright.sync_api import Page, expect
 from streaming_helpers import statuses, stream_items
-from test_web_page import ask, browser, page  # noqa: F401  (the browser and its page are fixtures)
-from web_helpers import LiveServer, agui_events, vercel_parts, verify_agui, verify_vercel
+from web_helpers import agui_events, vercel_parts, verify_agui, verify_vercel
 from web_scenarios import client, run_input
 
 import dspy_imp
@@ -38,7 +35,7 @@ import dspy_imp.tracing
 import dspy_imp.web
 from dspy_imp._routes.hosted import calls_of
 from dspy_imp._routes.hosted_types import HostedCall
-from dspy_imp.hosted import WebSearch
+from dspy_imp.hosted import CodeExecution, WebSearch
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -531,40 +528,49 @@ def test_a_hosted_calls_error_is_its_spans_error(spans: InMemorySpanExporter, ru
     assert hosted.attributes["dspy_imp.tool.outcome"] == "failed"
 
 
-# -- the chat page -------------------------------------------------------------------------------------
+def _openai_code() -> tuple[str, Scripted]:
+    first = recording("openai_code_interpreter")["interactions"][0]
+    return first["request"]["input"][0]["content"], Scripted(200, first["response"])
 
 
-@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
-def test_the_chat_page_shows_the_hosted_call_as_a_card_live_and_after_a_reload(
-    whole_replies_streamed: None,
-    page: Page,  # noqa: F811 (the fixture imported from test_web_page)
-    sync: bool,
+def _gemini_code() -> tuple[str, Scripted]:
+    first = recording("gemini_code_execution")["responses"][0]
+    return "What day is today in Utrecht?", Scripted(first["status"], first["body"])
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "base", "recorded", "lines"),
+    [
+        (
+            "openai",
+            "openai/gpt-5",
+            "/v1",
+            _openai_code,
+            ["Ran code: # compute the value 65465 - 6544 * 6546… -> -428330955.97745"],
+        ),
+        (
+            "gemini",
+            "gemini/gemini-3-flash-preview",
+            "/v1beta",
+            _gemini_code,
+            [
+                "Ran code: from datetime import datetime import py… -> Current day in Utrecht: Tuesday, May 05…",
+                "Ran code: import datetime print(datetime.datetime… -> 2026-05-05 20:40:33.367937",
+            ],
+        ),
+    ],
+)
+def test_openai_and_gemini_code_runs_have_their_status_lines(
+    whole_replies_streamed: None, how: str, provider: str, model: str, base: str, recorded: Any, lines: list[str]
 ) -> None:
-    """Approval-free: the card of a call the provider ran says who ran it, shows its input and result,
-    and has no buttons; a reload shows it again from the conversation the server keeps."""
-    served = dspy_imp.ReActV2(
-        "question -> answer", tools=[WebSearch(), get_weather], finish="submit", needs_approval=["get_weather"]
-    )
-    with Emulator(search_script()) as emulator:
-        served.set_lm(lm(emulator))
-        with LiveServer(dspy_imp.web.app(served, sync=sync)) as server:
-            page.goto(server.url)
-            ask(page, QUESTION)
-            expect(page.locator(f'.tool-call[data-call-id="{WEATHER_ID}"] button.approve')).to_be_visible()
-            for _ in ("live", "reloaded"):
-                hosted = page.locator(f'.tool-call[data-call-id="{SEARCH_ID}"]')
-                expect(hosted).to_have_class("tool-call provider-run")
-                expect(hosted.locator(".name")).to_have_text("web_search")
-                expect(hosted.locator(".by")).to_have_text("run by anthropic")
-                expect(hosted.locator(".args")).to_contain_text('"query": "September 29 history events"')
-                expect(hosted.locator(".result")).to_have_text(SEARCH_RESULT_TEXT)
-                expect(hosted.locator(".timing")).to_have_text("")
-                expect(hosted.locator("button")).to_have_count(0)  # nothing to run or approve
-                expect(page.locator(".tool-call button.approve")).to_have_count(1)  # the function tool's only
-                page.reload()
-                expect(page.locator(".user")).to_have_text(QUESTION)
-            weather = page.locator(f'.tool-call[data-call-id="{WEATHER_ID}"]')
-            weather.locator("button.approve").click()
-            expect(weather.locator(".result")).to_have_text("Sunny in Geneva.")
-            expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: submit"))
-            expect(page.locator(f'.tool-call[data-call-id="{SEARCH_ID}"]')).to_have_count(1)  # told once
+    question, reply = recorded()
+    options: dict[str, Any] = {"model_type": "responses"} if provider == "openai" else {}
+    with Emulator([reply]) as emulator:
+        served = dspy.LM(
+            model, api_base=emulator.base_url + base, api_key="sk-test", cache=False, num_retries=0, **options
+        )
+        with dspy.context(lm=served):
+            items = stream_items(
+                dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()]), how, [], question=question
+            )
+    assert statuses(items) == [*lines, "Turn ended: answered"]
