@@ -35,7 +35,9 @@ import dspy_imp.tracing
 import dspy_imp.web
 from dspy_imp._routes.hosted import calls_of
 from dspy_imp._routes.hosted_types import HostedCall
+from dspy_imp._watch.events import HostedToolCall, SubAgentEvent
 from dspy_imp.hosted import CodeExecution, WebSearch
+from dspy_imp.mcp._serving import _line
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -574,3 +576,11 @@ def test_openai_and_gemini_code_runs_have_their_status_lines(
                 dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()]), how, [], question=question
             )
     assert statuses(items) == [*lines, "Turn ended: answered"]
+
+
+def test_an_mcp_served_agents_progress_names_the_hosted_call() -> None:
+    event = HostedToolCall(SEARCH_ID, "web_search", 1, SEARCHED.input, SEARCHED.result, None, "anthropic")
+    assert [_line(event), _line(SubAgentEvent("researcher", "p1", event))] == [
+        'Searched the web for "September 29 history events" (2 results)',
+        'researcher: Searched the web for "September 29 history events" (2 results)',
+    ]
