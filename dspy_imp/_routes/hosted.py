@@ -27,7 +27,7 @@ from typing import Any
 
 from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai
 from dspy_imp._routes.failures import RefusedOption
-from dspy_imp._routes.hosted_types import Block, HostedRoute, HostedUsage
+from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRoute, HostedUsage
 
 # The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
@@ -123,4 +123,17 @@ def citations_of(details: Any) -> list[dict[str, Any]]:
         for b in details
         if isinstance(b, Mapping) and b.get("type") in by_kind
         for c in by_kind[str(b["type"])].citations(b)
+    ]
+
+
+def calls_of(details: Any) -> list[HostedCall]:
+    """The hosted calls a step's served blocks record (``HostedCall``: what people see of each), in order."""
+    if not isinstance(details, list | tuple):
+        return []
+    by_kind = {r.kind: r for r in _ROUTES.values()}
+    return [
+        call
+        for b in details
+        if isinstance(b, Mapping) and isinstance(b.get("type"), str) and b["type"] in by_kind
+        for call in by_kind[str(b["type"])].calls(b)
     ]

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private, hosted_streams
-from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
+from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "anthropic_served"
 STATE = "served_content"  # the lm15 continuation-state kind on a replayed assistant message
@@ -142,6 +142,58 @@ def _result_text(content: Any) -> str:
     return ""
 
 
+def calls(block: Mapping[str, Any]) -> list[HostedCall]:
+    """Each ``server_tool_use`` block with the ``*_tool_result`` block answering it (by ``tool_use_id``).
+
+    The name is one spelling across providers: ``web_search``, ``web_fetch``, ``code_execution`` (also
+    for the bash and text editor calls of ``code_execution_20250825``); the input as served; the
+    result summarized (the results' titles and URLs, the code's output and return code, the fetched
+    URL and title), or the error code of a ``*_tool_result_error``.
+    """
+    content = [b for b in block.get("content") or () if isinstance(b, Mapping)]
+    results = {b.get("tool_use_id"): b for b in content if str(b.get("type") or "").endswith("_tool_result")}
+    found: list[HostedCall] = []
+    for b in content:
+        if b.get("type") != "server_tool_use":
+            continue
+        served_name = str(b.get("name") or "")
+        name = "code_execution" if "code_execution" in served_name else served_name or "server_tool"
+        given = b.get("input")
+        answer = results.get(b.get("id"))
+        result, error = _summary(answer.get("content") if answer is not None else None)
+        call_input = dict(given) if isinstance(given, Mapping) else {"input": given}
+        if name == "code_execution" and served_name != name:
+            call_input = {"tool": served_name, **call_input}
+        found.append(HostedCall(str(b.get("id") or ""), name, call_input, result, error, "anthropic"))
+    return found
+
+
+def _summary(content: Any) -> tuple[dict[str, Any], str | None]:
+    """A result block's content summarized, and its error code (None: it ran)."""
+    if isinstance(content, list):
+        return {
+            "results": [{"title": c.get("title"), "url": c.get("url")} for c in content if isinstance(c, Mapping)]
+        }, None
+    if not isinstance(content, Mapping):
+        return {}, None
+    kind = str(content.get("type") or "")
+    if kind.endswith("_error"):
+        return {}, str(content.get("error_code") or kind)
+    if "return_code" in content or "stdout" in content:
+        summary: dict[str, Any] = {
+            "output": str(content.get("stdout") or ""),
+            "return_code": content.get("return_code"),
+        }
+        if content.get("stderr"):
+            summary["stderr"] = str(content["stderr"])
+        return summary, None
+    if kind == "web_fetch_result":
+        document = content.get("content")
+        title = document.get("title") if isinstance(document, Mapping) else None
+        return {"url": content.get("url"), "title": title}, None
+    return {"type": kind} if kind else {}, None
+
+
 def install() -> None:
     """Wrap lm15's Anthropic message writer and headers once per process (idempotent)."""
     provider = dspy_private.lm15_anthropic().AnthropicLM
@@ -195,6 +247,7 @@ ROUTE = HostedRoute(
     citations=citations,
     usage=usage,
     as_text=as_text,
+    calls=calls,
 )
 NOT_ON_LITELLM = (
     "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "

@@ -30,13 +30,14 @@ and calls), so that route is refused with a ``ConfigurationError``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private, hosted_streams
 from dspy_imp._routes.failures import RefusedOption
-from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
+from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRequest, HostedRoute, HostedUsage
 from dspy_imp._routes.reasoning import validates_signatures
 
 KIND = "gemini_served"
@@ -280,6 +281,93 @@ def as_text(block: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# A ``toolCall``'s ``toolType`` -> the call's name (Gemini's tool-combination guide).
+TOOL_TYPES = {"GOOGLE_SEARCH_WEB": "web_search", "URL_CONTEXT": "web_fetch", "FILE_SEARCH": "file_search"}
+
+
+def calls(block: Mapping[str, Any]) -> list[HostedCall]:
+    """The calls the provider ran for a recorded reply, in order: each ``executableCode`` part with
+    the ``codeExecutionResult`` answering it (``code_execution``), each ``toolCall`` (``web_search``,
+    ``web_fetch``, ``file_search`` by its ``toolType``) with its sources; and, for a reply grounded
+    without a ``toolCall`` (Gemini 2.5, a ``googleSearch`` or ``urlContext`` alone), one call read
+    from the grounding: the ``webSearchQueries``, the retrieved URLs, the File Search stores. Gemini
+    gives such a call no id (nor code before Gemini 3): one is made from the call's content, the same
+    on every read."""
+    parts = [p for p in block.get("content") or () if isinstance(p, Mapping)]
+    grounding = _mapping(block.get("groundingMetadata"))
+    sources = _sources(grounding)
+    found: list[HostedCall] = []
+    results = [
+        _mapping(p.get("codeExecutionResult")) for p in parts if isinstance(p.get("codeExecutionResult"), Mapping)
+    ]
+    by_id = {r.get("id"): r for r in results if r.get("id")}
+    unanswered = [r for r in results if not r.get("id")]
+    types: set[str] = set()
+    for part in parts:
+        code = part.get("executableCode")
+        call = part.get("toolCall")
+        if isinstance(code, Mapping):
+            answer = by_id.get(code.get("id")) if code.get("id") else (unanswered.pop(0) if unanswered else None)
+            answer = answer or {}
+            outcome = answer.get("outcome")
+            result = {"output": str(answer.get("output") or ""), "outcome": outcome} if answer else {}
+            error = str(outcome) if outcome and outcome != "OUTCOME_OK" else None
+            call_input = {"code": code.get("code"), "language": code.get("language")}
+            found.append(
+                HostedCall(
+                    _id(code.get("id"), "code", call_input), "code_execution", call_input, result, error, "gemini"
+                )
+            )
+        elif isinstance(call, Mapping):
+            kind = str(call.get("toolType") or "")
+            types.add(kind)
+            name = TOOL_TYPES.get(kind, kind.lower() or "tool")
+            args = dict(call["args"]) if isinstance(call.get("args"), Mapping) else {}
+            picked = sources["file"] if name == "file_search" else sources["web"]
+            found.append(HostedCall(_id(call.get("id"), name, args), name, args, {"results": picked}, None, "gemini"))
+    queries = [q for q in grounding.get("webSearchQueries") or () if isinstance(q, str) and q]
+    if queries and "GOOGLE_SEARCH_WEB" not in types:
+        call_input = {"queries": queries}
+        found.append(_grounded("web_search", call_input, {"results": sources["web"]}))
+    urls = [_mapping(u) for u in _list(_mapping(block.get("urlContextMetadata")).get("urlMetadata"))]
+    if urls and "URL_CONTEXT" not in types:
+        statuses = [{"url": u.get("retrievedUrl"), "status": u.get("urlRetrievalStatus")} for u in urls]
+        failed = [s["status"] for s in statuses if s["status"] and s["status"] != "URL_RETRIEVAL_STATUS_SUCCESS"]
+        call_input = {"urls": [s["url"] for s in statuses]}
+        found.append(_grounded("web_fetch", call_input, {"results": statuses}, str(failed[0]) if failed else None))
+    if sources["file"] and "FILE_SEARCH" not in types:
+        stores = list(dict.fromkeys(str(s.get("store")) for s in sources["file"] if s.get("store")))
+        found.append(_grounded("file_search", {"stores": stores}, {"results": sources["file"]}))
+    return found
+
+
+def _grounded(name: str, call_input: dict[str, Any], result: dict[str, Any], error: str | None = None) -> HostedCall:
+    return HostedCall(_id(None, name, [call_input, result]), name, call_input, result, error, "gemini")
+
+
+def _id(served_id: Any, name: str, content: Any) -> str:
+    """The served id, or one made from the call's name and content (stable: the same record, the same id)."""
+    if isinstance(served_id, str) and served_id:
+        return served_id
+    digest = hashlib.sha256(json.dumps([name, content], sort_keys=True, default=str).encode()).hexdigest()
+    return f"gemini_{name}_{digest[:12]}"
+
+
+def _sources(grounding: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The grounding's sources: the web's (title and URL) and the File Search stores' (store, title, text)."""
+    web: list[dict[str, Any]] = []
+    files: list[dict[str, Any]] = []
+    for chunk in _list(grounding.get("groundingChunks")):
+        chunk = _mapping(chunk)
+        if isinstance(chunk.get("web"), Mapping):
+            web.append({"title": chunk["web"].get("title"), "url": chunk["web"].get("uri")})
+        elif isinstance(chunk.get("retrievedContext"), Mapping):
+            found = chunk["retrievedContext"]
+            text = str(found.get("text") or "")
+            files.append({"title": found.get("title"), "store": found.get("fileSearchStore"), "text": text[:500]})
+    return {"web": web, "file": files}
+
+
 def install() -> None:
     """Wrap lm15's Gemini model-turn writer and body writer once per process (idempotent)."""
     provider = dspy_private.lm15_gemini().GeminiLM
@@ -347,6 +435,7 @@ ROUTE = HostedRoute(
     usage=usage,
     as_text=as_text,
     refuse=refusal,
+    calls=calls,
 )
 NOT_OFFERED = (
     "Gemini's generateContent has no remote MCP tool (Google's SDKs connect to MCP servers on the client side); "

@@ -39,7 +39,7 @@ from typing import Any
 
 from dspy_imp._routes import dspy_private
 from dspy_imp._routes.failures import RefusedOption
-from dspy_imp._routes.hosted_types import Block, HostedRequest, HostedRoute, HostedUsage
+from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRequest, HostedRoute, HostedUsage
 
 KIND = "openai_served"
 STATE = "served_content"  # the continuation-state kind ``route.served_state`` attaches (shared with Anthropic)
@@ -218,6 +218,63 @@ def as_text(block: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def calls(block: Mapping[str, Any]) -> list[HostedCall]:
+    """Each hosted call item of a recorded output list, in order (listing an MCP server's tools is
+    none): ``web_search_call`` as ``web_search`` (its action as served: a ``search`` and its
+    ``query``, an ``open_page`` and its ``url``), ``code_interpreter_call`` as ``code_execution``,
+    ``file_search_call`` as ``file_search``, ``mcp_call`` as ``mcp_call``; a ``failed`` status is
+    the error."""
+    found: list[HostedCall] = []
+    result: dict[str, Any]
+    for item in block.get("content") or ():
+        if not isinstance(item, Mapping) or item.get("type") not in COUNTED_ITEMS:
+            continue
+        call_id = str(item.get("id") or "")
+        failed = "failed" if item.get("status") == "failed" else None
+        kind = item["type"]
+        if kind == "web_search_call":
+            action = dict(item["action"]) if isinstance(item.get("action"), Mapping) else {}
+            sources = action.pop("sources", None)
+            result = {"results": [_source(s) for s in sources if isinstance(s, Mapping)]} if sources else {}
+            found.append(HostedCall(call_id, "web_search", action, result, failed, "openai"))
+        elif kind == "code_interpreter_call":
+            outputs = [o for o in item.get("outputs") or () if isinstance(o, Mapping)]
+            result = {"output": "".join(str(o.get("logs") or "") for o in outputs if o.get("type") == "logs")}
+            images = [o.get("url") for o in outputs if o.get("type") == "image"]
+            if images:
+                result["images"] = images
+            found.append(HostedCall(call_id, "code_execution", {"code": item.get("code")}, result, failed, "openai"))
+        elif kind == "file_search_call":
+            hits = [
+                {"title": r.get("filename"), "file_id": r.get("file_id"), "score": r.get("score")}
+                for r in item.get("results") or ()
+                if isinstance(r, Mapping)
+            ]
+            queries = list(item.get("queries") or ())
+            found.append(HostedCall(call_id, "file_search", {"queries": queries}, {"results": hits}, failed, "openai"))
+        else:  # mcp_call
+            arguments = _arguments(item.get("arguments"))
+            call_input = {"server": item.get("server_label"), "tool": item.get("name"), "arguments": arguments}
+            error = item.get("error")
+            result = {"output": item.get("output")} if item.get("output") is not None else {}
+            found.append(HostedCall(call_id, "mcp_call", call_input, result, str(error) if error else failed, "openai"))
+    return found
+
+
+def _arguments(arguments: Any) -> Any:
+    """An MCP call's arguments as JSON values, or as served when they are not JSON."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _source(source: Mapping[str, Any]) -> dict[str, Any]:
+    return {"title": source.get("title"), "url": source.get("url")}
+
+
 def served_items(msg: Any) -> list[dict[str, Any]] | None:
     """The output items an assistant message was served with, when it carries them (else None).
 
@@ -265,6 +322,7 @@ ROUTE = HostedRoute(
     citations=citations,
     usage=usage,
     as_text=as_text,
+    calls=calls,
 )
 NOT_ON_LITELLM = (
     "on LiteLLM DSPy reads a Responses reply as text, function calls and reasoning only, so the hosted call items "

@@ -37,6 +37,43 @@ class HostedUsage:
     input_tokens: int = 0
 
 
+HOSTED_CALL_NAMES = frozenset({"web_search", "code_execution", "web_fetch", "file_search", "mcp_call"})
+"""The names a ``HostedCall`` is shown by (a status line, a tool card, a span)."""
+
+
+@dataclass(frozen=True)
+class HostedCall:
+    """One call the provider ran inside a reply, as people see it (a status line, a tool card, a span).
+
+    ``name``: what ran, one spelling across providers (``web_search``, ``code_execution``,
+    ``web_fetch``, ``file_search``, ``mcp_call``); ``id``: the provider's id of the call (one made
+    from the call itself where the provider gives none, stable across reads); ``input``: what it was
+    asked, as served (``{"query": ...}``, ``{"code": ...}``, ``{"url": ...}``, ``{"server", "tool",
+    "arguments"}``); ``result``: what came back, summarized (``{"results": [{"title", "url"}]}``, a
+    code run's ``output`` and ``return_code``, an MCP tool's ``output``); ``error``: the provider's
+    error code or message when the call failed, else None; ``provider``: ``anthropic``, ``openai`` or
+    ``gemini``.
+    """
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+    result: Mapping[str, Any]
+    error: str | None = None
+    provider: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The call as JSON-ready values (``id``, ``name``, ``input``, ``result``, ``error``, ``provider``)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "input": dict(self.input),
+            "result": dict(self.result),
+            "error": self.error,
+            "provider": self.provider,
+        }
+
+
 @dataclass(frozen=True)
 class HostedRoute:
     """One route's translation of hosted tools (see the module docstring)."""
@@ -48,6 +85,8 @@ class HostedRoute:
     citations: Callable[[Mapping[str, Any]], list[dict[str, Any]]] = field(default=lambda block: [])
     usage: Callable[[Any], HostedUsage | None] = field(default=lambda response: None)
     as_text: Callable[[Mapping[str, Any]], str] = field(default=lambda block: "")
+    # The hosted calls a recorded block holds, in the order served (what people see of them).
+    calls: Callable[[Mapping[str, Any]], list[HostedCall]] = field(default=lambda block: [])
     # Why this request cannot carry these tools (an option the provider has no field for, a combination
     # the model refuses), given the tools, the LM and the request's function tool names; None: it can.
     refuse: Callable[[Sequence[Any], Any, Sequence[str]], str | None] = field(default=lambda tools, lm, functions: None)

@@ -16,6 +16,9 @@ sends one event at a time, in the order things happen:
                      tool reported (an MCP server's progress notification)
     ToolLog          during a call: a log message its tool's server sent (MCP's
                      ``notifications/message``), bounded by the server (``dspy_imp.mcp``)
+    HostedToolCall   a call the provider ran inside the reply (``dspy_imp.hosted``: a web search,
+                     code execution, ...), with its result; told after the request's
+                     ``RequestEnded``, before the reply's own calls start
     SubAgentEvent    one of the above in a sub-agent's turn: which agent, for which call
 
 The events decide nothing and change nothing of the turn; they carry the call ids the history
@@ -45,8 +48,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dspy_imp._records.outcomes import AgentEnded, Raised, Returned
+from dspy_imp._records.outcomes import AgentEnded, Raised, Reply, Returned
 from dspy_imp._records.scoped import scoped
+from dspy_imp._routes.hosted import calls_of
+from dspy_imp._routes.hosted_types import HostedCall
 from dspy_imp._turn.agents import came_to
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool
 from dspy_imp._watch.reading import TextFollower, delta_of
@@ -134,7 +139,32 @@ class ToolLog(_OfCall):
     text: str
 
 
-OwnEvent = RequestStarted | TextDelta | ReasoningDelta | RequestEnded | ToolStarted | ToolEnded | ToolProgress | ToolLog
+@dataclass(frozen=True)
+class HostedToolCall(_OfCall):
+    """A call the provider ran inside request ``number``'s reply (``_routes.hosted_types.HostedCall``):
+    ``name`` one spelling across providers (``web_search``, ``code_execution``, ``web_fetch``,
+    ``file_search``, ``mcp_call``), ``args`` its input as served, ``result`` what came back
+    summarized, ``error`` the provider's error code (None: it ran), ``provider`` who ran it. It is
+    no call of the loop's: nothing runs it, approves it or answers it."""
+
+    number: int
+    args: Any
+    result: Any
+    error: str | None
+    provider: str
+
+
+OwnEvent = (
+    RequestStarted
+    | TextDelta
+    | ReasoningDelta
+    | RequestEnded
+    | HostedToolCall
+    | ToolStarted
+    | ToolEnded
+    | ToolProgress
+    | ToolLog
+)
 
 
 @dataclass(frozen=True)
@@ -223,6 +253,18 @@ class Reporter:
     def after(self, effect: Any, outcome: Any) -> None:
         if isinstance(effect, ModelRequest | Extraction):
             self.observer(RequestEnded(self.number, self.kind, outcome))
+            for hosted in hosted_calls(outcome):
+                self.observer(
+                    HostedToolCall(
+                        hosted.id,
+                        hosted.name,
+                        self.number,
+                        dict(hosted.input),
+                        dict(hosted.result),
+                        hosted.error,
+                        hosted.provider,
+                    )
+                )
         elif isinstance(effect, RunAgent) and effect.call is not None and isinstance(outcome, AgentEnded):
             self._agent_ended(effect, outcome)
         elif isinstance(effect, RunTool) and effect.call is not None:
@@ -249,6 +291,11 @@ class Reporter:
         if not isinstance(effect, ModelRequest) or exchange is None:
             return None
         return _Deltas(self.observer, self.number, TextFollower(exchange))
+
+
+def hosted_calls(outcome: Any) -> list[HostedCall]:
+    """The calls the provider ran inside a request's reply (its served blocks), in order."""
+    return calls_of(outcome.reasoning_details) if isinstance(outcome, Reply) else []
 
 
 def _raised(error: BaseException) -> str:

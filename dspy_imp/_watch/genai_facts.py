@@ -146,6 +146,37 @@ def tool_attributes(effect: RunTool | DecidedCall) -> dict[str, Any]:
     return present(attributes)
 
 
+PROVIDER_EXECUTED = "dspy_imp.tool.provider_executed"
+"""True on the ``execute_tool`` span of a call the provider ran inside a reply (``dspy_imp.hosted``)."""
+
+
+def hosted_tool_attributes(call: Any) -> dict[str, Any]:
+    """An ``execute_tool`` span's attributes for a call the provider ran (a ``HostedCall``): its type is
+    the conventions' ``extension`` (run agent-side, calling out: a search, a fetch, code, an MCP
+    server), a file search's ``datastore`` (retrieval over stored data)."""
+    return present(
+        {
+            ga.GEN_AI_OPERATION_NAME: OPERATION.EXECUTE_TOOL.value,
+            ga.GEN_AI_TOOL_NAME: call.name,
+            ga.GEN_AI_TOOL_CALL_ID: call.id or None,
+            ga.GEN_AI_TOOL_TYPE: "datastore" if call.name == "file_search" else "extension",
+            ga.GEN_AI_PROVIDER_NAME: call.provider or None,
+            PROVIDER_EXECUTED: True,
+            "dspy_imp.tool.outcome": "failed" if call.error else "returned",
+        }
+    )
+
+
+def end_hosted_tool(span: Any, call: Any, capture: bool) -> None:
+    """The call's input and result (with ``capture``), its error as the span's."""
+    if capture:
+        span.set_attribute(ga.GEN_AI_TOOL_CALL_ARGUMENTS, content.as_json(dict(call.input)))
+        span.set_attribute(ga.GEN_AI_TOOL_CALL_RESULT, content.as_json(dict(call.result)))
+    if call.error:
+        span.set_status(StatusCode.ERROR, str(call.error)[:500])
+        span.set_attribute(error_attributes.ERROR_TYPE, str(call.error))
+
+
 def end_tool(span: Any, effect: Any, outcome: Any, capture: bool) -> None:
     outcome_name, error_kind, value, error = tool_outcome(effect, outcome)
     span.set_attributes(present({"dspy_imp.tool.outcome": outcome_name, "dspy_imp.tool.error_kind": error_kind}))

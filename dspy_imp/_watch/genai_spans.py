@@ -4,6 +4,7 @@ The span tree of a turn (``docs/observability.md``)::
 
     invoke_agent {agent}              the turn: its ending, usage and cost (``dspy_imp.*``)
       chat {model}                    each model request (a step, the last-text request, the extraction, ...)
+        execute_tool {hosted tool}    each call the provider ran inside the reply (``dspy_imp.hosted``)
       execute_tool {tool}             each call: run, refused, rejected, unexecuted
       execute_tool {sub-agent}        a sub-agent's call (``agent.as_tool()``) ...
         invoke_agent {sub-agent}      ... with the sub-agent's turn inside it
@@ -40,6 +41,7 @@ from dspy_imp._records.outcomes import Failed, Reply
 from dspy_imp._turn.effects import DecidedCall, Extraction, ModelRequest, RunAgent, RunTool
 from dspy_imp._watch import genai_content as content
 from dspy_imp._watch import genai_facts as facts
+from dspy_imp._watch.events import hosted_calls
 
 INVOKE_AGENT = facts.OPERATION.INVOKE_AGENT.value
 
@@ -213,6 +215,7 @@ class TurnSpans:
         span.set_attributes({**learned, **(tokens if used else {})})
         if self.settings.capture_content:
             span.set_attributes(content.request_content(first.get("messages"), outcome))
+        self._hosted_spans(span, outcome)
         metric = {k: v for k, v in {**attributes, **learned}.items() if k in facts.METRIC_KEYS}
         if isinstance(outcome, Failed):
             facts.failed(span, outcome.error)
@@ -225,6 +228,19 @@ class TurnSpans:
                 (ga.GenAiTokenTypeValues.OUTPUT, ga.GEN_AI_USAGE_OUTPUT_TOKENS),
             ):
                 usage_histogram.record(tokens[key], {**metric, ga.GEN_AI_TOKEN_TYPE: kind.value})
+
+    def _hosted_spans(self, request: Any, outcome: Any) -> None:
+        """An ``execute_tool`` span for each call the provider ran inside the reply, under the request's
+        span: it ran within the request (when exactly, the reply does not say), so it spans the request."""
+        context = trace.set_span_in_context(request)
+        began = getattr(request, "start_time", None)
+        for call in hosted_calls(outcome):
+            name = f"{facts.OPERATION.EXECUTE_TOOL.value} {call.name}"
+            span = self.tracer.start_span(
+                name, context, attributes=facts.hosted_tool_attributes(call), start_time=began
+            )
+            facts.end_hosted_tool(span, call, self.settings.capture_content)
+            span.end()
 
     @contextlib.contextmanager
     def _sub_agent(self, effect: RunAgent, agent: Any) -> Iterator[Callable[[Any], None]]:

@@ -5,7 +5,8 @@ ended: a coloured badge with the termination reason, the cause beside it, then t
 the other endings facts and the usage as a small table. Then the outputs, then the
 conversation as the model saw it: one item per history entry, marked by the request it
 came from (``step``, ``last text``, ``forced submit``, ``extraction``, or ``note``), with its
-inputs, thought, tool calls (arguments and results, errors marked) and answer. A thought
+inputs, thought, the calls the provider ran inside its reply (``dspy_imp.hosted``: a web search,
+code execution, with what came back), tool calls (arguments and results, errors marked) and answer. A thought
 that is the answer itself is not shown twice. Every value is HTML-escaped; long ones fold
 into a ``<details>`` element.
 
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._records.steps import STEP_CONTENT_KEYS
+from dspy_imp._routes.hosted import calls_of
 
 _FOLD = 160
 _STEP_KEYS = STEP_CONTENT_KEYS  # a record's other keys (``not_sent``, ...) are split like any field
@@ -260,6 +262,9 @@ def _entry_html(
         parts.append(f'<div class="dspy-imp-thought">thought: {value_html(thought)}</div>')
     waiting = {p.get("id"): p.get("kind") for p in entry.get("pending_calls") or [] if isinstance(p, Mapping)}
     runs = entry.get("agent_runs") if isinstance(entry.get("agent_runs"), Mapping) else {}
+    hosted = _hosted_html(calls_of(entry.get("reasoning_details")))
+    if hosted:
+        parts.append(hosted)
     calls = _calls_html(entry.get("tool_calls") or [], entry.get("tool_call_results") or [], waiting, runs)
     if calls:
         parts.append(calls)
@@ -294,6 +299,23 @@ def _calls_html(
         if isinstance(run, Mapping):
             shown += _agent_run_html(run)
         items.append(f'<li class="dspy-imp-call">{shown}</li>')
+    return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
+
+
+def _hosted_html(calls: Sequence[Any]) -> str:
+    """The calls the provider ran inside the step's reply (``HostedCall``), each with its input and
+    its result (an error marked), and who ran it."""
+    items = []
+    for call in calls:
+        shown = f"<code>{html.escape(call.name)}</code>({value_html(dict(call.input))})"
+        if call.error:
+            shown += f' → <span class="error">error: {html.escape(str(call.error))}</span>'
+        else:
+            shown += f" → <span>{value_html(dict(call.result))}</span>"
+        by = f'<span class="dspy-imp-cause">run by {html.escape(call.provider or "the provider")}</span>'
+        items.append(
+            f'<li class="dspy-imp-call dspy-imp-hosted" data-call-id="{html.escape(call.id)}">{shown} {by}</li>'
+        )
     return f'<ul class="dspy-imp-calls">{"".join(items)}</ul>' if items else ""
 
 

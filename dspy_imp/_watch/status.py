@@ -17,6 +17,7 @@ from typing import Any
 
 import dspy
 
+from dspy_imp._routes.hosted_types import HostedCall
 from dspy_imp._turn.effects import Ending, Failure
 
 _SHORT = 80
@@ -110,10 +111,54 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         """When a guardrail trips (``stage``: ``"input"`` or ``"output"``)."""
         return f"Blocked by {name} ({stage} guardrail): {reason}"
 
+    def hosted_tool_status_message(self, call: HostedCall) -> str | None:
+        """After a reply in which the provider ran a tool (``call``: a ``HostedCall``, with its ``name``,
+        ``input``, ``result`` and ``error``): what it did, in one line (``Searched the web for "…"``)."""
+        return hosted_line(call)
+
     def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
         """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``).
         A sub-agent's line is prefixed with its path (``researcher: Turn ended: answered``)."""
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
+
+
+def hosted_line(call: HostedCall) -> str:
+    """A hosted call in one line: what the provider did, with what came back (or its error)."""
+    given = call.input if isinstance(call.input, dict) else {}
+    result = call.result if isinstance(call.result, dict) else {}
+    found = result.get("results")
+    count = f" ({len(found)} result{'' if len(found) == 1 else 's'})" if isinstance(found, list) and found else ""
+    name = call.name
+    if name == "web_search" and given.get("type") in ("open_page", "find"):
+        line = f"Opened {short(given.get('url') or '', 60)}" if given["type"] == "open_page" else ""
+        line = line or f"Searched {short(given.get('url') or 'a page', 40)} for {short(given.get('pattern') or '', 30)}"
+    elif name == "web_search":
+        line = f"Searched the web for {_quoted(given.get('query') or given.get('queries'))}{count}"
+    elif name == "web_fetch":
+        urls = given.get("urls")
+        fetched = [str(u) for u in urls] if isinstance(urls, list) else [str(given.get("url") or "a page")]
+        line = f"Fetched {short(', '.join(fetched), 60)}"
+    elif name == "code_execution":
+        code = given.get("code") or given.get("command") or given.get("path") or ""
+        output = result.get("output")
+        code_part = f"Ran code: {short(code, 40)}"
+        returned = result.get("return_code")
+        line = code_part + (f" (exit code {returned})" if returned not in (None, 0) else "")
+        line += f" -> {short(output, 40)}" if output else ""
+    elif name == "file_search":
+        line = f"Searched files for {_quoted(given.get('queries') or given.get('stores'))}{count}"
+    elif name == "mcp_call":
+        where = f"{given.get('server')}.{given.get('tool')}"
+        line = f"Called {where}({short(given.get('arguments') or {}, 40)}) on the provider"
+        line += f": {short(result['output'], 40)}" if result.get("output") else ""
+    else:
+        line = f"The provider ran {name}({short(given, 40)})"
+    return f"{line} (failed: {call.error})" if call.error else line
+
+
+def _quoted(value: Any) -> str:
+    values = value if isinstance(value, list) else [value]
+    return ", ".join(f'"{short(v, 60)}"' for v in values if v) or "(no query)"
 
 
 _TIER_WORDS = {
@@ -147,7 +192,7 @@ def status_for(provider: Any, event: str, *args: Any) -> str | None:
             return _call(provider, "turn_end_status_message", "error", type(outcome.error).__name__)
         assert isinstance(outcome, Ending)
         return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
-    if event in ("retry", "fallback", "tool_timeout", "guardrail", "cache_bust"):
+    if event in ("retry", "fallback", "tool_timeout", "guardrail", "cache_bust", "hosted_tool"):
         return _call(provider, f"{event}_status_message", *args)
     if event == "context":
         return _call(provider, "context_status_message", *args)

@@ -50,7 +50,7 @@ from dspy_imp._turn.effects import (
 )
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch import genai
-from dspy_imp._watch.events import Calling, Reporter, current_observer, running, within
+from dspy_imp._watch.events import Calling, Reporter, current_observer, hosted_calls, running, within
 from dspy_imp._watch.holding import Hold
 from dspy_imp._watch.listener import StreamListener
 from dspy_imp._watch.progress import Progress
@@ -167,7 +167,12 @@ class Watch:
             self.reporter.after(effect, outcome)
         self.last_error = outcome.error if isinstance(outcome, Failed) else None
         released = self.hold.after(effect, outcome)
-        return [*released, *self._messages(_after_line(self.provider, effect, outcome))]
+        hosted = [
+            line
+            for call in (hosted_calls(outcome) if isinstance(effect, ModelRequest) else ())
+            for line in self._messages(status_for(self.provider, "hosted_tool", call))
+        ]
+        return [*released, *hosted, *self._messages(_after_line(self.provider, effect, outcome))]
 
     def _hop(self, effect: Any) -> str | None:
         """A request sent on to a fallback LM (``ModelRequest.model``): which one, after what."""

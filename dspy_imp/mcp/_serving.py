@@ -51,7 +51,16 @@ from mcp.server import Server as LowLevelServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._watch.events import RequestStarted, SubAgentEvent, ToolEnded, ToolStarted, TurnEvent, observing
+from dspy_imp._routes.hosted_types import HostedCall
+from dspy_imp._watch.events import (
+    HostedToolCall,
+    RequestStarted,
+    SubAgentEvent,
+    ToolEnded,
+    ToolStarted,
+    TurnEvent,
+    observing,
+)
 from dspy_imp._watch.status import StatusMessageProvider, short
 
 logger = logging.getLogger("dspy_imp.mcp")
@@ -392,6 +401,9 @@ def _line(event: TurnEvent) -> str | None:
         return f"Calling {event.name}({short(event.args)})"
     if isinstance(event, ToolEnded):
         return f"{event.name} {'failed' if event.error else 'returned'}: {short(event.value)}"
+    if isinstance(event, HostedToolCall):  # a call the provider ran in the reply: its status line
+        call = HostedCall(event.call_id, event.name or "", event.args, event.result, event.error, event.provider)
+        return _PROVIDER.hosted_tool_status_message(call)
     return None
 
 

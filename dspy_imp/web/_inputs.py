@@ -11,6 +11,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._routes.hosted import calls_of
 from dspy_imp.web._narration import as_text
 
 
@@ -59,11 +60,13 @@ def paused_calls(history: dspy.History) -> list[Mapping[str, Any]]:
 
 
 def recorded_calls(entries: Any, prefix: str = "") -> set[str]:
-    """The ids of every call the history records, a sub-agent's too by its id path (``"p1/c1"``):
-    what a client may have as a tool part of its messages."""
+    """The ids of every call the history records, a sub-agent's too by its id path (``"p1/c1"``), and
+    the calls the provider ran (``dspy_imp.hosted``, shown as tool parts too): what a client may have
+    as a tool part of its messages."""
     ids: set[str] = set()
     for entry in entries:
         ids |= {f"{prefix}{c['id']}" for c in entry.get("tool_calls") or [] if isinstance(c, Mapping)}
+        ids |= {f"{prefix}{c.id}" for c in calls_of(entry.get("reasoning_details"))}  # the provider's own
         for call_id, run in (entry.get("agent_runs") or {}).items():
             ids |= recorded_calls(run.get("history") or (), f"{prefix}{call_id}/")
     return ids

@@ -15,6 +15,10 @@ The narration owns what both protocols share (``agui`` and ``vercel`` only spell
   the outputs were not the streamed text (``submit``, ``finish_on``, the extractor, a forced
   submit), then how the turn ended.
 
+A call the provider ran inside its reply (``HostedToolCall``: ``dspy_imp.hosted``) is told after
+the reply's text, before the reply's own calls, whole: its start, its input, its result, each
+marked as run by the provider (the encoder's ``hosted_call``).
+
 A sub-agent's call (``agent.as_tool()``) is a call of the agent like any other: its start, its
 arguments, its result (what the model read). What happens in the sub-agent's turn
 (``SubAgentEvent``s) is told by a narration of its own per sub-agent call, nested under the call
@@ -39,6 +43,7 @@ from typing import Any, Literal, Protocol
 
 from dspy_imp._records.outcomes import Reply
 from dspy_imp._watch.events import (
+    HostedToolCall,
     ReasoningDelta,
     RequestEnded,
     RequestStarted,
@@ -69,6 +74,7 @@ class Encoder(Protocol):
     def tool_result(self, call_id: str, value: Any, error: bool, denied: bool) -> list[Any]: ...
     def tool_progress(self, event: ToolProgress) -> list[Any]: ...
     def tool_log(self, event: ToolLog) -> list[Any]: ...
+    def hosted_call(self, call: HostedToolCall, parent_id: str | None) -> list[Any]: ...
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[Any]: ...
     def failed(self, error: BaseException) -> list[Any]: ...
     def refused(self, message: str, code: str) -> list[Any]: ...
@@ -137,6 +143,8 @@ class Narration:
             return self._delta("reasoning", event.text)
         if isinstance(event, RequestEnded):
             return self._request_ended(event.outcome)
+        if isinstance(event, HostedToolCall):
+            return self._hosted(event)
         if isinstance(event, ToolStarted):
             return self._tool_started(event)
         if isinstance(event, ToolProgress):  # during its call: no message of the step is open
@@ -181,7 +189,7 @@ class Narration:
         """A sub-agent's event, told by the narration of its call's segment (opened at its first event)."""
         segment, out = self._segment(event.agent, event.call_id)
         own = event.event
-        if isinstance(own, ToolStarted | ToolEnded | ToolProgress | ToolLog):  # its calls by their id paths
+        if isinstance(own, ToolStarted | ToolEnded | ToolProgress | ToolLog | HostedToolCall):  # calls by id paths
             own = replace(own, call_id=f"{event.call_id}/{own.call_id}")
         if isinstance(own, ToolEnded):
             out += self._segments_ended(own.call_id, _end_of(own))  # a grandchild's call: its segment ends
@@ -287,6 +295,16 @@ class Narration:
         self._calls.add(event.call_id)
         return out + self._tell_call(event.call_id, event.name or "", event.args)
 
+    def _hosted(self, event: HostedToolCall) -> list[Any]:
+        """A call the provider ran: told once, whole (its start, input and result), marked as the
+        provider's so a client neither runs it nor asks anyone to approve it."""
+        out = self._close()
+        if self._has(event.call_id):
+            return out
+        self._calls.add(event.call_id)
+        self._holders[event.call_id] = self._said
+        return out + self.encoder.hosted_call(event, self._said)
+
     def _tell_call(self, call_id: str, name: str, args: Any) -> list[Any]:
         self._holders[call_id] = self._said
         return self.encoder.tool_call(call_id, name, args, self._said)
@@ -376,6 +394,9 @@ class _Nested:
     def tool_log(self, event: ToolLog) -> list[Any]:
         return self._wrap(self.encoder.tool_log(event))
 
+    def hosted_call(self, call: HostedToolCall, parent_id: str | None) -> list[Any]:
+        return self._wrap(self.encoder.hosted_call(call, parent_id))
+
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[Any]:
         return []
 
@@ -419,3 +440,10 @@ def as_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def hosted_result_text(call: Any) -> str:
+    """A hosted call's result (a ``HostedToolCall`` or ``HostedCall``) as a tool result's text: its
+    summary as JSON, the provider's error code in it."""
+    result = dict(call.result or {})
+    return as_text({**result, "error": call.error} if call.error else result)

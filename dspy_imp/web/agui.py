@@ -9,6 +9,10 @@ Every event and message is the official ``ag-ui-protocol`` package's own type (`
                                               a thought, or the provider's reasoning
         TEXT_MESSAGE_START / _CONTENT... / _END
                                               text that may be the answer (a text-answer turn)
+        CUSTOM "dspy_imp.provider_executed", TOOL_CALL_START / _ARGS / _END, TOOL_CALL_RESULT
+                                              a call the provider ran (``dspy_imp.hosted``): told
+                                              whole, after the reply's text; the page neither runs
+                                              nor approves it
         TOOL_CALL_START / TOOL_CALL_ARGS / TOOL_CALL_END, TOOL_CALL_RESULT
           ACTIVITY_SNAPSHOT "tool_progress"    what the call's tool reports while it runs (an MCP
           ACTIVITY_SNAPSHOT "tool_log"         server's progress, its log messages), between
@@ -54,6 +58,7 @@ from ag_ui.core import (
     PROTOCOL_VERSION,
     ActivitySnapshotEvent,
     BaseEvent,
+    CustomEvent,
     Interrupt,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
@@ -90,10 +95,10 @@ from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
-from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, owner_of
+from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, hosted_result_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
-__all__ = ["AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
+__all__ = ["PROVIDER_EXECUTED", "AGUIEncoder", "EventEncoder", "from_messages", "read_run_input", "to_messages"]
 
 _KEY = "dspy_imp"
 
@@ -159,6 +164,20 @@ class AGUIEncoder:
         message_id = f"{self.run_id}-log-{self.logs}"
         return [ActivitySnapshotEvent(message_id=message_id, activity_type="tool_log", content=content)]
 
+    def hosted_call(self, call: Any, parent_id: str | None) -> list[BaseEvent]:
+        """A call the provider ran (a ``HostedToolCall``): first a ``CUSTOM`` event named
+        ``PROVIDER_EXECUTED`` saying so (``toolCallId``, ``toolName``, ``provider``, ``error``), then
+        the call and its result as any call's, its name the call's (``web_search``, ...)."""
+        marker = {"toolCallId": call.call_id, "toolName": call.name, "provider": call.provider, "error": call.error}
+        message_id = f"{self.run_id}-result-{call.call_id}"
+        return [
+            CustomEvent(name=PROVIDER_EXECUTED, value=marker),
+            *self.tool_call(call.call_id, call.name or "", call.args, parent_id),
+            ToolCallResultEvent(
+                message_id=message_id, tool_call_id=call.call_id, content=hosted_result_text(call), role="tool"
+            ),
+        ]
+
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[BaseEvent]:
         metadata = prediction.metadata
         messages = to_messages(metadata.history, self.signature)
@@ -216,6 +235,10 @@ class AGUIEncoder:
                 usage=[_token_usage(usage)] if usage is not None else None,
             )
         ]
+
+
+PROVIDER_EXECUTED = "dspy_imp.provider_executed"
+"""The ``CUSTOM`` event's name that marks the next tool call as run by the provider (``dspy_imp.hosted``)."""
 
 
 def _arguments(args: Any) -> str:

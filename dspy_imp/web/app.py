@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from dspy_imp._prompt.signature import SUBMIT
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes.dspy_private import set_model_connections
+from dspy_imp._routes.hosted_types import HOSTED_CALL_NAMES
 from dspy_imp.web import _openapi, agui, vercel
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
@@ -246,7 +247,9 @@ class _Server:
         self.guard = guard
         self.signature = agent.signature
         self.client_tools = client_tools
-        self.own = frozenset({*agent.tools, SUBMIT})
+        # the names hosted calls are shown by are the agent's too: no client tool may take one
+        hosted = HOSTED_CALL_NAMES if getattr(agent, "hosted_tools", ()) else ()
+        self.own = frozenset({*agent.tools, SUBMIT, *hosted})
 
     def _offered(self, declared_tools: Any, field: str, schema_key: str) -> Offered:
         """The client tools a request declares, checked (``Refused`` naming the field), when the app

@@ -20,9 +20,10 @@ from ag_ui.core import AssistantMessage, FunctionCall, ReasoningMessage, ToolCal
 
 from dspy_imp._records.errors import ConfigurationError, brief
 from dspy_imp._records.history import check_depth, dump_history, load_history, repaired
+from dspy_imp._routes.hosted import calls_of
 from dspy_imp._turn.guardrails import OUTPUT_GUARDRAIL_KIND
 from dspy_imp.web._inputs import inputs_from_text, inputs_text
-from dspy_imp.web._narration import as_text
+from dspy_imp.web._narration import as_text, hosted_result_text
 
 __all__ = ["from_messages", "to_messages"]
 
@@ -84,9 +85,11 @@ def _step_messages(message_id: str, entry: dict[str, Any], output_names: Sequenc
         ToolCall(id=call["id"], function=FunctionCall(name=call.get("name") or "", arguments=_arguments(call["args"])))
         for call in entry.get("tool_calls") or []
     ]
-    messages.append(
-        AssistantMessage(id=message_id, content=answer, tool_calls=calls or None, metadata={_KEY: {"entry": entry}})
-    )
+    meta: dict[str, Any] = {"entry": entry}
+    hosted = calls_of(entry.get("reasoning_details"))
+    if hosted:  # the calls the provider ran in this step's reply, as the page shows them (not read back)
+        meta["hosted_calls"] = [{**call.as_dict(), "content": hosted_result_text(call)} for call in hosted]
+    messages.append(AssistantMessage(id=message_id, content=answer, tool_calls=calls or None, metadata={_KEY: meta}))
     for result in entry.get("tool_call_results") or []:
         content = as_text(result.get("result"))
         messages.append(

@@ -12,6 +12,9 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
           data-tool-progress {id: the call's id}  what the call's tool reports while it runs (an
           data-tool-log (transient)                MCP server's progress, its log messages)
         tool-output-available | tool-output-error | tool-output-denied (a refused call)
+        tool-input-start / tool-input-available, tool-output-available | tool-output-error
+                                               each with providerExecuted: true: a call the
+                                               provider ran (``dspy_imp.hosted``), told whole
           data-agent / data-agent-delta / data-agent-text / data-agent-call / data-agent-result
                                                a sub-agent's call: its turn, between the call's
                                                input and its output (``data.toolCallId`` the call)
@@ -116,6 +119,34 @@ class VercelEncoder:
         data = {"toolCallId": event.call_id, "toolName": event.name, "level": event.level,
                 "logger": event.logger, "text": event.text}  # fmt: skip
         return [{"type": "data-tool-log", "data": data, "transient": True}]
+
+    def hosted_call(self, call: Any, parent_id: str | None) -> list[dict[str, Any]]:
+        """A call the provider ran (a ``HostedToolCall``): its input and its output (or its error), each
+        with ``providerExecuted: true``, which tells ``useChat`` that nothing on the client runs it."""
+        named = {"toolCallId": call.call_id, "toolName": call.name or ""}
+        out: list[dict[str, Any]] = [
+            {"type": "tool-input-start", **named, "providerExecuted": True},
+            {"type": "tool-input-available", **named, "input": _json(call.args), "providerExecuted": True},
+        ]
+        if call.error:
+            out.append(
+                {
+                    "type": "tool-output-error",
+                    "toolCallId": call.call_id,
+                    "errorText": call.error,
+                    "providerExecuted": True,
+                }
+            )
+        else:
+            out.append(
+                {
+                    "type": "tool-output-available",
+                    "toolCallId": call.call_id,
+                    "output": _json(call.result),
+                    "providerExecuted": True,
+                }
+            )
+        return out
 
     def finished(self, prediction: Any, pending: tuple[Mapping[str, Any], ...]) -> list[dict[str, Any]]:
         approvals = [

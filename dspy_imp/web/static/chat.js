@@ -8,6 +8,9 @@
 // raw HTML in them is shown as text.
 // A sub-agent's work (AG-UI's SUBAGENT_STARTED, then events carrying its subagentRunId) is shown
 // inside the card of the call that runs it, its own calls as cards there.
+// A call the provider ran inside its reply (a web search, code execution: dspy_imp.hosted) comes as
+// a CUSTOM "dspy_imp.provider_executed" event before its TOOL_CALL_*: its card says who ran it, has
+// no timing and no buttons (nothing here runs or approves it).
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -276,6 +279,19 @@
     return made;
   }
 
+  function providerRun(marker) {
+    // The card of a call the provider ran: marked, with who ran it; its result (or error) follows.
+    const call = card(marker.toolCallId, marker.toolName);
+    call.started = null; // it ran inside the model's reply: no timing of its own
+    call.box.classList.add("provider-run");
+    call.box.dataset.provider = marker.provider || "";
+    if (!call.box.querySelector(".by")) {
+      call.box.querySelector("summary").insertBefore(el("span", "by", `run by ${marker.provider || "the provider"}`), call.timing);
+    }
+    if (marker.error) call.box.classList.add("error");
+    return call;
+  }
+
   function decided(id, label) {
     // A decision's label on its call's card (as the buttons leave it when clicked).
     const call = calls.get(id);
@@ -343,7 +359,15 @@
           call.args.textContent = pretty(toolCall.function.arguments);
           this.root.append(call.box);
         }
-        const entry = (message.metadata && message.metadata.dspy_imp && message.metadata.dspy_imp.entry) || {};
+        const meta = (message.metadata && message.metadata.dspy_imp) || {};
+        for (const hosted of meta.hosted_calls || []) {
+          const call = providerRun({ toolCallId: hosted.id, toolName: hosted.name, provider: hosted.provider, error: hosted.error });
+          call.args.textContent = JSON.stringify(hosted.input || {}, null, 2);
+          call.result.textContent = hosted.content; // as TOOL_CALL_RESULT told it live
+          call.result.classList.remove("pending");
+          this.root.append(call.box);
+        }
+        const entry = meta.entry || {};
         for (const [callId, run] of Object.entries(entry.agent_runs || {})) restoreWork(callId, run);
       } else if (message.role === "tool" && calls.has(message.toolCallId)) {
         const call = calls.get(message.toolCallId);
@@ -388,6 +412,9 @@
           } else {
             this.messages.get(event.messageId).textContent += event.delta;
           }
+          break;
+        case "CUSTOM":
+          if (event.name === "dspy_imp.provider_executed" && event.value) providerRun(event.value);
           break;
         case "TOOL_CALL_START":
           this.root.append(card(event.toolCallId, event.toolCallName).box);
