@@ -51,3 +51,8 @@ class HostedRoute:
     # Why this request cannot carry these tools (an option the provider has no field for, a combination
     # the model refuses), given the tools, the LM and the request's function tool names; None: it can.
     refuse: Callable[[Sequence[Any], Any, Sequence[str]], str | None] = field(default=lambda tools, lm, functions: None)
+    # Whether a raw response is a reply the provider paused mid-turn (Anthropic's ``pause_turn``): the loop
+    # sends it back at once so the provider goes on with it (``_turn.paused``).
+    paused: Callable[[Any], bool] = field(default=lambda response: False)
+    # The recorded block of a paused reply, continued by a raw response: one block holding both, as served.
+    joined: Callable[[Block, Any], Block] | None = None
