@@ -62,7 +62,7 @@ def render_request(
             messages.extend(_body(guidance, step))
     _history(guidance, dialect, pending, messages)
     messages.extend(dialect.trailing(pending, () if dialect.native else tool_listing(guidance.roster), guidance.memo))
-    if guidance.paused is not None:  # the provider goes on with the reply it paused: the last message (``_turn.paused``)
+    if guidance.paused is not None:  # the provider goes on with the reply it paused last (``_turn.paused``)
         messages.extend(_exchange(guidance, guidance.paused.thought, (), (), guidance.paused))
     return messages
 

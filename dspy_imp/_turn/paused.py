@@ -48,6 +48,7 @@ class Sending(Protocol):
 
     def send(self, kind: RequestKind) -> Generator[Effect, Any, Any]: ...
 
+
 PAUSED = "pause_turn"  # the finish reason of a reply the provider paused (Anthropic's stop reason)
 
 

@@ -107,14 +107,10 @@ class Sender:
             outcome = yield from self._perform(kind)
             if isinstance(outcome, Ending):  # over the window after the policy, or an input guardrail tripped
                 return outcome
-            blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
-            if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
+            if isinstance(outcome, Failed) and is_blocked_reply(outcome.error):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
-            if is_paused(outcome) and self.paused is None:  # the provider paused its reply: it goes on at once
-                assert isinstance(outcome, Reply)
-                return (yield from go_on(self, kind, outcome))
             if not isinstance(outcome, Failed):
-                return outcome
+                return (yield from self._settle(kind, outcome))
             error = outcome.error
             if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
                 return self.log.incomplete("deadline_exceeded")
@@ -132,6 +128,16 @@ class Sender:
                 return outcome
             attempt += 1
             yield Sleep(delay)
+
+    def _settle(self, kind: RequestKind, outcome: Reply | Extracted) -> Generator[Effect, Any, Sent]:
+        """A reply the content filter stopped ends the turn; one the provider paused goes on at once,
+        until the provider ends it (``_turn.paused``; a continuation's own pause goes back to ``go_on``)."""
+        if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
+            return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
+        if is_paused(outcome) and self.paused is None:
+            assert isinstance(outcome, Reply)
+            return (yield from go_on(self, kind, outcome))
+        return outcome
 
     def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
         """Fit one request to the context policy (its summary request is one of the turn's: the

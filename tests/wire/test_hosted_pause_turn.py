@@ -148,6 +148,6 @@ def test_a_saved_history_sends_the_joined_reply_back_on_a_later_turn(run: Any) -
         later = run(_agent(), question="And now?", history=dspy.History(**saved))
     assert later.metadata.termination_reason == "submit", later.metadata.termination_error
     resumed = emulator.requests[3].body
-    assistant = [m for m in resumed["messages"] if m["role"] == "assistant"][0]
+    assistant = next(m for m in resumed["messages"] if m["role"] == "assistant")
     _same_bytes(assistant["content"], [*PAUSED_CONTENT, CITED_TEXT, WEATHER])
     assert_accepted("anthropic", resumed, emulator.requests[3].path)
