@@ -58,6 +58,17 @@ def tool_config(tool: Any) -> dict[str, Any]:
     return config
 
 
+def refusal(tools: Sequence[Any], lm: Any, functions: Sequence[str]) -> str | None:
+    """An option Anthropic's tools have no field for (``WebSearch(search_context_size=...)``), or None."""
+    for tool in tools:
+        if getattr(tool, "search_context_size", None) is not None:
+            return (
+                f"{tool.label}(search_context_size=...) on model {str(getattr(lm, 'model', lm))!r}: Anthropic's "
+                "web search tool has no search_context_size; leave it unset for Anthropic models"
+            )
+    return None
+
+
 def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     from dspy.lm15 import BuiltinTool
 
@@ -261,6 +272,7 @@ ROUTE = HostedRoute(
     as_text=as_text,
     paused=paused,
     joined=joined,
+    refuse=refusal,
 )
 NOT_ON_LITELLM = (
     "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "
