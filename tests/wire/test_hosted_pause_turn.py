@@ -27,6 +27,7 @@ from provider_rules import assert_accepted
 
 import dspy_imp
 from dspy_imp.hosted import WebSearch
+from dspy_imp.testing import FakeClock
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -151,3 +152,19 @@ def test_a_saved_history_sends_the_joined_reply_back_on_a_later_turn(run: Any) -
     assistant = next(m for m in resumed["messages"] if m["role"] == "assistant")
     _same_bytes(assistant["content"], [*PAUSED_CONTENT, CITED_TEXT, WEATHER])
     assert_accepted("anthropic", resumed, emulator.requests[3].path)
+
+
+def test_a_deadline_passed_while_the_provider_paused_keeps_the_continuation_from_leaving(run: Any) -> None:
+    clock = FakeClock()
+    slow_pause = Scripted(200, PAUSED.body, shaped=lambda request: (clock.advance(30), PAUSED.body)[1])
+    with (
+        Emulator([slow_pause, GONE_ON]) as emulator,
+        clock.running(),
+        dspy.context(lm=_lm(emulator)),
+        dspy_imp.deadline(seconds=10),
+    ):
+        pred = run(_agent(), question=QUESTION)
+    assert len(emulator.requests) == 1  # the paused reply came back past the deadline: nothing more leaves
+    assert pred.metadata.termination_reason == "incomplete"
+    assert pred.metadata.termination_cause == "deadline_exceeded"
+    assert pred.metadata.history.messages[0]["reasoning_details"][-1]["content"] == PAUSED_CONTENT
