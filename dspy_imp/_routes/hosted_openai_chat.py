@@ -28,8 +28,11 @@ back: a Chat Completions assistant message has no field for annotations, and its
 holds the cited links, so later requests send the text only (``as_text`` is empty).
 
 Usage: Chat Completions reports no count of searches; a reply carrying ``url_citation``
-annotations counts one ``web_search_call``. Not priced: the fee per search of these models depends
-on the model and the search context size, and is not read here (``docs/hosted-tools.md``).
+annotations counts one ``web_search_call``, priced at OpenAI's web search preview rates (its
+pricing page, built-in tools: $25 per 1,000 calls on the non-reasoning models, search content
+tokens free; $10 per 1,000 on the reasoning ones, ``gpt-5-search-api``). Natively the fee is added
+to the call's cost; LiteLLM's cost already holds it (its price map's ``search_context_cost_per_query``
+for these models, the same rates), so there nothing is added and both engines count the same.
 """
 
 from __future__ import annotations
@@ -153,12 +156,22 @@ def citations(block: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+# OpenAI's pricing page, built-in tools, web search preview: per call, by the model's kind.
+PRICE = 25.0 / 1000  # non-reasoning models (gpt-4o-search-preview, gpt-4o-mini-search-preview)
+PRICE_REASONING = 10.0 / 1000  # reasoning models (gpt-5-search-api)
+
+
 def usage(response: Any) -> HostedUsage | None:
-    """A reply carrying ``url_citation`` annotations counts one search; not priced (see the module)."""
+    """A reply carrying ``url_citation`` annotations counts one search, priced natively (see the module)."""
     message = _message(response)
     if not _cited(message):
         return None
-    return HostedUsage({"web_search_call": 1}, 0.0)
+    first = response[0] if isinstance(response, list | tuple) and response else response
+    data = getattr(first, "provider_data", None)
+    if not isinstance(data, Mapping):  # LiteLLM's: its cost already holds the search's fee
+        return HostedUsage({"web_search_call": 1}, 0.0)
+    model = str(data.get("model") or getattr(first, "model", "") or "").lower()
+    return HostedUsage({"web_search_call": 1}, PRICE_REASONING if "gpt-5" in model else PRICE)
 
 
 ROUTE = HostedRoute(

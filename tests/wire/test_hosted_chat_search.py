@@ -90,6 +90,9 @@ def test_a_search_model_searches_and_its_citations_reach_the_metadata(run: Any, 
     usage = pred.metadata.usage
     assert usage.hosted_calls == {"web_search_call": 1}
     assert [c.hosted_calls for c in usage.calls] == [{"web_search_call": 1}]
+    # the tokens at gpt-4o-search-preview's rates ($2.50 / $10 per million) and the search at $25 per 1,000,
+    # the same on both engines (LiteLLM's cost holds the search's fee already)
+    assert usage.cost == pytest.approx(14 * 2.5e-6 + 603 * 10e-6 + 0.025)
     recorded = pred.metadata.history.messages[0]["reasoning_details"]
     assert recorded == [
         {
