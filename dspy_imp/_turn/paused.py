@@ -19,8 +19,10 @@ the program: the step count is not advanced.
 
 Bounded: a step's continuations are at most ``max_iters``. A provider that pauses past that, or a
 deadline or usage limit reached before a continuation, ends the turn ``"incomplete"`` (cause
-``"max_iters"``, ``"deadline_exceeded"``, ``"usage_limit_exceeded"``) with the paused reply
-recorded as a thought step (what the provider served is kept for a later turn). A continuation
+``"max_iters"``, with ``termination_error`` saying the provider kept pausing; ``"deadline_exceeded"``,
+``"usage_limit_exceeded"``) with the paused reply recorded as a thought step (what the provider
+served is kept for a later turn). No last request follows: it would carry the same hosted tools,
+to the provider that kept pausing. A continuation
 that fails records the paused reply the same way before the machine decides on the failure.
 """
 
@@ -65,6 +67,10 @@ def go_on(sender: Sending, kind: RequestKind, reply: Reply) -> Generator[Effect,
         stop: TerminationCause | None = sender.stop()
         if stop is None and sent >= sender.plan.options.max_iters:
             stop = "max_iters"
+            sender.log.errors["initial" if kind == "step" else kind] = (
+                f"PausedTurn: the provider paused its reply {sent + 1} times in a row (pause_turn); "
+                f"a step goes on at most max_iters={sender.plan.options.max_iters} times"
+            )
         if stop is not None:
             sender.log.record(step)
             return sender.log.incomplete(stop)

@@ -135,6 +135,10 @@ def test_a_provider_that_pauses_forever_ends_the_turn_once_the_budget_is_spent(r
     assert len(emulator.requests) == 3  # the step, then at most max_iters continuations
     assert pred.metadata.termination_reason == "incomplete"
     assert pred.metadata.termination_cause == "max_iters"
+    assert pred.metadata.termination_error == {
+        "initial": "PausedTurn: the provider paused its reply 3 times in a row (pause_turn); a step goes on at most "
+        "max_iters=2 times"
+    }
     last = emulator.requests[-1].body["messages"][-1]
     assert last == {"role": "assistant", "content": PAUSED_CONTENT * 2}  # each pause goes on with all before it
     assert pred.metadata.usage.total_requests == 3
