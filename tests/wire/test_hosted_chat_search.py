@@ -150,7 +150,7 @@ REFUSED = [
     (WebSearch(blocked_domains=["example.com"]), "auto", "WebSearch(blocked_domains=...)"),
     (WebSearch(user_location={"latitude": 52.1}), "auto", "WebSearch(user_location=...)"),
     (WebSearch(), "submit", "takes no function tools (submit)"),
-    (CodeExecution(), "auto", "has no hosted CodeExecution"),
+    (CodeExecution(), "auto", "only OpenAI's search models (gpt-4o-search-preview, gpt-4o-mini-search-preview, gpt-5"),
 ]
 
 
