@@ -220,6 +220,8 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.dialect = dialect_for(self.base or _PLAIN_CHAT, task.signature, exchange.guidance.text_answer, native)
         exchange.media_family = family_of(lm)
         exchange.sent = (lm, lm_kwargs)  # the dict DSPy sends with: ``format`` may add the prompt cache
+        if native and exchange.hosted_route is not None and not exchange.hosted_route.functions:
+            native = False  # no function tools on this route (``_routes.hosted_openai_chat``): none asked for
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:
@@ -227,6 +229,9 @@ class ReActAdapter(dspy.ChatAdapter):
         else:
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
                 lm_kwargs.pop(key, None)
+        hosted = hosted_of(exchange) if exchange.route.engine == "litellm" else None
+        if hosted is not None:  # top-level fields (``_routes.hosted_openai_chat``); natively the Request's
+            lm_kwargs.update(hosted.options)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs, *thinking_of(exchange))

@@ -17,9 +17,10 @@ from dspy_imp._drivers.recorder import Recorder
 from dspy_imp._prompt.dialect import jsonable
 from dspy_imp._records.outcomes import RawCall
 from dspy_imp._routes import dspy_private
-from dspy_imp._routes.hosted import hosted_route
+from dspy_imp._routes.hosted import hosted_route, served_blocks
 from dspy_imp._routes.nameless import UNNAMED, as_received
 from dspy_imp._routes.reasoning import blocks_of
+from dspy_imp._turn.paused import PAUSED
 
 
 @dataclass
@@ -75,9 +76,14 @@ def note_raw_reply(exchange: Exchange, recorder: ReplyRecorder) -> None:
     details = blocks_of(response) or exchange.reply.reasoning_details
     served = hosted_route(exchange.route)
     block = served.served(response) if served is not None else None
+    paused = exchange.guidance.paused  # this request went on with a reply the provider paused (``_turn.paused``)
+    if served is not None and served.joined is not None and paused is not None:
+        earlier = served_blocks(paused.reasoning_details, frozenset({served.kind}))
+        block = served.joined(earlier[-1], response) if earlier else block
     if block is not None:  # the provider ran hosted tools in this reply: its blocks, as served
         details = [*(details if isinstance(details, list) else ()), block]
-    exchange.reply = replace(exchange.reply, finish_reason=finish_reason_of(response), reasoning_details=details)
+    finish = PAUSED if served is not None and served.paused(response) else finish_reason_of(response)
+    exchange.reply = replace(exchange.reply, finish_reason=finish, reasoning_details=details)
 
 
 def finish_reason_of(response: Any) -> str | None:

@@ -86,10 +86,14 @@ class Guidance:
     dialect: Dialect | None = None
     tool_media: ToolMedia = "after"
     memo: RenderMemo | None = field(default=None, compare=False, repr=False)
+    # a reply the provider paused (Anthropic's ``pause_turn``): the request ends with it as the assistant's
+    # message, as served, so the provider goes on with it (``_turn.paused``)
+    paused: Step | None = None
 
     def context(self) -> Guidance:
-        """What a memo's rendered steps depend on: this guidance without its kind, steps, history and memo."""
-        return replace(self, kind="step", steps=(), history=None, memo=None)
+        """What a memo's rendered steps depend on: this guidance without its kind, steps, history, memo
+        and paused reply."""
+        return replace(self, kind="step", steps=(), history=None, memo=None, paused=None)
 
     @property
     def text_answer(self) -> bool:

@@ -62,6 +62,8 @@ def render_request(
             messages.extend(_body(guidance, step))
     _history(guidance, dialect, pending, messages)
     messages.extend(dialect.trailing(pending, () if dialect.native else tool_listing(guidance.roster), guidance.memo))
+    if guidance.paused is not None:  # the provider goes on with the reply it paused last (``_turn.paused``)
+        messages.extend(_exchange(guidance, guidance.paused.thought, (), (), guidance.paused))
     return messages
 
 
@@ -202,7 +204,8 @@ def _exchange(
     foreign = foreign_text(step.reasoning_details, guidance.replayed_kinds)  # hosted blocks another provider ran
     if foreign:
         content = f"{foreign}\n\n{content}" if (content or "").strip() else foreign
-    if not calls and not (content or "").strip():
+    served = served_blocks(step.reasoning_details, guidance.replayed_kinds)
+    if not calls and not (content or "").strip() and not served:  # served blocks alone: a paused reply's
         return []
     dialect = _dialect(guidance)
     by_id = {c.id: c for c in calls}
@@ -214,7 +217,6 @@ def _exchange(
         lines = [_written_result(guidance, call, result, attachments) for call, result in paired]
         return [message, _user(attachments.content(dialect.results(lines)))] if lines else [message]
     message = {"role": "assistant", "content": dialect.assistant(content, None) if content or not calls else None}
-    served = served_blocks(step.reasoning_details, guidance.replayed_kinds)
     if served:  # the reply's content as served (hosted tool blocks): it goes back verbatim, in their place
         message["served_content"] = [dict(b) for b in served[-1]["content"]]
         message["served_kind"] = served[-1]["type"]  # whose blocks (``route.served_state`` labels them)

@@ -14,6 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_imp._records.errors import ConfigurationError
+
+CONTEXT_SIZES = ("low", "medium", "high")  # OpenAI's search_context_size values
+
 
 @dataclass(frozen=True)
 class HostedTool:
@@ -29,14 +33,24 @@ class HostedTool:
 @dataclass(frozen=True)
 class WebSearch(HostedTool):
     """The provider's web search. ``max_uses``: the most searches one request may run (the provider
-    counts them); ``user_location``: ``{"type": "approximate", "city": ..., "country": ...}``. Gemini's
-    Google Search takes none of the options (setting one for a Gemini model is refused)."""
+    counts them); ``user_location``: ``{"type": "approximate", "city": ..., "country": ...}``;
+    ``search_context_size``: how much of what the search found the model reads, ``"low"``,
+    ``"medium"`` or ``"high"`` (OpenAI's; the provider's default, ``"medium"``, when unset). A
+    provider without the option refuses it: Gemini's Google Search takes none of them, Anthropic's
+    web search no ``search_context_size``."""
 
     max_uses: int | None = None
     allowed_domains: Sequence[str] = ()
     blocked_domains: Sequence[str] = ()
     user_location: Mapping[str, Any] | None = None
+    search_context_size: str | None = None
     kind = "web_search"
+
+    def __post_init__(self) -> None:
+        if self.search_context_size is not None and self.search_context_size not in CONTEXT_SIZES:
+            raise ConfigurationError(
+                f"WebSearch(search_context_size={self.search_context_size!r}): give one of {', '.join(CONTEXT_SIZES)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai
+from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai, hosted_openai_chat
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRoute, HostedUsage
 
@@ -34,14 +34,17 @@ _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     ("native", "anthropic"): hosted_anthropic.ROUTE,
     ("native", "openai"): hosted_openai.ROUTE,  # the Responses API
     ("native", "gemini"): hosted_gemini.ROUTE,  # the Gemini API (AI Studio), generateContent
+    # Chat Completions: OpenAI's search models, WebSearch as web_search_options (both engines)
+    ("native", "openai-chat"): hosted_openai_chat.ROUTE,
+    ("litellm", "openai"): hosted_openai_chat.ROUTE,
 }
 # Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it).
 _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
     ("native", "openai"): hosted_openai.NOT_HERE,  # the Responses API: a tool it lacks (WebFetch)
     ("litellm", "openai-responses"): hosted_openai.NOT_ON_LITELLM,  # model_type="responses" on LiteLLM
-    ("litellm", "openai"): hosted_openai.NOT_ON_CHAT,
-    ("native", "openai-chat"): hosted_openai.NOT_ON_CHAT,
+    ("litellm", "openai"): hosted_openai_chat.NOT_ON_CHAT,  # Chat Completions: web search alone, on search models
+    ("native", "openai-chat"): hosted_openai_chat.NOT_ON_CHAT,
     ("litellm", "gemini"): hosted_gemini.NOT_ON_LITELLM,
     ("native", "gemini"): hosted_gemini.NOT_OFFERED,  # the one tool that route lacks: RemoteMCP
 }

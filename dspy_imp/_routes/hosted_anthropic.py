@@ -12,6 +12,10 @@ with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use
 streamed reply's raw body is the one ``_routes.hosted_streams`` assembles from its frames, recorded
 the same way.
 
+Paused: a reply that ends with ``stop_reason: "pause_turn"`` is recorded the same way, server block
+or not, and goes back at once (``_turn.paused``); the continuation's content joins it in one record
+(``joined``), in order.
+
 Replay: the assistant message of such a step goes back as exactly that list (the wrapper of lm15's
 ``_message``, reading the replay state ``route.canonical_request`` attaches), so the next request
 of the turn, and of a later turn after ``dump_history``/``load_history``, carries the blocks byte
@@ -56,6 +60,17 @@ def tool_config(tool: Any) -> dict[str, Any]:
     return config
 
 
+def refusal(tools: Sequence[Any], lm: Any, functions: Sequence[str]) -> str | None:
+    """An option Anthropic's tools have no field for (``WebSearch(search_context_size=...)``), or None."""
+    for tool in tools:
+        if getattr(tool, "search_context_size", None) is not None:
+            return (
+                f"{tool.label}(search_context_size=...) on model {str(getattr(lm, 'model', lm))!r}: Anthropic's "
+                "web search tool has no search_context_size; leave it unset for Anthropic models"
+            )
+    return None
+
+
 def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     from dspy.lm15 import BuiltinTool
 
@@ -64,15 +79,22 @@ def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     return HostedRequest(builtins=builtins, betas=betas)
 
 
-def served(response: Any) -> Block | None:
-    """The reply's whole content list, when it holds a block the provider ran (else None)."""
+def _data(response: Any) -> Mapping[str, Any] | None:
+    """The raw Messages body lm15 keeps (None: none)."""
     if isinstance(response, list | tuple):
         response = response[0] if response else None
     data = getattr(response, "provider_data", None)
-    if not isinstance(data, Mapping):
+    return data if isinstance(data, Mapping) else None
+
+
+def served(response: Any) -> Block | None:
+    """The reply's whole content list, when it holds a block the provider ran or the provider paused
+    the reply (it goes back whole either way; else None)."""
+    data = _data(response)
+    if data is None:
         return None
     content = data.get("content")
-    if not isinstance(content, list) or not any(_server_block(b) for b in content):
+    if not isinstance(content, list) or not (any(_server_block(b) for b in content) or paused(response)):
         return None
     hosted_streams.check_read(data, "Anthropic")  # a streamed reply: its body assembled from the frames
     block: Block = {"type": KIND, "content": json.loads(json.dumps(content))}
@@ -80,6 +102,30 @@ def served(response: Any) -> Block | None:
     counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
     if isinstance(counts, Mapping):
         block["server_tool_use"] = dict(counts)
+    return block
+
+
+def paused(response: Any) -> bool:
+    """Anthropic paused a long-running server-tool turn (``stop_reason: "pause_turn"``, Anthropic's server
+    tools docs): the reply goes back as the assistant's message, unchanged, and Claude goes on."""
+    data = _data(response)
+    return data is not None and data.get("stop_reason") == "pause_turn"
+
+
+def joined(earlier: Block, response: Any) -> Block:
+    """A paused reply's record continued by ``response``: the paused content, then the continuation's, as
+    served (one assistant message, as Anthropic reads consecutive assistant turns); the counts summed."""
+    data = _data(response) or {}
+    content = data.get("content") if isinstance(data.get("content"), list) else []
+    block: Block = {"type": KIND, "content": [*earlier.get("content", ()), *json.loads(json.dumps(content))]}
+    raw = data.get("usage")
+    counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
+    summed = dict(earlier.get("server_tool_use") or {})
+    for name, value in (counts or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            summed[name] = int(summed.get(name, 0)) + value
+    if summed:
+        block["server_tool_use"] = summed
     return block
 
 
@@ -211,9 +257,42 @@ def install() -> None:
 
         return headers
 
+    def wrap_payload(original: Any) -> Any:
+        def payload(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            body = original(self, *args, **kwargs)
+            if isinstance(body, dict) and isinstance(body.get("messages"), list):
+                body["messages"] = unmarked_pause(body["messages"])
+            return body
+
+        return payload
+
     dspy_private.wrap_once(provider, "_message", wrap_message)
     dspy_private.wrap_once(provider, "_headers", wrap_headers)
+    dspy_private.wrap_once(provider, "_payload", wrap_payload)
     hosted_streams.install()  # a streamed reply's body, assembled from its frames
+
+
+def unmarked_pause(messages: list[Any]) -> list[Any]:
+    """A body that ends on the assistant's paused reply (a continuation, ``_turn.paused``) sends that reply
+    unchanged: the prompt cache's last breakpoint, which lm15 puts on the last message's last block, moves
+    to the message before it (where the paused request ended, so the continuation reads its cache)."""
+    if len(messages) < 2 or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "assistant":
+        return messages
+    content = messages[-1].get("content")
+    if not isinstance(content, list) or not content or not isinstance(content[-1], Mapping):
+        return messages
+    if "cache_control" not in content[-1]:
+        return messages
+    last = dict(content[-1])
+    mark = last.pop("cache_control")
+    out = [*messages[:-1], {**messages[-1], "content": [*content[:-1], last]}]
+    before = out[-2]
+    earlier = before.get("content") if isinstance(before, Mapping) else None
+    if isinstance(earlier, str):
+        earlier = [{"type": "text", "text": earlier}]
+    if isinstance(earlier, list) and earlier and isinstance(earlier[-1], Mapping):
+        out[-2] = {**before, "content": [*earlier[:-1], {"cache_control": mark, **earlier[-1]}]}
+    return out
 
 
 def _served_content(msg: Any) -> list[dict[str, Any]] | None:
@@ -248,6 +327,9 @@ ROUTE = HostedRoute(
     usage=usage,
     as_text=as_text,
     calls=calls,
+    paused=paused,
+    joined=joined,
+    refuse=refusal,
 )
 NOT_ON_LITELLM = (
     "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "

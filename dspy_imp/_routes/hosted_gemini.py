@@ -91,7 +91,7 @@ def combines_tools(model: str) -> bool:
 
 
 def _set_options(tool: Any) -> list[str]:
-    names = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
+    names = ("max_uses", "allowed_domains", "blocked_domains", "user_location", "search_context_size")
     return [n for n in names if getattr(tool, n, None) not in (None, (), [], {})]
 
 

@@ -83,14 +83,16 @@ def _web_search(tool: Any) -> dict[str, Any]:
     for option in ("max_uses", "blocked_domains"):
         if getattr(tool, option):
             raise RefusedOption(
-                f"WebSearch({option}=...): OpenAI's web_search tool has no {option} (only allowed_domains and "
-                "user_location); leave it out for an OpenAI model"
+                f"WebSearch({option}=...): OpenAI's web_search tool has no {option} (only allowed_domains, "
+                "user_location and search_context_size); leave it out for an OpenAI model"
             )
     config: dict[str, Any] = {"type": "web_search"}
     if tool.allowed_domains:
         config["filters"] = {"allowed_domains": list(tool.allowed_domains)}
     if tool.user_location:
         config["user_location"] = {"type": "approximate", **dict(tool.user_location)}
+    if tool.search_context_size is not None:
+        config["search_context_size"] = tool.search_context_size
     return config
 
 
@@ -332,8 +334,4 @@ NOT_ON_LITELLM = (
 NOT_HERE = (
     "OpenAI's Responses API runs web search, code interpreter, file search and remote MCP, and has no tool that "
     "fetches a URL (WebFetch)"
-)
-NOT_ON_CHAT = (
-    "the Chat Completions API carries no hosted tools here; OpenAI's run on the Responses API, on DSPy's default "
-    "engine: dspy.LM('openai/<model>', model_type='responses')"
 )

@@ -15,13 +15,16 @@ class HostedRequest:
 
     ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
     ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need;
-    ``include``: Responses ``include`` values that ask for the tools' results in the reply.
+    ``include``: Responses ``include`` values that ask for the tools' results in the reply;
+    ``options``: top-level request fields (Chat Completions' ``web_search_options``), natively
+    in the ``Request``'s ``config.extensions``, on LiteLLM among the call's options.
     """
 
     builtins: tuple[Any, ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
     betas: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,11 @@ class HostedRoute:
     # Why this request cannot carry these tools (an option the provider has no field for, a combination
     # the model refuses), given the tools, the LM and the request's function tool names; None: it can.
     refuse: Callable[[Sequence[Any], Any, Sequence[str]], str | None] = field(default=lambda tools, lm, functions: None)
+    # Whether the request may carry function tools beside these; False (OpenAI's search models on Chat
+    # Completions): ``refuse`` keeps them out, and the request goes with no ``tools`` and no ``tool_choice``.
+    functions: bool = True
+    # Whether a raw response is a reply the provider paused mid-turn (Anthropic's ``pause_turn``): the loop
+    # sends it back at once so the provider goes on with it (``_turn.paused``).
+    paused: Callable[[Any], bool] = field(default=lambda response: False)
+    # The recorded block of a paused reply, continued by a raw response: one block holding both, as served.
+    joined: Callable[[Block, Any], Block] | None = None

@@ -343,6 +343,9 @@ def canonical_request(
         present = list((request.config.extensions or {}).get("include") or ())
         extensions = {**(request.config.extensions or {}), "include": list(dict.fromkeys([*present, *hosted.include]))}
         request = replace(request, config=replace(request.config, extensions=extensions))
+    if hosted is not None and hosted.options:  # top-level fields (``_routes.hosted_openai_chat``), sent verbatim
+        extensions = {**(request.config.extensions or {}), **hosted.options}
+        request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
     return replace(request, messages=tuple(rebuilt))

@@ -8,7 +8,8 @@ policy fits the request (``_turn.context``) and the first one carries the alongs
 guardrails (``_turn.guardrails``); a content filter ends the turn; a provider failure goes to the
 next LM of the chain at once (``_turn.fallback``); a fatal one ends the turn; a context-window
 refusal leaves more earlier episodes out (``_turn.projection``) and sends again; anything else
-is retried after the delay the failure allows (reference §3, §9).
+is retried after the delay the failure allows (reference §3, §9). A reply the provider paused
+(Anthropic's ``pause_turn``) is sent on at once, until the provider ends it (``_turn.paused``).
 
 ``build(kind)`` makes the request of each kind: its guidance (what the model reads, rendered by
 ``_prompt.render``), tool choice and timeout (under a deadline: the turn's rung of ``clock.rung``,
@@ -45,6 +46,7 @@ from dspy_imp._turn.fallback import ModelChain
 from dspy_imp._turn.guardrails import Guards
 from dspy_imp._turn.log import Log, Outcome
 from dspy_imp._turn.meter import Meter
+from dspy_imp._turn.paused import go_on, is_paused
 from dspy_imp._turn.plan import CallPlan
 from dspy_imp._turn.projection import Projection
 
@@ -84,6 +86,7 @@ class Sender:
         self.summary_instruction = summary_instruction
         self.cache = cache or CacheWatch()
         self.timeout: float | None = None  # the deadline's, on its ladder (``clock.rung``)
+        self.paused: Step | None = None  # the reply a continuation goes on with (``_turn.paused``)
 
     def stop(self) -> TerminationCause | None:
         """Why no request may leave now, if one may not."""
@@ -104,11 +107,10 @@ class Sender:
             outcome = yield from self._perform(kind)
             if isinstance(outcome, Ending):  # over the window after the policy, or an input guardrail tripped
                 return outcome
-            blocked = isinstance(outcome, Failed) and is_blocked_reply(outcome.error)
-            if blocked or (isinstance(outcome, Reply) and outcome.finish_reason == "content_filter"):
+            if isinstance(outcome, Failed) and is_blocked_reply(outcome.error):
                 return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
             if not isinstance(outcome, Failed):
-                return outcome
+                return (yield from self._settle(kind, outcome))
             error = outcome.error
             if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
                 return self.log.incomplete("deadline_exceeded")
@@ -126,6 +128,16 @@ class Sender:
                 return outcome
             attempt += 1
             yield Sleep(delay)
+
+    def _settle(self, kind: RequestKind, outcome: Reply | Extracted) -> Generator[Effect, Any, Sent]:
+        """A reply the content filter stopped ends the turn; one the provider paused goes on at once,
+        until the provider ends it (``_turn.paused``; a continuation's own pause goes back to ``go_on``)."""
+        if isinstance(outcome, Reply) and outcome.finish_reason == "content_filter":
+            return Failure(ContentFiltered(f"the provider's content filter stopped the {kind} reply"))
+        if is_paused(outcome) and self.paused is None:
+            assert isinstance(outcome, Reply)
+            return (yield from go_on(self, kind, outcome))
+        return outcome
 
     def _perform(self, kind: RequestKind) -> Generator[Effect, Any, Reply | Extracted | Failed | Ending]:
         """Fit one request to the context policy (its summary request is one of the turn's: the
@@ -200,6 +212,7 @@ class Sender:
             history=make_history(self.log.entries),
             omitted=self.projection.omitted,
             boundary=self.log.turn_start(bool(self.plan.inputs)),
+            paused=self.paused,
         )
         if self.policy is not None:  # what its view shows; a summary request: its episodes, then the instruction
             guidance = self.policy.guidance(guidance, view, self.projection.omitted, steps, self.summary_instruction)
