@@ -218,9 +218,9 @@ class GeminiPlaces:
         """lm15's events for one chunk, each delta at its place in the stream."""
         here: dict[int, int] = {}  # this chunk's places: a call's signature follows the call at its place
         for event in events:
-            delta = getattr(event, "delta", None)
+            delta: Any = getattr(event, "delta", None)
             index = getattr(delta, "part_index", None)
-            if not isinstance(index, int) or isinstance(index, bool):
+            if not isinstance(index, int) or isinstance(index, bool) or not _a_dataclass(delta):
                 yield event
                 continue
             if index not in here:
@@ -231,6 +231,11 @@ class GeminiPlaces:
                         self.joined[index] = self._new()
                     here[index] = self.joined[index]
             yield dataclasses.replace(event, delta=dataclasses.replace(delta, part_index=here[index]))
+
+
+def _a_dataclass(value: Any) -> bool:
+    """Whether ``value`` is a dataclass instance (lm15's stream deltas are), which ``dataclasses.replace`` takes."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def _lay_over(into: dict[str, Any], fields: Mapping[str, Any], held: str) -> None:
