@@ -18,7 +18,8 @@ delta of one place, so two calls each first in its chunk were read as one call w
 ``{"city":"Paris"}{"city":"Rome"}``: the tool got no valid arguments and the next request sent one broken
 call back. What the turn must do: run each call with its own arguments, record the same history a reply
 not streamed records, and send the same next request, whole: both calls as served (the signature on the
-first), both results.
+first), both results; and the stream's own chunks (``dspy.streamify`` without a listener) give each call
+its own ``tool_calls`` index.
 """
 
 from __future__ import annotations
@@ -106,13 +107,12 @@ ANSWER = "Sunny in every city."
 FINAL = _chunk([{"text": ANSWER}], 4, last=True)
 
 
-def _run(agent: Any, how: str, lm: dspy.LM, streamed: bool) -> Any:
-    question = "What is the weather in each city?"
+QUESTION = "What is the weather in each city?"
+
+
+def _plain(agent: Any, how: str, lm: dspy.LM) -> Any:
     with dspy.context(lm=lm):
-        if streamed:
-            items = stream_items(agent, how, [], question=question)
-            return items[-1]
-        return agent(question=question) if how == "sync" else asyncio.run(agent.acall(question=question))
+        return agent(question=QUESTION) if how == "sync" else asyncio.run(agent.acall(question=QUESTION))
 
 
 def _lm(emulator: Emulator) -> dspy.LM:
@@ -141,10 +141,11 @@ def _sent_back(part: dict[str, Any], call_id: str) -> dict[str, Any]:
 def test_streamed_parallel_gemini_calls_are_each_their_own_call(how: str, name: str) -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[get_weather])
     chunks = _chunks(name)
-    with Emulator([_sse(chunks), _sse([FINAL])]) as emulator:
-        streamed = _run(agent, how, _lm(emulator), streamed=True)
+    with Emulator([_sse(chunks), _sse([FINAL])]) as emulator, dspy.context(lm=_lm(emulator)):
+        items = stream_items(agent, how, [], question=QUESTION)  # no listener: the LM's chunks pass through
+    streamed = items[-1]
     with Emulator([Scripted(200, _whole(chunks)), Scripted(200, FINAL)]) as plain_emulator:
-        plain = _run(agent, how, _lm(plain_emulator), streamed=False)
+        plain = _plain(agent, how, _lm(plain_emulator))
 
     assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
     assert streamed.answer == ANSWER
@@ -171,5 +172,11 @@ def test_streamed_parallel_gemini_calls_are_each_their_own_call(how: str, name: 
         (call_id, "get_weather", {"city": city}) for city, call_id in zip(cities, _served_ids(name), strict=True)
     ]
     assert [r["result"] for r in step["tool_call_results"]] == [f"Sunny in {city}." for city in cities]
+    chunked = [
+        c for i in items for choice in getattr(i, "choices", None) or () for c in choice.delta.get("tool_calls") or ()
+    ]
+    assert [(c["index"], json.loads(c["function"]["arguments"])) for c in chunked] == [
+        (index, {"city": city}) for index, city in enumerate(cities)
+    ]  # the stream's own chunks: each call at its own index
     for request in emulator.requests:
         assert_accepted("gemini", request.body, request.path)
