@@ -121,6 +121,9 @@ def lm15_gemini() -> Any:
     Why: lm15 skips the parts Gemini's built-in tools serve (``executableCode``, ``toolCall``...)
     and writes a model turn from its own parts; ``_routes.hosted_gemini`` wraps ``GeminiLM._message``
     to send such a turn back as served, and ``GeminiLM._payload`` to ask for the tool-combination flag.
+    And lm15's stream reader (``GeminiLM.parse_stream_events``) places a streamed part by its place in
+    its chunk, so parallel function calls that each come first in their chunk are assembled as one
+    call; ``_routes.hosted_streams`` wraps it to give each call its own place, on every Gemini stream.
     Imported by name.
     """
     import importlib

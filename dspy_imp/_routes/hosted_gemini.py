@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import dspy_private, hosted_streams
-from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRequest, HostedRoute, HostedUsage
 from dspy_imp._routes.reasoning import validates_signatures
 
@@ -139,9 +138,7 @@ def served(response: Any) -> Block | None:
     grounded = {k: candidate[k] for k in _GROUNDING if isinstance(candidate.get(k), Mapping)}
     if not grounded and not any(_served_part(p) for p in parts):
         return None
-    if hosted_streams.assembled(data):  # a streamed reply: every chunk's parts (``_routes.hosted_streams``)
-        _same_calls(response, parts)
-    elif not _whole(response, parts):
+    if not hosted_streams.assembled(data) and not _whole(response, parts):  # assembled: every chunk's parts
         return None  # not the body lm15 read: lm15's own replay stays
 
     block: Block = {"type": KIND, "content": json.loads(json.dumps(parts))}
@@ -149,23 +146,6 @@ def served(response: Any) -> Block | None:
     if isinstance(data.get("usageMetadata"), Mapping):
         block["usageMetadata"] = json.loads(json.dumps(data["usageMetadata"]))
     return block
-
-
-def _same_calls(response: Any, parts: Sequence[Any]) -> None:
-    """A streamed reply's function calls as lm15 read them, one for each ``functionCall`` part served: lm15's
-    stream reader keys a call by its place in its chunk, so two calls at one place in two chunks would be
-    read as one, and the turn could not answer the parts it would send back."""
-    if isinstance(response, list | tuple):
-        response = response[0] if response else None
-    read = getattr(getattr(response, "message", None), "parts", None) or ()
-    calls = sum(1 for p in read if getattr(p, "type", None) == "tool_call")
-    served = sum(1 for p in parts if isinstance(p, Mapping) and "functionCall" in p)
-    if calls != served:
-        raise RefusedOption(
-            f"a streamed Gemini reply served {served} function call(s) beside hosted tool parts, and the stream "
-            f"was read as {calls}; its parts cannot be sent back as served. Run this program without streaming "
-            "(no dspy.streamify, no live progress) for Gemini's built-in tools beside function tools"
-        )
 
 
 def _whole(response: Any, parts: Sequence[Any]) -> bool:

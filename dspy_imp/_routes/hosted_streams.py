@@ -36,6 +36,15 @@ non-streamed one. A frame the assembler cannot read (a delta type Anthropic adds
 does not parse) is named under ``UNREAD`` in the body, and a route refuses to record such a reply when
 it holds a served block (``RefusedOption``), rather than recording it without what it could not read.
 
+Every Gemini stream, hosted tools or not, also has its parts placed apart (``GeminiPlaces``): lm15's
+Gemini reader gives each part's delta its place *in its chunk* (``part_index``), and lm15's stream assembler
+(like DSPy's listener bridge) joins every delta of one place into one part. That is right for text, which
+Gemini streams in pieces at the same place of successive chunks, and wrong for a function call, which Gemini
+serves whole: parallel calls often come one to a chunk, each first in its chunk, and were read as one call
+whose input is both arguments joined (``{"a":1}{"a":2}``, so the tool got no valid arguments and the next
+request sent one broken call back), and a call's signature was laid on a text part at the same place. Here
+each function call gets a place of its own in the stream, and every other part keeps lm15's join by place.
+
 The collectors are keyed by the lm15 ``Request`` object one stream reads (the same object reaches
 ``_stream_raw`` and each ``parse_stream_events`` call of that stream), for the stream's lifetime only.
 """
@@ -187,6 +196,48 @@ class GeminiFrames:
         return _marked(copy.deepcopy(body), self.frames, [])
 
 
+class GeminiPlaces:
+    """Each streamed Gemini part's place in the reply (lm15's ``part_index``), across the stream's chunks.
+
+    A function call takes a new place (Gemini serves each call whole, so no two chunks hold pieces of one
+    call); its signature, which lm15 yields after it at the same place in the chunk, goes with it. Any other
+    part keeps lm15's rule, one place for each place in a chunk, so text streamed in pieces at place 0 of
+    successive chunks is still joined. Places are numbered in the order they first come, so the parts are
+    assembled in the order served, and lm15's correlator for a call without id (``tool_call_<place>``) is the
+    one a reply not streamed gets (``tool_call_<its index among the parts>``) when the calls follow the text."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.joined: dict[int, int] = {}  # a part's place in its chunk → its place in the stream (not a call)
+
+    def _new(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def placed(self, events: Any) -> Iterator[Any]:
+        """lm15's events for one chunk, each delta at its place in the stream."""
+        here: dict[int, int] = {}  # this chunk's places: a call's signature follows the call at its place
+        for event in events:
+            delta: Any = getattr(event, "delta", None)
+            index = getattr(delta, "part_index", None)
+            if not isinstance(index, int) or isinstance(index, bool) or not _a_dataclass(delta):
+                yield event
+                continue
+            if index not in here:
+                if getattr(delta, "type", None) == "tool_call":
+                    here[index] = self._new()
+                else:
+                    if index not in self.joined:
+                        self.joined[index] = self._new()
+                    here[index] = self.joined[index]
+            yield dataclasses.replace(event, delta=dataclasses.replace(delta, part_index=here[index]))
+
+
+def _a_dataclass(value: Any) -> bool:
+    """Whether ``value`` is a dataclass instance (lm15's stream deltas are), which ``dataclasses.replace`` takes."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 def _lay_over(into: dict[str, Any], fields: Mapping[str, Any], held: str) -> None:
     """``fields`` over ``into``: a later non-empty value replaces an earlier one, an empty one (``{}``,
     ``[]``, null) erases none; ``held`` keeps only its place (its value is assembled apart)."""
@@ -211,7 +262,16 @@ def _marked(body: dict[str, Any], frames: int, unread: list[str]) -> dict[str, A
 
 Frames = AnthropicFrames | GeminiFrames
 
-_LIVE: dict[int, tuple[Any, Frames]] = {}
+
+@dataclasses.dataclass
+class _Stream:
+    """What one stream keeps: its raw frames (a request carrying hosted tools) and its Gemini part places."""
+
+    frames: Frames | None
+    places: GeminiPlaces | None
+
+
+_LIVE: dict[int, tuple[Any, _Stream]] = {}
 _LOCK = threading.Lock()
 
 
@@ -220,27 +280,30 @@ def _carries_hosted_tools(request: Any) -> bool:
 
 
 @contextlib.contextmanager
-def _collecting(request: Any, make: Callable[[], Frames]) -> Iterator[Frames | None]:
-    """A collector for the stream of ``request`` while the block runs (None: the request has no hosted tool)."""
-    if not _carries_hosted_tools(request):
+def _streaming(request: Any, make: Callable[[], Frames], placed: bool) -> Iterator[Frames | None]:
+    """The stream of ``request``, kept while the block runs: its frame collector (None: the request has no
+    hosted tool), and with ``placed`` its part places (``GeminiPlaces``)."""
+    frames = make() if _carries_hosted_tools(request) else None
+    places = GeminiPlaces() if placed else None
+    if frames is None and places is None:
         yield None
         return
-    key, frames = id(request), make()
+    key, stream = id(request), _Stream(frames, places)
     with _LOCK:
         earlier = _LIVE.get(key)
-        _LIVE[key] = (request, frames)
+        _LIVE[key] = (request, stream)
     try:
         yield frames
     finally:
         with _LOCK:
-            if _LIVE.get(key, (None, None))[1] is frames:
+            if _LIVE.get(key, (None, None))[1] is stream:
                 if earlier is not None:
                     _LIVE[key] = earlier
                 else:
                     del _LIVE[key]
 
 
-def _collector(request: Any) -> Frames | None:
+def _stream_of(request: Any) -> _Stream | None:
     with _LOCK:
         found = _LIVE.get(id(request))
     return found[1] if found is not None and found[0] is request else None
@@ -256,7 +319,8 @@ def _ended(event: Any, frames: Frames | None) -> Any:
 
 def _wrap_parse(original: Any) -> Any:
     def parse_stream_events(self: Any, request: Any, raw_event: Any) -> Any:
-        frames = _collector(request)
+        stream = _stream_of(request)
+        frames = stream.frames if stream is not None else None
         data = getattr(raw_event, "data", None)
         if frames is not None and data and data != "[DONE]":
             try:
@@ -266,15 +330,19 @@ def _wrap_parse(original: Any) -> Any:
             frames.feed(payload)
             if not frames.read_by_lm15(payload):
                 return iter(())
-        return original(self, request, raw_event)
+        events = original(self, request, raw_event)
+        return events if stream is None or stream.places is None else stream.places.placed(events)
 
     return parse_stream_events
 
 
-def _wrap_stream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
+def _wrap_stream(make: Callable[[], Frames], placed: bool) -> Callable[[Any], Any]:
     def wrap(original: Any) -> Any:
         def stream_raw(self: Any, request: Any, req: Any = None) -> Iterator[Any]:
-            with _collecting(request, make) as frames, contextlib.closing(original(self, request, req)) as events:
+            with (
+                _streaming(request, make, placed) as frames,
+                contextlib.closing(original(self, request, req)) as events,
+            ):
                 for event in events:
                     yield _ended(event, frames)
 
@@ -283,10 +351,10 @@ def _wrap_stream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
     return wrap
 
 
-def _wrap_astream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
+def _wrap_astream(make: Callable[[], Frames], placed: bool) -> Callable[[Any], Any]:
     def wrap(original: Any) -> Any:
         async def stream_raw(self: Any, request: Any, req: Any = None) -> AsyncIterator[Any]:
-            with _collecting(request, make) as frames:
+            with _streaming(request, make, placed) as frames:
                 async with contextlib.aclosing(original(self, request, req)) as events:
                     async for event in events:
                         yield _ended(event, frames)
@@ -296,10 +364,10 @@ def _wrap_astream(make: Callable[[], Frames]) -> Callable[[Any], Any]:
     return wrap
 
 
-_wrap_anthropic_stream = _wrap_stream(AnthropicFrames)
-_wrap_anthropic_astream = _wrap_astream(AnthropicFrames)
-_wrap_gemini_stream = _wrap_stream(GeminiFrames)
-_wrap_gemini_astream = _wrap_astream(GeminiFrames)
+_wrap_anthropic_stream = _wrap_stream(AnthropicFrames, placed=False)
+_wrap_anthropic_astream = _wrap_astream(AnthropicFrames, placed=False)
+_wrap_gemini_stream = _wrap_stream(GeminiFrames, placed=True)  # every Gemini stream: its calls placed apart
+_wrap_gemini_astream = _wrap_astream(GeminiFrames, placed=True)
 
 
 def install() -> None:

@@ -435,16 +435,20 @@ def test_a_streamed_anthropic_frame_the_assembler_cannot_read_is_refused_not_dro
     assert len(emulator.requests) == 1
 
 
+# -- Function calls beside served parts ------------------------------------------------------------
+
+
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"Sunny in {city}."
 
 
-def test_streamed_gemini_calls_lm15_reads_as_one_are_refused_not_sent_back_wrong(how: str) -> None:
-    """lm15's stream reader keys a function call by its place in its chunk: two calls, each first in its
-    chunk, are read as one. Beside served parts, the turn would send back two calls and answer one, so it
-    stops with a ConfigurationError instead (the recorded signed file search parts, then two calls)."""
-    served = _recording("gemini_file_search")["events"][:2]  # the signed toolCall and toolResponse chunks
+def test_streamed_gemini_calls_each_first_in_its_chunk_beside_served_parts_are_each_answered(how: str) -> None:
+    """Two calls after the recorded signed file search parts, each call first in its chunk (Gemini streams
+    a call whole, parallel calls one to a chunk): lm15's reader read them as one call; now the turn runs
+    both, records every chunk's parts as served, and the next request sends them back with both answers,
+    as the same reply not streamed does."""
+    served = _frames("gemini_file_search")[:2]  # the signed toolCall and toolResponse chunks
     calls = [
         {
             "candidates": [
@@ -453,14 +457,49 @@ def test_streamed_gemini_calls_lm15_reads_as_one_are_refused_not_sent_back_wrong
         }
         for a in ({"city": "Paris"}, {"city": "Rome"})
     ]
+    calls[0]["candidates"][0]["content"]["parts"][0]["thoughtSignature"] = "CiQBVKhc7sIg_first_call"  # Gemini 3
     calls[-1]["candidates"][0]["finishReason"] = "STOP"
-    text = "".join(f"data: {e['data']}\n\n" for e in served) + "".join(f"data: {json.dumps(c)}\n\n" for c in calls)
+    calls[-1]["usageMetadata"] = served[-1]["usageMetadata"]
+    frames = [*served, *calls]
+    text = "".join(f"data: {json.dumps(f)}\r\n\r\n" for f in frames)
+    final = _gemini_reply("Sunny in both.")
+    final_sse = Scripted(200, {}, sse=f"data: {json.dumps(final.body)}\r\n\r\n")
     agent = dspy_imp.ReActV2("question -> answer", tools=[FileSearch(store_ids=[STORE]), get_weather])
-    with Emulator([Scripted(200, {}, sse=text)]) as emulator:
-        lm = dspy.LM(
-            "gemini/gemini-3-flash-preview", api_base=emulator.base_url + "/v1beta", api_key="sk-test", cache=False
+    question = "The weather in the capitals my file names?"
+
+    def lm_for(emulator: Emulator) -> dspy.LM:
+        return dspy.LM(
+            "gemini/gemini-3-flash-preview",
+            api_base=emulator.base_url + "/v1beta",
+            api_key="sk-test",
+            cache=False,
+            num_retries=0,
         )
-        with dspy.context(lm=lm), pytest.raises(dspy_imp.ConfigurationError) as raised:
-            stream_items(agent, how, [], question="The weather in the capitals my file names?")
-    assert "served 2 function call(s)" in str(raised.value) and "read as 1" in str(raised.value)
-    assert len(emulator.requests) == 1
+
+    with Emulator([Scripted(200, {}, sse=text), final_sse]) as emulator, dspy.context(lm=lm_for(emulator)):
+        streamed = stream_items(agent, how, [], question=question)[-1]
+    with Emulator([Scripted(200, _gemini_whole(frames)), final]) as plain, dspy.context(lm=lm_for(plain)):
+        not_streamed = agent(question=question) if how == "sync" else _arun(agent, question, None)
+
+    assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
+    parts = [p for f in frames for p in f["candidates"][0]["content"]["parts"]]
+    block = _recorded_block(streamed, "gemini_served")
+    _same_bytes(block["content"], parts)
+    first, second = emulator.requests
+    assert ":streamGenerateContent" in first.path and ":streamGenerateContent" in second.path
+    model_turn = next(c for c in second.body["contents"] if c["role"] == "model")
+    ids = iter(["tool_call_0", "tool_call_1"])  # a call served without id: the id the loop answers it by
+    sent = [{**p, "functionCall": {**p["functionCall"], "id": next(ids)}} if "functionCall" in p else p for p in parts]
+    _same_bytes(model_turn, {"role": "model", "parts": sent})  # both calls back as served, every signature kept
+    answers = second.body["contents"][second.body["contents"].index(model_turn) + 1]
+    assert answers == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "get_weather", "response": {"result": f"Sunny in {city}."}, "id": i}}
+            for city, i in (("Paris", "tool_call_0"), ("Rome", "tool_call_1"))
+        ],
+    }
+    assert second.body == plain.requests[1].body  # the whole next request, as the reply not streamed
+    assert settled(streamed.metadata.history.messages) == settled(not_streamed.metadata.history.messages)
+    for request in emulator.requests:
+        assert_accepted("gemini", request.body, request.path)
