@@ -4,8 +4,9 @@ A reader follows one listener through one request and knows where its field is:
 
 - ``_TextReader``: the reply's text field (the answer of a text-answer step, else
   ``next_thought``), known from the request's dialect. Plain native text is the field
-  itself; a reply written in an adapter's format (native JSON/XML, or written calls) is read
-  by DSPy's own listener for that format.
+  itself, without any field markup the model wrote in it anyway (``_watch.unmarking``, which
+  mirrors how ``Dialect.read`` reads it); a reply written in an adapter's format (native
+  JSON/XML, or written calls) is read by DSPy's own listener for that format.
 - ``_SubmitReader``: one output inside ``submit``'s streamed tool-call arguments, read as
   partial JSON.
 - ``_ExtractionReader``: one output of the extractor, in its adapter's format.
@@ -30,6 +31,7 @@ from dspy_imp._records.outcomes import Extracted, Reply
 from dspy_imp._turn.effects import Extraction, ModelRequest, Summarize
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.listener import StreamListener
+from dspy_imp._watch.unmarking import PlainText
 
 
 class FieldReader:
@@ -70,18 +72,23 @@ class _TextReader(FieldReader):
         super().__init__(listener, predict_name)
         self.exchange = exchange
         self.marked: _Marked | None = None
+        self.plain: PlainText | None = None
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         dialect = self.exchange.dialect
         content = _delta(chunk, "content")
         if dialect is None or dialect.text_field != self.field or self.ended:
             return []
-        if dialect.plain and self.sent and _delta(chunk, "tool_calls"):
-            return [self._response("", last=True)]  # the text is written once the calls start
+        if dialect.plain and self.plain is not None and _delta(chunk, "tool_calls"):
+            rest = self.plain.end()  # the text is written once the calls start
+            return [self._response(rest, last=True)] if self.sent or rest else []
         if not content:
             return []
-        if dialect.plain:
-            return [self._response(content)]
+        if dialect.plain:  # a model may write markup anyway: it never streams (``_watch.unmarking``)
+            if self.plain is None:
+                self.plain = PlainText(self.field)
+            text = self.plain.feed(content)
+            return [self._response(text)] if text else []
         if self.marked is None:
             self.marked = _Marked(self.field, dialect.base)
         return [self._response(r.chunk, r.is_last_chunk) for r in self.marked.feed(chunk)]

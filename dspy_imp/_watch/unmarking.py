@@ -1,0 +1,302 @@
+"""A plain reply's text as it streams, without the field markup a model may write in it anyway.
+
+In plain native mode (native tool calls with a Chat-style adapter) no format is asked for, but a
+model shown DSPy prompts often answers in one regardless: ``[[ ## answer ## ]]\\nParis\\n\\n[[ ##
+completed ## ]]`` (``ChatAdapter``), ``{"answer": "Paris"}`` (``JSONAdapter``), the same JSON in a
+```` ```json ```` fence. ``Dialect.read`` (``_prompt.dialect``, through ``_prompt.markup``) reads
+the field out of such a reply once it is complete; ``PlainText`` is its streaming counterpart for
+one field: fed the reply's content deltas, it returns the part of the field's text each one
+makes certain, so the streamed pieces join to what ``Dialect.read`` will make of the whole reply
+and no marker is ever streamed.
+
+It follows the same rules as the reader it mirrors:
+
+- *markers*: a line that, stripped, starts with ``[[ ## name ## ]]`` (DSPy's own
+  ``field_header_pattern``) opens the section ``name``; the field is its section's lines, joined
+  by ``"\\n"`` and stripped (a header's rest of line is the section's first line, stripped; a
+  repeated header continues its section and drops its rest). Lines before the first header are
+  not the field.
+- *JSON*: a reply that, stripped, opens with ``{`` (or a ```` ```json ```` fence whose content
+  does) is one object; the field is its string value as it grows (partial JSON, read by jiter).
+- *anything else* is plain text and streams exactly as it comes.
+
+What is held back, and only while it is undecided: the reply's leading whitespace; the start of a
+line while it could still become a header (``[``, ``[[ #``, ``[[ ## answ``, ...); inside the
+field, whitespace until text follows it (the field is stripped); the first line of a reply that
+opens with a fence (```` ``` ```` or ```` ```json ````). Ordinary text is returned at once.
+
+What cannot be mirrored without holding the whole reply: prose *before* a header in the middle
+of a reply (``"Here it is:\\n[[ ## answer ## ]]\\nParis"``) has streamed by the time the header
+arrives, while the parsed field holds only ``Paris``; the markers themselves still never stream.
+A JSON object that is not valid JSON (read by ``json_repair``) or lacks the field, and a fence
+that is never closed, stream nothing, and the reader's ``close`` then sends the field's whole
+value. XML tags (``<answer>``) in a plain reply stream as text.
+
+No regular expression here runs over more than one line; each is linear (no nested or
+overlapping repetition), and each line is classified once per delta from where it was left.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jiter
+
+# ``str.splitlines`` breaks lines on these; ``\r\n`` is one break (``_prompt.markup`` splits so).
+_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_WORD = re.compile(r"\w*")  # a header's name: ``\w+`` in DSPy's ``field_header_pattern``
+_OPEN = "[[ ## "
+_CLOSE = " ## ]]"
+
+
+class PlainText:
+    """One field of a plain reply, streamed: ``feed`` each content delta, ``end`` when the text is over.
+
+    Args:
+        field: The field the reply's text is (the task's output for a text answer, else
+            ``next_thought``).
+    """
+
+    def __init__(self, field: str):
+        self.field = field
+        self.mode = "lines"  # "lines" (plain or marked text), "fence" (after a fence's line), "json"
+        self.line = ""  # the current line so far, while it is undecided
+        self.kind: str | None = None  # the current line: None (undecided), "text", "rest" (a header's), "skip"
+        self.cr = False  # the last delta ended on "\r" (a "\n" after it is the same break)
+        self.fences = True  # a fence may still open the reply
+        # plain text (no header yet)
+        self.marked = False  # a header was seen: only the field's section streams from now on
+        self.raw_started = False  # plain text: something other than whitespace was returned
+        self.raw_held = ""  # plain text: the reply's leading whitespace
+        # the field's section (once marked)
+        self.current: str | None = None  # the section the current line belongs to
+        self.opened = False  # the field's section exists
+        self.lines = 0  # lines the field's section holds so far
+        self.started = False  # text other than whitespace of the field was returned
+        self.held = ""  # whitespace in the field, returned once text follows it
+        # a fence, JSON
+        self.fence = ""  # a fence's opening line and the whitespace after it
+        self.json = ""
+        self.value = ""
+
+    def feed(self, content: str) -> str:
+        """The field's text this delta makes certain."""
+        if self.mode == "json":
+            return self._json(content)
+        out = ""
+        if self.cr and content.startswith("\n"):  # "\r" then "\n": one break, already taken
+            content = content[1:]
+            if self.mode == "fence":
+                self.fence += "\n"
+            elif not self.marked:
+                out = self._raw("\n")
+        self.cr = content.endswith("\r")
+        return out + self._consume(content)
+
+    def end(self) -> str:
+        """What the end of the text releases: what was held, as the text it turned out to be."""
+        if self.mode == "json":
+            return ""
+        if self.mode == "fence":
+            return self._raw(self.fence, force=True)
+        if self.kind is None and self.line:
+            line, self.line = self.line, ""
+            return self._text(line, force=True)
+        return "" if self.marked else self._raw("", force=True)
+
+    def _consume(self, content: str) -> str:
+        out = []
+        position = 0
+        for found in _BREAK.finditer(content):
+            out.append(self._piece(content[position : found.start()]))
+            position = found.end()
+            if self.mode == "json":  # the object opened inside this delta
+                out.append(self._json(content[found.start() :]))
+                return "".join(out)
+            out.append(self._break(found.group()))
+        out.append(self._piece(content[position:]) if self.mode != "json" else self._json(content[position:]))
+        return "".join(out)
+
+    # -- lines ---------------------------------------------------------------------------------
+
+    def _piece(self, text: str) -> str:
+        """Text inside one line (no break)."""
+        if not text:
+            return ""
+        if self.mode == "json":
+            return self._json(text)
+        if self.mode == "fence":
+            return self._after_fence(text)
+        if self.kind is None:
+            self.line += text
+            return self._decide()
+        if self.kind == "text":
+            return self._more(text)
+        if self.kind == "rest":
+            if not self.lines and text.strip():
+                self.lines = 1  # a header's rest is its section's first line when it holds text
+            return self._field(text) if self.lines else ""
+        return ""  # "skip"
+
+    def _break(self, mark: str) -> str:
+        if self.mode == "fence":
+            self.fence += mark
+            return ""
+        out = ""
+        if self.kind is None:  # an undecided line ends: text, or a fence's first line
+            line, self.line = self.line, ""
+            if self._fence_opens(line):
+                self.mode, self.fence = "fence", line + mark
+                return ""
+            out = self._text(line)
+        elif self.kind == "rest":
+            self.held = ""  # a header's rest is stripped: its trailing whitespace goes
+        self.kind = None
+        return out + ("" if self.marked else self._raw(mark))
+
+    def _decide(self) -> str:
+        """Classify the undecided current line once it can be; return what that releases."""
+        stripped = self.line.lstrip()
+        if not stripped:
+            return ""
+        if not self.marked and not self.raw_started:
+            if stripped.startswith("{"):  # the reply opens with a JSON object
+                self.mode, self.line = "json", ""
+                return self._json(stripped)
+            if self.fences and stripped.startswith("`"):
+                if len(stripped) < 3 and "```".startswith(stripped):
+                    return ""
+                if stripped.startswith("```") and _fence_line(stripped[3:]):
+                    return ""  # a fence's first line: decided at its end
+        header = _header(stripped)
+        if header is None:
+            return ""
+        line, self.line = self.line, ""
+        if header is False:
+            return self._text(line)
+        name, end = header
+        return self._opened(name, stripped[end:])
+
+    def _opened(self, name: str, rest: str) -> str:
+        """A header: section ``name`` starts (or goes on); ``rest``: what follows it on its line."""
+        self.marked = True
+        self.current = name
+        if name != self.field or self.opened:  # another field's, or a repeated header (its rest is dropped)
+            self.kind = "skip"
+            return ""
+        self.opened = True
+        self.kind = "rest"
+        return self._piece(rest)
+
+    def _text(self, line: str, force: bool = False) -> str:
+        """A line decided as text (no header): ``line``, what it holds so far."""
+        self.kind = "text"
+        if not self.marked:
+            return self._raw(line, force)
+        if self.current != self.field:
+            return ""
+        separator = "\n" if self.lines else ""
+        self.lines += 1
+        return self._field(separator + line)
+
+    def _more(self, text: str) -> str:
+        if not self.marked:
+            return self._raw(text)
+        return self._field(text) if self.current == self.field else ""
+
+    def _field(self, text: str) -> str:
+        """Text of the field's section, which is stripped: whitespace waits for text after it."""
+        if not self.started:
+            text = text.lstrip()
+            if not text:
+                return ""
+        body = text.rstrip()
+        if not body:
+            self.held += text
+            return ""
+        out, self.held = self.held + body, text[len(body) :]
+        self.started = True
+        return out
+
+    def _raw(self, text: str, force: bool = False) -> str:
+        """Plain text as it comes; the reply's leading whitespace waits until text follows it."""
+        if self.raw_started:
+            return text
+        self.raw_held += text
+        if not force and not text.strip():
+            return ""
+        self.raw_started = True
+        out, self.raw_held = self.raw_held, ""
+        return out
+
+    # -- a fence, JSON --------------------------------------------------------------------------
+
+    def _fence_opens(self, line: str) -> bool:
+        stripped = line.lstrip()
+        return (
+            self.fences
+            and not self.marked
+            and not self.raw_started
+            and stripped.startswith("```")
+            and _fence_line(stripped[3:])
+        )
+
+    def _after_fence(self, text: str) -> str:
+        """After a fence's first line: JSON if its first text is ``{``; else the fence was text."""
+        content = text.lstrip()
+        if not content:
+            self.fence += text
+            return ""
+        if content.startswith("{") and "\n" in self.fence:  # DSPy's fence: ``json``, whitespace, a newline
+            self.mode = "json"
+            return self._json(content)
+        held, self.fence = self.fence + text, ""
+        self.mode, self.fences, self.kind, self.line = "lines", False, None, ""
+        return self._consume(held)  # read again as lines
+
+    def _json(self, content: str) -> str:
+        if not content:
+            return ""
+        self.json += content
+        value = _partial(self.json).get(self.field)
+        if not isinstance(value, str) or not value.startswith(self.value) or len(value) == len(self.value):
+            return ""
+        new, self.value = value[len(self.value) :], value
+        return new
+
+
+def _fence_line(after: str) -> bool:
+    """What follows ```` ``` ```` on a fence's first line could still open DSPy's fenced JSON
+    (``json`` then whitespace, or whitespace)."""
+    if "json".startswith(after):
+        return True
+    if after.startswith("json"):
+        after = after[4:]
+    return not after.strip()
+
+
+def _header(stripped: str) -> tuple[str, int] | bool | None:
+    """A stripped line start: ``(name, end)`` for a header ``[[ ## name ## ]]`` ending at ``end``,
+    ``None`` while it could still become one, ``False`` once it cannot."""
+    if len(stripped) < len(_OPEN):
+        return None if _OPEN.startswith(stripped) else False
+    if not stripped.startswith(_OPEN):
+        return False
+    name_end = _WORD.match(stripped, len(_OPEN)).end()  # type: ignore[union-attr]  # ``\w*`` always matches
+    if name_end == len(stripped):
+        return None
+    if name_end == len(_OPEN):
+        return False
+    tail = stripped[name_end : name_end + len(_CLOSE)]
+    if tail == _CLOSE:
+        return stripped[len(_OPEN) : name_end], name_end + len(_CLOSE)
+    return None if _CLOSE.startswith(tail) else False
+
+
+def _partial(text: str) -> dict[str, Any]:
+    try:
+        parsed = jiter.from_json(text.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
