@@ -1,0 +1,176 @@
+"""A plain reply written in DSPy's field markup, cut anywhere: what streams is what the turn reads.
+
+The properties, for any chunking of the reply:
+
+- a marker-shaped reply (``[[ ## answer ## ]]`` sections, with other fields around it, repeated
+  headers, headers that only look like one, CRLF and the other line breaks ``str.splitlines``
+  knows) and a JSON-shaped one (``{"answer": ...}``, indented or not, in a ```` ```json ```` fence
+  or not): the streamed pieces join to exactly the field ``Dialect.read`` reads out of the whole
+  reply, before the reply ends (``_watch.unmarking``, fed delta by delta);
+- plain text that holds no markup streams exactly in the pieces it came in; any plain text, with
+  whatever it holds back released at its end, is the text;
+- through a whole turn under ``dspy.streamify``, in both drivers, the ``StreamResponse`` chunks of
+  the answer join to the prediction's answer, and no chunk but the last (an empty one) waits for
+  the end of the reply.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dspy
+from fuzz_helpers import bounded, budget
+from helpers import TA, Look
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+from streaming_helpers import chunks, stream_items
+
+import dspy_imp
+from dspy_imp import StreamListener
+from dspy_imp._prompt.dialect import dialect_for
+from dspy_imp._watch.unmarking import PlainText
+from dspy_imp.testing import ScriptedLM, reply
+
+SIGNATURE = dspy.Signature("question -> answer")
+PLAIN = dialect_for(dspy.ChatAdapter(), SIGNATURE, True, True)
+assert PLAIN.plain and PLAIN.text_field == "answer"
+
+BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"]
+TRICKY_LINES = [
+    "[[ ## answer ## ]] again",  # a repeated header: its section goes on, this rest is dropped
+    "[[ ## other ## ]]",  # another field's section
+    "[[ ## next_thought ## ]] a thought",
+    "[[ ## not a header",
+    "[[ ##",
+    "  [[ ## answer ## ]]",
+    "[[ ## x ##]]",
+    "[1] a note",
+    "[[",
+    "```",
+    "{not json}",
+]
+WORDS = st.text(alphabet=st.sampled_from(list("ab Z.,:é\t[]#{}\"\\`<>/_ ")), max_size=12)
+LINES = st.lists(WORDS | st.sampled_from(TRICKY_LINES), max_size=6)
+CUTS = st.lists(st.integers(min_value=1, max_value=9), max_size=40)
+
+
+@st.composite
+def marked(draw: Any) -> str:
+    """A reply in ``ChatAdapter``'s markup, with the answer's section among others."""
+    brk = draw(st.sampled_from(BREAKS))
+    fields = []
+    if draw(st.booleans()):
+        fields.append(("reasoning", draw(LINES)))
+    fields.append(("answer", draw(LINES)))
+    if draw(st.booleans()):
+        fields.append(("confidence", draw(LINES)))
+    lead = draw(st.sampled_from(["", "  ", brk, f" {brk}{brk}"]))
+    out = []
+    for name, lines in fields:
+        rest = draw(st.sampled_from(["", " same line", "  "]))
+        out.append(f"[[ ## {name} ## ]]{rest}")
+        out.extend(lines)
+        out.append("")
+    out.append("[[ ## completed ## ]]")
+    return lead + brk.join(out) + draw(st.sampled_from(["", brk]))
+
+
+@st.composite
+def json_shaped(draw: Any) -> str:
+    """A reply in ``JSONAdapter``'s shape: one object with the answer, maybe fenced."""
+    text = draw(st.text(alphabet=st.sampled_from(list('ab Z.é\n\r\t[]#{}"\\`<>/_:,')), max_size=30))
+    value: dict[str, Any] = {"reasoning": draw(WORDS)} if draw(st.booleans()) else {}
+    value["answer"] = text
+    if draw(st.booleans()):
+        value["confidence"] = draw(st.sampled_from([0.5, "high", [1, "a"]]))
+    body = json.dumps(value, indent=draw(st.sampled_from([None, 2])), ensure_ascii=draw(st.booleans()))
+    if draw(st.booleans()):
+        body = f"```json\n{body}\n```"
+    return draw(st.sampled_from(["", " ", "\n"])) + body
+
+
+def pieces(text: str, cuts: list[int]) -> list[str]:
+    out, start = [], 0
+    for size in cuts:
+        if start >= len(text):
+            break
+        out.append(text[start : start + size])
+        start += size
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+def read(text: str) -> str:
+    try:
+        value, calls = PLAIN.read(text)
+    except ValueError:  # the reply writes no readable field: nothing to compare
+        assume(False)
+        raise
+    assert calls == ()
+    return value or ""
+
+
+def streamed(text: str, cuts: list[int]) -> tuple[list[str], str]:
+    reader = PlainText("answer")
+    return [reader.feed(piece) for piece in pieces(text, cuts)], reader.end()
+
+
+@budget(400)
+@given(marked() | json_shaped(), CUTS)
+@example("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", [4, 1, 14, 3, 2, 1, 1, 3])
+@example('{"answer": "Pa\\"ris\\u00e9"}', [13, 1, 1, 2, 3, 3])
+@example("\r\n[[ ## answer ## ]]\r\nA\r\n\r\nB\r\n[[ ## completed ## ]]", [1, 1, 19, 1, 1, 2, 1])
+def test_a_marked_reply_streams_exactly_its_field(text: str, cuts: list[int]) -> None:
+    out, rest = bounded(lambda: streamed(text, cuts))
+    assert "".join(out) == read(text)
+    assert rest == ""  # nothing was left to wait for the reply's end
+
+
+PROSE = st.text(alphabet=st.sampled_from(list("ab Z.,:é\t]#}\"\\>/_ \n")), min_size=1, max_size=60)
+
+
+def _unindented(text: str) -> bool:
+    return all(not line[:1].isspace() for line in text.splitlines()) and not text[0].isspace()
+
+
+@budget(300)
+@given(PROSE.filter(_unindented), CUTS)
+def test_plain_text_streams_in_the_pieces_it_came_in(text: str, cuts: list[int]) -> None:
+    """No line starts with ``[`` (nor with whitespace, which waits for what follows it on its line:
+    ``  [[ ## answer ## ]]`` is a header) and the text opens with neither ``{`` nor a fence: each
+    piece streams as it came."""
+    sent = pieces(text, cuts)
+    out, rest = streamed(text, cuts)
+    assert out == sent and rest == ""
+    assert read(text) == text
+
+
+ANY = st.text(alphabet=st.sampled_from(list("ab \n\r\t[]#{}\"`_")), max_size=60)
+
+
+@budget(300)
+@given(ANY.filter(lambda t: not t.lstrip().startswith(("{", "`"))), CUTS)
+def test_any_plain_text_without_a_header_is_the_text(text: str, cuts: list[int]) -> None:
+    """What waits (a line that could become a header, leading whitespace) is released as text."""
+    assume(not any(line.strip().startswith("[[ ## ") and " ## ]]" in line for line in text.splitlines()))
+    out, rest = streamed(text, cuts)
+    assert "".join(out) + rest == read(text) == text
+
+
+@budget(30)
+@given(marked() | json_shaped(), CUTS, st.sampled_from(["sync", "async"]))
+@example("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", [4, 1, 14, 3, 2, 1, 1, 3], "sync")
+@example('{"answer": "Paris"}', [2, 3, 4, 5], "async")
+def test_a_turn_streams_the_answer_it_returns(text: str, cuts: list[int], how: str) -> None:
+    answer = read(text)
+    assume(answer.strip())
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    agent.set_lm(ScriptedLM([reply(text, chunk=tuple(cuts))]))
+    items = bounded(lambda: stream_items(agent, how, [StreamListener("answer")], intent="k"))
+    prediction = items[-1]
+    assert isinstance(prediction, dspy_imp.Prediction) and prediction.answer == answer
+    streamed_chunks = chunks(items, "answer")
+    assert "".join(c.chunk for c in streamed_chunks if not c.is_last_chunk) == answer
+    assert streamed_chunks[-1].is_last_chunk and streamed_chunks[-1].chunk == ""
