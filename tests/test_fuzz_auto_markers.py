@@ -50,7 +50,7 @@ TRICKY_LINES = [
     "```",
     "{not json}",
 ]
-WORDS = st.text(alphabet=st.sampled_from(list("ab Z.,:é\t[]#{}\"\\`<>/_ ")), max_size=12)
+WORDS = st.text(alphabet=st.sampled_from(list('ab Z.,:é\t[]#{}"\\`<>/_ ')), max_size=12)
 LINES = st.lists(WORDS | st.sampled_from(TRICKY_LINES), max_size=6)
 CUTS = st.lists(st.integers(min_value=1, max_value=9), max_size=40)
 
@@ -128,7 +128,7 @@ def test_a_marked_reply_streams_exactly_its_field(text: str, cuts: list[int]) ->
     assert rest == ""  # nothing was left to wait for the reply's end
 
 
-PROSE = st.text(alphabet=st.sampled_from(list("ab Z.,:é\t]#}\"\\>/_ \n")), min_size=1, max_size=60)
+PROSE = st.text(alphabet=st.sampled_from(list('ab Z.,:é\t]#}"\\>/_ \n')), min_size=1, max_size=60)
 
 
 def _unindented(text: str) -> bool:
@@ -147,7 +147,7 @@ def test_plain_text_streams_in_the_pieces_it_came_in(text: str, cuts: list[int])
     assert read(text) == text
 
 
-ANY = st.text(alphabet=st.sampled_from(list("ab \n\r\t[]#{}\"`_")), max_size=60)
+ANY = st.text(alphabet=st.sampled_from(list('ab \n\r\t[]#{}"`_')), max_size=60)
 
 
 @budget(300)

@@ -26,20 +26,30 @@ field, whitespace until text follows it (the field is stripped); the first line 
 opens with a fence (```` ``` ```` or ```` ```json ````). Ordinary text is returned at once.
 
 What cannot be mirrored without holding the whole reply: prose *before* a header in the middle
-of a reply (``"Here it is:\\n[[ ## answer ## ]]\\nParis"``) has streamed by the time the header
+of a reply (``"Here it is:\n[[ ## answer ## ]]\nParis"``) has streamed by the time the header
 arrives, while the parsed field holds only ``Paris``; the markers themselves still never stream.
-A JSON object that is not valid JSON (read by ``json_repair``) or lacks the field, and a fence
-that is never closed, stream nothing, and the reader's ``close`` then sends the field's whole
-value. XML tags (``<answer>``) in a plain reply stream as text.
+A JSON reply streams as jiter reads it: one that must be repaired (``json_repair``), or a fence
+that is never closed, may be read differently at the end. The reader's ``close``
+(``_watch.reading``) sends the rest of the field's value when it continues what streamed (and
+the whole value when nothing did). XML tags (``<answer>``) in a plain reply stream as text.
 
-No regular expression here runs over more than one line; each is linear (no nested or
-overlapping repetition), and each line is classified once per delta from where it was left.
+Why not DSPy's ``StreamListener``, which strips its adapters' markers too: it starts only at the
+field's own start marker, so it cannot tell a plain reply (which streams as it is) from a marked
+one; and it holds back at most ten chunks, then releases the oldest, so a closing marker cut
+into more pieces than that streams (one character per chunk:
+``'Paris\n\n[[ ## completed ## ]]'``). This module reuses DSPy's header shape and the partial
+JSON reading (jiter) that listener uses.
+
+The regular expressions here are linear (one character, or one ``\\w*`` run, no nested
+repetition); they run over one delta or one line start. A line that is still undecided (a
+header's prefix) is classified again from its start on each delta, and a JSON reply is parsed
+again on each delta (as ``_watch.reading`` reads ``submit``'s arguments).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import jiter
 
@@ -276,7 +286,7 @@ def _fence_line(after: str) -> bool:
     return not after.strip()
 
 
-def _header(stripped: str) -> tuple[str, int] | bool | None:
+def _header(stripped: str) -> tuple[str, int] | Literal[False] | None:
     """A stripped line start: ``(name, end)`` for a header ``[[ ## name ## ]]`` ending at ``end``,
     ``None`` while it could still become one, ``False`` once it cannot."""
     if len(stripped) < len(_OPEN):
