@@ -6,7 +6,8 @@ The properties, for any chunking of the reply:
   headers, headers that only look like one, CRLF and the other line breaks ``str.splitlines``
   knows) and a JSON-shaped one (``{"answer": ...}``, indented or not, in a ```` ```json ```` fence
   or not): the streamed pieces join to exactly the field ``Dialect.read`` reads out of the whole
-  reply, before the reply ends (``_watch.unmarking``, fed delta by delta);
+  reply, before the reply ends (``_watch.unmarking``, fed delta by delta); in the ``ChatAdapter``
+  format of calls written as text, the field ``ChatAdapter.parse`` reads;
 - plain text that holds no markup streams exactly in the pieces it came in; any plain text, with
   whatever it holds back released at its end, is the text;
 - through a whole turn under ``dspy.streamify``, in both drivers, the ``StreamResponse`` chunks of
@@ -126,6 +127,25 @@ def test_a_marked_reply_streams_exactly_its_field(text: str, cuts: list[int]) ->
     out, rest = bounded(lambda: streamed(text, cuts))
     assert "".join(out) == read(text)
     assert rest == ""  # nothing was left to wait for the reply's end
+
+
+WRITTEN = dialect_for(dspy.ChatAdapter(), SIGNATURE, True, False)  # calls written as text: DSPy's own parse
+
+
+@budget(300)
+@given(marked() | json_shaped(), CUTS)
+@example("  [[ ## answer ## ]] rest\nA\n[[ ## answer ## ]]\nB\n[[ ## completed ## ]]", [3, 1, 1, 20, 2])
+def test_a_reply_in_chat_adapter_format_streams_its_field_as_dspy_parses_it(text: str, cuts: list[int]) -> None:
+    """Calls written as text: the reply is read by ``ChatAdapter.parse`` (the first section of a
+    name is the field), and streams so (``PlainText(..., "chat")``, as the extractor's reply)."""
+    try:
+        value, _ = WRITTEN.read(text)
+    except ValueError:
+        assume(False)
+        raise
+    reader = PlainText("answer", "chat")
+    out = [reader.feed(piece) for piece in pieces(text, cuts)]
+    assert "".join(out) == (value or "") and reader.end() == ""
 
 
 PROSE = st.text(alphabet=st.sampled_from(list('ab Z.,:é\t]#}"\\>/_ \n')), min_size=1, max_size=60)

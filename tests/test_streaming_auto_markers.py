@@ -16,13 +16,13 @@ from typing import Any
 import anyio.to_thread
 import dspy
 import pytest
-from helpers import TA, Look
+from helpers import TA, Look, SubmitSig
 from streaming_helpers import chunks, segments, stream_items
 
 import dspy_imp
 from dspy_imp import StreamListener
 from dspy_imp._watch.events import TextDelta, observing
-from dspy_imp.testing import ScriptedLM, call, reply
+from dspy_imp.testing import ScriptedLM, call, fail, reply
 
 CHAT = "[[ ## answer ## ]]\nOn the shelf, by the door.\n\n[[ ## completed ## ]]"
 SEVERAL = (
@@ -158,3 +158,36 @@ def test_the_observer_sees_the_same_without_streamify(how: str) -> None:
     prediction = asyncio.run(run())
     assert prediction.answer == "On the shelf, by the door."
     assert deltas == ["On th", "e shelf, by the door."]  # the marker waited, the text did not
+
+
+WRITTEN = "[[ ## answer ## ]]\nOn the shelf.\n\n[[ ## tool_calls ## ]]\n[]\n\n[[ ## completed ## ]]"
+EXTRACTED = (
+    "[[ ## reasoning ## ]]\nIt was seen.\n\n[[ ## answer ## ]]\nOn the shelf.\n\n"
+    "[[ ## confidence ## ]]\n0.5\n\n[[ ## completed ## ]]"
+)
+
+
+@pytest.mark.parametrize("cut", [1, 2, (3, 1, 17, 1, 1, 1)])
+def test_calls_written_as_text_stream_the_answer_without_markers(how: str, cut: Any) -> None:
+    """Without native calls the reply is in ``ChatAdapter``'s format by design; its markers, cut
+    into more pieces than DSPy's listener holds back (ten), stream no more than a plain reply's."""
+    lm = ScriptedLM([reply(WRITTEN, chunk=cut)], native=False)
+    items, deltas = watched(dspy_imp.ReActV2(TA, tools=[Look()]), lm, how, intent="keys?")
+    assert items[-1].answer == "On the shelf."
+    streamed = chunks(items, "answer")
+    assert "".join(c.chunk for c in streamed if not c.is_last_chunk) == "On the shelf."
+    assert segments(streamed) == ["On the shelf."] and "".join(deltas) == "On the shelf."
+    for piece in [*(c.chunk for c in streamed), *deltas]:
+        assert not any(mark in piece for mark in MARKUP), piece
+
+
+def test_the_extractor_streams_its_output_without_markers(how: str) -> None:
+    look = reply(calls=[call("look", {"where": "shelf"}, id="c1")])
+    lm = ScriptedLM([look, fail.tool_choice_refused(), reply("no submit"), reply(EXTRACTED, chunk=1)])
+    with dspy.context(lm=lm):
+        agent = dspy_imp.ReActV2(SubmitSig, tools=[Look()], max_iters=1)
+        items = stream_items(agent, how, [StreamListener("answer")], intent="k")
+    assert items[-1].answer == "On the shelf." and items[-1].metadata.termination_reason == "extracted"
+    streamed = chunks(items, "answer")
+    assert "".join(c.chunk for c in streamed if not c.is_last_chunk) == "On the shelf."
+    assert {c.predict_name for c in streamed} == {"extract"}

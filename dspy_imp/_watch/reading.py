@@ -90,7 +90,7 @@ class _TextReader(FieldReader):
             text = self.plain.feed(content)
             return [self._response(text)] if text else []
         if self.marked is None:
-            self.marked = _Marked(self.field, dialect.base)
+            self.marked = _Marked(self.field, dialect.base, prose=not dialect.two_step)  # two-step: extracted
         return [self._response(r.chunk, r.is_last_chunk) for r in self.marked.feed(chunk)]
 
     def final(self, outcome: Any) -> str | None:
@@ -162,7 +162,7 @@ class _SubmitReader(FieldReader):
 class _ExtractionReader(FieldReader):
     def __init__(self, listener: StreamListener, predict_name: str, base: dspy.Adapter | None):
         super().__init__(listener, predict_name)
-        self.marked = _Marked(self.field, base)
+        self.marked = _Marked(self.field, base, prose=False)  # text without markers is no output
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         if self.ended or not _delta(chunk, "content"):
@@ -178,21 +178,28 @@ class _ExtractionReader(FieldReader):
 class _Marked:
     """A field written in an adapter's format.
 
-    JSON is read as partial JSON (the field's string as it grows); markers and XML by DSPy's
-    own listener, which picks the format by ``settings.adapter``'s class name, so it runs
-    under the stock adapter class the configured one derives from.
+    JSON is read as partial JSON (the field's string as it grows); ``ChatAdapter`` markers as
+    ``ChatAdapter.parse`` reads them (``_watch.unmarking``); XML by DSPy's own listener, which
+    picks the format by ``settings.adapter``'s class name, so it runs under the stock adapter
+    class the configured one derives from.
     """
 
-    def __init__(self, field: str, base: dspy.Adapter | None):
+    def __init__(self, field: str, base: dspy.Adapter | None, prose: bool = True):
         self.field = field
         self.adapter = _stock(base)
         self.listener = dspy.streaming.StreamListener(field, predict_name="")
+        # ``ChatAdapter`` markers: read as ``ChatAdapter.parse`` reads them (``_watch.unmarking``; DSPy's
+        # listener lets a closing marker through once it is cut into more than ten chunks)
+        self.chat = PlainText(field, "chat", prose) if type(self.adapter) is dspy.ChatAdapter else None
         self.text = ""
         self.sent = ""
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         if isinstance(self.adapter, dspy.JSONAdapter):
             return self._json(_delta(chunk, "content") or "")
+        if self.chat is not None:
+            text = self.chat.feed(_delta(chunk, "content") or "")
+            return [StreamResponse("", self.field, text, is_last_chunk=False)] if text else []
         with dspy.context(adapter=self.adapter):
             response = self.listener.receive(chunk)
         return [response] if response is not None and (response.chunk or response.is_last_chunk) else []

@@ -66,10 +66,20 @@ class PlainText:
     Args:
         field: The field the reply's text is (the task's output for a text answer, else
             ``next_thought``).
+        sections: Whose reading of ``[[ ## name ## ]]`` sections to mirror: ``"lenient"``,
+            ``_prompt.markup``'s (a plain reply's; a repeated header continues its section), or
+            ``"chat"``, ``dspy.ChatAdapter.parse``'s (a reply in the adapter's format, written
+            calls, the extractor's: the first section of a name is the field, a repeated one is
+            not, and a header's rest of line is cut where DSPy cuts it, at the header's end
+            counted in the stripped line).
+        prose: Whether text without markup is the field (a step's text), or nothing (the
+            extractor's reply, which must write its fields).
     """
 
-    def __init__(self, field: str):
+    def __init__(self, field: str, sections: Literal["lenient", "chat"] = "lenient", prose: bool = True):
         self.field = field
+        self.chat = sections == "chat"
+        self.prose = prose
         self.mode = "lines"  # "lines" (plain or marked text), "fence" (after a fence's line), "json"
         self.line = ""  # the current line so far, while it is undecided
         self.kind: str | None = None  # the current line: None (undecided), "text", "rest" (a header's), "skip"
@@ -186,12 +196,14 @@ class PlainText:
         if header is False:
             return self._text(line)
         name, end = header
-        return self._opened(name, stripped[end:])
+        return self._opened(name, line[end:] if self.chat else stripped[end:])
 
     def _opened(self, name: str, rest: str) -> str:
         """A header: section ``name`` starts (or goes on); ``rest``: what follows it on its line."""
         self.marked = True
         self.current = name
+        if name == self.field and self.opened and self.chat:  # DSPy: a later section of the name is not the field
+            self.current = None
         if name != self.field or self.opened:  # another field's, or a repeated header (its rest is dropped)
             self.kind = "skip"
             return ""
@@ -231,6 +243,8 @@ class PlainText:
 
     def _raw(self, text: str, force: bool = False) -> str:
         """Plain text as it comes; the reply's leading whitespace waits until text follows it."""
+        if not self.prose:
+            return ""
         if self.raw_started:
             return text
         self.raw_held += text
