@@ -18,6 +18,7 @@ The properties, for any chunking of the reply:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import dspy
@@ -30,6 +31,7 @@ from streaming_helpers import chunks, stream_items
 import dspy_imp
 from dspy_imp import StreamListener
 from dspy_imp._prompt.dialect import dialect_for
+from dspy_imp._prompt.markup import fenced, find_fields
 from dspy_imp._watch.unmarking import PlainText
 from dspy_imp.testing import ScriptedLM, reply
 
@@ -194,3 +196,42 @@ def test_a_turn_streams_the_answer_it_returns(text: str, cuts: list[int], how: s
     streamed_chunks = chunks(items, "answer")
     assert "".join(c.chunk for c in streamed_chunks if not c.is_last_chunk) == answer
     assert streamed_chunks[-1].is_last_chunk and streamed_chunks[-1].chunk == ""
+
+
+# -- the reader it mirrors reads in one pass ----------------------------------------------------
+
+FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n```\s*$", re.DOTALL)  # what ``markup.fenced`` replaced
+PIECES = st.sampled_from(["```", "```json", "json", "\n", "\r\n", " ", "\t", "\u2028", "{", "}", "x", '"a"', "`"])
+FENCED = st.lists(PIECES, max_size=14).map("".join)
+
+
+@budget(400)
+@given(FENCED)
+@example("```json\n\n\n```")
+@example("```\n```")
+@example("```json \n {}\n```  ")
+def test_the_fence_is_read_as_the_pattern_read_it(text: str) -> None:
+    text = text.strip()
+    match = FENCE.match(text)
+    found = fenced(text)
+    assert (found is None) == (match is None)
+    if match is not None and found is not None:
+        assert found.strip() == match.group(1).strip()
+
+
+TAGGED = st.lists(st.sampled_from(["<answer>", "</answer>", "<answer", "answer>", "x", " ", "\n", "<"]), max_size=12)
+
+
+@budget(300)
+@given(TAGGED.map("".join))
+def test_a_tag_is_read_as_the_pattern_read_it(text: str) -> None:
+    text = "<" + text
+    match = re.search(r"<answer>(.*?)</answer>", text, re.DOTALL)
+    assert find_fields(text, ("answer",)) == ({"answer": match.group(1).strip()} if match else None)
+
+
+def test_a_long_reply_of_blank_lines_or_unclosed_tags_is_read_in_one_pass() -> None:
+    """Both were quadratic: a 200 000-character reply took minutes (the bound is a hang guard)."""
+    blank = "```json" + "\n" * 200_000 + "x"
+    tags = "<answer>" * 25_000
+    assert bounded(lambda: (PLAIN.read(blank)[0], PLAIN.read(tags)[0]), seconds=30) == (blank, tags)
