@@ -93,6 +93,15 @@ def json_shaped(draw: Any) -> str:
     return draw(st.sampled_from(["", " ", "\n"])) + body
 
 
+@st.composite
+def xml_shaped(draw: Any) -> str:
+    """A reply in ``XMLAdapter``'s shape: a field's tag first, the answer's somewhere."""
+    text = draw(st.text(alphabet=st.sampled_from(list("ab Z.é\n\t<>/_:answer")), max_size=30))
+    first = draw(st.sampled_from(["<answer>", "<next_thought>x</next_thought>\n", "<tool_calls>[]</tool_calls>"]))
+    body = f"<answer>{text}</answer>" if first == "<answer>" else f"{first}<answer>{text}</answer>"
+    return draw(st.sampled_from(["", " ", "\n"])) + body + draw(st.sampled_from(["", "\n<other>y</other>", " tail"]))
+
+
 def pieces(text: str, cuts: list[int]) -> list[str]:
     out, start = [], 0
     for size in cuts:
@@ -121,7 +130,8 @@ def streamed(text: str, cuts: list[int]) -> tuple[list[str], str]:
 
 
 @budget(400)
-@given(marked() | json_shaped(), CUTS)
+@given(marked() | json_shaped() | xml_shaped(), CUTS)
+@example("<answer> Par</answ is </answer>", [1, 7, 3, 4, 2, 1])
 @example("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", [4, 1, 14, 3, 2, 1, 1, 3])
 @example('{"answer": "Pa\\"ris\\u00e9"}', [13, 1, 1, 2, 3, 3])
 @example("\r\n[[ ## answer ## ]]\r\nA\r\n\r\nB\r\n[[ ## completed ## ]]", [1, 1, 19, 1, 1, 2, 1])
@@ -135,7 +145,7 @@ WRITTEN = dialect_for(dspy.ChatAdapter(), SIGNATURE, True, False)  # calls writt
 
 
 @budget(300)
-@given(marked() | json_shaped(), CUTS)
+@given(marked() | json_shaped() | xml_shaped(), CUTS)
 @example("  [[ ## answer ## ]] rest\nA\n[[ ## answer ## ]]\nB\n[[ ## completed ## ]]", [3, 1, 1, 20, 2])
 def test_a_reply_in_chat_adapter_format_streams_its_field_as_dspy_parses_it(text: str, cuts: list[int]) -> None:
     """Calls written as text: the reply is read by ``ChatAdapter.parse`` (the first section of a

@@ -47,8 +47,9 @@ MARKED = {
     "JSON, keys and escapes split": (JSON, (2, 9, 7, 6, 4, 1, 5, 2), 'On the "top" shelf.'),
     "JSON, one character at a time": (JSON, 1, 'On the "top" shelf.'),
     "fenced JSON": (FENCED, (2, 4, 3, 10), "On the shelf."),
+    "XML, the tags split": ("<answer>\nOn the shelf.\n</answer>", (2, 5, 4, 9, 3, 2, 3), "On the shelf."),
 }
-MARKUP = ("[[", "##", "]]", "{", '"answer"', "```")
+MARKUP = ("[[", "##", "]]", "{", '"answer"', "```", "<", ">")
 
 
 def watched(agent: dspy.Module, lm: ScriptedLM, how: str, **kwargs: Any) -> tuple[list[Any], list[str]]:
@@ -99,6 +100,7 @@ PLAIN = {
     "prose": ("The keys are on the shelf, by the door.", 7),
     "brackets and hashes": ("See [1] and [[ the notes ]] or #2 ## three.", 4),
     "a code span, a brace and a tag mid-text": ("Use `ls` then {x} and <b>.", 3),
+    "a tag that is no field's": ("<b>Bold</b> and <i>this</i> too.", 6),
     "lines": ("One.\nTwo [a]\n\nThree.\n", 5),
 }
 

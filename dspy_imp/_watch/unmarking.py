@@ -18,20 +18,25 @@ It follows the same rules as the reader it mirrors:
   not the field.
 - *JSON*: a reply that, stripped, opens with ``{`` (or a ```` ```json ```` fence whose content
   does) is one object; the field is its string value as it grows (partial JSON, read by jiter).
+- *XML*: a reply that, stripped, opens with a field's tag (``<answer>``, ``<next_thought>``,
+  ``<tool_calls>``) holds the field between the first ``<answer>`` and the first ``</answer>``
+  after it, stripped.
 - *anything else* is plain text and streams exactly as it comes.
 
 What is held back, and only while it is undecided: the reply's leading whitespace; the start of a
 line while it could still become a header (``[``, ``[[ #``, ``[[ ## answ``, ...); inside the
 field, whitespace until text follows it (the field is stripped); the first line of a reply that
-opens with a fence (```` ``` ```` or ```` ```json ````). Ordinary text is returned at once.
+opens with a fence (```` ``` ```` or ```` ```json ````), or with ``<`` while it could be a field's
+tag; in a tag, what could start its closing tag. Ordinary text is returned at once.
 
 What cannot be mirrored without holding the whole reply: prose *before* a header in the middle
 of a reply (``"Here it is:\n[[ ## answer ## ]]\nParis"``) has streamed by the time the header
 arrives, while the parsed field holds only ``Paris``; the markers themselves still never stream.
 A JSON reply streams as jiter reads it: one that must be repaired (``json_repair``), or a fence
-that is never closed, may be read differently at the end. The reader's ``close``
-(``_watch.reading``) sends the rest of the field's value when it continues what streamed (and
-the whole value when nothing did). XML tags (``<answer>``) in a plain reply stream as text.
+that is never closed, may be read differently at the end, and so may a tag that is never
+closed. A reply that opens with another tag (``<p>``) is text, even where a field's tag follows.
+The reader's ``close`` (``_watch.reading``) sends the rest of the field's value when it continues
+what streamed (and the whole value when nothing did).
 
 Why not DSPy's ``StreamListener``, which strips its adapters' markers too: it starts only at the
 field's own start marker, so it cannot tell a plain reply (which streams as it is) from a marked
@@ -53,9 +58,12 @@ from typing import Any, Literal
 
 import jiter
 
+from dspy_imp._prompt.signature import STEP_CALLS, STEP_TEXT
+
 # ``str.splitlines`` breaks lines on these; ``\r\n`` is one break (``_prompt.markup`` splits so).
 _BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _WORD = re.compile(r"\w*")  # a header's name: ``\w+`` in DSPy's ``field_header_pattern``
+_WHOLE = ("json", "xml")  # modes that read the reply as one text, not line by line
 _OPEN = "[[ ## "
 _CLOSE = " ## ]]"
 
@@ -80,7 +88,7 @@ class PlainText:
         self.field = field
         self.chat = sections == "chat"
         self.prose = prose
-        self.mode = "lines"  # "lines" (plain or marked text), "fence" (after a fence's line), "json"
+        self.mode = "lines"  # "lines" (plain or marked text), "fence" (after a fence's line), "json", "xml"
         self.line = ""  # the current line so far, while it is undecided
         self.kind: str | None = None  # the current line: None (undecided), "text", "rest" (a header's), "skip"
         self.cr = False  # the last delta ended on "\r" (a "\n" after it is the same break)
@@ -99,11 +107,17 @@ class PlainText:
         self.fence = ""  # a fence's opening line and the whitespace after it
         self.json = ""
         self.value = ""
+        # XML tags
+        self.xml = ""  # the reply from its first tag
+        self.xml_scan = 0  # where to look for the next tag from
+        self.xml_start = -1  # where the field's text starts, once its tag opened
+        self.xml_upto = 0  # the field's text up to here was handed on
+        self.xml_done = False
 
     def feed(self, content: str) -> str:
         """The field's text this delta makes certain."""
-        if self.mode == "json":
-            return self._json(content)
+        if self.mode in _WHOLE:
+            return self._whole(content)
         out = ""
         if self.cr and content.startswith("\n"):  # "\r" then "\n": one break, already taken
             content = content[1:]
@@ -116,7 +130,7 @@ class PlainText:
 
     def end(self) -> str:
         """What the end of the text releases: what was held, as the text it turned out to be."""
-        if self.mode == "json":
+        if self.mode in _WHOLE:
             return ""
         if self.mode == "fence":
             return self._raw(self.fence, force=True)
@@ -131,11 +145,11 @@ class PlainText:
         for found in _BREAK.finditer(content):
             out.append(self._piece(content[position : found.start()]))
             position = found.end()
-            if self.mode == "json":  # the object opened inside this delta
-                out.append(self._json(content[found.start() :]))
+            if self.mode in _WHOLE:  # the object (or the tag) opened inside this delta
+                out.append(self._whole(content[found.start() :]))
                 return "".join(out)
             out.append(self._break(found.group()))
-        out.append(self._piece(content[position:]) if self.mode != "json" else self._json(content[position:]))
+        out.append(self._whole(content[position:]) if self.mode in _WHOLE else self._piece(content[position:]))
         return "".join(out)
 
     # -- lines ---------------------------------------------------------------------------------
@@ -144,8 +158,8 @@ class PlainText:
         """Text inside one line (no break)."""
         if not text:
             return ""
-        if self.mode == "json":
-            return self._json(text)
+        if self.mode in _WHOLE:
+            return self._whole(text)
         if self.mode == "fence":
             return self._after_fence(text)
         if self.kind is None:
@@ -184,6 +198,13 @@ class PlainText:
             if stripped.startswith("{"):  # the reply opens with a JSON object
                 self.mode, self.line = "json", ""
                 return self._json(stripped)
+            if stripped.startswith("<") and self.prose:  # ... or with a field's tag
+                tags = (f"<{self.field}>", f"<{STEP_TEXT}>", f"<{STEP_CALLS}>")
+                if any(stripped.startswith(tag) for tag in tags):
+                    self.mode, self.line = "xml", ""
+                    return self._xml(stripped)
+                if any(tag.startswith(stripped) for tag in tags):
+                    return ""
             if self.fences and stripped.startswith("`"):
                 if len(stripped) < 3 and "```".startswith(stripped):
                     return ""
@@ -278,6 +299,37 @@ class PlainText:
         held, self.fence = self.fence + text, ""
         self.mode, self.fences, self.kind, self.line = "lines", False, None, ""
         return self._consume(held)  # read again as lines
+
+    def _whole(self, content: str) -> str:
+        return self._json(content) if self.mode == "json" else self._xml(content)
+
+    def _xml(self, content: str) -> str:
+        """A reply that opens with a field's tag: the text between the first ``<field>`` and the
+        first ``</field>`` after it, stripped (``_prompt.markup``'s tags); a tag's possible start waits."""
+        self.xml += content
+        if self.xml_done:
+            return ""
+        opening, closing = f"<{self.field}>", f"</{self.field}>"
+        if self.xml_start < 0:
+            start = self.xml.find(opening, self.xml_scan)
+            if start < 0:
+                self.xml_scan = max(0, len(self.xml) - len(opening) + 1)
+                return ""
+            self.xml_start = self.xml_upto = self.xml_scan = start + len(opening)
+        end = self.xml.find(closing, self.xml_scan)
+        if end >= 0:
+            self.xml_done = True
+            out = self._field(self.xml[self.xml_upto : end])
+            self.held = ""  # the field is stripped
+            return out
+        keep = next(
+            (size for size in range(len(closing) - 1, 0, -1) if self.xml.endswith(closing[:size])),
+            0,
+        )
+        upto = max(self.xml_upto, len(self.xml) - keep)
+        text, self.xml_upto = self.xml[self.xml_upto : upto], upto
+        self.xml_scan = max(self.xml_start, len(self.xml) - len(closing) + 1)
+        return self._field(text)
 
     def _json(self, content: str) -> str:
         if not content:
