@@ -10,14 +10,11 @@ one JSON object), so calls in any readable shape run and markup never becomes an
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import json_repair
 from dspy.adapters.chat_adapter import field_header_pattern
-
-_FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n```\s*$", re.DOTALL)
 
 
 def find_fields(completion: str, names: Sequence[str]) -> dict[str, Any] | None:
@@ -59,22 +56,51 @@ def _marked(completion: str, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _tagged(completion: str, names: Sequence[str]) -> dict[str, Any]:
-    """``<name>...</name>`` fields, in a reply that opens with a tag (prose that quotes a tag is prose)."""
+    """``<name>...</name>`` fields, in a reply that opens with a tag (prose that quotes a tag is prose).
+
+    Each is the text between the first ``<name>`` and the first ``</name>`` after it: what
+    ``re.search(r"<name>(.*?)</name>", completion, re.DOTALL)`` finds, found with ``str.find``
+    (that search tries every ``<name>`` against the rest of the reply: quadratic in a reply of
+    many unclosed tags, which a model can write).
+    """
     if not completion.lstrip().startswith("<"):
         return {}
     found = {}
     for name in names:
-        match = re.search(rf"<{re.escape(name)}>(.*?)</{re.escape(name)}>", completion, re.DOTALL)
-        if match:
-            found[name] = match.group(1).strip()
+        opening, closing = f"<{name}>", f"</{name}>"
+        start = completion.find(opening)
+        end = completion.find(closing, start + len(opening)) if start >= 0 else -1
+        if end >= 0:
+            found[name] = completion[start + len(opening) : end].strip()
     return found
+
+
+def fenced(text: str) -> str | None:
+    r"""The content of a stripped reply that is one ```` ```json ```` (or ```` ``` ````) fence, else ``None``.
+
+    What ``re.match(r"^```(?:json)?\s*\n(.*?)\n```\s*$", text, re.DOTALL)`` finds (its group,
+    up to the whitespace that ``strip`` takes off), read in one pass: the fence closes on the
+    reply's last non-blank characters, and opens on a newline in the whitespace after its
+    ```` ``` ```` (and ``json``). That pattern backtracks through its leading whitespace against
+    the rest of the reply: quadratic in a reply of many blank lines.
+    """
+    if not text.startswith("```"):
+        return None
+    for after in ([text[7:]] if text.startswith("```json") else []) + [text[3:]]:
+        lead = len(after) - len(after.lstrip())
+        newline = after.find("\n", 0, lead)
+        body = after.rstrip()
+        close = len(body) - 4
+        if newline >= 0 and body.endswith("\n```") and newline + 1 <= close:
+            return after[newline + 1 : close]
+    return None
 
 
 def _json_object(completion: str, names: Sequence[str]) -> dict[str, Any]:
     text = completion.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    content = fenced(text)
+    if content is not None:
+        text = content.strip()
     if not text.startswith("{"):
         return {}
     try:

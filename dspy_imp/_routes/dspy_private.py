@@ -502,3 +502,48 @@ def install_reused_json_adapters() -> None:
         return serialize_for_json
 
     wrap_once(utils, "serialize_for_json", wrap)
+
+
+def install_engine_client_options(lm: Any) -> None:
+    """A ``LiteLLMEngine`` given to ``dspy.LM(engine=...)`` sends the client options it was built with.
+
+    Why: DSPy 3.4's ``LiteLLMEngine.complete_legacy`` (and ``AsyncLiteLLMEngine``'s; dspy/clients/
+    engines/litellm_engine.py), the path every adapter call to a custom engine takes (the legacy
+    shortcut of ``dspy.clients.execution._select_engine``: a call with no typed request and no
+    ``prompt_cache``), adds the engine's ``client_options`` (``api_base``, ``api_key``, ``headers``,
+    ``extra_headers``, ``timeout``, ...) to the request only when ``wire_model`` is set, which only
+    DSPy's own fallback for a declared provider does. An engine the user built,
+    ``LiteLLMEngine(api_base=..., timeout=30)``, has none: its requests went to LiteLLM's default
+    address (or an ambient ``OPENAI_API_BASE``) with the ambient key, without its headers, under
+    LiteLLM's 600 s timeout, while its typed path (``complete``, ``stream``) sends them all. The
+    loop drops its own ``timeout`` for a custom engine ("the engine owns its connection"), so that
+    engine's turns had no timeout of theirs at all. The wrapper adds the options as DSPy's
+    ``wire_model`` branch does (the engine's over the request's). DSPy's check that keeps its
+    deprecation warning off its own engines compares with the class attribute, which is then the
+    wrapper. Installed once per class, when a turn first sends to an LM with such an engine.
+    """
+    from dspy.clients.engines import AsyncLiteLLMEngine, LiteLLMEngine
+
+    engines = (getattr(lm, "_engine_spec", None), getattr(lm, "_async_engine_spec", None))
+    if any(isinstance(engine, LiteLLMEngine) for engine in engines):
+        wrap_once(LiteLLMEngine, "complete_legacy", _with_client_options)
+    if any(isinstance(engine, AsyncLiteLLMEngine) for engine in engines):
+        wrap_once(AsyncLiteLLMEngine, "complete_legacy", _with_client_options_async)
+
+
+def _with_client_options(complete_legacy: Callable[..., Any]) -> Callable[..., Any]:
+    def with_options(self: Any, lm: Any, request: Any, **context: Any) -> Any:
+        if self.wire_model is None and self.client_options:
+            request = {**request, **self.client_options}
+        return complete_legacy(self, lm, request, **context)
+
+    return with_options
+
+
+def _with_client_options_async(complete_legacy: Callable[..., Any]) -> Callable[..., Any]:
+    async def with_options(self: Any, lm: Any, request: Any, **context: Any) -> Any:
+        if self.wire_model is None and self.client_options:
+            request = {**request, **self.client_options}
+        return await complete_legacy(self, lm, request, **context)
+
+    return with_options

@@ -137,6 +137,7 @@ def route_for(lm: Any, lm_kwargs: Mapping[str, Any]) -> Route:
     """
     spec = getattr(lm, "_engine_spec", None)
     if not isinstance(spec, str):
+        dspy_private.install_engine_client_options(lm)  # a ``LiteLLMEngine`` object: its options are sent
         return Route("custom")
     key = _key(lm, lm_kwargs, spec)
     try:

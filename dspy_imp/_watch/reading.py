@@ -4,8 +4,9 @@ A reader follows one listener through one request and knows where its field is:
 
 - ``_TextReader``: the reply's text field (the answer of a text-answer step, else
   ``next_thought``), known from the request's dialect. Plain native text is the field
-  itself; a reply written in an adapter's format (native JSON/XML, or written calls) is read
-  by DSPy's own listener for that format.
+  itself, without any field markup the model wrote in it anyway (``_watch.unmarking``, which
+  mirrors how ``Dialect.read`` reads it); a reply written in an adapter's format (native
+  JSON/XML, or written calls) is read by DSPy's own listener for that format.
 - ``_SubmitReader``: one output inside ``submit``'s streamed tool-call arguments, read as
   partial JSON.
 - ``_ExtractionReader``: one output of the extractor, in its adapter's format.
@@ -30,6 +31,7 @@ from dspy_imp._records.outcomes import Extracted, Reply
 from dspy_imp._turn.effects import Extraction, ModelRequest, Summarize
 from dspy_imp._turn.plan import Program
 from dspy_imp._watch.listener import StreamListener
+from dspy_imp._watch.unmarking import PlainText
 
 
 class FieldReader:
@@ -70,20 +72,25 @@ class _TextReader(FieldReader):
         super().__init__(listener, predict_name)
         self.exchange = exchange
         self.marked: _Marked | None = None
+        self.plain: PlainText | None = None
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         dialect = self.exchange.dialect
         content = _delta(chunk, "content")
         if dialect is None or dialect.text_field != self.field or self.ended:
             return []
-        if dialect.plain and self.sent and _delta(chunk, "tool_calls"):
-            return [self._response("", last=True)]  # the text is written once the calls start
+        if dialect.plain and self.plain is not None and _delta(chunk, "tool_calls"):
+            rest = self.plain.end()  # the text is written once the calls start
+            return [self._response(rest, last=True)] if self.sent or rest else []
         if not content:
             return []
-        if dialect.plain:
-            return [self._response(content)]
+        if dialect.plain:  # a model may write markup anyway: it never streams (``_watch.unmarking``)
+            if self.plain is None:
+                self.plain = PlainText(self.field)
+            text = self.plain.feed(content)
+            return [self._response(text)] if text else []
         if self.marked is None:
-            self.marked = _Marked(self.field, dialect.base)
+            self.marked = _Marked(self.field, dialect.base, prose=not dialect.two_step)  # two-step: extracted
         return [self._response(r.chunk, r.is_last_chunk) for r in self.marked.feed(chunk)]
 
     def final(self, outcome: Any) -> str | None:
@@ -155,7 +162,7 @@ class _SubmitReader(FieldReader):
 class _ExtractionReader(FieldReader):
     def __init__(self, listener: StreamListener, predict_name: str, base: dspy.Adapter | None):
         super().__init__(listener, predict_name)
-        self.marked = _Marked(self.field, base)
+        self.marked = _Marked(self.field, base, prose=False)  # text without markers is no output
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         if self.ended or not _delta(chunk, "content"):
@@ -171,21 +178,28 @@ class _ExtractionReader(FieldReader):
 class _Marked:
     """A field written in an adapter's format.
 
-    JSON is read as partial JSON (the field's string as it grows); markers and XML by DSPy's
-    own listener, which picks the format by ``settings.adapter``'s class name, so it runs
-    under the stock adapter class the configured one derives from.
+    JSON is read as partial JSON (the field's string as it grows); ``ChatAdapter`` markers as
+    ``ChatAdapter.parse`` reads them (``_watch.unmarking``); XML by DSPy's own listener, which
+    picks the format by ``settings.adapter``'s class name, so it runs under the stock adapter
+    class the configured one derives from.
     """
 
-    def __init__(self, field: str, base: dspy.Adapter | None):
+    def __init__(self, field: str, base: dspy.Adapter | None, prose: bool = True):
         self.field = field
         self.adapter = _stock(base)
         self.listener = dspy.streaming.StreamListener(field, predict_name="")
+        # ``ChatAdapter`` markers: read as ``ChatAdapter.parse`` reads them (``_watch.unmarking``; DSPy's
+        # listener lets a closing marker through once it is cut into more than ten chunks)
+        self.chat = PlainText(field, "chat", prose) if type(self.adapter) is dspy.ChatAdapter else None
         self.text = ""
         self.sent = ""
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
         if isinstance(self.adapter, dspy.JSONAdapter):
             return self._json(_delta(chunk, "content") or "")
+        if self.chat is not None:
+            text = self.chat.feed(_delta(chunk, "content") or "")
+            return [StreamResponse("", self.field, text, is_last_chunk=False)] if text else []
         with dspy.context(adapter=self.adapter):
             response = self.listener.receive(chunk)
         return [response] if response is not None and (response.chunk or response.is_last_chunk) else []

@@ -139,16 +139,32 @@ class _AsyncScript:
 
 
 def _pieces(events: Iterator[Any], item: Any) -> Iterator[tuple[Any, float]]:
-    """The stream's events, a text delta cut into ``item.chunk``-character pieces, each with the
-    pause before it (``item.chunk_delay`` between pieces)."""
+    """The stream's events, a text delta cut into ``item.chunk``-character pieces (or pieces of
+    the lengths ``item.chunk`` lists, then the rest), each with the pause before it
+    (``item.chunk_delay`` between pieces)."""
     size, pause = getattr(item, "chunk", 0), getattr(item, "chunk_delay", 0.0)
     for event in events:
         delta = getattr(event, "delta", None)
-        if not size or not isinstance(delta, lm15.TextDelta) or len(delta.text) <= size:
+        if not size or not isinstance(delta, lm15.TextDelta) or (isinstance(size, int) and len(delta.text) <= size):
             yield event, 0.0
             continue
-        for start in range(0, len(delta.text), size):
-            piece = replace(delta, text=delta.text[start : start + size])
+        for start, end in _cuts(len(delta.text), size):
+            piece = replace(delta, text=delta.text[start:end])
             if start:
                 piece = replace(piece, logprobs=(), logprobs_complete=True)
             yield replace(event, delta=piece), pause if start else 0.0
+
+
+def _cuts(length: int, size: int | tuple[int, ...]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each piece of a text of ``length`` characters."""
+    if isinstance(size, int):
+        yield from ((start, min(start + size, length)) for start in range(0, length, size))
+        return
+    start = 0
+    for piece in size:
+        end = min(start + piece, length)
+        if end > start:
+            yield start, end
+        start = end
+    if start < length:
+        yield start, length

@@ -43,7 +43,7 @@ class Reply:
     reasoning: str | None = None
     delay: float = 0.0
     usage: tuple[int, int] | lm15.Usage | None = None
-    chunk: int = 0
+    chunk: int | tuple[int, ...] = 0
     chunk_delay: float = 0.0
 
 
@@ -123,7 +123,7 @@ def reply(
     reasoning: str | None = None,
     delay: float = 0.0,
     usage: tuple[int, int] | lm15.Usage | None = None,
-    chunk: int = 0,
+    chunk: int | Sequence[int] = 0,
     chunk_delay: float = 0.0,
 ) -> Reply:
     """A scripted model reply.
@@ -138,7 +138,9 @@ def reply(
         usage: `(prompt_tokens, completion_tokens)`, or a `dspy.lm15.Usage` (cached and reasoning
             tokens too); defaults to a rough chars/4 estimate.
         chunk: When streamed, send the text in pieces of this many characters (0: in one piece), as
-            a provider streams tokens.
+            a provider streams tokens; or a sequence of lengths, the pieces' (then the rest in one
+            piece), to cut the text exactly where a test needs it (`chunk=(2, 5)`: `"[["`,
+            `" ## a"`, then the rest).
         chunk_delay: Seconds to wait between those pieces (so a page visibly streams).
 
     Example:
@@ -149,6 +151,9 @@ def reply(
     reason = finish_reason or ("tool_call" if calls else "stop")
     if reason not in lm15.FINISH_REASONS:
         raise ValueError(f"finish_reason must be one of {sorted(lm15.FINISH_REASONS)}, got {reason!r}")
-    if chunk < 0 or chunk_delay < 0:
+    sizes = chunk if isinstance(chunk, int) else tuple(chunk)
+    if isinstance(sizes, tuple) and not all(isinstance(size, int) and size > 0 for size in sizes):
+        raise ValueError(f"chunk must be a length or a sequence of positive lengths, got {chunk!r}")
+    if (isinstance(sizes, int) and sizes < 0) or chunk_delay < 0:
         raise ValueError(f"chunk and chunk_delay must not be negative, got {chunk!r}, {chunk_delay!r}")
-    return Reply(text, tuple(calls), reason, reasoning, delay, usage, chunk, chunk_delay)
+    return Reply(text, tuple(calls), reason, reasoning, delay, usage, sizes, chunk_delay)
