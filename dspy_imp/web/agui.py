@@ -84,7 +84,7 @@ from ag_ui.encoder import EventEncoder
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
-from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
+from dspy_imp.web._inputs import ACTIONS, Call, elicitation_answer, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
@@ -211,6 +211,8 @@ def _jsonable(value: Any) -> Any:
 def interrupt(call: Mapping[str, Any]) -> Interrupt:
     """The AG-UI ``Interrupt`` of one pending call (``id`` and ``toolCallId`` the call's id); a
     sub-agent's call (``"p1/c1"``) belongs to its segment (``subagentRunId`` ``"p1"``)."""
+    if call["kind"] == "elicitation":
+        return _question(call)
     approval = call["kind"] == "approval"
     args = _arguments(call.get("args") or {})
     if approval:
@@ -231,6 +233,34 @@ def interrupt(call: Mapping[str, Any]) -> Interrupt:
         tool_call_id=call["id"],
         response_schema=schema,
         metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {})}},
+    )
+
+
+def _question(call: Mapping[str, Any]) -> Interrupt:
+    """The ``Interrupt`` of a call paused on a request for input (``elicit="pause"``): ``reason``
+    ``"elicitation"``, ``message`` the server's question (untrusted text), ``responseSchema`` the
+    answer's shape, MCP's own (``action``, and ``content`` the server's form schema); ``metadata``
+    names the kind, the server, the message and the form too."""
+    # ``pending_calls`` shows the question beside the call; the history's entry holds it under
+    # ``elicitation`` (with what the tool needs to go on, which is never shown)
+    asked = call["elicitation"] if isinstance(call.get("elicitation"), Mapping) else call
+    about = {"server": asked.get("server"), "message": asked.get("message"), "schema": asked.get("schema")}
+    schema = about["schema"] if isinstance(about["schema"], Mapping) else {"type": "object"}
+    response = {
+        "type": "object",
+        "properties": {"action": {"enum": list(ACTIONS)}, "content": dict(schema)},
+        "required": ["action"],
+    }
+    return Interrupt(
+        subagent_run_id=owner_of(call),
+        id=call["id"],
+        reason="elicitation",
+        message=str(about["message"] or ""),
+        tool_call_id=call["id"],
+        response_schema=response,
+        metadata={
+            _KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}
+        },
     )
 
 
@@ -297,7 +327,8 @@ def _tool_messages(messages: Any) -> dict[str, Any]:
 
 def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, Any], offered: Offered) -> Call:
     pending = {call["id"]: call for call in paused_calls(history)}
-    approvals: dict[str, bool | str] = {}
+    approvals: dict[str, Any] = {}
+    answers_form: dict[str, Any] = {}
     results = dict(answers)
     for entry in run_input.resume or ():
         call = pending.get(entry.interrupt_id)
@@ -311,8 +342,14 @@ def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, 
                 raise ConfigurationError(f"interrupt {entry.interrupt_id!r} needs payload {{'result': ...}}")
             results[call["id"]] = payload["result"]
             continue
+        if call["kind"] == "elicitation":
+            where = f"resume entry {entry.interrupt_id!r}"
+            cancelled = entry.status == "cancelled"
+            answers_form[call["id"]] = elicitation_answer(where, {"action": "cancel"} if cancelled else entry.payload)
+            continue
         approvals[call["id"]] = _approval(entry.interrupt_id, entry.status, payload)
     refused = frozenset(k for k, v in approvals.items() if v is not True)
+    approvals.update(answers_form)  # answered, not refused: the tool goes on with the answer
     checked = offered.results(pending, results)
     kwargs = {"history": history, "approvals": approvals, "results": checked}
     return Call(kwargs, frozenset(pending), refused, offered.tools)
