@@ -111,6 +111,12 @@ async def test_agui_the_question_is_an_interrupt_and_the_accepted_answer_finishe
     assert served.RECEIVED == [CALL, retried({"action": "accept", "content": {"window": True, "row": 7}})]
     assert served.RAN == ["LH1: row 7, window True"]
     assert lm.remaining == 0
+    async with client(app) as http:  # how the page tells the answer after a reload: its action only
+        turns = (await http.get("/api/conversations/t1")).json()["turns"]
+    assert [{k: v for k, v in t.items() if k not in ("ending", "messages")} for t in turns] == [
+        {},
+        {"answers": {"c1": "accept"}},
+    ]
     server.close()
 
 
