@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import mcp_elicit_program as served
 import pytest
 from mcp_elicit_program import agent, answer
@@ -212,6 +213,9 @@ async def test_ai_sdk_the_question_is_a_data_part_and_the_answer_a_tool_output(s
         paused
     )
     assert paused[-2] == QUESTION
+    async with client(app) as http:  # the part as the app's description says it
+        document = (await http.get("/openapi.json")).json()
+    jsonschema.validate(QUESTION, {**document, "$ref": "#/components/schemas/ChatPart"})
     assert paused[-1]["finishReason"] == "tool-calls"
     assert paused[-1]["messageMetadata"]["pending_calls"] == [PENDING]
 
