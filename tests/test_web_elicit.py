@@ -109,7 +109,7 @@ async def test_agui_the_question_is_an_interrupt_and_the_accepted_answer_finishe
     assert results == [("c1", "LH1: row 7, window True")]
     assert resumed[-1]["outcome"] == {"type": "success"}
     assert resumed[-1]["result"]["outputs"] == {"answer": "booked"}
-    assert served.RECEIVED == [CALL, retried({"action": "accept", "content": {"window": True, "row": 7}})]
+    assert [CALL, retried({"action": "accept", "content": {"window": True, "row": 7}})] == served.RECEIVED
     assert served.RAN == ["LH1: row 7, window True"]
     assert lm.remaining == 0
     async with client(app) as http:  # how the page tells the answer after a reload: its action only
@@ -131,19 +131,19 @@ async def test_agui_the_question_is_an_interrupt_and_the_accepted_answer_finishe
     ids=["declined", "cancelled", "interrupt cancelled"],
 )
 async def test_agui_a_declined_or_cancelled_question(sync: bool, entry: dict[str, Any], action: str) -> None:
-    app, server, lm = booking_app(sync, answer("not booked"))
+    app, server, _lm = booking_app(sync, answer("not booked"))
     await agui(app, run_input("Book me a seat"))
     resumed = await agui(app, run_input(run="r2", resume=[{"interruptId": "c1", **entry}]))
     verify_agui(resumed, known_calls={"c1"})
     results = [(e["toolCallId"], e["content"]) for e in resumed if e["type"] == "TOOL_CALL_RESULT"]
     assert results == [("c1", f"not booked: {action}")]
-    assert served.RECEIVED == [CALL, retried({"action": action})]
-    assert served.RAN == [f"LH1: {action}"]
+    assert [CALL, retried({"action": action})] == served.RECEIVED
+    assert [f"LH1: {action}"] == served.RAN
     server.close()
 
 
 async def test_agui_a_bad_answer_is_refused_naming_the_field_and_the_turn_keeps_waiting(sync: bool) -> None:
-    app, server, lm = booking_app(sync, answer("booked"))
+    app, server, _lm = booking_app(sync, answer("booked"))
     await agui(app, run_input("Book me a seat"))
     bad = [{"interruptId": "c1", "status": "resolved", "payload": {"action": "accept", "content": {"row": "seven"}}}]
     refused = await agui(app, run_input(run="r2", resume=bad))
@@ -159,7 +159,7 @@ async def test_agui_a_bad_answer_is_refused_naming_the_field_and_the_turn_keeps_
     )
     shapeless = await agui(app, run_input(run="r4", resume=[{"interruptId": "c1", "status": "resolved"}]))
     assert shapeless[-1]["message"].startswith(
-        "ConfigurationError: resume entry 'c1' answers a request for input: give {\"action\": \"accept\""
+        'ConfigurationError: resume entry \'c1\' answers a request for input: give {"action": "accept"'
     )
     assert served.RECEIVED == [CALL] and served.RAN == []  # nothing was sent
     async with client(app) as http:
@@ -168,7 +168,7 @@ async def test_agui_a_bad_answer_is_refused_naming_the_field_and_the_turn_keeps_
     good = [{"interruptId": "c1", "status": "resolved", "payload": {"action": "accept", "content": {"row": 3}}}]
     resumed = await agui(app, run_input(run="r5", resume=good))
     assert resumed[-1]["result"]["outputs"] == {"answer": "booked"}
-    assert served.RECEIVED == [CALL, retried({"action": "accept", "content": {"window": True, "row": 3}})]
+    assert [CALL, retried({"action": "accept", "content": {"window": True, "row": 3}})] == served.RECEIVED
     server.close()
 
 
@@ -177,7 +177,9 @@ async def test_agui_a_bad_answer_is_refused_naming_the_field_and_the_turn_keeps_
 
 async def chat(app: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     async with client(app) as http:
-        response = await http.post("/api/chat", json={"id": "chat-1", "messages": messages, "trigger": "submit-message"})
+        response = await http.post(
+            "/api/chat", json={"id": "chat-1", "messages": messages, "trigger": "submit-message"}
+        )
     assert response.status_code == 200, response.text
     return vercel_parts(response.text)
 
@@ -206,7 +208,7 @@ QUESTION = {
 
 
 async def test_ai_sdk_the_question_is_a_data_part_and_the_answer_a_tool_output(sync: bool) -> None:
-    app, server, lm = booking_app(sync, answer("booked"))
+    app, server, _lm = booking_app(sync, answer("booked"))
     paused = await chat(app, [USER])
     verify_vercel(paused)
     assert {"type": "tool-input-available", "toolCallId": "c1", "toolName": "book", "input": {"flight": "LH1"}} in (
@@ -224,22 +226,22 @@ async def test_ai_sdk_the_question_is_a_data_part_and_the_answer_a_tool_output(s
     verify_vercel(resumed, known_calls={"c1"})
     assert resumed[1] == {"type": "tool-output-available", "toolCallId": "c1", "output": "LH1: row 12, window False"}
     assert resumed[-1]["messageMetadata"]["outputs"] == {"answer": "booked"}
-    assert served.RECEIVED == [CALL, retried(output)]
+    assert [CALL, retried(output)] == served.RECEIVED
     assert served.RAN == ["LH1: row 12, window False"]
     server.close()
 
 
 async def test_ai_sdk_a_declined_question(sync: bool) -> None:
-    app, server, lm = booking_app(sync, answer("not booked"))
+    app, server, _lm = booking_app(sync, answer("not booked"))
     paused = await chat(app, [USER])
     resumed = await chat(app, [USER, answered(paused[0]["messageId"], {"action": "decline"})])
     assert resumed[1] == {"type": "tool-output-available", "toolCallId": "c1", "output": "not booked: decline"}
-    assert served.RECEIVED == [CALL, retried({"action": "decline"})]
+    assert [CALL, retried({"action": "decline"})] == served.RECEIVED
     server.close()
 
 
 async def test_ai_sdk_a_bad_answer_is_refused_naming_the_field_and_the_turn_keeps_waiting(sync: bool) -> None:
-    app, server, lm = booking_app(sync, answer("booked"))
+    app, server, _lm = booking_app(sync, answer("booked"))
     paused = await chat(app, [USER])
     bad = {"action": "accept", "content": {"row": 12, "window": "no"}}
     refused = await chat(app, [USER, answered(paused[0]["messageId"], bad)])
@@ -259,5 +261,5 @@ async def test_ai_sdk_a_bad_answer_is_refused_naming_the_field_and_the_turn_keep
     output = {"action": "accept", "content": {"row": 12}}
     resumed = await chat(app, [USER, answered(paused[0]["messageId"], output)])  # it still waits: answered now
     assert resumed[1] == {"type": "tool-output-available", "toolCallId": "c1", "output": "LH1: row 12, window True"}
-    assert served.RECEIVED == [CALL, retried({"action": "accept", "content": {"row": 12, "window": True}})]
+    assert [CALL, retried({"action": "accept", "content": {"row": 12, "window": True}})] == served.RECEIVED
     server.close()

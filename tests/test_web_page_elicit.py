@@ -162,7 +162,9 @@ def test_an_answer_the_form_refuses_is_told_and_asked_again(page: Page) -> None:
         card.locator('.field[data-name="row"] input').fill("3")
         card.locator('.field[data-name="note"] input').fill("Aisle!")  # the pattern is the server's to check
         card.locator("button.accept").click()
-        expect(page.locator(".run-error")).to_have_text(re.compile(r"ConfigurationError: `approvals\['c1'\]` field `note`"))
+        expect(page.locator(".run-error")).to_have_text(
+            re.compile(r"ConfigurationError: `approvals\['c1'\]` field `note`")
+        )
         card = the_form(page)  # it still waits: asked again
         card.locator('.field[data-name="row"] input').fill("3")
         card.locator('.field[data-name="note"] input').fill("aisle")

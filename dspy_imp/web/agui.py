@@ -30,7 +30,12 @@ its segment, which ends suspended, and its interrupt carries the segment's ``sub
 (``"p1"``). The next run resumes it with ``resume`` entries:
 ``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
-external call. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
+external call. A call paused on an MCP server's request for input (``elicit="pause"``) is an
+interrupt with ``reason`` ``"elicitation"`` (``message`` the server's, ``responseSchema`` MCP's
+answer around the form's schema, ``metadata`` naming the kind, server, message and schema), and
+is answered ``{"payload": {"action": "accept", "content": {...}}}`` (or ``"decline"``,
+``"cancel"``; ``"cancelled"`` cancels), checked against the form by the agent before anything is
+sent. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
 external call: its ``TOOL_CALL_START``/``_ARGS``/``_END`` tell the client to run it, and the next
 run answers it with a ``ToolMessage`` (``toolCallId`` the call's id) ending its ``messages``, or
 with a ``resume`` entry.
@@ -258,9 +263,7 @@ def _question(call: Mapping[str, Any]) -> Interrupt:
         message=str(about["message"] or ""),
         tool_call_id=call["id"],
         response_schema=response,
-        metadata={
-            _KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}
-        },
+        metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}},
     )
 
 

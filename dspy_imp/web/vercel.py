@@ -122,7 +122,11 @@ class VercelEncoder:
         ]  # fmt: skip
         metadata = prediction.metadata
         reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
-        return [*approvals, *questions, {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)}]
+        return [
+            *approvals,
+            *questions,
+            {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)},
+        ]
 
     def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[dict[str, Any]]:
         return [_data("agent", path, {"agent": agent, "toolCallId": path, "state": "running"})]

@@ -8,6 +8,8 @@
 // raw HTML in them is shown as text.
 // A sub-agent's work (AG-UI's SUBAGENT_STARTED, then events carrying its subagentRunId) is shown
 // inside the card of the call that runs it, its own calls as cards there.
+// A call paused on an MCP server's question (interrupt reason "elicitation") gets a form built from
+// the server's schema (untrusted: only MCP's flat field kinds, a bounded number, all as text).
 "use strict";
 (() => {
   const log = document.getElementById("log");
