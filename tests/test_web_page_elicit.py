@@ -17,8 +17,8 @@ from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult,
 from mcp.server.request_state import RequestStateSecurity
 from mcp_elicit_program import KEY
 from playwright.sync_api import Browser, Page, expect
-from pydantic import BaseModel, Field
-from test_web_page import WAIT, ask, browser
+from pydantic import BaseModel, Field, create_model
+from test_web_page import WAIT, ask, browser, shot
 from web_helpers import LiveServer
 from web_scenarios import with_lm
 
@@ -120,6 +120,8 @@ def test_the_form_from_the_schema_answers_and_the_turn_finishes(page: Page, sync
         ask(page, "Book me a seat")
         expect(page.locator(".termination")).to_have_text(re.compile(r"Turn ended: paused"))
         the_form(page)
+        if not sync:
+            shot(page, "elicitation")
         page.reload()  # reopened from the server: asked again, the same form
         card = the_form(page)
         card.locator("button.accept").click()  # `row` is required: the browser asks for it, nothing is sent
@@ -172,4 +174,43 @@ def test_an_answer_the_form_refuses_is_told_and_asked_again(page: Page) -> None:
         expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
         expect(card.locator(".result")).to_have_text("LH1: row 3, window True, fish, aisle")
     assert RAN == ["LH1: row 3, window True, fish, aisle"]
+    server.close()
+
+
+FIELDS = 25
+Survey = create_model(  # a server's long form: each title markup
+    "Survey", **{f"q{i:02d}": (str, Field("", title=f"<b>Question {i}</b>")) for i in range(FIELDS)}
+)
+SURVEYED: list[dict[str, Any]] = []
+
+
+async def survey(
+    topic: str, answers: Annotated[ElicitationResult[Survey], Resolve(lambda: Elicit("Tell us.", Survey))]
+) -> str:
+    """Ask a long survey."""
+    SURVEYED.append(answers.data.model_dump() if isinstance(answers, AcceptedElicitation) else {})
+    return "thanks"
+
+
+def test_a_long_form_shows_its_first_fields_and_its_titles_as_text(page: Page) -> None:
+    served = MCPServer("polls", request_state_security=RequestStateSecurity(keys=[KEY]))
+    served.tool()(survey)
+    server = mcp.memory(served, elicit="pause")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    with_lm(agent, [reply(calls=[call("survey", {"topic": "seats"}, id="s1")]), reply("Thanks.")])
+    SURVEYED.clear()
+    with LiveServer(dspy_imp.web.app(agent)) as live:
+        page.goto(live.url)
+        ask(page, "Survey me")
+        card = page.locator('.tool-call[data-call-id="s1"]')
+        expect(card.locator(".elicitation .asker")).to_have_text("polls asks:")
+        fields = card.locator(".elicitation .field")
+        expect(fields).to_have_count(20)  # at most twenty fields of a server's form
+        expect(card.locator(".elicitation .unsupported")).to_have_text("5 more fields not shown")
+        expect(fields.first.locator(".label")).to_have_text("<b>Question 0</b>")  # a title is text
+        assert card.locator("b").count() == 0
+        card.locator('.field[data-name="q03"] input').fill("aisle")
+        card.locator("button.accept").click()
+        expect(page.locator(".termination").last).to_have_text(re.compile(r"Turn ended: answered"))
+    assert [{f"q{i:02d}": "aisle" if i == 3 else "" for i in range(FIELDS)}] == SURVEYED
     server.close()
