@@ -6,7 +6,9 @@ anything is sent, while the turn keeps waiting.
 
 The server is ``tests/mcp_elicit_program.py``'s booking server (in process, a 2026-07-28
 session: the resumed call is the round's retry carrying the answer); conversations are kept in
-the app's default memory store. Every turn runs through both drivers (``sync``).
+the app's default memory store, and in a ``FileStore`` across a restart. A sub-agent's question is
+its segment's interrupt (AG-UI) and answered through its own tool part (AI SDK). Every turn runs
+through both drivers (``sync``).
 """
 
 from __future__ import annotations
@@ -262,4 +264,79 @@ async def test_ai_sdk_a_bad_answer_is_refused_naming_the_field_and_the_turn_keep
     resumed = await chat(app, [USER, answered(paused[0]["messageId"], output)])  # it still waits: answered now
     assert resumed[1] == {"type": "tool-output-available", "toolCallId": "c1", "output": "LH1: row 12, window True"}
     assert [CALL, retried({"action": "accept", "content": {"row": 12, "window": True}})] == served.RECEIVED
+    server.close()
+
+
+# -- a sub-agent's question, a restart ---------------------------------------------------------------
+
+
+def team_app(sync: bool) -> tuple[Any, Any]:
+    child, server = agent("auto")
+    boss = dspy_imp.ReActV2("request -> answer", tools=[child.as_tool(name="clerk", description="Books seats.")])
+    script = [
+        reply("asking", calls=[call("clerk", {"question": "Book LH1"}, id="p1")]),
+        reply("booking", calls=[call("book", {"flight": "LH1"}, id="c1")]),
+        answer("booked"),  # the clerk, resumed
+        answer("done"),
+    ]
+    with_lm(boss, script)  # the clerk's requests too
+    return dspy_imp.web.app(boss, sync=sync), server
+
+
+async def test_agui_a_sub_agents_question_is_its_segments_interrupt(sync: bool) -> None:
+    app, server = team_app(sync)
+    paused = await agui(app, run_input("A seat on LH1"))
+    verify_agui(paused)
+    (interrupt,) = paused[-1]["outcome"]["interrupts"]
+    assert interrupt == {
+        **INTERRUPT,
+        "id": "p1/c1",
+        "toolCallId": "p1/c1",
+        "subagentRunId": "p1",
+        "metadata": {"dspy_imp": {**INTERRUPT["metadata"]["dspy_imp"], "name": "clerk/book"}},
+    }
+    resume = [{"interruptId": "p1/c1", "status": "resolved", "payload": {"action": "accept", "content": {"row": 9}}}]
+    resumed = await agui(app, run_input(run="r2", resume=resume))
+    verify_agui(resumed, known_calls={"p1", "p1/c1"})
+    assert resumed[-1]["result"]["outputs"] == {"answer": "done"}
+    assert [CALL, retried({"action": "accept", "content": {"window": True, "row": 9}})] == served.RECEIVED
+    server.close()
+
+
+async def test_ai_sdk_a_sub_agents_question_is_answered_through_its_tool_part(sync: bool) -> None:
+    app, server = team_app(sync)
+    paused = await chat(app, [USER])
+    verify_vercel(paused)
+    question = {**QUESTION, "id": "p1/c1"}
+    question["data"] = {**QUESTION["data"], "toolCallId": "p1/c1", "toolName": "clerk/book"}
+    assert paused[-2] == question
+    part = {"type": "tool-clerk/book", "toolCallId": "p1/c1", "state": "output-available", "input": {"flight": "LH1"},
+            "output": {"action": "decline"}}  # fmt: skip
+    resumed = await chat(app, [USER, {"id": paused[0]["messageId"], "role": "assistant", "parts": [part]}])
+    assert resumed[-1]["messageMetadata"]["outputs"] == {"answer": "done"}
+    assert [CALL, retried({"action": "decline"})] == served.RECEIVED
+    assert served.RAN == ["LH1: decline"]
+    server.close()
+
+
+async def test_a_paused_question_survives_a_restart_in_a_file_store(sync: bool, tmp_path: Any) -> None:
+    """The question waits in the saved history; a new app (a new program and MCP session, the same
+    files) answers it: the server accepts its sealed state (a key it keeps, ``mcp_elicit_program``)."""
+    program, server = agent("auto")
+    with_lm(program, [reply("booking", calls=[call("book", {"flight": "LH1"}, id="c1")])])
+    before = dspy_imp.web.app(program, sync=sync, store=dspy_imp.web.FileStore(tmp_path))
+    paused = await agui(before, run_input("Book me a seat"))
+    assert paused[-1]["outcome"] == {"type": "interrupt", "interrupts": [INTERRUPT]}
+    server.close()
+
+    program, server = agent("auto")
+    with_lm(program, [answer("booked")])
+    after = dspy_imp.web.app(program, sync=sync, store=dspy_imp.web.FileStore(tmp_path))
+    async with client(after) as http:
+        assert (await http.get("/api/conversations/t1")).json()["interrupts"] == [INTERRUPT]
+    resume = [{"interruptId": "c1", "status": "resolved", "payload": {"action": "accept", "content": {"row": 2}}}]
+    resumed = await agui(after, run_input(run="r2", resume=resume))
+    assert resumed[-1]["result"]["outputs"] == {"answer": "booked"}
+    assert [CALL, retried({"action": "accept", "content": {"window": True, "row": 2}})] == served.RECEIVED
+    assert served.RAN == ["LH1: row 2, window True"]
     server.close()
