@@ -89,3 +89,29 @@ def summary(prediction: Any) -> dict[str, Any]:
             "cost": usage.cost,
         },
     }
+
+
+ACTIONS = ("accept", "decline", "cancel")
+
+
+def elicitation_answer(where: str, value: Any) -> bool | str | dict[str, Any]:
+    """A client's answer to a paused request for input (``{"action": "accept", "content": {...}}``,
+    ``{"action": "decline"}``, ``{"action": "cancel"}``, MCP's own shape) as the ``approvals`` entry
+    the agent takes: the form's fields, ``False`` or ``"cancel"``. The fields are checked against the
+    form's schema by the agent (``_turn.approval.check_resume``), before anything is sent."""
+    action = value.get("action") if isinstance(value, Mapping) else None
+    if action not in ACTIONS:
+        raise ConfigurationError(
+            f'{where} answers a request for input: give {{"action": "accept", "content": {{...}}}}, '
+            f'{{"action": "decline"}} or {{"action": "cancel"}}; got {value!r}'
+        )
+    if action == "decline":
+        return False
+    if action == "cancel":
+        return "cancel"
+    content = value.get("content", {})
+    if content is None:
+        content = {}
+    if not isinstance(content, Mapping) or not all(isinstance(key, str) for key in content):
+        raise ConfigurationError(f"{where} `content` must be an object of the form's fields, got {content!r}")
+    return dict(content) if content else True

@@ -513,6 +513,23 @@ CHAT_PARTS: dict[str, dict[str, Any]] = {
     "tool-output-error": {"toolCallId": {"type": "string"}, "errorText": {"type": "string"}},
     "tool-output-denied": {"toolCallId": {"type": "string"}},
     "tool-approval-request": {"approvalId": {"type": "string"}, "toolCallId": {"type": "string"}},
+    "data-elicitation": {
+        "id": {"type": "string"},
+        "data": {
+            "type": "object",
+            "description": "A call paused on an MCP server's request for input: answered by the call's tool "
+            'part, `output-available` with `output` `{"action": "accept", "content": {...}}`, '
+            '`{"action": "decline"}` or `{"action": "cancel"}`.',
+            "properties": {
+                "toolCallId": {"type": "string"},
+                "toolName": {"type": "string"},
+                "server": {"type": ["string", "null"]},
+                "message": {"type": "string"},
+                "schema": {"type": "object", "description": "The form's JSON schema (the server's: untrusted)."},
+            },
+            "required": ["toolCallId", "toolName", "server", "message", "schema"],
+        },
+    },
     "finish": {
         "finishReason": {"enum": ["stop", "length", "content-filter", "tool-calls", "error", "other"]},
         "messageMetadata": {"type": "object", "description": "How the turn ended: outputs, termination, usage."},
@@ -598,7 +615,8 @@ def _chat_request(tools: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "type": "object",
         "description": "The last message is the new turn's (the user's text parts) or answers the paused one (the "
-        "assistant's tool parts: `approval-responded`, `output-available`).",
+        "assistant's tool parts: `approval-responded`, `output-available`; a request for input's answer is an "
+        "`output-available` part's `output`).",
         "properties": properties,
         "required": ["id", "messages"],
     }

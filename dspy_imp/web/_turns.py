@@ -37,7 +37,7 @@ from dspy_imp._watch import genai
 from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web import _log
 from dspy_imp.web._guard import BeforeStream
-from dspy_imp.web._inputs import Call
+from dspy_imp.web._inputs import Call, paused_calls
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,26 @@ def told(call: Call, ended: Ended, history: dspy.History) -> dict[str, Any]:
         }
     else:
         record["error"] = f"{type(ended.error).__name__}: {getattr(ended.error, 'reason', ended.error)}"
-    approvals = call.kwargs.get("approvals") or {}
+    approvals = dict(call.kwargs.get("approvals") or {})
     results = call.kwargs.get("results") or {}
+    history_in = call.kwargs.get("history")
+    questions = {
+        c["id"]
+        for c in (paused_calls(history_in) if isinstance(history_in, dspy.History) else ())
+        if c.get("kind") == "elicitation"
+    }
+    answers = {k: _action(approvals.pop(k)) for k in sorted(questions & approvals.keys())}
     if approvals or results:
         record["approvals"] = {k: v if isinstance(v, bool | str) else bool(v) for k, v in approvals.items()}
         record["results"] = sorted(results)
+    if answers:  # a request for input's answer: its action only (the fields stay in the history)
+        record["answers"] = answers
     return record
+
+
+def _action(answer: Any) -> str:
+    """What an ``approvals`` answer to a request for input did: ``"accept"``, ``"decline"`` or ``"cancel"``."""
+    return "decline" if answer is False else "cancel" if answer == "cancel" else "accept"
 
 
 def kept_turns(value: Any) -> tuple[Mapping[str, Any], ...]:

@@ -37,7 +37,12 @@ its segment, which ends suspended, and its interrupt carries the segment's ``sub
 (``"p1"``). The next run resumes it with ``resume`` entries:
 ``{"interruptId": id, "status": "resolved", "payload": {"approved": true}}`` (or ``false`` with a
 ``"reason"`` the model reads; ``"cancelled"`` refuses), ``{"payload": {"result": ...}}`` for an
-external call. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
+external call. A call paused on an MCP server's request for input (``elicit="pause"``) is an
+interrupt with ``reason`` ``"elicitation"`` (``message`` the server's, ``responseSchema`` MCP's
+answer around the form's schema, ``metadata`` naming the kind, server, message and schema), and
+is answered ``{"payload": {"action": "accept", "content": {...}}}`` (or ``"decline"``,
+``"cancel"``; ``"cancelled"`` cancels), checked against the form by the agent before anything is
+sent. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
 external call: its ``TOOL_CALL_START``/``_ARGS``/``_END`` tell the client to run it, and the next
 run answers it with a ``ToolMessage`` (``toolCallId`` the call's id) ending its ``messages``, or
 with a ``resume`` entry.
@@ -94,7 +99,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
-from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, summary
+from dspy_imp.web._inputs import ACTIONS, Call, elicitation_answer, inputs_from_text, paused_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text, hosted_result_text, owner_of
 from dspy_imp.web.messages import from_messages, to_messages
 
@@ -255,6 +260,8 @@ def _jsonable(value: Any) -> Any:
 def interrupt(call: Mapping[str, Any]) -> Interrupt:
     """The AG-UI ``Interrupt`` of one pending call (``id`` and ``toolCallId`` the call's id); a
     sub-agent's call (``"p1/c1"``) belongs to its segment (``subagentRunId`` ``"p1"``)."""
+    if call["kind"] == "elicitation":
+        return _question(call)
     approval = call["kind"] == "approval"
     args = _arguments(call.get("args") or {})
     if approval:
@@ -275,6 +282,32 @@ def interrupt(call: Mapping[str, Any]) -> Interrupt:
         tool_call_id=call["id"],
         response_schema=schema,
         metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {})}},
+    )
+
+
+def _question(call: Mapping[str, Any]) -> Interrupt:
+    """The ``Interrupt`` of a call paused on a request for input (``elicit="pause"``): ``reason``
+    ``"elicitation"``, ``message`` the server's question (untrusted text), ``responseSchema`` the
+    answer's shape, MCP's own (``action``, and ``content`` the server's form schema); ``metadata``
+    names the kind, the server, the message and the form too."""
+    # ``pending_calls`` shows the question beside the call; the history's entry holds it under
+    # ``elicitation`` (with what the tool needs to go on, which is never shown)
+    asked = call["elicitation"] if isinstance(call.get("elicitation"), Mapping) else call
+    about = {"server": asked.get("server"), "message": asked.get("message"), "schema": asked.get("schema")}
+    schema = about["schema"] if isinstance(about["schema"], Mapping) else {"type": "object"}
+    response = {
+        "type": "object",
+        "properties": {"action": {"enum": list(ACTIONS)}, "content": dict(schema)},
+        "required": ["action"],
+    }
+    return Interrupt(
+        subagent_run_id=owner_of(call),
+        id=call["id"],
+        reason="elicitation",
+        message=str(about["message"] or ""),
+        tool_call_id=call["id"],
+        response_schema=response,
+        metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}},
     )
 
 
@@ -341,7 +374,8 @@ def _tool_messages(messages: Any) -> dict[str, Any]:
 
 def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, Any], offered: Offered) -> Call:
     pending = {call["id"]: call for call in paused_calls(history)}
-    approvals: dict[str, bool | str] = {}
+    approvals: dict[str, Any] = {}
+    answers_form: dict[str, Any] = {}
     results = dict(answers)
     for entry in run_input.resume or ():
         call = pending.get(entry.interrupt_id)
@@ -355,8 +389,14 @@ def _resume(run_input: RunAgentInput, history: dspy.History, answers: dict[str, 
                 raise ConfigurationError(f"interrupt {entry.interrupt_id!r} needs payload {{'result': ...}}")
             results[call["id"]] = payload["result"]
             continue
+        if call["kind"] == "elicitation":
+            where = f"resume entry {entry.interrupt_id!r}"
+            cancelled = entry.status == "cancelled"
+            answers_form[call["id"]] = elicitation_answer(where, {"action": "cancel"} if cancelled else entry.payload)
+            continue
         approvals[call["id"]] = _approval(entry.interrupt_id, entry.status, payload)
     refused = frozenset(k for k, v in approvals.items() if v is not True)
+    approvals.update(answers_form)  # answered, not refused: the tool goes on with the answer
     checked = offered.results(pending, results)
     kwargs = {"history": history, "approvals": approvals, "results": checked}
     return Call(kwargs, frozenset(pending), refused, offered.tools)

@@ -22,6 +22,8 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
       text-*                                   the answer, when it was not the streamed text
       tool-approval-request {approvalId, toolCallId}        a call waiting for a person (a
                                                sub-agent's: a tool part of its own, ``p1/c1``)
+      data-elicitation {id, data: {toolCallId, toolName, server, message, schema}}
+                                               a call paused on an MCP server's request for input
     finish {finishReason, messageMetadata}     messageMetadata: how the turn ended, usage
     (or error {errorText})
 
@@ -29,8 +31,12 @@ A request is ``useChat``'s body: ``{"id": <chat id>, "messages": [...], "trigger
 turn's inputs are the last user message's text parts. A resume is a request whose last message
 is the assistant's, with its tool parts answered: ``state: "approval-responded"`` and
 ``approval: {"id", "approved", "reason"?}`` (AI SDK 6's ``addToolApprovalResponse``), or
-``state: "output-available"`` for an external call (``addToolResult``). The history is the one
-the server keeps for the chat id (``dspy_imp.web.app``).
+``state: "output-available"`` for an external call (``addToolResult``). A request for input
+(``data-elicitation``, its ``toolCallId`` the paused call's) is answered through the call's tool
+part too, ``addToolResult``'s ``output`` the answer in MCP's shape: ``{"action": "accept",
+"content": {...}}`` (the form's defaults fill what it leaves out), ``{"action": "decline"}`` or
+``{"action": "cancel"}``; the fields are checked against the form before anything is sent. The
+history is the one the server keeps for the chat id (``dspy_imp.web.app``).
 
 Client tools (``app(..., client_tools=True)``): the request's ``tools``, ``[{"name",
 "description", "inputSchema"}]`` (sent with ``useChat``'s transport ``body``), are offered for the
@@ -51,7 +57,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream, Refused
-from dspy_imp.web._inputs import Call, inputs_from_text, paused_calls, recorded_calls, summary
+from dspy_imp.web._inputs import Call, elicitation_answer, inputs_from_text, paused_calls, recorded_calls, summary
 from dspy_imp.web._narration import AgentSegmentEnd, MessageKind, as_text
 
 __all__ = ["HEADERS", "VercelEncoder", "checked_request", "encode", "read_request"]
@@ -154,9 +160,19 @@ class VercelEncoder:
             for call in pending
             if call["kind"] == "approval"
         ]
+        questions = [
+            _data("elicitation", call["id"], {"toolCallId": call["id"], "toolName": call["name"],
+                  **{k: call.get(k) for k in ("server", "message", "schema")}})
+            for call in pending
+            if call["kind"] == "elicitation"
+        ]  # fmt: skip
         metadata = prediction.metadata
         reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
-        return [*approvals, {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)}]
+        return [
+            *approvals,
+            *questions,
+            {"type": "finish", "finishReason": reason, "messageMetadata": summary(prediction)},
+        ]
 
     def agent_started(self, agent: str, path: str, message_id: str | None, parent: str | None) -> list[dict[str, Any]]:
         return [_data("agent", path, {"agent": agent, "toolCallId": path, "state": "running"})]
@@ -290,7 +306,8 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
     if not pending:  # answered already (another tab, a second click): 409
         raise BeforeStream(409, "the conversation is not waiting for any tool decision: it was answered already")
     recorded = recorded_calls(history.messages)
-    approvals: dict[str, bool | str] = {}
+    approvals: dict[str, Any] = {}
+    answers: dict[str, Any] = {}  # requests for input answered: the form's fields, False or "cancel"
     results: dict[str, Any] = {}
     for part in message.get("parts") or []:
         call_id = part.get("toolCallId") if isinstance(part, Mapping) else None
@@ -303,11 +320,14 @@ def _resume(message: Mapping[str, Any], history: dspy.History, offered: Offered)
             continue
         if call["kind"] == "approval" and state in ("approval-responded", "output-denied"):
             approvals[call["id"]] = _approval(part.get("approval") or {})
+        elif call["kind"] == "elicitation" and state == "output-available":
+            answers[call["id"]] = elicitation_answer(f"the tool part of call {call['id']!r}", part.get("output"))
         elif call["kind"] == "external" and state == "output-available":
             results[call["id"]] = part.get("output")
         elif call["kind"] == "external" and state == "output-error":
             results[call["id"]] = RuntimeError(str(part.get("errorText") or "the tool failed"))
     refused = frozenset(k for k, v in approvals.items() if v is not True)
+    approvals.update(answers)  # answered, not refused: the tool goes on with the answer
     checked = offered.results(pending, results)
     return Call(
         {"history": history, "approvals": approvals, "results": checked}, frozenset(pending), refused, offered.tools

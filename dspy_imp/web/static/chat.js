@@ -11,6 +11,8 @@
 // A call the provider ran inside its reply (a web search, code execution: dspy_imp.hosted) comes as
 // a CUSTOM "dspy_imp.provider_executed" event before its TOOL_CALL_*: its card says who ran it, has
 // no timing and no buttons (nothing here runs or approves it).
+// A call paused on an MCP server's question (interrupt reason "elicitation") gets a form built from
+// the server's schema (untrusted: only MCP's flat field kinds, a bounded number, all as text).
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -238,6 +240,13 @@
       }
       if (!response.ok) throw new Error(`${response.status}: ${await refusal(response)}`);
       await readEvents(response, (event) => follow(() => view.handle(event)));
+      if (extra.resume && view.refusal !== null && !view.ended) {
+        // A decision the server refused (an answer the form does not take): it still waits; asked again.
+        stop.hidden = true;
+        await refresh();
+        follow(() => log.append(el("div", "run-error", view.refusal)));
+        return;
+      }
     } catch (error) {
       view.error(String(error).replace(/^Error: /, ""));
     }
@@ -337,12 +346,124 @@
     }
   }
 
+  // A paused MCP request for input (AG-UI interrupt reason "elicitation"): the server's name and
+  // message as text, and a form built from its schema. The schema is the server's (untrusted): only
+  // MCP's flat field kinds are shown (text, number, integer, boolean, a choice), at most MAX_FIELDS
+  // of them, every label and choice as text; the fields are checked again by the server.
+  const MAX_FIELDS = 20;
+  const MAX_CHOICES = 100;
+  const own = (object, key) => Object.prototype.hasOwnProperty.call(object, key);
+  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+  function choices(prop) {
+    // A single choice's options: ``enum`` (``enumNames`` as their titles) or ``oneOf`` of ``const``/``title``.
+    if (Array.isArray(prop.enum)) {
+      const names = Array.isArray(prop.enumNames) ? prop.enumNames : [];
+      return prop.enum.filter((v) => typeof v === "string").map((v, i) => [v, typeof names[i] === "string" ? names[i] : v]);
+    }
+    if (Array.isArray(prop.oneOf)) {
+      return prop.oneOf.filter((o) => isObject(o) && typeof o.const === "string")
+        .map((o) => [o.const, typeof o.title === "string" ? o.title : o.const]);
+    }
+    return null;
+  }
+
+  function formField(form, name, prop, required) {
+    // One field of the form: its label (title, or the name), its input, its description; a reader
+    // of its value, or null for a kind this page does not show.
+    const row = el("label", "field");
+    row.dataset.name = name;
+    const title = row.appendChild(el("span", "label", typeof prop.title === "string" && prop.title ? prop.title : name));
+    if (required) title.append(el("span", "required", " *"));
+    const options = choices(prop);
+    let input;
+    let read;
+    if (options && (prop.type === "string" || prop.type === undefined)) {
+      input = el("select");
+      if (!required) input.appendChild(el("option", null, "—")).value = "";
+      for (const [value, text] of options.slice(0, MAX_CHOICES)) {
+        const option = input.appendChild(el("option", null, text));
+        option.value = value;
+      }
+      input.value = typeof prop.default === "string" ? prop.default : required && options.length ? options[0][0] : "";
+      read = () => (input.value === "" ? undefined : input.value);
+    } else if (prop.type === "boolean") {
+      input = el("input");
+      input.type = "checkbox";
+      input.checked = prop.default === true;
+      read = () => input.checked;
+    } else if (prop.type === "number" || prop.type === "integer") {
+      input = el("input");
+      input.type = "number";
+      input.step = prop.type === "integer" ? "1" : "any";
+      if (typeof prop.minimum === "number") input.min = String(prop.minimum);
+      if (typeof prop.maximum === "number") input.max = String(prop.maximum);
+      if (typeof prop.default === "number") input.value = String(prop.default);
+      read = () => (input.value === "" ? undefined : Number(input.value));
+    } else if (prop.type === "string") {
+      input = el("input");
+      input.type = { email: "email", uri: "url", date: "date" }[prop.format] || "text";
+      if (Number.isInteger(prop.minLength)) input.minLength = prop.minLength;
+      if (Number.isInteger(prop.maxLength)) input.maxLength = prop.maxLength;
+      if (typeof prop.default === "string") input.value = prop.default;
+      read = () => (input.value === "" ? undefined : input.value);
+    } else {
+      return null;
+    }
+    input.name = name;
+    if (required && input.type !== "checkbox") input.required = true;
+    row.append(input);
+    if (typeof prop.description === "string" && prop.description) row.append(el("span", "hint", prop.description));
+    form.append(row);
+    return read;
+  }
+
+  function askForm(box, interrupt, meta, decide) {
+    const server = typeof meta.server === "string" && meta.server ? meta.server : "The tool";
+    box.append(el("div", "asker", `${server} asks:`));
+    box.append(el("div", "question", String(interrupt.message || meta.message || "")));
+    const form = box.appendChild(el("form", "fields"));
+    const schema = isObject(meta.schema) ? meta.schema : {};
+    const properties = isObject(schema.properties) ? schema.properties : {};
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    const readers = new Map(); // field name -> its reader (a Map: a field "__proto__" is a field)
+    const names = Object.keys(properties);
+    for (const name of names.slice(0, MAX_FIELDS)) {
+      const prop = properties[name];
+      const read = isObject(prop) ? formField(form, name, prop, required.includes(name)) : null;
+      if (read) readers.set(name, read);
+      else form.append(el("div", "unsupported", `${name}: a kind of field this page cannot show`));
+    }
+    if (names.length > MAX_FIELDS) form.append(el("div", "unsupported", `${names.length - MAX_FIELDS} more fields not shown`));
+    const buttons = form.appendChild(el("div", "approval"));
+    const accept = buttons.appendChild(el("button", "accept", "Accept"));
+    const decline = buttons.appendChild(el("button", "refuse decline", "Decline"));
+    const cancel = buttons.appendChild(el("button", "secondary cancel", "Cancel"));
+    accept.type = "submit";
+    decline.type = cancel.type = "button";
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (!form.reportValidity()) return;
+      const content = {};
+      for (const [name, read] of readers) {
+        const value = read();
+        if (value !== undefined) Object.defineProperty(content, name, { value, enumerable: true, writable: true, configurable: true });
+      }
+      decide({ status: "resolved", payload: { action: "accept", content } }, "Accepted");
+    });
+    decline.onclick = () => decide({ status: "resolved", payload: { action: "decline" } }, "Declined");
+    cancel.onclick = () => decide({ status: "resolved", payload: { action: "cancel" } }, "Cancelled");
+  }
+
   class RunView {
     constructor(root) {
       this.root = root;
       this.messages = new Map(); // message id -> its node
       this.texts = new Map(); // answer message id -> its Markdown so far
       this.waiting = false;
+      this.refusal = null; // the run's error, when it ended with one
+      this.ended = false; // RUN_FINISHED seen
+      this.seen = 0; // events handled
     }
 
     restore(message) {
@@ -378,6 +499,7 @@
     }
 
     handle(event) {
+      this.seen += 1;
       if (event.type === "SUBAGENT_STARTED") {
         agentView(event);
         return;
@@ -446,9 +568,11 @@
           }
           break;
         case "RUN_FINISHED":
+          this.ended = true;
           this.finished(event);
           break;
         case "RUN_ERROR":
+          if (this.seen === 2) this.refusal = event.message; // refused as it started: nothing ran
           this.error(event.message);
           break;
         default:
@@ -491,6 +615,8 @@
         decided(id, label);
       }
       for (const id of turn.results || []) decided(id, "Result sent");
+      const answered = { accept: "Accepted", decline: "Declined", cancel: "Cancelled" };
+      for (const [id, action] of Object.entries(turn.answers || {})) decided(id, answered[action] || "Answered");
       if (turn.ending) this.terminated(turn.ending);
       else if (turn.error) this.error(turn.error);
     }
@@ -532,7 +658,11 @@
           box.replaceChildren(el("span", "decided", label));
           if (decisions.size === interrupts.length) run({ resume: [...decisions.values()] });
         };
-        if (interrupt.reason === "tool_approval") {
+        if (interrupt.reason === "elicitation") {
+          call.result.textContent = "waiting for your answer…";
+          box.className = "elicitation";
+          askForm(box, interrupt, meta, decide);
+        } else if (interrupt.reason === "tool_approval") {
           const approve = box.appendChild(el("button", "approve", "Approve"));
           const reason = box.appendChild(el("input", "reason"));
           reason.placeholder = "Reason, if you refuse";
