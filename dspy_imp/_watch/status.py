@@ -3,7 +3,8 @@
 ``StatusMessageProvider`` extends DSPy's (``dspy.streaming.StatusMessageProvider``): its
 tool messages name the tool and show its arguments and result shortened, and it adds one
 method per event of a ``dspy_imp`` turn (a request of each kind, a context-window
-recovery, a retry under the deadline, the end of the turn). Pass it, or a subclass, to
+recovery, a retry under the deadline, an MCP server's progress and log messages, the end of
+the turn). Pass it, or a subclass, to
 ``dspy.streamify(..., status_message_provider=...)``. A plain DSPy provider works too: its
 tool messages are used, and the ``dspy_imp`` events get this class's default lines.
 A method returning ``None`` (or ``""``) sends nothing.
