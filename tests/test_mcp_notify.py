@@ -159,6 +159,87 @@ def test_a_flood_is_bounded_per_call(how: str) -> None:
     server.close()
 
 
+class Worded(dspy.streaming.StatusMessageProvider):
+    """A DSPy provider of the user's with words of its own for a server's progress and log lines;
+    it hides the debug messages (``None``) and notes what each method was given."""
+
+    def __init__(self) -> None:
+        self.given: list[tuple[Any, ...]] = []
+
+    def tool_start_status_message(self, instance: Any, inputs: dict[str, Any]) -> str:
+        return f"> {instance.name}"
+
+    def tool_end_status_message(self, outputs: Any) -> str:
+        return f"< {outputs}"
+
+    def mcp_progress_status_message(self, tool: str, progress: float, total: float | None, message: str | None) -> str:
+        self.given.append(("progress", tool, progress, total, message))
+        return f"{tool} is {progress / total:.0%} done ({message})" if total else f"{tool}: {progress}"
+
+    def mcp_log_status_message(self, tool: str, level: str, logger: str | None, text: str) -> str | None:
+        self.given.append(("log", tool, level, logger, text))
+        return None if level == "debug" else f"{tool} says ({level}{f', {logger}' if logger else ''}): {text}"
+
+
+def test_a_providers_own_words_for_progress_and_log_lines(how: str) -> None:
+    server = mcp.memory(narrator(), mode="legacy", prefix="n")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    provider = Worded()
+    with dspy.context(lm=ScriptedLM(calling("n_work", {}))):
+        lines = statuses(stream_items(agent, how, [], question="q", provider=provider))
+    assert lines == [
+        "> n_work",
+        "work is 50% done (first half)",
+        "work says (info): reading rows",  # the debug message hidden: the provider returned None
+        "work says (warning, disk): almost full",
+        "work is 100% done (second half)",
+        "< worked",
+        "Turn ended: answered",  # our default for the methods the provider lacks
+    ]
+    assert provider.given == [  # the server's name of the tool, and the text on one line
+        ("progress", "work", 1, 2, "first half"),
+        ("log", "work", "debug", None, "details"),
+        ("log", "work", "info", None, "reading rows"),
+        ("log", "work", "warning", "disk", "almost full"),
+        ("progress", "work", 2, 2, "second half"),
+    ]
+    server.close()
+
+
+def test_a_dspy_provider_without_the_methods_gets_our_words(how: str) -> None:
+    server = mcp.memory(narrator(), mode="legacy")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    with dspy.context(lm=ScriptedLM(calling("work", {}))):
+        lines = statuses(stream_items(agent, how, [], question="q", provider=dspy.streaming.StatusMessageProvider()))
+    start = lines.index("Calling tool work...")
+    assert lines[start + 1 : start + 7] == [
+        *WORK_LINES,
+        "Tool calling finished! Querying the LLM with tool calling results...",
+    ]
+    server.close()
+
+
+class Failing(dspy_imp.StatusMessageProvider):
+    def mcp_log_status_message(self, tool: str, level: str, logger: str | None, text: str) -> str | None:
+        raise RuntimeError("no words")
+
+
+def test_a_provider_that_raises_costs_the_line_not_the_call(how: str, caplog: pytest.LogCaptureFixture) -> None:
+    server = mcp.memory(narrator(), mode="legacy")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    with caplog.at_level(logging.ERROR, logger="dspy_imp.mcp"), dspy.context(lm=ScriptedLM(calling("work", {}))):
+        items = stream_items(agent, how, [], question="q", provider=Failing())
+    lines = statuses(items)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Calling work"))
+    assert lines[start + 1 : start + 4] == ["work: 1/2 first half", "work: 2/2 second half", "work returned: worked"]
+    assert items[-1].answer == "done"
+    failed = [r for r in caplog.records if r.name == "dspy_imp.mcp" and r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in failed] == [
+        "dspy_imp.mcp: the status message provider's mcp_log_status_message raised"
+    ] * 3
+    server.close()
+
+
 def test_log_messages_reach_the_logger_at_their_level(run: Any, caplog: pytest.LogCaptureFixture) -> None:
     server = mcp.memory(narrator(), mode="legacy")
     agent = dspy_imp.ReActV2("question -> answer", tools=[server])

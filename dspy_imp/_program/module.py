@@ -86,9 +86,10 @@ class ReActV2(dspy.Module):
         max_result_chars: A result longer than this is cut for the model when it arrives (the
             record keeps it whole): a number or ``{name: chars, "*": chars}``.
             With toolsets in ``tools`` (MCP servers), the names ``needs_approval``,
-            ``tool_timeouts``, ``tool_retries`` and ``max_result_chars`` give may be a toolset's
-            tools (as the model calls them): checked when a turn lists them, a
-            ``ConfigurationError`` naming the option then for one no toolset offers.
+            ``tool_timeouts``, ``tool_retries``, ``max_result_chars``, ``finish_on`` and
+            ``last_request_tools`` give may be a toolset's tools (as the model calls them):
+            checked when a turn lists them, a ``ConfigurationError`` naming the option then for
+            one no toolset offers.
         repeat_limit: The same call with the same result this many times in a turn interrupts it
             (cause ``"repeated_calls"``); default 3, ``None`` to turn it off.
         input_guardrails: Checks on the call's inputs (functions, DSPy modules or
@@ -184,11 +185,13 @@ class ReActV2(dspy.Module):
         options = ProgramOptions(
             max_iters=opts.check_max_iters(max_iters),
             finish=opts.check_finish(finish),
-            finish_on=opts.check_finish_on(finish_on, self.own_tools),
+            finish_on=opts.check_finish_on(finish_on, held("finish_on")),
             history_replay=opts.check_history_replay(history_replay),
             unsent_note=opts.check_unsent_note(unsent_note),
             last_request_note=opts.check_note(last_request_note),
-            last_request_tools=opts.check_tool_names(last_request_tools, self.own_tools, "last_request_tools"),
+            last_request_tools=opts.check_tool_names(
+                last_request_tools, held("last_request_tools"), "last_request_tools"
+            ),
             tool_policy=opts.check_policy(tool_policy),
             tool_result_renderer=tool_result_renderer,
             config=opts.check_config(config),

@@ -168,7 +168,14 @@ def revive(toolsets: Sequence[Toolset], own: Mapping[str, dspy.Tool], records: S
     return merged(own, [(toolset, toolset.revive(data)) for toolset, data in zip(toolsets, records, strict=True)])
 
 
-DEFERRED = ("needs_approval", "tool_timeouts", "tool_retries", "max_result_chars")
+DEFERRED = (
+    "needs_approval",
+    "tool_timeouts",
+    "tool_retries",
+    "max_result_chars",
+    "finish_on",
+    "last_request_tools",
+)
 """The constructor's options that may name a toolset's tools (an MCP server's), which are not
 known until a turn lists them: each name the program does not hold is noted (``Deferred``) and
 checked against the first listing of every turn (``check_deferred``)."""

@@ -3,7 +3,8 @@
 ``StatusMessageProvider`` extends DSPy's (``dspy.streaming.StatusMessageProvider``): its
 tool messages name the tool and show its arguments and result shortened, and it adds one
 method per event of a ``dspy_imp`` turn (a request of each kind, a context-window
-recovery, a retry under the deadline, the end of the turn). Pass it, or a subclass, to
+recovery, a retry under the deadline, an MCP server's progress and log messages, the end of
+the turn). Pass it, or a subclass, to
 ``dspy.streamify(..., status_message_provider=...)``. A plain DSPy provider works too: its
 tool messages are used, and the ``dspy_imp`` events get this class's default lines.
 A method returning ``None`` (or ``""``) sends nothing.
@@ -116,10 +117,36 @@ class StatusMessageProvider(dspy.streaming.StatusMessageProvider):
         ``input``, ``result`` and ``error``): what it did, in one line (``Searched the web for "…"``)."""
         return hosted_line(call)
 
+    def mcp_progress_status_message(
+        self, tool: str, progress: float, total: float | None, message: str | None
+    ) -> str | None:
+        """While a call of an MCP server's tool runs, for each progress notification it sends
+        (``tool``: the server's name of the tool; ``total``: ``None`` when unknown; ``message``: on
+        one line, cut, or ``None``): ``crunch: 1/2 first half``."""
+        return progress_line(tool, progress, total, message)
+
+    def mcp_log_status_message(self, tool: str, level: str, logger: str | None, text: str) -> str | None:
+        """For a log message an MCP server sent during a call of its tool (``level``: MCP's,
+        ``"debug"`` to ``"emergency"``; ``logger``: the name the server gives, or ``None``;
+        ``text``: on one line, cut): ``crunch: [warning] disk: almost full``. The line saying how
+        many messages a call's bound left out comes here too (``"warning"``, logger ``"dspy_imp"``)."""
+        return log_line(tool, level, logger, text)
+
     def turn_end_status_message(self, reason: str, cause: str | None) -> str | None:
         """At the end of the turn (``reason``: the termination reason, ``"error"`` for a ``StepError``).
         A sub-agent's line is prefixed with its path (``researcher: Turn ended: answered``)."""
         return f"Turn ended: {reason}" + (f" ({cause})" if cause else "")
+
+
+def progress_line(tool: str, progress: float, total: float | None, message: str | None) -> str:
+    """An MCP progress notification as one status line: ``fetch: 2/5 reading``."""
+    count = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    return " ".join(part for part in (f"{tool}:", count, short(message or "", 200)) if part)
+
+
+def log_line(tool: str, level: str, logger: str | None, text: str) -> str:
+    """An MCP log message as one status line: ``fetch: [warning] cache: almost full``."""
+    return f"{tool}: [{level}] {logger}: {text}" if logger else f"{tool}: [{level}] {text}"
 
 
 def hosted_line(call: HostedCall) -> str:
@@ -192,7 +219,16 @@ def status_for(provider: Any, event: str, *args: Any) -> str | None:
             return _call(provider, "turn_end_status_message", "error", type(outcome.error).__name__)
         assert isinstance(outcome, Ending)
         return _call(provider, "turn_end_status_message", outcome.reason, outcome.cause)
-    if event in ("retry", "fallback", "tool_timeout", "guardrail", "cache_bust", "hosted_tool"):
+    if event in (
+        "retry",
+        "fallback",
+        "tool_timeout",
+        "guardrail",
+        "cache_bust",
+        "hosted_tool",
+        "mcp_progress",
+        "mcp_log",
+    ):
         return _call(provider, f"{event}_status_message", *args)
     if event == "context":
         return _call(provider, "context_status_message", *args)

@@ -80,7 +80,7 @@ class Watch:
         self.stream = stream
         self.listeners = tuple(listeners)
         self.progress = progress
-        self.provider = _provider() if stream is not None else StatusMessageProvider()
+        self.provider = stream_provider() if stream is not None else StatusMessageProvider()
         self.omitted = 0
         self.steps = 0
         self.last_error: BaseException | None = None
@@ -390,8 +390,8 @@ def _is_chunk(value: Any) -> bool:
     )
 
 
-def _provider() -> StatusMessageProvider | dspy.streaming.StatusMessageProvider:
-    """The provider ``streamify`` installed (its status callback holds it)."""
+def stream_provider() -> StatusMessageProvider | dspy.streaming.StatusMessageProvider:
+    """The provider ``streamify`` installed (its status callback holds it); ours when none is."""
     for callback in dspy.settings.callbacks or []:
         if isinstance(callback, StatusStreamingCallback):
             return callback.status_message_provider

@@ -3,9 +3,9 @@
 A call's progress notifications and the server's log messages (``notifications/message``) reach the
 turn that made the call, two ways at once:
 
-- as **status lines** of a ``dspy.streamify`` stream (``crunch: 1/2 first half``,
-  ``crunch: [warning] disk: almost full``), sent from the caller's loop as the progress lines
-  always were;
+- as **status lines** of a ``dspy.streamify`` stream, in its status provider's words
+  (``mcp_progress_status_message``, ``mcp_log_status_message``; by default ``crunch: 1/2 first
+  half``, ``crunch: [warning] disk: almost full``), sent from the caller's loop;
 - as **events** of the turn's observer (``_watch.events``: ``ToolProgress``, ``ToolLog``), which the
   web app tells as AG-UI activity and AI SDK data parts.
 
@@ -36,6 +36,9 @@ from dspy.streaming import StatusMessage
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._watch.events import Calling, ToolLog, ToolProgress
+from dspy_imp._watch.status import progress_line as progress_line
+from dspy_imp._watch.status import status_for
+from dspy_imp._watch.streaming import stream_provider
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -81,27 +84,19 @@ def one_line(text: Any, limit: int = MAX_NOTICE_CHARS) -> str:
     return flat if len(flat) <= limit else f"{flat[: limit - 1]}…"
 
 
-def progress_line(name: str, done: float, total: float | None, message: str | None) -> str:
-    """A progress notification as one status line: ``fetch: 2/5 reading``."""
-    count = f"{done:g}/{total:g}" if total else f"{done:g}"
-    return " ".join(part for part in (f"{name}:", count, one_line(message or "", 200)) if part)
-
-
-def log_line(name: str, level: str, source: str | None, text: str) -> str:
-    """A log message as one status line: ``fetch: [warning] cache: almost full``."""
-    return f"{name}: [{level}] {source}: {text}" if source else f"{name}: [{level}] {text}"
-
-
 class Notices:
     """One call's progress and log messages, from the MCP layer's loop to the caller's (see the module).
 
     ``tool``: the server's name of the tool (the status lines'); ``stream``: the ``dspy.streamify``
-    stream, if any; ``call``: the observed call (``_watch.events.calling``), if any.
+    stream, if any, whose status provider writes the lines (``mcp_progress_status_message``,
+    ``mcp_log_status_message``; our words for a provider without them, none for ``None``);
+    ``call``: the observed call (``_watch.events.calling``), if any.
     """
 
     def __init__(self, tool: str, stream: Any, call: Calling | None):
         self.tool = tool
         self.stream = stream
+        self.provider = stream_provider() if stream is not None else None
         self.call = call
         self.live = stream is not None or call is not None
         self.loop = asyncio.get_running_loop()
@@ -164,19 +159,26 @@ class Notices:
         while (item := await self.queue.get()) is not None:
             kind, *rest = item
             if kind == "progress":
-                done, total, message = rest
-                line = progress_line(self.tool, done, total, message)
-                event: Any = ToolProgress(*self._whose(), done, total, message)
+                event: Any = ToolProgress(*self._whose(), *rest)
             else:
-                level, source, text = rest
-                line = log_line(self.tool, level, source, text)
-                event = ToolLog(*self._whose(), level, source, text)
+                event = ToolLog(*self._whose(), *rest)
             if self.call is not None:
                 with contextlib.suppress(Exception):  # an observer's failure is not the call's
                     self.call.observe(event)
             if self.stream is not None:
-                with contextlib.suppress(Exception):  # a stream its consumer closed: the turn notices itself
-                    await self.stream.send(StatusMessage(line))
+                line = self._line(f"mcp_{kind}", rest)
+                if line:
+                    with contextlib.suppress(Exception):  # a stream its consumer closed: the turn notices itself
+                        await self.stream.send(StatusMessage(line))
+
+    def _line(self, event: str, rest: list[Any]) -> str | None:
+        """The stream's provider's line (``_watch.status``); a provider that raises is no failure of
+        the call's: the line is not sent, and the error is logged."""
+        try:
+            return status_for(self.provider, event, self.tool, *rest)
+        except Exception:
+            logger.exception("dspy_imp.mcp: the status message provider's %s_status_message raised", event)
+            return None
 
     def _whose(self) -> tuple[str, str | None]:
         call = self.call
