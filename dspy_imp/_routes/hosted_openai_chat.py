@@ -134,7 +134,8 @@ def served(response: Any) -> Block | None:
     if not _cited(message):
         return None
     assert message is not None
-    kept = {k: message[k] for k in ("role", "content", "refusal", "annotations") if k in message}
+    # OpenAI's message always carries ``refusal`` (null when none); LiteLLM's assembly of a stream drops a null one
+    kept = {k: message.get(k) for k in ("role", "content", "refusal", "annotations") if k in message or k == "refusal"}
     return {"type": KIND, "content": [kept]}
 
 
