@@ -12,6 +12,8 @@ and keeps as ``Response.provider_data`` only the frame that ended the stream:
 - Gemini: the last chunk. Each chunk carries its own parts (``executableCode``, ``toolCall``,
   ``toolResponse``, text, each with its ``thoughtSignature``); the grounding metadata may come on any
   chunk (URL context's on the first, search grounding on the last).
+- OpenAI Chat Completions (a search model's request, carrying ``web_search_options``): the frame that
+  supplied the usage. The message's ``annotations`` come on a delta lm15's reader does not read.
 - OpenAI Responses needs nothing here: its ``response.completed`` frame carries the whole response
   (its ``output`` list as served) and lm15 keeps that response as ``provider_data``.
 
@@ -29,7 +31,9 @@ reply would have held instead of the last frame:
   merged, no signature moved: Google's guidance is to send signed parts back as they came), and the
   candidate's and response's other fields, a later non-empty value replacing an earlier one (so an
   empty ``groundingMetadata`` on a middle chunk does not erase the first chunk's URL context, and the
-  last chunk's usage is the reply's).
+  last chunk's usage is the reply's);
+- Chat Completions: one ``chat.completion`` body, its message's content joined from the deltas and
+  every delta's ``annotations`` appended in order (``ChatFrames``).
 
 ``hosted_anthropic.served`` and ``hosted_gemini.served`` then record that body exactly as they record a
 non-streamed one. A frame the assembler cannot read (a delta type Anthropic adds later, input JSON that
@@ -229,7 +233,11 @@ class ChatFrames:
             if key in choice and (choice[key] is not None or key not in self.choice):
                 self.choice[key] = copy.deepcopy(choice[key])
         delta = choice.get("delta")
-        for key, value in (delta.items() if isinstance(delta, Mapping) else ()):
+        if isinstance(delta, Mapping):
+            self._delta(delta)
+
+    def _delta(self, delta: Mapping[str, Any]) -> None:
+        for key, value in delta.items():
             if key not in self.MESSAGE:
                 continue
             if key in ("content", "refusal") and isinstance(value, str):
