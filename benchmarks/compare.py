@@ -71,6 +71,7 @@ def compare(server: BenchServer, steps_list: list[int]) -> list[dict[str, Any]]:
         for steps in steps_list:
             server.reset("steps", steps)
             answered = turn()
+            hosted = dict(getattr(turn, "hosted", None) or {})  # the loop's own count (no body shows them)
             sent = server.stats()
             stats = request_stats(sent["bodies"])
             server.reset("steps", steps)
@@ -85,7 +86,7 @@ def compare(server: BenchServer, steps_list: list[int]) -> list[dict[str, Any]]:
                     "answered": answered,
                     "peak_mb": peak / 1e6,
                     **stats,
-                    "ledger": ledger.totals(ledger.split(sent["bodies"], sent["replies"])),
+                    "ledger": ledger.totals(ledger.split(sent["bodies"], sent["replies"]), hosted),
                 }
             )
             print(f"  {name:<20} N={steps:<4} {stats['tokens']:>9,} tokens", flush=True)
@@ -109,9 +110,10 @@ def scenarios(server: BenchServer, names: tuple[str, ...]) -> list[dict[str, Any
             turn = limited if scenario == "step_limit" else turns[kind]
             server.reset(scenario, 2 if scenario == "provider_error" else 1, _answer(kind))
             answered = turn()
+            hosted = dict(getattr(turn, "hosted", None) or {})
             stats = server.stats()
             statuses = stats["statuses"]
-            totals = ledger.totals(ledger.split(stats["bodies"], stats["replies"]))
+            totals = ledger.totals(ledger.split(stats["bodies"], stats["replies"]), hosted)
             applies = scenario != "named_choice_refused" or 400 in statuses
             rows.append(
                 {

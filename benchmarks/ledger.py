@@ -16,6 +16,12 @@ rules (``CACHES``): OpenAI caches prompts of 1,024 tokens or more in 128-token s
 loops sets. Dollars come from LiteLLM's price map (``litellm.model_cost``, the copy bundled with
 LiteLLM): uncached prompt tokens at the input price, cached ones at the cache-read price, reply
 tokens at the output price.
+
+*Hosted calls* are what the provider ran for a loop's hosted tools (``dspy_imp.hosted``: searches,
+fetches), as the turn's ``pred.metadata.usage.hosted_calls`` counts them (``hosted``), priced per
+call at the providers' listed fees (``HOSTED_PRICES``, the rates docs/hosted-tools.md gives). No
+request body shows them, so a loop reports them itself (``benchmarks.loops``); a loop that made
+none has no ``hosted_calls`` in its totals, and the tables show the columns only when one did.
 """
 
 from __future__ import annotations
@@ -109,8 +115,27 @@ def _price(model: str) -> dict[str, float]:
     }
 
 
-def totals(rows: Sequence[dict[str, int]]) -> dict[str, Any]:
-    """Sums over requests: the parts, prompt and reply tokens, and per provider the cached share and dollars."""
+# Per-call fees, by the provider's count name: Anthropic's web search and OpenAI's Responses web search
+# $10 per 1,000, OpenAI's file search $2.50 per 1,000; fetches, code execution and remote MCP calls cost
+# tokens (or container time) only. On Chat Completions a search preview model's search is $25 per 1,000.
+HOSTED_PRICES = {"web_search_requests": 10.0 / 1000, "web_search_call": 10.0 / 1000, "file_search_call": 2.5 / 1000}
+SEARCH_PREVIEW_PRICE = 25.0 / 1000
+
+
+def hosted(usage: Any, model: str = "") -> dict[str, Any]:
+    """A turn's hosted calls from its ``pred.metadata.usage`` (``usage.hosted_calls``, the sum of the usage
+    rows' ``calls[i].hosted_calls``): their number and their fees on ``model``. Empty when it made none."""
+    counts = {str(k): int(v) for k, v in dict(getattr(usage, "hosted_calls", None) or {}).items() if v}
+    if not counts:
+        return {}
+    preview = "-search-preview" in model.rsplit("/", 1)[-1].lower()
+    prices = {**HOSTED_PRICES, "web_search_call": SEARCH_PREVIEW_PRICE} if preview else HOSTED_PRICES
+    return {"hosted_calls": sum(counts.values()), "hosted_usd": sum(prices.get(k, 0.0) * v for k, v in counts.items())}
+
+
+def totals(rows: Sequence[dict[str, int]], hosted_calls: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sums over requests: the parts, prompt and reply tokens, and per provider the cached share and dollars;
+    with ``hosted_calls`` (``hosted``), the turn's hosted calls and their fees."""
     out: dict[str, Any] = {key: sum(r[key] for r in rows) for key in (*PARTS, "prompt", "output")}
     out["requests"] = len(rows)
     for name, cache in CACHES.items():
@@ -120,14 +145,26 @@ def totals(rows: Sequence[dict[str, int]]) -> dict[str, Any]:
         out[f"{name}_usd"] = (
             (out["prompt"] - cached) * price["input"] + cached * price["cached"] + out["output"] * price["output"]
         )
+    if hosted_calls:
+        out.update(hosted_calls)
     return out
 
 
 def per_answered(summed: dict[str, Any], answered: int) -> dict[str, Any]:
     """A loop's totals over a set of turns, divided by the turns that ended with an answer."""
     keys = (*PARTS, "prompt", "output", "requests", *(f"{n}_cached" for n in CACHES), *(f"{n}_usd" for n in CACHES))
+    keys += tuple(k for k in HOSTED if k in summed)  # only for a loop that made hosted calls
     return {key: (summed[key] / answered if answered else None) for key in keys}
 
 
+HOSTED = ("hosted_calls", "hosted_usd")
+
+
+def made_hosted_calls(totals_list: Sequence[dict[str, Any]]) -> bool:
+    """Whether any of these totals counts a hosted call (the tables then show their columns)."""
+    return any(t.get("hosted_calls") for t in totals_list)
+
+
 def add(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    return {key: into.get(key, 0) + value for key, value in more.items()}
+    """Two totals summed, key by key (a key only one holds, such as ``hosted_calls``, is kept)."""
+    return {key: into.get(key, 0) + more.get(key, 0) for key in {**into, **more}}

@@ -33,6 +33,8 @@ import pydantic
 
 import dspy_imp
 
+from . import ledger
+
 MODEL = "gpt-4o-mini"  # a name DSPy knows to call tools natively; the server answers for it
 KEY = "sk-bench"
 
@@ -87,12 +89,18 @@ def _answered(value: Any) -> bool:
 
 
 def _dspy_turn(module: dspy.Module, lm: dspy.LM, adapter: dspy.Adapter | None) -> Turn:
+    """The turn; after each run ``turn.hosted`` holds its hosted calls (``ledger.hosted``; empty: none)."""
+
     def turn() -> bool:
+        turn.hosted = {}  # type: ignore[attr-defined]
         with dspy.context(lm=lm, adapter=adapter):
             try:
-                return _answered(module(question=QUESTION))
+                pred = module(question=QUESTION)
             except Exception:
                 return False
+        metadata = getattr(pred, "metadata", None)
+        turn.hosted = ledger.hosted(getattr(metadata, "usage", None), str(lm.model))  # type: ignore[attr-defined]
+        return _answered(pred)
 
     return turn
 

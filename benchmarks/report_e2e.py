@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ledger import CACHES, PARTS
+from .ledger import CACHES, PARTS, made_hosted_calls
 
 RATIO_LIMIT = 0.3  # ours against dspy.ReActV2, per request at 100 steps, end to end
 AHEAD_LIMIT = 3.0  # pydantic-ai and the Agents SDK against ours, per turn
@@ -76,8 +76,21 @@ def ledger_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _hosted_cells(totals: dict[str, Any], shown: bool, usd: bool = True) -> list[str]:
+    """A row's hosted calls (and their µ$), when the table shows them: a loop that made none shows 0."""
+    if not shown:
+        return []
+    calls = totals.get("hosted_calls")
+    cells = [_f(calls, 2) if calls is not None else "0"]
+    if usd:
+        fees = totals.get("hosted_usd")
+        cells.append(_f(fees * 1e6, 0) if fees is not None else "0")
+    return cells
+
+
 def ledger_table(results: dict[str, Any]) -> str:
     rows = []
+    shown = made_hosted_calls([r["sum"] for r in ledger_rows(results)])
     for r in ledger_rows(results):
         per = r["per_answered"]
         parts = [_f(per[p], 0) if per[p] is not None else "–" for p in PARTS]
@@ -94,6 +107,7 @@ def ledger_table(results: dict[str, Any]) -> str:
                 _f(per["output"], 0) if per["output"] is not None else "–",
                 *cached,
                 *usd,
+                *_hosted_cells(per, shown),
             ]
         )
     header = [
@@ -106,12 +120,14 @@ def ledger_table(results: dict[str, Any]) -> str:
         "reply tokens/answered",
         *(f"{n} cached %" for n in CACHES),
         *(f"{n} µ$/answered" for n in CACHES),
+        *(["hosted calls/answered", "hosted µ$/answered"] if shown else []),
     ]
     return _table(header, rows)
 
 
 def ledger_scenarios_table(results: dict[str, Any]) -> str:
     rows = []
+    shown = made_hosted_calls([r["totals"] for r in results["ledger"]["scenarios"]])
     for r in results["ledger"]["scenarios"]:
         t = r["totals"]
         rows.append(
@@ -123,14 +139,25 @@ def ledger_scenarios_table(results: dict[str, Any]) -> str:
                 *(_f(t[p]) for p in PARTS),
                 _f(t["prompt"]),
                 _f(t["output"]),
+                *_hosted_cells(t, shown, usd=False),
             ]
         )
-    header = ["scenario", "loop", "requests", "answered", *PARTS, "prompt", "reply"]
-    return _table(header, rows, "ll" + "r" * 8)
+    header = [
+        "scenario",
+        "loop",
+        "requests",
+        "answered",
+        *PARTS,
+        "prompt",
+        "reply",
+        *(["hosted calls"] if shown else []),
+    ]
+    return _table(header, rows, "ll" + "r" * (8 + shown))
 
 
 def ledger_steps_table(results: dict[str, Any]) -> str:
     rows = []
+    shown = made_hosted_calls([r["totals"] for r in results["ledger"]["steps"]])
     for r in results["ledger"]["steps"]:
         t = r["totals"]
         rows.append(
@@ -142,10 +169,12 @@ def ledger_steps_table(results: dict[str, Any]) -> str:
                 _f(t["prompt"]),
                 _f(100 * t["openai_cached"] / t["prompt"], 0),
                 _f(t["openai_usd"] * 1e6, 0),
+                *_hosted_cells(t, shown),
             ]
         )
     header = ["turn", "loop", "requests", *PARTS, "prompt", "openai cached %", "openai µ$/turn"]
-    return _table(header, rows, "ll" + "r" * 8)
+    header += ["hosted calls", "hosted µ$/turn"] if shown else []
+    return _table(header, rows, "ll" + "r" * (8 + 2 * shown))
 
 
 # -- targets ----------------------------------------------------------------------------------
@@ -304,7 +333,10 @@ would reuse: the leading parts identical to the previous request's, from 1,024 t
 steps on OpenAI, in 64-token units on DeepSeek, and nothing on Anthropic: these are Chat
 Completions requests, which carry no `cache_control` breakpoints (*What a turn costs* above runs
 every loop on Anthropic's own API, with the usage it reports). Dollars (millionths per answered turn)
-use LiteLLM's bundled price map: {prices}.
+use LiteLLM's bundled price map: {prices}. Where a loop's provider ran hosted tools (`dspy_imp.hosted`:
+searches, fetches), the tables add its *hosted calls*, as the turn's `metadata.usage.hosted_calls`
+counts them, and their fees (µ$) at the providers' per-call prices; they are left out when no loop
+made one.
 
 {table}
 

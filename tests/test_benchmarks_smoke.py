@@ -312,3 +312,47 @@ def test_the_load_line_says_when_the_end_to_end_part_was_run_again() -> None:
     assert "in 300 s under 0.25 at the start and 1.50 at the end" in line
     assert "the other parts under 0.50 at the start and 1.00 at the end" in line
     assert "run again" not in report_summary.load_line({"machine": results["machine"], "e2e": {}})
+
+
+def test_the_ledger_counts_and_prices_hosted_calls_and_shows_them_only_when_a_loop_made_any():
+    from dspy_imp import Usage
+
+    rows = [{"system": 2, "tools": 3, "history": 1, "new": 4, "prompt": 10, "prefix": 0, "output": 1}]
+    searched = Usage(hosted_calls={"web_search_requests": 2, "web_fetch_requests": 1})  # Anthropic's counts
+    hosted = ledger.hosted(searched, "anthropic/claude-sonnet-4-5")
+    assert hosted == {"hosted_calls": 3, "hosted_usd": pytest.approx(0.02)}  # $10 per 1,000 searches, fetches free
+    assert ledger.hosted(Usage(hosted_calls={"web_search_call": 1}), "openai/gpt-4o-search-preview") == {
+        "hosted_calls": 1,
+        "hosted_usd": pytest.approx(0.025),  # Chat Completions' search preview: $25 per 1,000
+    }
+    assert ledger.hosted(Usage(), "openai/gpt-4o-mini") == {} == ledger.hosted(None)
+    with_calls, without = ledger.totals(rows, hosted), ledger.totals(rows, {})
+    assert with_calls == {**without, "hosted_calls": 3, "hosted_usd": pytest.approx(0.02)}
+    assert "hosted_calls" not in without
+
+    def scenario(loop: str, totals: dict) -> dict:
+        return {"loop": loop, "scenario": "step_limit", "answered": True, "ledger": totals}
+
+    def step(loop: str, totals: dict) -> dict:
+        return {"loop": loop, "steps": 2, "ledger": totals}
+
+    # ours searched in both scenarios it ran; the peer made no hosted call: its cells read 0
+    scenarios = [scenario("dspy_imp", with_calls), scenario("dspy_imp", without), scenario("pydantic-ai", without)]
+    summary = ledger_summary(scenarios, [step("dspy_imp", with_calls), step("pydantic-ai", without)], ("step_limit",))
+    ours = summary["loops"]["dspy_imp"]
+    assert ours["sum"]["hosted_calls"] == 3 and ours["per_answered"]["hosted_calls"] == 1.5
+    assert ours["per_answered"]["hosted_usd"] == pytest.approx(0.01)
+    assert "hosted_calls" not in summary["loops"]["pydantic-ai"]["per_answered"]
+    page = report_e2e.ledger_page({"ledger": summary})
+    table, scenario_table, steps_table = (t for t in page.split("\n\n") if t.startswith("| "))
+    assert table.splitlines()[0].endswith("| hosted calls/answered | hosted µ$/answered |")
+    assert table.splitlines()[2].endswith("| 1.50 | 10,000 |")  # ours: 1.5 calls, $0.01 per answered turn
+    assert table.splitlines()[3].endswith("| 0 | 0 |")
+    assert scenario_table.splitlines()[0].endswith("| reply | hosted calls |")
+    assert [line.rsplit("|", 2)[-2].strip() for line in scenario_table.splitlines()[2:]] == ["3", "0", "0"]
+    assert steps_table.splitlines()[0].endswith("| openai µ$/turn | hosted calls | hosted µ$/turn |")
+    assert steps_table.splitlines()[2].endswith("| 3 | 20,000 |")
+
+    # no loop made one: no column anywhere
+    plain = ledger_summary([scenario("dspy_imp", without)], [step("dspy_imp", without)], ("step_limit",))
+    assert "hosted" not in report_e2e.ledger_page({"ledger": plain}).split("made one.", 1)[1]

@@ -25,7 +25,10 @@ Reply: the message's ``annotations`` (``url_citation``: ``{"type": "url_citation
 LiteLLM's ``Message.annotations``). A reply carrying them is recorded as one ``{"type":
 "openai_chat_served", "content": [message]}`` block: the choice's message as served. Nothing goes
 back: a Chat Completions assistant message has no field for annotations, and its text already
-holds the cited links, so later requests send the text only (``as_text`` is empty).
+holds the cited links, so later requests send the text only (``as_text`` is empty). A streamed
+reply's annotations come on a delta of their own: natively ``_routes.hosted_streams`` assembles the
+chunks into that ``chat.completion`` body (``ChatFrames``); LiteLLM's stream builder keeps them on its
+message but drops a null ``refusal``, which the record keeps as null, as OpenAI's message always has it.
 
 Usage: Chat Completions reports no count of searches; a reply carrying ``url_citation``
 annotations counts one ``web_search_call``, priced at OpenAI's web search preview rates (its
@@ -134,7 +137,8 @@ def served(response: Any) -> Block | None:
     if not _cited(message):
         return None
     assert message is not None
-    kept = {k: message[k] for k in ("role", "content", "refusal", "annotations") if k in message}
+    # OpenAI's message always carries ``refusal`` (null when none); LiteLLM's assembly of a stream drops a null one
+    kept = {k: message.get(k) for k in ("role", "content", "refusal", "annotations") if k in message or k == "refusal"}
     return {"type": KIND, "content": [kept]}
 
 

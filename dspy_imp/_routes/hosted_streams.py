@@ -12,6 +12,8 @@ and keeps as ``Response.provider_data`` only the frame that ended the stream:
 - Gemini: the last chunk. Each chunk carries its own parts (``executableCode``, ``toolCall``,
   ``toolResponse``, text, each with its ``thoughtSignature``); the grounding metadata may come on any
   chunk (URL context's on the first, search grounding on the last).
+- OpenAI Chat Completions (a search model's request, carrying ``web_search_options``): the frame that
+  supplied the usage. The message's ``annotations`` come on a delta lm15's reader does not read.
 - OpenAI Responses needs nothing here: its ``response.completed`` frame carries the whole response
   (its ``output`` list as served) and lm15 keeps that response as ``provider_data``.
 
@@ -29,7 +31,9 @@ reply would have held instead of the last frame:
   merged, no signature moved: Google's guidance is to send signed parts back as they came), and the
   candidate's and response's other fields, a later non-empty value replacing an earlier one (so an
   empty ``groundingMetadata`` on a middle chunk does not erase the first chunk's URL context, and the
-  last chunk's usage is the reply's).
+  last chunk's usage is the reply's);
+- Chat Completions: one ``chat.completion`` body, its message's content joined from the deltas and
+  every delta's ``annotations`` appended in order (``ChatFrames``).
 
 ``hosted_anthropic.served`` and ``hosted_gemini.served`` then record that body exactly as they record a
 non-streamed one. A frame the assembler cannot read (a delta type Anthropic adds later, input JSON that
@@ -196,6 +200,66 @@ class GeminiFrames:
         return _marked(copy.deepcopy(body), self.frames, [])
 
 
+class ChatFrames:
+    """A streamed Chat Completions reply's chunks, as the ``chat.completion`` body a reply not streamed holds.
+
+    Only a search model's stream is collected (a request carrying ``web_search_options``): its message's
+    ``url_citation`` annotations come on a delta of their own, which lm15's reader does not read. The
+    chunk's own fields (``id``, ``created``, ``model``, ``usage``...) are laid over one another, a later
+    non-null value replacing an earlier one; the message's ``content`` (and a ``refusal``) is joined from
+    its deltas and each delta's ``annotations`` appended, in order. Function calls are not assembled here:
+    these models take none, and lm15 reads any that come."""
+
+    MESSAGE = ("role", "content", "refusal", "annotations")
+
+    def __init__(self) -> None:
+        self.top: dict[str, Any] = {}
+        self.choice: dict[str, Any] = {}
+        self.message: dict[str, Any] = {}
+        self.frames = 0
+
+    def feed(self, payload: Any) -> None:
+        if not isinstance(payload, Mapping) or "error" in payload:
+            return
+        self.frames += 1
+        for key, value in payload.items():
+            if key not in ("choices", "object") and (value is not None or key not in self.top):
+                self.top[key] = copy.deepcopy(value)
+        choices = payload.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+        if choice is None:
+            return
+        for key in ("index", "logprobs", "finish_reason"):
+            if key in choice and (choice[key] is not None or key not in self.choice):
+                self.choice[key] = copy.deepcopy(choice[key])
+        delta = choice.get("delta")
+        if isinstance(delta, Mapping):
+            self._delta(delta)
+
+    def _delta(self, delta: Mapping[str, Any]) -> None:
+        for key, value in delta.items():
+            if key not in self.MESSAGE:
+                continue
+            if key in ("content", "refusal") and isinstance(value, str):
+                self.message[key] = str(self.message.get(key) or "") + value
+            elif key == "annotations" and isinstance(value, list):
+                if not isinstance(self.message.get(key), list):
+                    self.message[key] = []
+                self.message[key].extend(copy.deepcopy(value))
+            elif key not in self.message or value is not None:
+                self.message[key] = copy.deepcopy(value)
+
+    def read_by_lm15(self, payload: Any) -> bool:
+        return True
+
+    def body(self) -> dict[str, Any] | None:
+        if not self.frames:
+            return None
+        choice = {"index": self.choice.get("index", 0), "message": dict(self.message)}
+        choice.update({k: v for k, v in self.choice.items() if k != "index"})
+        return _marked(copy.deepcopy({"object": "chat.completion", **self.top, "choices": [choice]}), self.frames, [])
+
+
 class GeminiPlaces:
     """Each streamed Gemini part's place in the reply (lm15's ``part_index``), across the stream's chunks.
 
@@ -260,7 +324,7 @@ def _marked(body: dict[str, Any], frames: int, unread: list[str]) -> dict[str, A
     return body
 
 
-Frames = AnthropicFrames | GeminiFrames
+Frames = AnthropicFrames | GeminiFrames | ChatFrames
 
 
 @dataclasses.dataclass
@@ -279,11 +343,19 @@ def _carries_hosted_tools(request: Any) -> bool:
     return any(getattr(t, "type", None) == "builtin" for t in getattr(request, "tools", None) or ())
 
 
+def _searches_on_chat(request: Any) -> bool:
+    """A Chat Completions request for a search model's search (``hosted_openai_chat``: no tool, the options)."""
+    extensions = getattr(getattr(request, "config", None), "extensions", None)
+    return isinstance(extensions, Mapping) and "web_search_options" in extensions
+
+
 @contextlib.contextmanager
-def _streaming(request: Any, make: Callable[[], Frames], placed: bool) -> Iterator[Frames | None]:
-    """The stream of ``request``, kept while the block runs: its frame collector (None: the request has no
-    hosted tool), and with ``placed`` its part places (``GeminiPlaces``)."""
-    frames = make() if _carries_hosted_tools(request) else None
+def _streaming(
+    request: Any, make: Callable[[], Frames], placed: bool, wanted: Callable[[Any], bool]
+) -> Iterator[Frames | None]:
+    """The stream of ``request``, kept while the block runs: its frame collector (None: ``wanted`` says the
+    request has no hosted tool), and with ``placed`` its part places (``GeminiPlaces``)."""
+    frames = make() if wanted(request) else None
     places = GeminiPlaces() if placed else None
     if frames is None and places is None:
         yield None
@@ -336,11 +408,13 @@ def _wrap_parse(original: Any) -> Any:
     return parse_stream_events
 
 
-def _wrap_stream(make: Callable[[], Frames], placed: bool) -> Callable[[Any], Any]:
+def _wrap_stream(
+    make: Callable[[], Frames], placed: bool, wanted: Callable[[Any], bool] = _carries_hosted_tools
+) -> Callable[[Any], Any]:
     def wrap(original: Any) -> Any:
         def stream_raw(self: Any, request: Any, req: Any = None) -> Iterator[Any]:
             with (
-                _streaming(request, make, placed) as frames,
+                _streaming(request, make, placed, wanted) as frames,
                 contextlib.closing(original(self, request, req)) as events,
             ):
                 for event in events:
@@ -351,10 +425,12 @@ def _wrap_stream(make: Callable[[], Frames], placed: bool) -> Callable[[Any], An
     return wrap
 
 
-def _wrap_astream(make: Callable[[], Frames], placed: bool) -> Callable[[Any], Any]:
+def _wrap_astream(
+    make: Callable[[], Frames], placed: bool, wanted: Callable[[Any], bool] = _carries_hosted_tools
+) -> Callable[[Any], Any]:
     def wrap(original: Any) -> Any:
         async def stream_raw(self: Any, request: Any, req: Any = None) -> AsyncIterator[Any]:
-            with _streaming(request, make, placed) as frames:
+            with _streaming(request, make, placed, wanted) as frames:
                 async with contextlib.aclosing(original(self, request, req)) as events:
                     async for event in events:
                         yield _ended(event, frames)
@@ -368,11 +444,13 @@ _wrap_anthropic_stream = _wrap_stream(AnthropicFrames, placed=False)
 _wrap_anthropic_astream = _wrap_astream(AnthropicFrames, placed=False)
 _wrap_gemini_stream = _wrap_stream(GeminiFrames, placed=True)  # every Gemini stream: its calls placed apart
 _wrap_gemini_astream = _wrap_astream(GeminiFrames, placed=True)
+_wrap_chat_stream = _wrap_stream(ChatFrames, placed=False, wanted=_searches_on_chat)
+_wrap_chat_astream = _wrap_astream(ChatFrames, placed=False, wanted=_searches_on_chat)
 
 
 def install() -> None:
-    """Wrap the frame readers and raw streams of lm15's Anthropic and Gemini providers, sync and async,
-    once per process (idempotent)."""
+    """Wrap the frame readers and raw streams of lm15's Anthropic, Gemini and Chat Completions providers,
+    sync and async, once per process (idempotent)."""
     asynchronous = dspy_private.lm15_async_providers()
     for sync, asyncs, stream, astream in (
         (
@@ -382,6 +460,12 @@ def install() -> None:
             _wrap_anthropic_astream,
         ),
         (dspy_private.lm15_gemini().GeminiLM, asynchronous.AsyncGeminiLM, _wrap_gemini_stream, _wrap_gemini_astream),
+        (
+            dspy_private.lm15_openai_chat().OpenAIChatLM,
+            asynchronous.AsyncOpenAIChatLM,
+            _wrap_chat_stream,
+            _wrap_chat_astream,
+        ),
     ):
         dspy_private.wrap_once(sync, "parse_stream_events", _wrap_parse)
         dspy_private.wrap_once(sync, "_stream_raw", stream)

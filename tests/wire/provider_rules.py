@@ -250,10 +250,14 @@ def anthropic_forced_choice(body: Body, path: str) -> Iterator[str]:
 
 
 def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
-    """With thinking on, a request cannot end on a (prefilled) assistant turn."""
+    """With thinking on, a request cannot end on a (prefilled) assistant turn, unless that turn is a reply
+    as served, its thinking first (a ``pause_turn`` continuation). Anthropic's refusal: "When `thinking` is
+    enabled, a final `assistant` message must start with a thinking block"."""
     messages = body.get("messages") or []
     if _thinking_on(body) and messages and messages[-1].get("role") == "assistant":
-        yield "ends on the assistant's turn while thinking is enabled"
+        blocks = _blocks(messages[-1])
+        if not (blocks and blocks[0].get("type") in _UNCACHEABLE):
+            yield "ends on the assistant's turn while thinking is enabled"
 
 
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
