@@ -34,7 +34,7 @@ CUTS = {
     "two characters at a time": ("<answer>Paris</answer>", 2, "Paris"),
     "the closing tag split": ("<answer>Paris</answer>", (8, 5, 2, 3, 1, 2), "Paris"),
     "the opening tag split": ("<answer>Paris</answer>", (1, 3, 2, 2, 3, 11), "Paris"),
-    "lines around the value": ("<answer>\nThe capital is Paris.\n</answer>", (3, 4, 6, 9, 5, 2, 4), "The capital is Paris."),
+    "lines around the value": ("<answer>\nIt is Paris.\n</answer>", (3, 4, 6, 9, 5, 2, 4), "It is Paris."),
     "a '<' in the value": ("<answer>a < b, so Paris</answer>", (9, 1, 3, 4, 5, 2), "a < b, so Paris"),
 }
 MARKUP = ("<answer", "</", "answer>")

@@ -695,9 +695,7 @@ def gemini_calling_config_needs_declarations(body: Body, path: str) -> Iterator[
     ``functionCallingConfig``: pydantic-ai's ``test_google_tool_config`` and its live recording)."""
     config = body.get("toolConfig") or body.get("tool_config") or {}
     calling = config.get("functionCallingConfig") or config.get("function_calling_config")
-    declared = any(
-        t.get("functionDeclarations") or t.get("function_declarations") for t in body.get("tools") or []
-    )
+    declared = any(t.get("functionDeclarations") or t.get("function_declarations") for t in body.get("tools") or [])
     if calling and not declared:
         yield "Function calling config is set without function_declarations."
 

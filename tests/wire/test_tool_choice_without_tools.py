@@ -37,6 +37,7 @@ REPLIES: dict[str, Callable[[], Scripted]] = {
     "groq": lambda: groq("Paris"),
     "openrouter": lambda: openrouter("Paris"),
     "gemini_compat": lambda: gemini_compat("Paris"),
+    # a guard, not a bug: DSPy's presets for a local server and DeepSeek already sent no tool fields
     "local": lambda: chat("Paris", model="Qwen/Qwen3-8B"),
     "deepseek": lambda: chat("Paris", reasoning="The capital.", model="deepseek-reasoner"),
     "anthropic": lambda: anthropic(text="Paris"),
@@ -46,7 +47,8 @@ REPLIES: dict[str, Callable[[], Scripted]] = {
 
 def _lm(emulator: Emulator, protocol: str, engine: str, model: str | None = None) -> dspy.LM:
     base = emulator.base_url + BASE_SUFFIX[(protocol, ENGINES[engine])]
-    return dspy.LM(model or MODEL[protocol], api_base=base, api_key="sk-test", cache=False, engine=engine, num_retries=0)
+    options = {"api_key": "sk-test", "cache": False, "engine": engine, "num_retries": 0}
+    return dspy.LM(model or MODEL[protocol], api_base=base, **options)
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))
@@ -84,8 +86,10 @@ def test_the_whole_openai_request_of_a_program_without_tools(run: Any, engine: s
 
 def test_a_gemini_search_without_function_tools_sends_no_calling_config(run: Any) -> None:
     agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch()], finish="auto")
-    lm = lambda emulator: _lm(emulator, "gemini", "auto", "gemini/gemini-2.5-flash")  # noqa: E731
-    with Emulator([gemini("Paris", model="gemini-2.5-flash")]) as emulator, dspy.context(lm=lm(emulator)):
+    with (
+        Emulator([gemini("Paris", model="gemini-2.5-flash")]) as emulator,
+        dspy.context(lm=_lm(emulator, "gemini", "auto", "gemini/gemini-2.5-flash")),
+    ):
         pred = run(agent, question="What is the capital of France?")
     assert pred.answer == "Paris"
     (request,) = emulator.requests
