@@ -222,6 +222,13 @@ class ReActAdapter(dspy.ChatAdapter):
         exchange.sent = (lm, lm_kwargs)  # the dict DSPy sends with: ``format`` may add the prompt cache
         if native and exchange.hosted_route is not None and not exchange.hosted_route.functions:
             native = False  # no function tools on this route (``_routes.hosted_openai_chat``): none asked for
+        if native and not exchange.guidance.roster:
+            # No function tool to offer (``finish="auto"`` without tools): no ``tools``, ``tool_choice`` or
+            # ``parallel_tool_calls`` either. Every provider refuses a choice without tools (OpenAI: "'tool_choice'
+            # is only allowed when 'tools' are specified", Anthropic alike, Gemini's calling config "without
+            # function_declarations", even beside its built-in tools) and OpenAI an empty ``tools``; DSPy 3.4
+            # sends the one natively and the other on LiteLLM. Without tools the default is the same answer.
+            native = False
         if native:
             lm_kwargs["tools"] = exchange.tools = roster_for_provider(exchange.guidance.roster)
             if self.parallel_tool_calls is not None and lm_kwargs.get("parallel_tool_calls") is None:

@@ -6,7 +6,9 @@ A reader follows one listener through one request and knows where its field is:
   ``next_thought``), known from the request's dialect. Plain native text is the field
   itself, without any field markup the model wrote in it anyway (``_watch.unmarking``, which
   mirrors how ``Dialect.read`` reads it); a reply written in an adapter's format (native
-  JSON/XML, or written calls) is read by DSPy's own listener for that format.
+  JSON/XML, or written calls) is read in that format: JSON as partial JSON, ``ChatAdapter``
+  markers and XML tags by ``_watch.unmarking`` (never DSPy's own listener, which lets a closing
+  marker or tag cut into more than ten chunks through).
 - ``_SubmitReader``: one output inside ``submit``'s streamed tool-call arguments, read as
   partial JSON.
 - ``_ExtractionReader``: one output of the extractor, in its adapter's format.
@@ -179,30 +181,28 @@ class _Marked:
     """A field written in an adapter's format.
 
     JSON is read as partial JSON (the field's string as it grows); ``ChatAdapter`` markers as
-    ``ChatAdapter.parse`` reads them (``_watch.unmarking``); XML by DSPy's own listener, which
-    picks the format by ``settings.adapter``'s class name, so it runs under the stock adapter
-    class the configured one derives from.
+    ``ChatAdapter.parse`` reads them, and XML tags from the field's first tag to its closing one
+    (``_watch.unmarking``), by the stock adapter class the configured one derives from. Not by
+    DSPy's own listener: it holds back at most ten chunks, so a closing marker or tag cut into
+    more pieces than that streams (``</final_answer>`` one character at a time).
     """
 
     def __init__(self, field: str, base: dspy.Adapter | None, prose: bool = True):
         self.field = field
         self.adapter = _stock(base)
-        self.listener = dspy.streaming.StreamListener(field, predict_name="")
-        # ``ChatAdapter`` markers: read as ``ChatAdapter.parse`` reads them (``_watch.unmarking``; DSPy's
-        # listener lets a closing marker through once it is cut into more than ten chunks)
-        self.chat = PlainText(field, "chat", prose) if type(self.adapter) is dspy.ChatAdapter else None
+        self.unmarked: PlainText | None = None
+        if isinstance(self.adapter, dspy.XMLAdapter):
+            self.unmarked = PlainText(field, "xml")
+        elif not isinstance(self.adapter, dspy.JSONAdapter):
+            self.unmarked = PlainText(field, "chat", prose)
         self.text = ""
         self.sent = ""
 
     def feed(self, chunk: Any) -> list[StreamResponse]:
-        if isinstance(self.adapter, dspy.JSONAdapter):
+        if self.unmarked is None:
             return self._json(_delta(chunk, "content") or "")
-        if self.chat is not None:
-            text = self.chat.feed(_delta(chunk, "content") or "")
-            return [StreamResponse("", self.field, text, is_last_chunk=False)] if text else []
-        with dspy.context(adapter=self.adapter):
-            response = self.listener.receive(chunk)
-        return [response] if response is not None and (response.chunk or response.is_last_chunk) else []
+        text = self.unmarked.feed(_delta(chunk, "content") or "")
+        return [StreamResponse("", self.field, text, is_last_chunk=False)] if text else []
 
     def _json(self, content: str) -> list[StreamResponse]:
         self.text += content

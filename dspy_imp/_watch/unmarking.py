@@ -79,16 +79,21 @@ class PlainText:
             ``"chat"``, ``dspy.ChatAdapter.parse``'s (a reply in the adapter's format, written
             calls, the extractor's: the first section of a name is the field, a repeated one is
             not, and a header's rest of line is cut where DSPy cuts it, at the header's end
-            counted in the stripped line).
+            counted in the stripped line), or ``"xml"``, a reply in ``dspy.XMLAdapter``'s format: the
+            field is the text between the first ``<field>`` anywhere in the reply and the first
+            ``</field>`` after it, stripped, and nothing else streams (as DSPy's own listener
+            starts at the field's tag; ``XMLAdapter.parse``'s entity decoding is not mirrored).
         prose: Whether text without markup is the field (a step's text), or nothing (the
             extractor's reply, which must write its fields).
     """
 
-    def __init__(self, field: str, sections: Literal["lenient", "chat"] = "lenient", prose: bool = True):
+    def __init__(self, field: str, sections: Literal["lenient", "chat", "xml"] = "lenient", prose: bool = True):
         self.field = field
         self.chat = sections == "chat"
         self.prose = prose
-        self.mode = "lines"  # "lines" (plain or marked text), "fence" (after a fence's line), "json", "xml"
+        # "lines" (plain or marked text), "fence" (after a fence's line), "json", "xml"; an XMLAdapter
+        # reply is read as tags from its start: no text outside the field's tag is the field
+        self.mode = "xml" if sections == "xml" else "lines"
         self.line = ""  # the current line so far, while it is undecided
         self.kind: str | None = None  # the current line: None (undecided), "text", "rest" (a header's), "skip"
         self.cr = False  # the last delta ended on "\r" (a "\n" after it is the same break)

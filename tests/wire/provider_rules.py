@@ -106,6 +106,23 @@ def chat_named_choice(body: Body, path: str) -> Iterator[str]:
             yield f"tool_choice names {name!r}, tools are {offered}"
 
 
+def chat_choice_needs_tools(body: Body, path: str) -> Iterator[str]:
+    """``tool_choice`` and ``parallel_tool_calls`` only beside tools, and ``tools`` never empty (OpenAI
+    Chat Completions API reference: ``tool_choice`` "Controls which (if any) tool is called by the
+    model ... ``none`` is the default when no tools are present"; the 400s: "Invalid value for
+    'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", "'parallel_tool_calls'
+    is only allowed when 'tools' are specified", and for ``tools: []`` "Invalid 'tools': empty array.
+    Expected an array with minimum length 1, but got an empty array instead." (code ``empty_array``)).
+    The OpenAI-compatible routes (Groq, OpenRouter, DeepSeek, Gemini's compatibility endpoint, vLLM)
+    validate the same schema."""
+    tools = body.get("tools")
+    if tools is not None and not tools:
+        yield "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead."
+    for key in ("tool_choice", "parallel_tool_calls"):
+        if key in body and not tools:
+            yield f"Invalid value for {key!r}: {key!r} is only allowed when 'tools' are specified."
+
+
 def deepseek_reasoning_replayed(body: Body, path: str) -> Iterator[str]:
     """Thinking mode (``deepseek-reasoner`` or ``thinking.type == "enabled"``) with tools: every assistant
     turn carries its ``reasoning_content`` back (non-empty)."""
@@ -247,6 +264,16 @@ def anthropic_forced_choice(body: Body, path: str) -> Iterator[str]:
     kind = (body.get("tool_choice") or {}).get("type")
     if kind in ("any", "tool") and _thinking_on(body):
         yield f"tool_choice {kind!r} with thinking {body.get('thinking')}"
+
+
+def anthropic_choice_needs_tools(body: Body, path: str) -> Iterator[str]:
+    """ "tool_choice may only be specified while providing tools." (Anthropic Messages, 400), and ``tools``
+    is never an empty list ("tools: List should have at least 1 item after validation, not 0")."""
+    tools = body.get("tools")
+    if tools is not None and not tools:
+        yield "tools: List should have at least 1 item after validation, not 0"
+    if "tool_choice" in body and not tools:
+        yield "tool_choice may only be specified while providing tools."
 
 
 def anthropic_ends_on_user(body: Body, path: str) -> Iterator[str]:
@@ -665,13 +692,33 @@ def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
             yield f"allowedFunctionNames names {name!r}, declared are {declared}"
 
 
+def gemini_calling_config_needs_declarations(body: Body, path: str) -> Iterator[str]:
+    """``toolConfig.functionCallingConfig`` only beside ``functionDeclarations``: "Function calling config
+    is set without function_declarations." (400 INVALID_ARGUMENT on the Gemini Developer API; the config
+    governs function tools only, so a request with none, or with built-in tools only, carries no
+    ``functionCallingConfig``: pydantic-ai's ``test_google_tool_config`` and its live recording)."""
+    config = body.get("toolConfig") or body.get("tool_config") or {}
+    calling = config.get("functionCallingConfig") or config.get("function_calling_config")
+    declared = any(t.get("functionDeclarations") or t.get("function_declarations") for t in body.get("tools") or [])
+    if calling and not declared:
+        yield "Function calling config is set without function_declarations."
+
+
 RULES: dict[str, Sequence[Rule]] = {
-    "openai": [chat_roles, chat_call_pairing, chat_assistant_not_empty, chat_named_choice, no_cache_control],
+    "openai": [
+        chat_roles,
+        chat_call_pairing,
+        chat_assistant_not_empty,
+        chat_named_choice,
+        chat_choice_needs_tools,
+        no_cache_control,
+    ],
     "deepseek": [
         chat_roles,
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
+        chat_choice_needs_tools,
         deepseek_reasoning_replayed,
         no_openai_cache_fields,
         no_cache_control,
@@ -681,6 +728,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
+        chat_choice_needs_tools,
         no_openai_cache_fields,
         no_cache_control,
     ],
@@ -689,6 +737,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
+        chat_choice_needs_tools,
         no_openai_cache_fields,
         no_cache_control,
     ],
@@ -697,6 +746,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
+        chat_choice_needs_tools,
         gemini_compat_thought_signatures,
         no_openai_cache_fields,
         no_cache_control,
@@ -712,6 +762,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_call_pairing,
         chat_assistant_not_empty,
         chat_named_choice,
+        chat_choice_needs_tools,
         openrouter_reasoning_details_replayed,
     ],
     "anthropic": [
@@ -722,6 +773,7 @@ RULES: dict[str, Sequence[Rule]] = {
         anthropic_thinking_first,
         anthropic_forced_choice,
         anthropic_ends_on_user,
+        anthropic_choice_needs_tools,
         anthropic_forced_choice_refused,
         anthropic_adaptive_only,
         anthropic_thinking_binding,
@@ -735,6 +787,7 @@ RULES: dict[str, Sequence[Rule]] = {
         gemini_thought_signatures,
         gemini_signatures_genuine,
         gemini_forced_choice,
+        gemini_calling_config_needs_declarations,
         gemini_tool_combination,
         gemini_server_tool_parts,
     ],
