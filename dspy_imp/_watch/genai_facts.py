@@ -31,6 +31,7 @@ GENAI_ATTRIBUTES: dict[str, str] = {
     "dspy_imp.usage.cost": "the turn's summed cost in USD, where the LM reported one (`invoke_agent` spans)",
     "dspy_imp.cache_bust": "an event on a `chat` span whose request does not extend the one before",
     "dspy_imp.cache_bust.reason": "that event's `CacheBustReason` (`metadata.cache_busts`)",
+    "dspy_imp.tool.provider_executed": "true on the `execute_tool` span of a call the provider ran inside a reply",
 }
 """The attributes only these spans carry, beside the ``dspy_imp.*`` of ``_watch.tracing.ATTRIBUTES``."""
 
@@ -146,7 +147,7 @@ def tool_attributes(effect: RunTool | DecidedCall) -> dict[str, Any]:
     return present(attributes)
 
 
-PROVIDER_EXECUTED = "dspy_imp.tool.provider_executed"
+PROVIDER_EXECUTED = "dspy_imp.tool.provider_executed"  # listed in GENAI_ATTRIBUTES
 """True on the ``execute_tool`` span of a call the provider ran inside a reply (``dspy_imp.hosted``)."""
 
 
