@@ -55,9 +55,19 @@ class WebSearch(HostedTool):
 
 @dataclass(frozen=True)
 class CodeExecution(HostedTool):
-    """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter)."""
+    """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter).
 
+    ``reuse_container``: on OpenAI, each request after a code interpreter call names the container that
+    call ran in, so the files and variables its code made are there for the next step and a later turn of
+    the same history (an expired container is replaced by a fresh one once); ``False``: every request
+    gets a new container."""
+
+    reuse_container: bool = True
     kind = "code_execution"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reuse_container, bool):
+            raise ConfigurationError(f"CodeExecution(reuse_container={self.reuse_container!r}): give True or False")
 
 
 @dataclass(frozen=True)

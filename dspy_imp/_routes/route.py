@@ -349,7 +349,10 @@ def canonical_request(
         request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
-    return replace(request, messages=tuple(rebuilt))
+    request = replace(request, messages=tuple(rebuilt))
+    if hosted is not None and hosted.continued is not None:  # read from the replayed history (``hosted_openai``)
+        request = hosted.continued(request)
+    return request
 
 
 def call_options(lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
