@@ -57,10 +57,12 @@ class WebSearch(HostedTool):
 class CodeExecution(HostedTool):
     """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter).
 
-    ``reuse_container``: on OpenAI, each request after a code interpreter call names the container that
-    call ran in, so the files and variables its code made are there for the next step and a later turn of
-    the same history (an expired container is replaced by a fresh one once); ``False``: every request
-    gets a new container."""
+    ``reuse_container``: on OpenAI and Anthropic, each request after a code run names the container
+    that code ran in, so the files and variables it made are there for the next step and for a later
+    turn of the same history. On OpenAI an expired container (20 minutes unused) is replaced by a new
+    one once; on Anthropic a container past the ``expires_at`` its reply gave is not named. ``False``:
+    every request gets a new container. Gemini's code execution keeps no state between requests.
+    """
 
     reuse_container: bool = True
     kind = "code_execution"

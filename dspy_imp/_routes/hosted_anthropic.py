@@ -12,6 +12,10 @@ with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use
 streamed reply's raw body is the one ``_routes.hosted_streams`` assembles from its frames, recorded
 the same way.
 
+Container: the record keeps the reply's ``container`` (``id``, ``expires_at``) beside the content; the
+next request names the last one as its top-level ``container`` until it expires (``with_container``),
+unless ``CodeExecution(reuse_container=False)``.
+
 Paused: a reply that ends with ``stop_reason: "pause_turn"`` is recorded the same way, server block
 or not, and goes back at once (``_turn.paused``); the continuation's content joins it in one record
 (``joined``), in order.

@@ -7,7 +7,14 @@ older ``web_search_preview``, and its builtin writer lets the config's keys win.
 Responses tool has no field for (``WebSearch(max_uses=...)``, ``blocked_domains``) is a
 ``ConfigurationError`` naming it, before any request, rather than a search without the bound.
 
-The request asks for the code interpreter's outputs and the file search's results (``include``).
+The request asks for the code interpreter's outputs, the file search's results and the sources each
+web search read (``include``).
+
+Container: once the history holds a ``code_interpreter_call``, the code interpreter names the
+container it ran in (``container: "cntr_..."``, ``with_container``, read from the replayed served
+items), so a step's files and variables are there at the next step and a later turn;
+``CodeExecution(reuse_container=False)`` keeps ``{"type": "auto"}``. A request OpenAI refuses because
+that container expired goes once more with a new one (``fresh_container``, the route's ``renewed``).
 
 Reply: lm15 skips ``web_search_call``/``code_interpreter_call``/``file_search_call`` items and
 records ``mcp_*`` items as unmapped, but keeps the raw body (``Response.provider_data``). A reply

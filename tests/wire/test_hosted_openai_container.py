@@ -172,3 +172,8 @@ def test_the_chat_page_answer_carries_no_sources_include_without_web_search(run:
     with Emulator([openai_response(output_message("Done."))]) as emulator, dspy.context(lm=_lm(emulator)):
         run(agent, question="Nothing to run.")
     assert "web_search_call.action.sources" not in emulator.requests[0].body.get("include", [])
+
+
+def test_reuse_container_takes_true_or_false() -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"CodeExecution\(reuse_container='no'\)"):
+        CodeExecution(reuse_container="no")  # type: ignore[arg-type]
