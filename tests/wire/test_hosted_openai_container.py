@@ -19,7 +19,7 @@ import dspy
 import pytest
 from emulator import Emulator, Scripted
 from provider_rules import assert_accepted
-from responses import function_call, openai_response, output_message, reasoning_item
+from responses import function_call, openai_response, reasoning_item
 from test_hosted_openai import CODE, SEARCH, _lm, _same_bytes, _slice
 
 import dspy_imp
@@ -165,13 +165,6 @@ def test_a_web_search_asks_for_its_sources_and_the_call_shows_them(run: Any) -> 
         )
     assert any(c.result for c in shown)
     _accepted(emulator)
-
-
-def test_the_chat_page_answer_carries_no_sources_include_without_web_search(run: Any) -> None:
-    agent = dspy_imp.ReActV2("question -> answer", tools=[CodeExecution()])
-    with Emulator([openai_response(output_message("Done."))]) as emulator, dspy.context(lm=_lm(emulator)):
-        run(agent, question="Nothing to run.")
-    assert "web_search_call.action.sources" not in emulator.requests[0].body.get("include", [])
 
 
 def test_reuse_container_takes_true_or_false() -> None:
