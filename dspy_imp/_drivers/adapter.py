@@ -201,14 +201,28 @@ class ReActAdapter(dspy.ChatAdapter):
         """DSPy's adapter pipeline, sending the native ``Request`` that carries the replay state."""
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
         request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
-        outputs = outputs_of(lm(request, **call_options(lm_kwargs)))
+        try:
+            response = lm(request, **call_options(lm_kwargs))
+        except Exception as error:
+            again = _renewed(request, error)
+            if again is None:
+                raise
+            response = lm(again, **call_options(lm_kwargs))
+        outputs = outputs_of(response)
         return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
     @planned
     async def _acall_with_state(self, lm, lm_kwargs, signature, demos, inputs):
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
         request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
-        outputs = outputs_of(await lm.acall(request, **call_options(lm_kwargs)))
+        try:
+            response = await lm.acall(request, **call_options(lm_kwargs))
+        except Exception as error:
+            again = _renewed(request, error)
+            if again is None:
+                raise
+            response = await lm.acall(again, **call_options(lm_kwargs))
+        outputs = outputs_of(response)
         return self._call_postprocess(processed, signature, outputs, lm, lm_kwargs)
 
     # -- hooks of DSPy's adapter pipeline ---------------------------------------------------------
@@ -302,6 +316,15 @@ class ReActAdapter(dspy.ChatAdapter):
             reasoning_details=output.get("reasoning_details"),
         )
         return [{STEP_TEXT: text, STEP_CALLS: [call_dict(c) for c in calls]}]
+
+
+def _renewed(request: Any, error: BaseException) -> Any:
+    """The request again for a provider refusal a second request fixes (an expired code interpreter
+    container: ``_routes.hosted_openai.fresh_container``), once; None: the error stands."""
+    exchange = current()
+    if exchange.hosted_route is None or not exchange.hosted:
+        return None
+    return exchange.hosted_route.renewed(request, error)
 
 
 def hosted_of(exchange: Exchange) -> Any:

@@ -220,6 +220,8 @@ def _exchange(
     if served:  # the reply's content as served (hosted tool blocks): it goes back verbatim, in their place
         message["served_content"] = [dict(b) for b in served[-1]["content"]]
         message["served_kind"] = served[-1]["type"]  # whose blocks (``route.served_state`` labels them)
+        if isinstance(served[-1].get("container"), Mapping):  # the container it ran in (``hosted_anthropic``)
+            message["served_container"] = dict(served[-1]["container"])
     blocks = thinking_blocks(step.reasoning_details, guidance.replayed_kinds)
     if blocks:
         message["thinking_blocks"] = blocks

@@ -55,9 +55,21 @@ class WebSearch(HostedTool):
 
 @dataclass(frozen=True)
 class CodeExecution(HostedTool):
-    """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter)."""
+    """Code run in the provider's sandbox (Anthropic's and Gemini's code execution, OpenAI's code interpreter).
 
+    ``reuse_container``: on OpenAI and Anthropic, each request after a code run names the container
+    that code ran in, so the files and variables it made are there for the next step and for a later
+    turn of the same history. On OpenAI an expired container (20 minutes unused) is replaced by a new
+    one once; on Anthropic a container past the ``expires_at`` its reply gave is not named. ``False``:
+    every request gets a new container. Gemini's code execution keeps no state between requests.
+    """
+
+    reuse_container: bool = True
     kind = "code_execution"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reuse_container, bool):
+            raise ConfigurationError(f"CodeExecution(reuse_container={self.reuse_container!r}): give True or False")
 
 
 @dataclass(frozen=True)

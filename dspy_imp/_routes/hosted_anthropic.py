@@ -12,6 +12,10 @@ with its ``encrypted_content``, text blocks with their ``citations``, ``tool_use
 streamed reply's raw body is the one ``_routes.hosted_streams`` assembles from its frames, recorded
 the same way.
 
+Container: the record keeps the reply's ``container`` (``id``, ``expires_at``) beside the content; the
+next request names the last one as its top-level ``container`` until it expires (``with_container``),
+unless ``CodeExecution(reuse_container=False)``.
+
 Paused: a reply that ends with ``stop_reason: "pause_turn"`` is recorded the same way, server block
 or not, and goes back at once (``_turn.paused``); the continuation's content joins it in one record
 (``joined``), in order.
@@ -28,8 +32,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from dspy_imp._records import clock
 from dspy_imp._routes import dspy_private, hosted_streams
 from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRequest, HostedRoute, HostedUsage
 
@@ -76,7 +82,44 @@ def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
 
     builtins = tuple(BuiltinTool(name=t.kind, config=tool_config(t)) for t in tools)
     betas = tuple(beta for t in tools if (beta := VERSIONS[t.kind][1]) is not None)
-    return HostedRequest(builtins=builtins, betas=betas)
+    reuse = any(t.kind == "code_execution" and t.reuse_container for t in tools)
+    return HostedRequest(builtins=builtins, betas=betas, continued=with_container if reuse else None)
+
+
+def last_container(messages: Sequence[Any], now: datetime | None = None) -> str | None:
+    """The id of the container the history's last reply with one ran its code in, while it has not
+    expired (its ``expires_at``, Anthropic's code execution docs); None: none, or it expired."""
+    for msg in reversed(messages):
+        for state in getattr(msg, "continuation", ()) or ():
+            container = (state.data or {}).get("container") if state.provider == "anthropic" else None
+            if state.kind != STATE or not isinstance(container, Mapping) or not container.get("id"):
+                continue
+            expires = _instant(container.get("expires_at"))
+            if expires is not None and expires <= (now or clock.utc_now()):
+                return None  # the last container is gone: the request gets a new one
+            return str(container["id"])
+    return None
+
+
+def _instant(value: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def with_container(request: Any) -> Any:
+    """The request naming, as its top-level ``container``, the container the history's last code ran in
+    (Anthropic's code execution docs: the response's ``container.id`` sent on the next request reuses
+    it, files and all); unchanged when there is none or it expired."""
+    from dataclasses import replace
+
+    container = last_container(request.messages)
+    if container is None:
+        return request
+    extensions = {**(request.config.extensions or {}), "container": container}
+    return replace(request, config=replace(request.config, extensions=extensions))
 
 
 def _data(response: Any) -> Mapping[str, Any] | None:
@@ -102,6 +145,8 @@ def served(response: Any) -> Block | None:
     counts = raw.get("server_tool_use") if isinstance(raw, Mapping) else None
     if isinstance(counts, Mapping):
         block["server_tool_use"] = dict(counts)
+    if isinstance(data.get("container"), Mapping):  # the container its code ran in: ``id``, ``expires_at``
+        block["container"] = dict(data["container"])
     return block
 
 
@@ -126,6 +171,9 @@ def joined(earlier: Block, response: Any) -> Block:
             summed[name] = int(summed.get(name, 0)) + value
     if summed:
         block["server_tool_use"] = summed
+    container = data.get("container") if isinstance(data.get("container"), Mapping) else earlier.get("container")
+    if isinstance(container, Mapping):
+        block["container"] = dict(container)
     return block
 
 

@@ -7,7 +7,14 @@ older ``web_search_preview``, and its builtin writer lets the config's keys win.
 Responses tool has no field for (``WebSearch(max_uses=...)``, ``blocked_domains``) is a
 ``ConfigurationError`` naming it, before any request, rather than a search without the bound.
 
-The request asks for the code interpreter's outputs and the file search's results (``include``).
+The request asks for the code interpreter's outputs, the file search's results and the sources each
+web search read (``include``).
+
+Container: once the history holds a ``code_interpreter_call``, the code interpreter names the
+container it ran in (``container: "cntr_..."``, ``with_container``, read from the replayed served
+items), so a step's files and variables are there at the next step and a later turn;
+``CodeExecution(reuse_container=False)`` keeps ``{"type": "auto"}``. A request OpenAI refuses because
+that container expired goes once more with a new one (``fresh_container``, the route's ``renewed``).
 
 Reply: lm15 skips ``web_search_call``/``code_interpreter_call``/``file_search_call`` items and
 records ``mcp_*`` items as unmapped, but keeps the raw body (``Response.provider_data``). A reply
@@ -61,7 +68,15 @@ CITATIONS = frozenset({"url_citation", "file_citation", "container_file_citation
 # The ``include`` values that make the reply carry what the tool returned (without them the code interpreter's
 # ``outputs`` and file search's ``results`` come back null), so the record, and the text another provider
 # reads, hold them. OpenAI's API reference, Responses ``include``.
-RESULTS = {"code_execution": "code_interpreter_call.outputs", "file_search": "file_search_call.results"}
+RESULTS = {
+    "code_execution": "code_interpreter_call.outputs",
+    "file_search": "file_search_call.results",
+    "web_search": "web_search_call.action.sources",  # every source the search read, beside the cited ones
+}
+AUTO_CONTAINER: dict[str, Any] = {"type": "auto"}
+# What OpenAI answers a request naming a container that has expired (20 minutes without use): a 400
+# ``invalid_request_error`` whose message reads "Container is expired."
+EXPIRED = "container is expired"
 
 
 def tool_config(tool: Any) -> dict[str, Any]:
@@ -69,7 +84,7 @@ def tool_config(tool: Any) -> dict[str, Any]:
     if tool.kind == "web_search":
         return _web_search(tool)
     if tool.kind == "code_execution":
-        return {"type": "code_interpreter", "container": {"type": "auto"}}
+        return {"type": "code_interpreter", "container": dict(AUTO_CONTAINER)}
     if tool.kind == "file_search":
         if not tool.store_ids:
             raise RefusedOption("FileSearch(store_ids=...) is empty: OpenAI's file search needs a vector store id")
@@ -126,7 +141,52 @@ def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
         model = getattr(lm if lm is not None else dspy.settings.lm, "model", None)  # None: the configured LM
         raise RefusedOption(f"model {model!r}: {refused}") from None
     include = tuple(RESULTS[kind] for kind, _ in configs if kind in RESULTS)
-    return HostedRequest(builtins=tuple(BuiltinTool(name=k, config=c) for k, c in configs), include=include)
+    reuse = any(t.kind == "code_execution" and t.reuse_container for t in tools)
+    return HostedRequest(
+        builtins=tuple(BuiltinTool(name=k, config=c) for k, c in configs),
+        include=include,
+        continued=with_container if reuse else None,
+    )
+
+
+def last_container(messages: Sequence[Any]) -> str | None:
+    """The ``container_id`` of the last ``code_interpreter_call`` the history's served items hold (None: none)."""
+    for msg in reversed(messages):
+        for item in reversed(served_items(msg) or ()):
+            container = item.get("container_id") if item.get("type") == "code_interpreter_call" else None
+            if isinstance(container, str) and container:
+                return container
+    return None
+
+
+def _interpreter(tool: Any) -> bool:
+    return getattr(tool, "type", None) == "builtin" and (tool.config or {}).get("type") == "code_interpreter"
+
+
+def _contained(request: Any, container: Any) -> Any:
+    from dataclasses import replace
+
+    tools = tuple(
+        replace(t, config={**t.config, "container": container}) if _interpreter(t) else t for t in request.tools
+    )
+    return replace(request, tools=tools)
+
+
+def with_container(request: Any) -> Any:
+    """The request with its code interpreter naming the container the history's last call ran in
+    (OpenAI's code interpreter guide: a container is reused by passing its id as ``container``), so
+    the files and variables of earlier steps are there; unchanged when no call ran yet."""
+    container = last_container(request.messages)
+    return request if container is None else _contained(request, container)
+
+
+def fresh_container(request: Any, error: BaseException) -> Any:
+    """The request again with a new container (``{"type": "auto"}``), when ``error`` is OpenAI refusing the
+    container it names as expired; else None (the error stands)."""
+    if EXPIRED not in str(error).lower():
+        return None
+    named = [t for t in getattr(request, "tools", ()) if _interpreter(t) and isinstance(t.config.get("container"), str)]
+    return _contained(request, dict(AUTO_CONTAINER)) if named else None
 
 
 def _body(response: Any) -> Mapping[str, Any] | None:
@@ -325,6 +385,7 @@ ROUTE = HostedRoute(
     usage=usage,
     as_text=as_text,
     calls=calls,
+    renewed=fresh_container,
 )
 NOT_ON_LITELLM = (
     "on LiteLLM DSPy reads a Responses reply as text, function calls and reasoning only, so the hosted call items "

@@ -17,7 +17,9 @@ class HostedRequest:
     ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need;
     ``include``: Responses ``include`` values that ask for the tools' results in the reply;
     ``options``: top-level request fields (Chat Completions' ``web_search_options``), natively
-    in the ``Request``'s ``config.extensions``, on LiteLLM among the call's options.
+    in the ``Request``'s ``config.extensions``, on LiteLLM among the call's options;
+    ``continued``: natively, the ``Request`` as it goes given the history its messages carry (OpenAI's
+    code interpreter naming the container of the last call), None: as built.
     """
 
     builtins: tuple[Any, ...] = ()
@@ -25,6 +27,7 @@ class HostedRequest:
     betas: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    continued: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,6 @@ class HostedRoute:
     paused: Callable[[Any], bool] = field(default=lambda response: False)
     # The recorded block of a paused reply, continued by a raw response: one block holding both, as served.
     joined: Callable[[Block, Any], Block] | None = None
+    # The request again, when the provider refused it for something a second request fixes (OpenAI: the
+    # code interpreter's container expired, so a new one), given the request and the error; None: it stands.
+    renewed: Callable[[Any, BaseException], Any] = field(default=lambda request, error: None)

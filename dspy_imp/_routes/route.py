@@ -58,6 +58,7 @@ REASONING_ITEMS = "reasoning_items"  # the Responses API's reasoning items (read
 ENCRYPTED_REASONING = ["reasoning.encrypted_content"]
 SERVED_CONTENT = "served_content"  # a reply's content as served with hosted tool blocks (``_routes.hosted``)
 SERVED_KIND = "served_kind"  # the recorded block kind of that content (whose blocks they are)
+SERVED_CONTAINER = "served_container"  # the container that reply's code ran in (Anthropic's ``container``)
 # Each served kind's provider, as its continuation state names it (the writer reading it checks the name).
 _SERVED_PROVIDERS = {hosted_anthropic.KIND: "anthropic", hosted_gemini.KIND: "gemini", hosted_openai.KIND: "openai"}
 
@@ -349,7 +350,10 @@ def canonical_request(
         request = replace(request, config=replace(request.config, extensions=extensions))
     rows = iter([m for m in messages if m.get("role") == "assistant"])
     rebuilt = [_with_state(m, next(rows), local) if m.role == "assistant" else m for m in request.messages]
-    return replace(request, messages=tuple(rebuilt))
+    request = replace(request, messages=tuple(rebuilt))
+    if hosted is not None and hosted.continued is not None:  # read from the replayed history (``hosted_openai``)
+        request = hosted.continued(request)
+    return request
 
 
 def call_options(lm_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -369,6 +373,7 @@ def _without_state(message: Mapping[str, Any], local: bool = False) -> dict[str,
         REASONING_ITEMS,
         SERVED_CONTENT,
         SERVED_KIND,
+        SERVED_CONTAINER,
         *(("reasoning_content",) if local else ()),
     )
     out = {k: v for k, v in message.items() if k not in dropped}
@@ -394,17 +399,24 @@ def _with_state(message: Message, row: Mapping[str, Any], local: bool = False) -
     if row.get(
         SERVED_CONTENT
     ):  # as served, written back by ``_routes.hosted_anthropic`` / ``hosted_gemini`` / ``hosted_openai``
-        continuation = (*continuation, served_state(row[SERVED_CONTENT], row.get(SERVED_KIND)))
+        continuation = (
+            *continuation,
+            served_state(row[SERVED_CONTENT], row.get(SERVED_KIND), row.get(SERVED_CONTAINER)),
+        )
     if local and row.get("reasoning_content"):  # written back by the ``_routes.chat_extras`` patch
         continuation = (*continuation, local_servers.reasoning_state(str(row["reasoning_content"])))
     return replace(message, parts=(*thinking, *parts), continuation=continuation)
 
 
-def served_state(content: Any, kind: Any = None) -> ContinuationState:
+def served_state(content: Any, kind: Any = None, container: Any = None) -> ContinuationState:
     """The replay state that makes an assistant message go back as the content it was served with,
-    labelled with the provider of its recorded ``kind`` (Anthropic's when none is named)."""
+    labelled with the provider of its recorded ``kind`` (Anthropic's when none is named), and the
+    container its code ran in when the reply named one (read by ``hosted_anthropic.with_container``)."""
     provider = _SERVED_PROVIDERS.get(str(kind), "anthropic")
-    return ContinuationState(provider=provider, kind=hosted_anthropic.STATE, data={"content": list(content)})
+    data: dict[str, Any] = {"content": list(content)}
+    if isinstance(container, Mapping):
+        data["container"] = dict(container)
+    return ContinuationState(provider=provider, kind=hosted_anthropic.STATE, data=data)
 
 
 def _signature(call: Mapping[str, Any]) -> str | None:

@@ -523,6 +523,30 @@ def responses_items_typed(body: Body, path: str) -> Iterator[str]:
                 yield f"input[{index}]: {kind} has no field {name!r}"
 
 
+def responses_include_and_containers(body: Body, path: str) -> Iterator[str]:
+    """Each ``include`` value is one the Responses API takes (``ResponseIncludable`` in the openai SDK:
+    ``web_search_call.action.sources``, ``code_interpreter_call.outputs``, ...), and a ``code_interpreter``
+    tool's ``container`` is a container id (``cntr_...``) or ``{"type": "auto", ...}`` (the SDK's
+    ``CodeInterpreter`` tool param; OpenAI's code interpreter guide, "Containers")."""
+    import typing
+
+    from openai.types.responses.response_includable import ResponseIncludable
+
+    known = set(typing.get_args(ResponseIncludable))
+    for value in body.get("include") or []:
+        if value not in known:
+            yield f"include: unknown value {value!r}"
+    for index, tool in enumerate(body.get("tools") or []):
+        if not isinstance(tool, Mapping) or tool.get("type") != "code_interpreter":
+            continue
+        container = tool.get("container")
+        if isinstance(container, str):
+            if not container.startswith("cntr_"):
+                yield f"tools[{index}]: container {container!r} is no container id"
+        elif not (isinstance(container, Mapping) and container.get("type") == "auto"):
+            yield f"tools[{index}]: container {container!r} is neither an id nor {{'type': 'auto'}}"
+
+
 # -- Gemini generateContent ----------------------------------------------------------------------
 
 
@@ -756,6 +780,7 @@ RULES: dict[str, Sequence[Rule]] = {
         responses_reasoning_followed,
         responses_reasoning_replayed,
         responses_items_typed,
+        responses_include_and_containers,
     ],
     "openrouter": [
         chat_roles,

@@ -195,7 +195,9 @@ def test_a_recorded_code_interpreter_reply_goes_back_whole_on_the_next_turn(run:
     assert later.answer == "256"
     assert "-428330955.97745" in json.dumps(first.metadata.history.messages)  # the recorded logs, kept
     sent = emulator.requests[1].body
-    assert {"type": "code_interpreter", "container": {"type": "auto"}} in sent["tools"]
+    assert emulator.requests[0].body["tools"] == [{"type": "code_interpreter", "container": {"type": "auto"}}]
+    # the container the recorded call ran in (``test_hosted_openai_container``)
+    assert sent["tools"] == [{"type": "code_interpreter", "container": one["response"]["output"][1]["container_id"]}]
     assert sent["store"] is False
     assert sent["include"] == one["request"]["include"]  # encrypted reasoning and the outputs, as recorded
     _same_bytes(_slice(sent, one["response"]["output"]), one["response"]["output"])  # reasoning, call, text

@@ -144,6 +144,16 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (  # a code interpreter naming its container by a dict that is not the automatic one
+        "responses",
+        "responses_include_and_containers",
+        {
+            "input": [{"role": "user", "content": "q"}],
+            "include": ["web_search_call.sources"],
+            "tools": [{"type": "code_interpreter", "container": {"id": "cntr_1"}}],
+        },
+        "",
+    ),
     (
         "responses",
         "responses_reasoning_replayed",
