@@ -78,7 +78,7 @@ _NATIVE_KINDS = {
     # Vertex AI through lm15's doors: Gemini's signatures and served parts, Claude's served blocks
     "vertex": GEMINI_KINDS | {hosted_gemini.KIND},
     "vertex-express": GEMINI_KINDS | {hosted_gemini.KIND},
-    "vertex-anthropic": frozenset({hosted_anthropic.KIND}),
+    "vertex-anthropic": ANTHROPIC_KINDS | {hosted_anthropic.KIND},
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
     # lm15's Responses API provider (Chat Completions is "openai-chat"), and the served items of hosted tools
     "openai": RESPONSES_KINDS | {hosted_openai.KIND},

@@ -669,7 +669,7 @@ def gemini_forced_choice(body: Body, path: str) -> Iterator[str]:
 # the Gemini API's (Vertex AI's ``Tool`` has no ``fileSearch``).
 
 _VERTEX_CLAUDE_PATH = re.compile(
-    r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+:(stream)?rawPredict$"
+    r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+:(rawPredict|streamRawPredict)$"
 )
 _VERTEX_GEMINI_PATH = re.compile(r"/v1/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:")
 
@@ -677,8 +677,11 @@ _VERTEX_GEMINI_PATH = re.compile(r"/v1/projects/[^/]+/locations/[^/]+/publishers
 def vertex_claude_body(body: Body, path: str) -> Iterator[str]:
     """The model in the URL (``:rawPredict``/``:streamRawPredict``), none in the body, and
     ``anthropic_version: "vertex-2023-10-16"`` in the body."""
-    if not _VERTEX_CLAUDE_PATH.search(path.split("?", 1)[0]):
+    found = _VERTEX_CLAUDE_PATH.search(path.split("?", 1)[0])
+    if not found:
         yield f"path {path!r} is not a Vertex AI Claude rawPredict endpoint"
+    elif (found.group(1) == "streamRawPredict") != bool(body.get("stream")):
+        yield f"stream={body.get('stream')!r} sent to :{found.group(1)}"
     if "model" in body:
         yield "a model in the body (Vertex AI takes it in the endpoint URL)"
     if body.get("anthropic_version") != "vertex-2023-10-16":

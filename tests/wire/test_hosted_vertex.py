@@ -25,11 +25,20 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator
-from hosted_recordings import CITATION, CITED_TEXT, SEARCH_RESULT, SERVER_TOOL_USE, USAGE
+from hosted_recordings import CITATION, CITED_TEXT, CODE_REPLY_1, SEARCH_RESULT, SERVER_TOOL_USE, USAGE
 from hosted_recordings_gemini import body, parts, replies
 from provider_rules import assert_accepted
-from test_hosted_anthropic import SEARCH_THEN_WEATHER, SUBMIT, _use, get_weather
+from test_hosted_anthropic import SEARCH_THEN_WEATHER, SUBMIT, TEXT, _reply, _use, get_weather
 from test_hosted_gemini import _expected_citations, calculator
+from test_hosted_streamed import (
+    _anthropic_reply,
+    _gemini_parts,
+    _gemini_reply,
+    _recorded_block,
+    _sdk_message,
+    _sse,
+    _turns,
+)
 
 import dspy_imp
 from dspy_imp.hosted import CodeExecution, FileSearch, RemoteMCP, WebFetch, WebSearch
@@ -189,6 +198,72 @@ def test_claude_on_vertex_sends_the_served_blocks_back_on_a_later_turn(run: Any)
     replayed = resumed["messages"][1]  # the first turn's first reply, as served
     assert replayed["role"] == "assistant"
     _same_bytes(replayed["content"], [*SERVED, _use("toolu_01Weather", "get_weather", {"city": "Geneva"})])
+    _accepted(emulator, "vertex_anthropic")
+
+
+def test_claude_on_vertex_sends_a_signed_thinking_block_back_before_its_function_call(run: Any) -> None:
+    """With thinking on, a reply's function call goes back after its signed thinking block (Anthropic refuses
+    a tool_use without it), on Vertex AI as on Anthropic: a step beside a hosted search may have no served
+    block of its own."""
+    thinking = CODE_REPLY_1["content"][0]  # a signed thinking block, as recorded
+    weather = _use("toolu_01Weather", "get_weather", {"city": "Geneva"})
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(), get_weather])
+    with Emulator([_reply([thinking, weather]), TEXT]) as emulator, dspy.context(lm=_lm(emulator, CLAUDE)):
+        pred = run(agent, question="The weather in Geneva?")
+    assert pred.metadata.termination_reason == "answered", pred.metadata.termination_error
+    first, second = (r.body for r in emulator.requests)
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    result = {"type": "tool_result", "tool_use_id": "toolu_01Weather", "content": "Sunny in Geneva."}
+    replied = {"role": "assistant", "content": [thinking, weather]}
+    assert second == {**first, "messages": [*first["messages"], replied, {"role": "user", "content": [result]}]}
+    _accepted(emulator, "vertex_anthropic")
+
+
+# -- Streamed, on Vertex AI ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "tool"),
+    [("gemini_web_search", "gemini-2.5-pro", WebSearch()), ("gemini_web_fetch", "gemini-2.5-flash", WebFetch())],
+    ids=["google-search", "url-context"],
+)
+def test_a_streamed_gemini_reply_on_vertex_goes_back_with_every_chunks_parts(
+    how: str, name: str, model: str, tool: Any
+) -> None:
+    agent = dspy_imp.ReActV2("question -> answer", tools=[tool])
+    asked = ("What is the capital of France?", "And of Italy?")
+    with Emulator([_sse(name), _gemini_reply("Still Paris.")]) as emulator:
+        streamed, later = _turns(agent, how, _lm(emulator, f"vertex:{model}"), *asked)
+    assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
+    assert later.metadata.termination_reason == "answered", later.metadata.termination_error
+    first, second = emulator.requests
+    path = f"/v1/projects/{PROJECT}/locations/global/publishers/google/models/{model}"
+    assert first.path == f"{path}:streamGenerateContent?alt=sse" and second.path == f"{path}:generateContent"
+    served = _gemini_parts(name)
+    assert _recorded_block(streamed, "gemini_served")["content"] == served
+    question, turn, follow_up = second.body["contents"]
+    assert question == first.body["contents"][0] and follow_up["role"] == "user"
+    _same_bytes(turn, {"role": "model", "parts": served})  # every chunk's parts, each signature where it came
+    assert {k: v for k, v in second.body.items() if k != "contents"} == {
+        k: v for k, v in first.body.items() if k != "contents"
+    }
+    _accepted(emulator, "vertex_gemini")
+
+
+def test_a_streamed_claude_search_on_vertex_with_thinking_goes_back_as_the_sdk_assembles_it(how: str) -> None:
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch()])  # finish="auto": the reply's text answers
+    expected = _sdk_message("anthropic_web_search")  # thinking, two searches, citations
+    asked = ("What is the weather in San Francisco today?", "And tomorrow?")
+    with Emulator([_sse("anthropic_web_search"), _anthropic_reply("Still the same.")]) as emulator:
+        streamed, later = _turns(agent, how, _lm(emulator, CLAUDE), *asked)  # thinking on, as recorded
+    assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
+    assert later.metadata.termination_reason == "answered", later.metadata.termination_error
+    first, second = emulator.requests
+    assert first.path == CLAUDE_PATH.replace(":rawPredict", ":streamRawPredict") and second.path == CLAUDE_PATH
+    assert first.body["stream"] is True and second.body["stream"] is False
+    replayed = next(m for m in second.body["messages"] if m["role"] == "assistant")["content"]
+    assert replayed == expected["content"]  # every block and field, the thinking signature among them
+    assert streamed.metadata.usage.hosted_calls == {"web_search_requests": 2, "web_fetch_requests": 0}
     _accepted(emulator, "vertex_anthropic")
 
 
