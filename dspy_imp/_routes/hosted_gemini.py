@@ -428,7 +428,8 @@ NOT_OFFERED = (
 )
 # Gemini on Vertex AI, natively (lm15's ``vertex`` and ``vertex-express`` doors, ``vertex:gemini-...``): the
 # same generateContent, the same parts and grounding, but no ``fileSearch`` (File Search stores are the
-# Gemini API's; Vertex grounds on your own data through Vertex AI Search, ``retrieval``, not built here).
+# Gemini API's; google-genai's ``toolToVertex`` refuses it: "fileSearch parameter is not supported in Vertex
+# AI"; Vertex grounds on your own data through Vertex AI Search, ``retrieval``, not built here).
 VERTEX_ROUTE = dataclasses.replace(ROUTE, tools=frozenset(BUILTINS) - {"file_search"})
 NOT_ON_VERTEX = {
     "file_search": (
