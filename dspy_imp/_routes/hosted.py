@@ -22,7 +22,7 @@ The served block joins the step's ``reasoning_details`` (kept verbatim by ``dump
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai, hosted_openai_chat
@@ -37,9 +37,16 @@ _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
     # Chat Completions: OpenAI's search models, WebSearch as web_search_options (both engines)
     ("native", "openai-chat"): hosted_openai_chat.ROUTE,
     ("litellm", "openai"): hosted_openai_chat.ROUTE,
+    # Vertex AI through lm15's own doors (``vertex:gemini-...``, ``vertex-express:...``,
+    # ``vertex-anthropic:claude-...``): the Gemini and Anthropic translations, with the tools Vertex offers
+    ("native", "vertex"): hosted_gemini.VERTEX_ROUTE,
+    ("native", "vertex-express"): hosted_gemini.VERTEX_ROUTE,
+    ("native", "vertex-anthropic"): hosted_anthropic.VERTEX_ROUTE,
 }
-# Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it).
-_WHY_NOT: dict[tuple[str, str | None], str] = {
+# Routes that cannot carry hosted tools (or some of them), and why (the ``ConfigurationError`` says it): one
+# reason for the route, a reason per tool kind, or one read from the model name (``_reason``).
+Reason = str | Mapping[str, str] | Callable[[str], str]
+_WHY_NOT: dict[tuple[str, str | None], Reason] = {
     ("litellm", "anthropic"): hosted_anthropic.NOT_ON_LITELLM,
     ("native", "openai"): hosted_openai.NOT_HERE,  # the Responses API: a tool it lacks (WebFetch)
     ("litellm", "openai-responses"): hosted_openai.NOT_ON_LITELLM,  # model_type="responses" on LiteLLM
@@ -47,7 +54,26 @@ _WHY_NOT: dict[tuple[str, str | None], str] = {
     ("native", "openai-chat"): hosted_openai_chat.NOT_ON_CHAT,
     ("litellm", "gemini"): hosted_gemini.NOT_ON_LITELLM,
     ("native", "gemini"): hosted_gemini.NOT_OFFERED,  # the one tool that route lacks: RemoteMCP
+    ("native", "vertex"): hosted_gemini.NOT_ON_VERTEX,  # FileSearch (the Gemini API's), RemoteMCP
+    ("native", "vertex-express"): hosted_gemini.NOT_ON_VERTEX,
+    ("native", "vertex-anthropic"): hosted_anthropic.NOT_ON_VERTEX,  # web search only
+    # ``vertex_ai/...``: DSPy's default engine sends it to LiteLLM; the reason names the model's own family
+    ("litellm", "vertex_ai"): lambda model: (
+        hosted_anthropic.not_on_litellm_vertex(model)
+        if "claude" in model
+        else hosted_gemini.not_on_litellm_vertex(model)
+    ),
+    ("litellm", "bedrock"): hosted_anthropic.NOT_ON_BEDROCK,
+    ("native", "bedrock-anthropic"): hosted_anthropic.NOT_ON_BEDROCK,
 }
+
+
+def _reason(why: Reason | None, tool: Any, model: str) -> str | None:
+    if why is None or isinstance(why, str):
+        return why
+    if isinstance(why, Mapping):
+        return why.get(tool.kind)
+    return why(model)
 
 
 def hosted_route(route: Any) -> HostedRoute | None:
@@ -68,10 +94,11 @@ def check(lm: Any, route: Any, hosted: Sequence[Any], functions: Sequence[str] =
     found = hosted_route(route)
     for tool in hosted:
         if found is None or tool.kind not in found.tools:
-            why = _WHY_NOT.get((route.engine, route.provider))
+            model = str(getattr(lm, "model", lm))
+            why = _reason(_WHY_NOT.get((route.engine, route.provider)), tool, model)
             where = f"{route.engine} engine" + (f", provider {route.provider!r}" if route.provider else "")
             raise RefusedOption(
-                f"model {getattr(lm, 'model', lm)!r} has no hosted {tool.label} on this route ({where})"
+                f"model {model!r} has no hosted {tool.label} on this route ({where})"
                 + (f": {why}" if why else "")
                 + "; leave the tool out or pick a model whose provider runs it (docs/hosted-tools.md)"
             )

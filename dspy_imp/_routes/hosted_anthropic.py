@@ -26,10 +26,16 @@ of the turn, and of a later turn after ``dump_history``/``load_history``, carrie
 for byte. On LiteLLM the served blocks come back split across ``provider_specific_fields`` without
 their order and the text blocks' citations are not sent back, so that route is refused with a
 ``ConfigurationError`` until a verbatim path exists there.
+
+Vertex AI: lm15's ``vertex-anthropic`` door (``vertex-anthropic:claude-...``) is the same ``AnthropicLM``,
+the model moved into the URL and ``anthropic_version`` into the body by lm15's host rewrite; Vertex offers
+web search only (``VERTEX_ROUTE``). ``vertex_ai/claude-...`` goes to LiteLLM and is refused as above.
+Bedrock offers none of these tools (``NOT_ON_BEDROCK``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -379,6 +385,45 @@ ROUTE = HostedRoute(
     joined=joined,
     refuse=refusal,
 )
+# Claude on Vertex AI, natively (lm15's ``vertex-anthropic`` door, ``vertex-anthropic:claude-...``): the Messages
+# API at ``:rawPredict``, ``anthropic_version`` in the body, the same content blocks. Google Cloud documents one
+# server tool for Claude there, web search (``web_search_20250305``, Preview; its current page asks for no beta,
+# and the type needs none on Anthropic's API either); code execution and web fetch are not offered on Vertex AI.
+VERTEX_ROUTE = dataclasses.replace(ROUTE, tools=frozenset({"web_search"}))
+_NOT_ON_VERTEX = (
+    "Claude on Vertex AI has web search only among Anthropic's server tools (Google Cloud's Claude web search "
+    "page); {tool} is not offered there: use an anthropic/... model for it"
+)
+NOT_ON_VERTEX = {
+    "code_execution": _NOT_ON_VERTEX.format(tool="code execution (code_execution_20250825)"),
+    "web_fetch": _NOT_ON_VERTEX.format(tool="web fetch (web_fetch_20250910)"),
+    "remote_mcp": "Anthropic's MCP connector is not built on any route (it is a beta of Anthropic's own API)",
+    "file_search": "Anthropic's Messages API has no file search tool",
+}
+
+
+def not_on_litellm_vertex(model: str) -> str:
+    """Why ``vertex_ai/claude-...`` (LiteLLM's spelling, which DSPy's default engine sends to LiteLLM) is refused."""
+    name = model.split("/", 1)[-1]
+    return (
+        f"DSPy sends {model!r} to LiteLLM (lm15 has no door for the vertex_ai/ prefix), and LiteLLM's Vertex AI "
+        "Claude route is its Anthropic code: it returns the served blocks split apart, without their order, and "
+        "does not send the text blocks' citations back; for WebSearch write the model as "
+        f"'vertex-anthropic:{name}' for DSPy's default engine"
+    )
+
+
+# Claude on Amazon Bedrock: Anthropic's server tools are not offered there. Anthropic's Bedrock page lists
+# them among what Claude in Amazon Bedrock lacks (lm15's ``bedrock-anthropic`` door, from that page: "no ...
+# server tools"), and LiteLLM sends none of their betas to Bedrock (its beta table maps web search, web fetch
+# and code execution to none for ``bedrock``, ``bedrock_converse``).
+NOT_ON_BEDROCK = (
+    "Amazon Bedrock does not offer Anthropic's server tools (web search, web fetch, code execution: Anthropic's "
+    "Claude in Amazon Bedrock page lists server tools among what Bedrock lacks), so no Bedrock route can carry "
+    "them; use an anthropic/... model, or a function tool that searches"
+)
+
+
 NOT_ON_LITELLM = (
     "LiteLLM returns the served blocks split apart, without their order, and does not send the text blocks' "
     "citations back; use DSPy's default engine (engine='auto' or 'native')"

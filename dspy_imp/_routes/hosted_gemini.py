@@ -26,10 +26,15 @@ Replay: the model turn of such a step goes back as exactly those parts (the wrap
 stays in the record (it is no part of a request's ``Content``). LiteLLM keeps no code execution
 parts and writes the model turn back from its own message (the server tool parts after the text
 and calls), so that route is refused with a ``ConfigurationError``.
+
+Vertex AI: lm15's ``vertex`` and ``vertex-express`` doors (``vertex:gemini-...``) are the same ``GeminiLM``
+at Vertex's URL, so ``VERTEX_ROUTE`` is this translation without ``fileSearch`` (the Gemini API's own).
+``vertex_ai/gemini-...`` goes to LiteLLM and is refused as above (``not_on_litellm_vertex``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -421,6 +426,32 @@ NOT_OFFERED = (
     "Gemini's generateContent has no remote MCP tool (Google's SDKs connect to MCP servers on the client side); "
     "connect the server with dspy_imp.mcp instead"
 )
+# Gemini on Vertex AI, natively (lm15's ``vertex`` and ``vertex-express`` doors, ``vertex:gemini-...``): the
+# same generateContent, the same parts and grounding, but no ``fileSearch`` (File Search stores are the
+# Gemini API's; google-genai's ``toolToVertex`` refuses it: "fileSearch parameter is not supported in Vertex
+# AI"; Vertex grounds on your own data through Vertex AI Search, ``retrieval``, not built here).
+VERTEX_ROUTE = dataclasses.replace(ROUTE, tools=frozenset(BUILTINS) - {"file_search"})
+NOT_ON_VERTEX = {
+    "file_search": (
+        "fileSearch (File Search stores) is the Gemini API's own: Vertex AI's generateContent has no fileSearch "
+        "tool (Vertex grounds on your data through Vertex AI Search, which dspy_imp.hosted does not build); use a "
+        "gemini/... model for FileSearch"
+    ),
+    "remote_mcp": NOT_OFFERED,
+}
+
+
+def not_on_litellm_vertex(model: str) -> str:
+    """Why ``vertex_ai/gemini-...`` (LiteLLM's spelling, which DSPy's default engine sends to LiteLLM) is refused."""
+    name = model.split("/", 1)[-1]
+    return (
+        f"DSPy sends {model!r} to LiteLLM (lm15 has no door for the vertex_ai/ prefix), and LiteLLM's Vertex AI "
+        "Gemini route is its Gemini API code: it keeps no executableCode or codeExecutionResult part, and writes a "
+        "model turn back from its own message, its toolCall and toolResponse parts after the text and function "
+        f"calls rather than in the order served; write the model as 'vertex:{name}' for DSPy's default engine"
+    )
+
+
 NOT_ON_LITELLM = (
     "LiteLLM keeps no executableCode or codeExecutionResult part, and writes a model turn back from its own "
     "message, its toolCall and toolResponse parts appended after the text and function calls rather than in the "

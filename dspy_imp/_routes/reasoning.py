@@ -46,6 +46,8 @@ def validates_signatures(model: str) -> bool:
     """Gemini 3 and later: every call of the current turn goes back signed, or the request is refused
     (400). Gemini 1.x/2.x, ``gemini-exp`` and Gemma do not validate (the name is read as LiteLLM reads it)."""
     name = model.lower().rsplit("/", 1)[-1].replace(".", "-")
+    _, colon, rest = name.partition(":")  # lm15's own spelling: ``vertex:gemini-3-pro-preview``
+    name = rest if colon and rest.startswith("gemini-") else name
     return name.startswith("gemini-") and not _BEFORE_GEMINI_3.match(name)
 
 

@@ -76,7 +76,10 @@ _LITELLM_KINDS = {
 _NATIVE_KINDS = {
     "anthropic": ANTHROPIC_KINDS | {hosted_anthropic.KIND},  # the served blocks of hosted tools
     "gemini": GEMINI_KINDS | {hosted_gemini.KIND},  # the served parts of built-in tools
-    "vertex": GEMINI_KINDS,
+    # Vertex AI through lm15's doors: Gemini's signatures and served parts, Claude's served blocks
+    "vertex": GEMINI_KINDS | {hosted_gemini.KIND},
+    "vertex-express": GEMINI_KINDS | {hosted_gemini.KIND},
+    "vertex-anthropic": ANTHROPIC_KINDS | {hosted_anthropic.KIND},
     "openrouter": OPENROUTER_KINDS,  # written by the ``_routes.chat_extras`` patch
     # lm15's Responses API provider (Chat Completions is "openai-chat"), and the served items of hosted tools
     "openai": RESPONSES_KINDS | {hosted_openai.KIND},

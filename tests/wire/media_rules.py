@@ -205,10 +205,12 @@ def check_media(protocol: str, body: Body, path: str = "") -> dict[str, list[str
 
 
 def register(rules: MutableMapping[str, Sequence[Rule]]) -> None:
-    """Append the media rules to a checker's ``RULES`` (once; ``deepseek`` takes the Chat rules)."""
-    for protocol in (*MEDIA_RULES, "deepseek"):
+    """Append the media rules to a checker's ``RULES`` (once; ``deepseek`` takes the Chat rules, the Vertex AI
+    protocols their family's)."""
+    family = {"deepseek": "openai", "vertex_anthropic": "anthropic", "vertex_gemini": "gemini"}
+    for protocol in (*MEDIA_RULES, *family):
         if protocol not in rules:
             continue
         current = list(rules[protocol])
-        extra = MEDIA_RULES["openai" if protocol == "deepseek" else protocol]
+        extra = MEDIA_RULES[family.get(protocol, protocol)]
         rules[protocol] = current + [rule for rule in extra if rule not in current]

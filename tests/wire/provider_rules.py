@@ -728,6 +728,50 @@ def gemini_calling_config_needs_declarations(body: Body, path: str) -> Iterator[
         yield "Function calling config is set without function_declarations."
 
 
+# -- Vertex AI ---------------------------------------------------------------------------------------
+# Claude on Vertex AI (Anthropic's "Claude on Vertex AI" page: the model is in the endpoint URL, not the
+# body; ``anthropic_version`` is in the body, "vertex-2023-10-16"); Google Cloud's Claude web search page
+# (the one server tool documented there). Gemini on Vertex AI: generateContent at
+# ``/v1/projects/{project}/locations/{location}/publishers/google/models/{model}``; File Search stores are
+# the Gemini API's (Vertex AI's ``Tool`` has no ``fileSearch``).
+
+_VERTEX_CLAUDE_PATH = re.compile(
+    r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/[^/:]+:(rawPredict|streamRawPredict)$"
+)
+_VERTEX_GEMINI_PATH = re.compile(r"/v1/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:")
+
+
+def vertex_claude_body(body: Body, path: str) -> Iterator[str]:
+    """The model in the URL (``:rawPredict``/``:streamRawPredict``), none in the body, and
+    ``anthropic_version: "vertex-2023-10-16"`` in the body."""
+    found = _VERTEX_CLAUDE_PATH.search(path.split("?", 1)[0])
+    if not found:
+        yield f"path {path!r} is not a Vertex AI Claude rawPredict endpoint"
+    elif (found.group(1) == "streamRawPredict") != bool(body.get("stream")):
+        yield f"stream={body.get('stream')!r} sent to :{found.group(1)}"
+    if "model" in body:
+        yield "a model in the body (Vertex AI takes it in the endpoint URL)"
+    if body.get("anthropic_version") != "vertex-2023-10-16":
+        yield f"anthropic_version {body.get('anthropic_version')!r}, not 'vertex-2023-10-16'"
+
+
+def vertex_claude_server_tools(body: Body, path: str) -> Iterator[str]:
+    """Of Anthropic's server tools, only web search is offered for Claude on Vertex AI."""
+    for tool in body.get("tools") or []:
+        kind = str(tool.get("type") or "")
+        if kind.startswith(("code_execution_", "web_fetch_", "mcp_", "bash_code_execution")):
+            yield f"server tool {kind!r} is not offered on Vertex AI"
+
+
+def vertex_gemini_request(body: Body, path: str) -> Iterator[str]:
+    """A Vertex AI generateContent endpoint, and no ``fileSearch`` tool (the Gemini API's own)."""
+    if not _VERTEX_GEMINI_PATH.search(path.split("?", 1)[0]):
+        yield f"path {path!r} is not a Vertex AI generateContent endpoint"
+    for tool in body.get("tools") or []:
+        if "fileSearch" in tool or "file_search" in tool:
+            yield "a fileSearch tool (File Search stores are the Gemini API's; Vertex AI has none)"
+
+
 RULES: dict[str, Sequence[Rule]] = {
     "openai": [
         chat_roles,
@@ -817,3 +861,5 @@ RULES: dict[str, Sequence[Rule]] = {
         gemini_server_tool_parts,
     ],
 }
+RULES["vertex_anthropic"] = [*RULES["anthropic"], vertex_claude_body, vertex_claude_server_tools]
+RULES["vertex_gemini"] = [*RULES["gemini"], vertex_gemini_request]

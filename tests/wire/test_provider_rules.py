@@ -329,6 +329,28 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (  # Claude on Vertex AI: the model named in the body, the version missing
+        "vertex_anthropic",
+        "vertex_claude_body",
+        {"model": "claude-sonnet-4-5", "messages": [USER]},
+        "/v1/projects/p/locations/global/publishers/anthropic/models/claude-sonnet-4-5:rawPredict",
+    ),
+    (  # a server tool Vertex AI does not offer for Claude
+        "vertex_anthropic",
+        "vertex_claude_server_tools",
+        {
+            "anthropic_version": "vertex-2023-10-16",
+            "messages": [USER],
+            "tools": [{"type": "code_execution_20250825", "name": "code_execution"}],
+        },
+        "/v1/projects/p/locations/global/publishers/anthropic/models/claude-sonnet-4-5:rawPredict",
+    ),
+    (  # the Gemini API's File Search on Vertex AI
+        "vertex_gemini",
+        "vertex_gemini_request",
+        {"contents": [], "tools": [{"fileSearch": {"fileSearchStoreNames": ["fileSearchStores/x"]}}]},
+        "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-pro:generateContent",
+    ),
 ]
 
 
