@@ -116,7 +116,7 @@ class TaskServer:
         if task["status"] != "working":
             return
         tool = task["tool"]
-        if tool == "crunch" and task["gets"] >= 2 or tool == "maybe":
+        if (tool == "crunch" and task["gets"] >= 2) or tool == "maybe":
             task["status"] = "completed"
         elif tool == "flaky":
             task["status"] = "failed"

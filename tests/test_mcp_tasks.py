@@ -84,7 +84,7 @@ def test_a_failed_task_is_an_error_observation_with_the_servers_result(run: Any)
 
 def test_a_call_cut_short_by_its_time_bound_cancels_the_task_on_the_server(run: Any) -> None:
     served = TaskServer()
-    lm, pred = turn(run, served, "forever", {"n": 1}, tool_timeouts=0.3)  # a bound, not an assertion
+    _, pred = turn(run, served, "forever", {"n": 1}, tool_timeouts=0.3)  # a bound, not an assertion
     assert results(pred)[0]["error"] is True
     assert served.cancelled.wait(30)  # the server's event: tasks/cancel reached it
     received = served.requests()

@@ -12,7 +12,9 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
 - **Calls**: each a request on the session, awaited from the caller's loop (``_loop.arun``), so a
   cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
   ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
-  (``ServerToolError``); a protocol error is the call's exception, an error observation too.
+  (``ServerToolError``); a protocol error is the call's exception, an error observation too. A
+  tool the server runs as a task (2025-11-25) is created, polled and read by ``_tasks``; a
+  cancelled one sends ``tasks/cancel`` as well.
 - **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
   ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
   resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
@@ -314,8 +316,7 @@ class Server(Toolset):
         if not isinstance(add_instructions, bool):
             raise ConfigurationError(f"MCP server `add_instructions` must be True or False, got {add_instructions!r}")
         self.add_instructions = add_instructions
-        self.tasks = check_mode(tasks)
-        """Which calls are sent as tasks (``_tasks``): ``"auto"``, ``"always"`` or ``"never"``."""
+        self.tasks = check_mode(tasks)  # which calls are sent as tasks (``_tasks.wants_task``)
         self._asking: list[contextvars.Context] = []
         """The contexts of the calls in flight, oldest first: a sampling request is answered in the
         oldest's (its turn's usage limits, deadline and usage)."""

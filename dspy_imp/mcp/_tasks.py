@@ -34,9 +34,9 @@ from mcp import Client
 from dspy_imp._records.errors import ConfigurationError
 
 TaskMode = Literal["auto", "always", "never"]
+"""What ``tasks=`` takes: ``"auto"`` (a tool whose ``execution.taskSupport`` is ``"required"`` is
+called as a task), ``"always"`` (one whose support is ``"optional"`` too), ``"never"`` (no call is)."""
 TASK_MODES = ("auto", "always", "never")
-"""What ``tasks=`` takes: ``"auto"`` (only tools that require it are tasks), ``"always"`` (tools that
-allow it too), ``"never"``."""
 TASK_TTL_MS = 3_600_000
 """The ``ttl`` asked for a task (milliseconds): how long the server keeps it and its result."""
 MIN_POLL_SECONDS = 0.05
@@ -71,9 +71,9 @@ def wants_task(client: Client, mode: TaskMode, support: str | None) -> bool:
         tasks = client.server_capabilities.tasks
     except RuntimeError:  # the session closed meanwhile: the call fails as a plain one would
         return False
-    return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None and (
-        tasks.requests.tools.call is not None
-    )
+    requests = tasks.requests if tasks is not None else None
+    tools = requests.tools if requests is not None else None
+    return tools is not None and tools.call is not None
 
 
 def poll_seconds(task: types.Task) -> float:
