@@ -94,6 +94,22 @@ def test_a_call_cut_short_by_its_time_bound_cancels_the_task_on_the_server(run: 
     assert all(params == {"taskId": "task-1"} for _, params in received[1:])
 
 
+def test_a_call_cut_short_by_the_deadline_cancels_the_task_on_the_server(run: Any) -> None:
+    served = TaskServer()
+    server = mcp.memory(served.server, mode="legacy")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    try:
+        with dspy.context(lm=calling("forever", {"n": 1})), dspy_imp.deadline(seconds=2):  # a bound
+            pred = run(agent, question="q")
+    finally:
+        server.close()
+    assert pred.metadata.termination_reason != "answered"
+    assert served.cancelled.wait(30)
+    received = served.requests()
+    assert received[0] == ("tools/call", {"name": "forever", "arguments": {"n": 1}, "task": TASK})
+    assert received[-1] == ("tasks/cancel", {"taskId": "task-1"})
+
+
 @pytest.mark.parametrize(
     ("tasks", "sent", "text"),
     [

@@ -63,7 +63,7 @@ from dspy_imp.mcp import _loop
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
 from dspy_imp.mcp._results import result_value
-from dspy_imp.mcp._tasks import TaskMode, call_as_task, check_mode, wants_task
+from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
 from dspy_imp.mcp._tools import McpTool, build
 
 logger = logging.getLogger("dspy_imp")
@@ -317,6 +317,7 @@ class Server(Toolset):
             raise ConfigurationError(f"MCP server `add_instructions` must be True or False, got {add_instructions!r}")
         self.add_instructions = add_instructions
         self.tasks = check_mode(tasks)  # which calls are sent as tasks (``_tasks.wants_task``)
+        self._cancelling: set[asyncio.Future[None]] = set()  # ``tasks/cancel`` in flight, awaited by a close
         self._asking: list[contextvars.Context] = []
         """The contexts of the calls in flight, oldest first: a sampling request is answered in the
         oldest's (its turn's usage limits, deadline and usage)."""
@@ -607,7 +608,7 @@ class Server(Toolset):
     ) -> types.CallToolResult:
         """One ``tools/call``: as a task when the tool and the session say so (``_tasks``), else plain."""
         if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started)
+            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
         return await client.call_tool(name, arguments, progress_callback=progress)
 
     # -- ``elicit="pause"``: a question pauses the turn, the answer finishes the call -------------
@@ -687,7 +688,7 @@ class Server(Toolset):
         ``HEADER_MISMATCH`` and claimed extension results. A call sent as a task (an older session's:
         ``_tasks``) has no rounds: its questions come mid-call."""
         if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started)
+            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
         responses: dict[str, Any] | None = None
         state: str | None = None
         if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
@@ -758,6 +759,7 @@ class Server(Toolset):
         """The open session, opened (again) when there is none or its server died."""
         if self._pid != os.getpid():  # a forked child: the parent's session lives on a loop not here
             self._session, self._ending, self._opening, self._cache = None, set(), None, None
+            self._cancelling = set()
             self._pid = os.getpid()
         session = self._session
         if session is not None and session.alive():
@@ -955,7 +957,10 @@ class Server(Toolset):
         session.owner.add_done_callback(self._ending.discard)
 
     async def aclose_here(self) -> None:
-        """Close the session, on the layer's loop (``close``, ``with``, interpreter exit)."""
+        """Close the session, on the layer's loop (``close``, ``with``, interpreter exit), once the
+        ``tasks/cancel`` requests in flight are answered (bounded)."""
+        if self._cancelling:
+            await asyncio.wait(set(self._cancelling), timeout=CANCEL_SECONDS)
         session, self._session = self._session, None
         owners = set(self._ending)
         if session is not None:

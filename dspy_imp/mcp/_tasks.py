@@ -89,11 +89,14 @@ async def call_as_task(
     arguments: dict[str, Any],
     progress: Any,
     started: Callable[[str], None],
+    cancelling: set[asyncio.Future[None]],
     *,
     ttl: int = TASK_TTL_MS,
 ) -> types.CallToolResult:
     """The tool's call as a task: created, polled, its result read; cancelled on the server when
-    this is cancelled. ``started(task_id)`` is told the task's id once the server created it."""
+    this is cancelled. ``started(task_id)`` is told the task's id once the server created it;
+    ``cancelling`` holds the ``tasks/cancel`` requests in flight (the server's close waits for them:
+    a caller that stopped waiting may close the session at once)."""
     created = await _raw_call(client, name, arguments, progress, ttl)
     if isinstance(created, types.CallToolResult):  # a server that ran it at once, as a plain call
         return created
@@ -119,6 +122,8 @@ async def call_as_task(
     except asyncio.CancelledError:
         if task.status not in TERMINAL:  # our wait ends: the server's work is stopped too
             canceller = asyncio.ensure_future(_cancel(client, task.task_id))
+            cancelling.add(canceller)
+            canceller.add_done_callback(cancelling.discard)
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(canceller)
         raise
