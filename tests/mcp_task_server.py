@@ -17,6 +17,8 @@ Tools (``execution.taskSupport``):
   related to the task) which colour, and completes with the answer.
 - ``maybe`` (optional): called plainly, ``"plain"``; as a task, completed at the first ``tasks/get``,
   ``"as a task"``.
+- ``shaped`` (required, an ``outputSchema``): completed at the first ``tasks/get``; its structured
+  result is ``{"total": n}``, a string for a negative ``n`` (which the schema refuses).
 - ``plain`` (no ``execution``): ``"plain"``.
 """
 
@@ -34,7 +36,9 @@ RELATED = "io.modelcontextprotocol/related-task"
 STAMP = "2026-01-01T00:00:00Z"
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
-SUPPORT = {"crunch": "required", "flaky": "required", "forever": "required", "ask": "required", "maybe": "optional"}
+SUPPORT = {"crunch": "required", "flaky": "required", "forever": "required", "ask": "required", "maybe": "optional",
+           "shaped": "required"}  # fmt: skip
+SHAPE = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
 
 
 class TaskServer:
@@ -72,8 +76,9 @@ class TaskServer:
             types.Tool(
                 name=name, description=f"The {name} tool.", input_schema=SCHEMA,
                 execution=types.ToolExecution(task_support=SUPPORT[name]) if name in SUPPORT else None,  # type: ignore[arg-type]
+                output_schema=SHAPE if name == "shaped" else None,
             )
-            for name in ("crunch", "flaky", "forever", "ask", "maybe", "plain")
+            for name in ("crunch", "flaky", "forever", "ask", "maybe", "shaped", "plain")
         ]  # fmt: skip
         return types.ListToolsResult(tools=tools)
 
@@ -116,7 +121,7 @@ class TaskServer:
         if task["status"] != "working":
             return
         tool = task["tool"]
-        if (tool == "crunch" and task["gets"] >= 2) or tool == "maybe":
+        if (tool == "crunch" and task["gets"] >= 2) or tool in ("maybe", "shaped"):
             task["status"] = "completed"
         elif tool == "flaky":
             task["status"] = "failed"
@@ -149,5 +154,10 @@ class TaskServer:
             task["status"] = "completed"
             colour = (answer.content or {}).get("colour") if answer.action == "accept" else answer.action
             return {"content": [{"type": "text", "text": f"painted {colour}"}], "_meta": meta}
+        if tool == "shaped":
+            n = task["arguments"].get("n", 0)
+            total = n if n >= 0 else "negative"
+            content = [{"type": "text", "text": f'{{"total": {total!r}}}'}]
+            return {"content": content, "structuredContent": {"total": total}, "_meta": meta}
         text = "as a task" if tool == "maybe" else f"crunched {task['arguments'].get('n')}"
         return {"content": [{"type": "text", "text": text}], "_meta": meta}

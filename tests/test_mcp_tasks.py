@@ -82,6 +82,25 @@ def test_a_failed_task_is_an_error_observation_with_the_servers_result(run: Any)
     ]
 
 
+@pytest.mark.parametrize(("n", "value", "error"), [(5, {"total": 5}, False), (-1, None, True)])
+def test_a_tasks_structured_result_is_checked_against_the_output_schema(
+    run: Any, n: int, value: Any, error: bool
+) -> None:
+    served = TaskServer()
+    lm, pred = turn(run, served, "shaped", {"n": n})
+    (result,) = results(pred)
+    assert result["error"] is error
+    if error:
+        assert "Invalid structured content" in tool_messages(lm)[0]["content"]
+    else:
+        assert result["result"] == value
+    assert served.requests() == [
+        ("tools/call", {"name": "shaped", "arguments": {"n": n}, "task": TASK}),
+        ("tasks/get", {"taskId": "task-1"}),
+        ("tasks/result", {"taskId": "task-1"}),
+    ]
+
+
 def test_a_call_cut_short_by_its_time_bound_cancels_the_task_on_the_server(run: Any) -> None:
     served = TaskServer()
     _, pred = turn(run, served, "forever", {"n": 1}, tool_timeouts=0.3)  # a bound, not an assertion

@@ -99,6 +99,8 @@ async def call_as_task(
     a caller that stopped waiting may close the session at once)."""
     created = await _raw_call(client, name, arguments, progress, ttl)
     if isinstance(created, types.CallToolResult):  # a server that ran it at once, as a plain call
+        if not created.is_error:
+            await client.session.validate_tool_result(name, created)
         return created
     task: types.Task = created.task
     started(task.task_id)
@@ -111,7 +113,7 @@ async def call_as_task(
         if task.status == "cancelled":
             raise RuntimeError(f"the server cancelled the task {task.task_id!r}{_why(task)}")
         try:
-            return await client.session.send_request(
+            result = await client.session.send_request(
                 types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task.task_id)),
                 types.CallToolResult,
             )
@@ -119,6 +121,9 @@ async def call_as_task(
             if task.status == "failed":  # no result to read: the task's own words are the error
                 raise RuntimeError(f"the task {task.task_id!r} failed{_why(task)}") from error
             raise
+        if not result.is_error:  # checked against the tool's output schema, as the SDK checks a plain call's
+            await client.session.validate_tool_result(name, result)
+        return result
     except asyncio.CancelledError:
         if task.status not in TERMINAL:  # our wait ends: the server's work is stopped too
             canceller = asyncio.ensure_future(_cancel(client, task.task_id))
