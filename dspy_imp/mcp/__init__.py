@@ -28,6 +28,7 @@ from dspy_imp.mcp._results import ServerToolError
 from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
 from dspy_imp.mcp._servers import Approval, Elicit, http, memory, stdio
 from dspy_imp.mcp._serving import ProgramServer
+from dspy_imp.mcp._tasks import TaskMode
 from dspy_imp.mcp._tools import McpTool
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "ServerDisconnected",
     "ServerToolError",
     "ServerUnavailable",
+    "TaskMode",
     "Toolset",
     "from_config",
     "http",

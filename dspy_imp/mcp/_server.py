@@ -12,7 +12,9 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
 - **Calls**: each a request on the session, awaited from the caller's loop (``_loop.arun``), so a
   cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
   ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
-  (``ServerToolError``); a protocol error is the call's exception, an error observation too.
+  (``ServerToolError``); a protocol error is the call's exception, an error observation too. A
+  tool the server runs as a task (2025-11-25) is created, polled and read by ``_tasks``; a
+  cancelled one sends ``tasks/cancel`` as well.
 - **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
   ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
   resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
@@ -61,6 +63,7 @@ from dspy_imp.mcp import _loop
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
 from dspy_imp.mcp._results import result_value
+from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
 from dspy_imp.mcp._tools import McpTool, build
 
 logger = logging.getLogger("dspy_imp")
@@ -155,6 +158,14 @@ class _Watched:
 
 _SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dspy_imp_mcp_sent", default=None)
 """The JSON-RPC ids of the ``tools/call`` requests the current call sent (set by ``Server._send``)."""
+_TASKS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("dspy_imp_mcp_tasks", default=None)
+"""The ids of the tasks the current call's server created for it (set by ``Server._send``)."""
+
+
+def _task_started(task_id: str) -> None:
+    found = _TASKS.get()
+    if found is not None:
+        found.append(task_id)
 
 
 class _Sending:
@@ -272,6 +283,7 @@ class Server(Toolset):
         sampling: dspy.BaseLM | None = None,
         log_level: str | None = None,
         add_instructions: bool = False,
+        tasks: TaskMode = "auto",
     ):
         self.name = _text(name, "name")
         self.label = f"MCP server {self.name!r}"
@@ -304,6 +316,8 @@ class Server(Toolset):
         if not isinstance(add_instructions, bool):
             raise ConfigurationError(f"MCP server `add_instructions` must be True or False, got {add_instructions!r}")
         self.add_instructions = add_instructions
+        self.tasks = check_mode(tasks)  # which calls are sent as tasks (``_tasks.wants_task``)
+        self._cancelling: set[asyncio.Future[None]] = set()  # ``tasks/cancel`` in flight, awaited by a close
         self._asking: list[contextvars.Context] = []
         """The contexts of the calls in flight, oldest first: a sampling request is answered in the
         oldest's (its turn's usage limits, deadline and usage)."""
@@ -536,14 +550,18 @@ class Server(Toolset):
         self._asking.append(asking)
         self._logs.started(notices)
         sent: list[Any] = []
+        task_ids: list[str] = []
+        support = tool.execution.task_support if tool.execution is not None else None
         try:
             async with notices.relaying():
                 progress = notices.progress if notices.live else None
-                result = await _loop.arun(self._send(tool.name, arguments, progress, sent, resume))
+                result = await _loop.arun(
+                    self._send(tool.name, arguments, progress, sent, resume, support=support, task_ids=task_ids)
+                )
         finally:
             self._logs.ended(notices)
             self._asking.remove(asking)
-            _annotate(sent)
+            _annotate(sent, task_ids)
         return result_value(result, tool.output_schema)
 
     async def _send(
@@ -553,21 +571,31 @@ class Server(Toolset):
         progress: Any = None,
         sent: list[Any] | None = None,
         resume: Resume | None = None,
+        *,
+        support: str | None = None,
+        task_ids: list[str] | None = None,
     ) -> types.CallToolResult:
         token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
+        tasks = _TASKS.set(task_ids)  # and the tasks its server creates (``_task_started``)
         try:
-            return await self._sent(remote_name, arguments, progress, resume)
+            return await self._sent(remote_name, arguments, progress, resume, support)
         finally:
+            _TASKS.reset(tasks)
             _SENT.reset(token)
 
     async def _sent(
-        self, remote_name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None = None
+        self,
+        remote_name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        resume: Resume | None = None,
+        support: str | None = None,
     ) -> types.CallToolResult:
         session = await self._live()
         try:
             if self.elicit == PAUSE:
-                return await self._pausing(session.client, remote_name, arguments, progress, resume)
-            return await session.client.call_tool(remote_name, arguments, progress_callback=progress)
+                return await self._pausing(session.client, remote_name, arguments, progress, resume, support)
+            return await self._one(session.client, remote_name, arguments, progress, support)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
                 raise
@@ -575,10 +603,24 @@ class Server(Toolset):
             why = session.ended_because("closed its session during the call")
             raise ServerDisconnected(f"{self.label} {why} (it is started again on the next call)") from error
 
+    async def _one(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, support: str | None
+    ) -> types.CallToolResult:
+        """One ``tools/call``: as a task when the tool and the session say so (``_tasks``), else plain."""
+        if wants_task(client, self.tasks, support):
+            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
+        return await client.call_tool(name, arguments, progress_callback=progress)
+
     # -- ``elicit="pause"``: a question pauses the turn, the answer finishes the call -------------
 
     async def _pausing(
-        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        resume: Resume | None,
+        support: str | None = None,
     ) -> types.CallToolResult:
         """The call, its questions pausing the turn (``AsksInput``). A 2026-07-28 session's question
         is an input-required round: the pause holds its ``requestState``, and the resumed call is that
@@ -588,16 +630,22 @@ class Server(Toolset):
         asked before (the tool's work before its question is done again). Such a request does not
         say which call asks, so on an older session this server's calls run one at a time."""
         if client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return await self._pausing_call(client, name, arguments, progress, resume)
+            return await self._pausing_call(client, name, arguments, progress, resume, support)
         loop = asyncio.get_running_loop()
         alone = self._one_call.get(loop)
         if alone is None:
             alone = self._one_call[loop] = asyncio.Lock()
         async with alone:
-            return await self._pausing_call(client, name, arguments, progress, resume)
+            return await self._pausing_call(client, name, arguments, progress, resume, support)
 
     async def _pausing_call(
-        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, resume: Resume | None
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        resume: Resume | None,
+        support: str | None = None,
     ) -> types.CallToolResult:
         asked, answer = resume if resume is not None else ({}, {})
         kept = asked.get("resume")
@@ -607,7 +655,7 @@ class Server(Toolset):
             answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
         paused = _Paused(answers)
         self._in_flight.append(paused)
-        call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer))
+        call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer, support))
         try:
             waiting: list[asyncio.Future[Any]] = [call, paused.asked]
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -631,12 +679,16 @@ class Server(Toolset):
         progress: Any,
         saved: Mapping[str, Any],
         answer: Any,
+        support: str | None = None,
     ) -> types.CallToolResult:
         """The call's input-required rounds (2026-07-28), driven here rather than by the SDK's
         ``Client.call_tool`` (whose driver keeps no ``requestState`` for later): requests other than a
         form elicitation are answered as the SDK answers them; a form pauses the turn, one question
         at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
-        ``HEADER_MISMATCH`` and claimed extension results."""
+        ``HEADER_MISMATCH`` and claimed extension results. A call sent as a task (an older session's:
+        ``_tasks``) has no rounds: its questions come mid-call."""
+        if wants_task(client, self.tasks, support):
+            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
         responses: dict[str, Any] | None = None
         state: str | None = None
         if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
@@ -707,6 +759,7 @@ class Server(Toolset):
         """The open session, opened (again) when there is none or its server died."""
         if self._pid != os.getpid():  # a forked child: the parent's session lives on a loop not here
             self._session, self._ending, self._opening, self._cache = None, set(), None, None
+            self._cancelling = set()
             self._pid = os.getpid()
         session = self._session
         if session is not None and session.alive():
@@ -904,7 +957,10 @@ class Server(Toolset):
         session.owner.add_done_callback(self._ending.discard)
 
     async def aclose_here(self) -> None:
-        """Close the session, on the layer's loop (``close``, ``with``, interpreter exit)."""
+        """Close the session, on the layer's loop (``close``, ``with``, interpreter exit), once the
+        ``tasks/cancel`` requests in flight are answered (bounded)."""
+        if self._cancelling:
+            await asyncio.wait(set(self._cancelling), timeout=CANCEL_SECONDS)
         session, self._session = self._session, None
         owners = set(self._ending)
         if session is not None:
@@ -938,17 +994,22 @@ async def _contents(client: Client, uri: str) -> list[types.TextResourceContents
     return list((await client.read_resource(uri)).contents)
 
 
-def _annotate(sent: list[Any]) -> None:
+def _annotate(sent: list[Any], task_ids: list[str] | None = None) -> None:
     """The call's ``execute_tool`` span (current while the tool runs) gets the JSON-RPC id of the
     request that answered it (the last one sent: the SDK may send a call again, e.g. after the
-    server asked for input). An in-process server called directly sends no JSON-RPC: no id."""
-    if not sent:
+    server asked for input), and the id of the task the server ran it as (``dspy_imp.mcp.task.id``,
+    the last one). An in-process server called directly sends no JSON-RPC: no id."""
+    if not sent and not task_ids:
         return
     try:
         from opentelemetry import trace
     except ImportError:  # no tracing installed: no span to annotate
         return
-    trace.get_current_span().set_attribute("jsonrpc.request.id", str(sent[-1]))
+    span = trace.get_current_span()
+    if sent:
+        span.set_attribute("jsonrpc.request.id", str(sent[-1]))
+    if task_ids:
+        span.set_attribute("dspy_imp.mcp.task.id", task_ids[-1])
 
 
 def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:

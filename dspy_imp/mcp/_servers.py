@@ -24,6 +24,7 @@ from dspy_imp.mcp._auth import OAuth, http_auth
 from dspy_imp.mcp._bounded import Bounded
 from dspy_imp.mcp._server import Server, note_fault, stderr_sink
 from dspy_imp.mcp._stdio import bounded_stdio_client
+from dspy_imp.mcp._tasks import TaskMode
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
@@ -58,6 +59,7 @@ def stdio(
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
+    tasks: TaskMode = "auto",
 ) -> Server:
     """An MCP server this process starts and talks to over its stdin and stdout.
 
@@ -103,6 +105,12 @@ def stdio(
             program's instructions, in each request of a turn that lists its tools, marked as the
             server's untrusted text (cut at 4,000 characters). Off by default; never saved with
             the program.
+        tasks: Which calls the server runs as tasks (MCP 2025-11-25, experimental; on a session
+            of that version whose server declares task-augmented ``tools/call``): ``"auto"``
+            (default) the tools whose ``execution.taskSupport`` is ``"required"``, ``"always"``
+            those whose support is ``"optional"`` too, ``"never"`` none. A task's call polls
+            ``tasks/get`` and reads ``tasks/result``; a call cut short (its time bound, the
+            deadline, Stop) sends ``tasks/cancel`` (``docs/mcp.md#tasks``).
     """
     command = _check_text(command, "command")
     arguments = _strings(args, "args")
@@ -117,7 +125,7 @@ def stdio(
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
-        log_level=log_level, add_instructions=add_instructions,
+        log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     server.connects_to, server.network_transport, server.transport = parameters, "pipe", "stdio"
     return server
@@ -141,6 +149,7 @@ def http(
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
+    tasks: TaskMode = "auto",
 ) -> Server:
     """An MCP server at ``url`` over streamable HTTP, or over SSE for a legacy server.
 
@@ -177,7 +186,7 @@ def http(
     remote = Server(
         name or url, way.target, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
-        log_level=log_level, add_instructions=add_instructions,
+        log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     remote.connects_to, remote.network_transport, remote.transport = url, "tcp", transport
     remote.falls_back = way.falls_back
@@ -283,6 +292,7 @@ def memory(
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
+    tasks: TaskMode = "auto",
 ) -> Server:
     """An ``mcp`` SDK server object (``mcp.server.mcpserver.MCPServer`` or a low-level ``Server``)
     served in this process, on the MCP layer's loop: for tests and examples. ``mode="legacy"``
@@ -294,7 +304,7 @@ def memory(
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
         needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
-        log_level=log_level, add_instructions=add_instructions,
+        log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     served.connects_to, served.transport = server, "memory"
     return served
