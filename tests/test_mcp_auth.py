@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import dspy
 import httpx2
 import mcp_types as types
 import pytest
+from local_process import listening
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthToken
@@ -35,29 +33,9 @@ CLOSED = "http://127.0.0.1:9/mcp"  # nothing listens: a request would fail, not 
 
 
 def served(transport: str) -> Iterator[str]:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "mcp_http_server.py"), str(port), transport],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 60  # a hang guard while it starts
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                if time.monotonic() > end or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
+    argv = lambda port: [sys.executable, str(HERE / "mcp_http_server.py"), str(port), transport]  # noqa: E731
+    with listening(argv) as port:
         yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

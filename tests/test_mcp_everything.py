@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
 import pytest
+from local_process import listening
 
 import dspy_imp
 from dspy_imp import mcp
@@ -40,32 +38,12 @@ def everything(request: pytest.FixtureRequest) -> Iterator[mcp.Server]:
         yield server
         server.close()
         return
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    process = subprocess.Popen(
-        [str(SERVER), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 60  # a hang guard while it starts
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                if time.monotonic() > end or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
+    with listening(
+        lambda port: [str(SERVER), "streamableHttp"], env=lambda port: {**os.environ, "PORT": str(port)}
+    ) as port:
         server = mcp.http(f"http://127.0.0.1:{port}/mcp", name="everything")
         yield server
         server.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 GZIP_INPUT = "data:text/plain;base64," + base64.b64encode(b"hello " * 20).decode()

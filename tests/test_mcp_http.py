@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
 import pytest
+from local_process import listening
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from test_genai_spans import spans  # noqa: F401 (the in-memory exporter fixture, written once)
 
@@ -27,29 +25,9 @@ HERE = Path(__file__).parent
 
 def served(transport: str) -> Iterator[str]:
     """``tests/mcp_http_server.py`` in its own process on 127.0.0.1, over ``transport``; its URL."""
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "mcp_http_server.py"), str(port), transport],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 60  # a hang guard while it starts
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                if time.monotonic() > end or server.poll() is not None:
-                    raise
-                time.sleep(0.05)
+    argv = lambda port: [sys.executable, str(HERE / "mcp_http_server.py"), str(port), transport]  # noqa: E731
+    with listening(argv) as port:
         yield f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import inspect
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
 import pytest
+from local_process import listening
 
 import dspy_imp
 from dspy_imp import mcp
@@ -27,33 +25,8 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "mcp_json_server.py"), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 60  # a hang guard while it starts
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                if time.monotonic() > end or server.poll() is not None:
-                    raise
-                time.sleep(0.05)
+    with listening(lambda port: [sys.executable, str(HERE / "mcp_json_server.py"), str(port)]) as port:
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # a connection it still waits on: ended anyway
-            server.kill()
-            server.wait(timeout=30)
 
 
 def results(pred: Any) -> list[dict[str, Any]]:
