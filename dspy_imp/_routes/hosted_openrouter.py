@@ -14,6 +14,9 @@ none (OpenRouter then searches with Exa, which keeps both). ``max_uses`` (the pl
 request, the model does not choose) and ``user_location`` (no field in the plugin or in OpenRouter's
 ``web_search_options``) are a ``ConfigurationError`` naming the option and the model, before any
 request. Function tools go beside the plugin as usual: the model reads the results and may call them.
+The LM's own ``plugins`` (``dspy.LM(..., plugins=[...])``) stay on the request: a ``web`` plugin given
+there keeps its ``engine``, ``max_results`` and ``search_prompt`` (and its engine decides which filters
+hold), other plugins go as given.
 
 Request: natively the fields join the lm15 ``Request``'s ``config.extensions``, which lm15's Chat
 Completions writer sends verbatim at the top level; on LiteLLM they join the call's options, which its
@@ -68,6 +71,25 @@ _FILTERS: dict[str, tuple[bool, bool, int | None]] = {
 }
 
 
+# The same table, by the engine a web plugin names (its ``engine`` field).
+_ENGINE_FILTERS: dict[str, tuple[bool, bool, int | None]] = {
+    "exa": (True, True, None),
+    "parallel": (True, False, None),
+    "perplexity": (True, False, None),
+    "firecrawl": (True, False, None),
+}
+
+
+def _given_plugins(lm: Any) -> list[dict[str, Any]]:
+    """The plugins the LM itself was given (``dspy.LM(..., plugins=[...])``), each an object."""
+    given = (getattr(lm, "kwargs", None) or {}).get("plugins")
+    return [dict(p) for p in given if isinstance(p, Mapping)] if isinstance(given, list | tuple) else []
+
+
+def _given_web(lm: Any) -> dict[str, Any]:
+    return next((p for p in _given_plugins(lm) if p.get("id") == "web"), {})
+
+
 def _name(lm: Any) -> str:
     return str(getattr(lm, "model", lm) or "")
 
@@ -89,8 +111,12 @@ def refusal(tools: Sequence[Any], lm: Any, functions: Sequence[str]) -> str | No
                     f"leave {option} unset for this model"
                 )
         allowed, blocked = list(getattr(tool, "allowed_domains", ()) or ()), list(tool.blocked_domains or ())
-        exclude, both, most = _FILTERS.get(vendor(model), (True, True, None))
-        who = f"{vendor(model)}'s native search" if vendor(model) in _FILTERS else "it"
+        engine = _given_web(lm).get("engine")
+        if engine in _ENGINE_FILTERS:  # the LM's own web plugin names a search engine (below)
+            (exclude, both, most), who = _ENGINE_FILTERS[str(engine)], f"the {engine} engine"
+        else:  # OpenRouter's choice, or "native": the model's provider's search where it has one, else Exa
+            exclude, both, most = _FILTERS.get(vendor(model), (True, True, None))
+            who = f"{vendor(model)}'s native search" if vendor(model) in _FILTERS else "it"
         if blocked and not exclude:
             return (
                 f"{tool.label}(blocked_domains=...) on model {model!r}: OpenRouter's web plugin sends it as "
@@ -123,8 +149,14 @@ def plugin(tool: Any) -> dict[str, Any]:
 
 
 def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
+    """The plugin beside the LM's own plugins (``dspy.LM(..., plugins=[...])``, which these replace on the
+    request): another plugin kept as given, a ``web`` one's own fields (``engine``, ``max_results``,
+    ``search_prompt``) kept under the ``WebSearch``'s domain filters."""
     search = next(t for t in tools if t.kind == "web_search")
-    options: dict[str, Any] = {"plugins": [plugin(search)]}
+    given = _given_plugins(lm)
+    web = {**_given_web(lm), **plugin(search)}
+    plugins = [web if p.get("id") == "web" else p for p in given] if _given_web(lm) else [*given, web]
+    options: dict[str, Any] = {"plugins": plugins}
     if search.search_context_size is not None:
         options["web_search_options"] = {"search_context_size": search.search_context_size}
     options["usage"] = {"include": True}  # the reply's ``usage.cost``, which prices the search (LiteLLM asks too)

@@ -285,3 +285,58 @@ def test_what_openrouter_cannot_carry_is_refused_before_any_request(
     expected = message.replace("native engine", "litellm engine") if engine == "litellm" else message
     assert expected in str(raised.value)
     assert emulator.requests == []
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("tools", [(), (WebSearch(),)], ids=["suffix-alone", "with-WebSearch"])
+def test_an_online_model_searches_through_its_suffix_and_its_citations_are_kept(
+    run: Any, engine: str, tools: tuple[Any, ...]
+) -> None:
+    """``:online`` is the web plugin (OpenRouter's web search guide): its replies are read and counted as the
+    plugin's, with ``WebSearch`` or without it; with it the request names the plugin too, as the guide's own
+    ``"model": "openai/gpt-5.2:online", "plugins": [...]`` example does."""
+    with Emulator([Scripted(200, SEARCH)]) as emulator, dspy.context(lm=_lm(emulator, engine, DEEPSEEK + ":online")):
+        pred = run(dspy_imp.ReActV2("question -> answer", tools=list(tools)), question=QUESTION)
+    assert pred.metadata.termination_reason == "answered", pred.metadata.termination_error
+    body = emulator.requests[0].body
+    assert body["model"] == "deepseek/deepseek-chat:online"
+    assert body.get("plugins") == ([{"id": "web"}] if tools else None)
+    assert_accepted("openrouter", body, emulator.requests[0].path)
+    assert pred.metadata.citations == _cited(MESSAGE["content"], NOTES)
+    assert pred.metadata.usage.hosted_calls == {"web_search_requests": 1}
+
+
+FILE_PARSER = {"id": "file-parser", "pdf": {"engine": "pdf-text"}}  # OpenRouter's PDF plugin
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_lms_own_plugins_stay_and_its_web_plugin_keeps_its_engine(run: Any, engine: str) -> None:
+    """``dspy.LM(..., plugins=[...])``: the other plugins go as given; the web plugin's ``engine`` and
+    ``max_results`` stay under the ``WebSearch``'s filters, and the engine decides which filters hold
+    (Exa keeps ``exclude_domains``, which OpenAI's native search would drop)."""
+    given = [FILE_PARSER, {"id": "web", "engine": "exa", "max_results": 3}]
+    search = WebSearch(blocked_domains=["reddit.com"])
+    with (
+        Emulator([Scripted(200, SEARCH)]) as emulator,
+        dspy.context(lm=_lm(emulator, engine, "openrouter/openai/gpt-4o", plugins=given)),
+    ):
+        pred = run(_agent(search), question=QUESTION)
+    assert pred.metadata.termination_reason == "answered", pred.metadata.termination_error
+    body = emulator.requests[0].body
+    assert body["plugins"] == [
+        FILE_PARSER,
+        {"id": "web", "engine": "exa", "max_results": 3, "exclude_domains": ["reddit.com"]},
+    ]
+    assert_accepted("openrouter", body, emulator.requests[0].path)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_filter_the_named_engine_drops_is_refused(run: Any, engine: str) -> None:
+    given = [{"id": "web", "engine": "parallel"}]
+    with (
+        Emulator([]) as emulator,
+        dspy.context(lm=_lm(emulator, engine, DEEPSEEK, plugins=given)),
+        pytest.raises(dspy_imp.ConfigurationError, match=r"the parallel engine takes include_domains or exclude"),
+    ):
+        run(_agent(WebSearch(allowed_domains=["arxiv.org"], blocked_domains=["reddit.com"])), question=QUESTION)
+    assert emulator.requests == []
