@@ -200,7 +200,7 @@ class ReActAdapter(dspy.ChatAdapter):
     def _call_with_state(self, lm, lm_kwargs, signature, demos, inputs):
         """DSPy's adapter pipeline, sending the native ``Request`` that carries the replay state."""
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
-        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current(), lm))
         try:
             response = lm(request, **call_options(lm_kwargs))
         except Exception as error:
@@ -214,7 +214,7 @@ class ReActAdapter(dspy.ChatAdapter):
     @planned
     async def _acall_with_state(self, lm, lm_kwargs, signature, demos, inputs):
         processed = self._call_preprocess(lm, lm_kwargs, signature, inputs)
-        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current()))
+        request = canonical_request(lm, self.format(processed, demos, inputs), lm_kwargs, hosted_of(current(), lm))
         try:
             response = await lm.acall(request, **call_options(lm_kwargs))
         except Exception as error:
@@ -250,7 +250,7 @@ class ReActAdapter(dspy.ChatAdapter):
         else:
             for key in ("tools", "tool_choice", "parallel_tool_calls"):
                 lm_kwargs.pop(key, None)
-        hosted = hosted_of(exchange) if exchange.route.engine == "litellm" else None
+        hosted = hosted_of(exchange, lm) if exchange.route.engine == "litellm" else None
         if hosted is not None:  # top-level fields (``_routes.hosted_openai_chat``); natively the Request's
             lm_kwargs.update(hosted.options)
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
@@ -327,11 +327,12 @@ def _renewed(request: Any, error: BaseException) -> Any:
     return exchange.hosted_route.renewed(request, error)
 
 
-def hosted_of(exchange: Exchange) -> Any:
-    """What the request carries for the program's hosted tools (``_routes.hosted``), or None."""
+def hosted_of(exchange: Exchange, lm: Any = None) -> Any:
+    """What the request carries for the program's hosted tools (``_routes.hosted``), or None; ``lm``: the
+    LM the request goes with (the exchange's when it names one)."""
     if exchange.hosted_route is None or not exchange.hosted:
         return None
-    return exchange.hosted_route.request(exchange.hosted, exchange.lm)
+    return exchange.hosted_route.request(exchange.hosted, exchange.lm or lm)
 
 
 def _cached(exchange: Exchange, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,12 +25,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai, hosted_openai_chat
+from dspy_imp._routes import hosted_anthropic, hosted_gemini, hosted_openai, hosted_openai_chat, hosted_openrouter
 from dspy_imp._routes.failures import RefusedOption
 from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRoute, HostedUsage
 
 # The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
+    # OpenRouter's web plugin (both engines); first, as ``usage_of`` asks the routes in order and an OpenRouter
+    # reply is also a Chat Completions one
+    ("native", "openrouter"): hosted_openrouter.ROUTE,
+    ("litellm", "openrouter"): hosted_openrouter.ROUTE,
     ("native", "anthropic"): hosted_anthropic.ROUTE,
     ("native", "openai"): hosted_openai.ROUTE,  # the Responses API
     ("native", "gemini"): hosted_gemini.ROUTE,  # the Gemini API (AI Studio), generateContent
@@ -64,6 +68,8 @@ _WHY_NOT: dict[tuple[str, str | None], Reason] = {
         else hosted_gemini.not_on_litellm_vertex(model)
     ),
     ("litellm", "bedrock"): hosted_anthropic.NOT_ON_BEDROCK,
+    ("native", "openrouter"): hosted_openrouter.NOT_HERE,  # web search only (the web plugin)
+    ("litellm", "openrouter"): hosted_openrouter.NOT_HERE,
     ("native", "bedrock-anthropic"): hosted_anthropic.NOT_ON_BEDROCK,
 }
 

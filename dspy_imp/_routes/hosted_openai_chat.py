@@ -110,7 +110,7 @@ def request(tools: Sequence[Any], lm: Any) -> HostedRequest:
     return HostedRequest(options={"web_search_options": web_search_options(search)})
 
 
-def _message(response: Any) -> dict[str, Any] | None:
+def message_of(response: Any) -> dict[str, Any] | None:
     """The reply's message as served: lm15's raw Chat Completions body, or LiteLLM's ``ModelResponse``."""
     if isinstance(response, list | tuple):
         response = response[0] if response else None
@@ -126,15 +126,15 @@ def _message(response: Any) -> dict[str, Any] | None:
     return json.loads(json.dumps(found, default=str)) if isinstance(found, Mapping) else None
 
 
-def _cited(message: Mapping[str, Any] | None) -> bool:
+def cited(message: Mapping[str, Any] | None) -> bool:
     notes = message.get("annotations") if isinstance(message, Mapping) else None
     return isinstance(notes, list) and any(isinstance(n, Mapping) and n.get("type") == "url_citation" for n in notes)
 
 
 def served(response: Any) -> Block | None:
     """The reply's message as served, when it carries ``url_citation`` annotations (else None)."""
-    message = _message(response)
-    if not _cited(message):
+    message = message_of(response)
+    if not cited(message):
         return None
     assert message is not None
     # OpenAI's message always carries ``refusal`` (null when none); LiteLLM's assembly of a stream drops a null one
@@ -167,8 +167,8 @@ PRICE_REASONING = 10.0 / 1000  # reasoning models (gpt-5-search-api)
 
 def usage(response: Any) -> HostedUsage | None:
     """A reply carrying ``url_citation`` annotations counts one search, priced natively (see the module)."""
-    message = _message(response)
-    if not _cited(message):
+    message = message_of(response)
+    if not cited(message):
         return None
     first = response[0] if isinstance(response, list | tuple) and response else response
     data = getattr(first, "provider_data", None)

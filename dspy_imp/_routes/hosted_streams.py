@@ -12,8 +12,9 @@ and keeps as ``Response.provider_data`` only the frame that ended the stream:
 - Gemini: the last chunk. Each chunk carries its own parts (``executableCode``, ``toolCall``,
   ``toolResponse``, text, each with its ``thoughtSignature``); the grounding metadata may come on any
   chunk (URL context's on the first, search grounding on the last).
-- OpenAI Chat Completions (a search model's request, carrying ``web_search_options``): the frame that
-  supplied the usage. The message's ``annotations`` come on a delta lm15's reader does not read.
+- OpenAI Chat Completions (a search model's request, carrying ``web_search_options``, or OpenRouter's
+  carrying its ``web`` plugin): the frame that supplied the usage. The message's ``annotations`` come on a
+  delta lm15's reader does not read (OpenRouter's one to a chunk, before the text).
 - OpenAI Responses needs nothing here: its ``response.completed`` frame carries the whole response
   (its ``output`` list as served) and lm15 keeps that response as ``provider_data``.
 
@@ -203,12 +204,13 @@ class GeminiFrames:
 class ChatFrames:
     """A streamed Chat Completions reply's chunks, as the ``chat.completion`` body a reply not streamed holds.
 
-    Only a search model's stream is collected (a request carrying ``web_search_options``): its message's
+    Only a search's stream is collected (a request carrying ``web_search_options``, or OpenRouter's ``web``
+    plugin): its message's
     ``url_citation`` annotations come on a delta of their own, which lm15's reader does not read. The
     chunk's own fields (``id``, ``created``, ``model``, ``usage``...) are laid over one another, a later
     non-null value replacing an earlier one; the message's ``content`` (and a ``refusal``) is joined from
-    its deltas and each delta's ``annotations`` appended, in order. Function calls are not assembled here:
-    these models take none, and lm15 reads any that come."""
+    its deltas and each delta's ``annotations`` appended, in order. Function calls (and OpenRouter's
+    reasoning) are not assembled here: lm15 reads them from the stream's events, as on any stream."""
 
     MESSAGE = ("role", "content", "refusal", "annotations")
 
@@ -344,9 +346,14 @@ def _carries_hosted_tools(request: Any) -> bool:
 
 
 def _searches_on_chat(request: Any) -> bool:
-    """A Chat Completions request for a search model's search (``hosted_openai_chat``: no tool, the options)."""
+    """A Chat Completions request for a search model's search (``hosted_openai_chat``: no tool, the options),
+    or OpenRouter's web plugin (``hosted_openrouter``: ``plugins`` naming ``web``)."""
     extensions = getattr(getattr(request, "config", None), "extensions", None)
-    return isinstance(extensions, Mapping) and "web_search_options" in extensions
+    if not isinstance(extensions, Mapping):
+        return False
+    plugins = extensions.get("plugins")
+    web = isinstance(plugins, list) and any(isinstance(p, Mapping) and p.get("id") == "web" for p in plugins)
+    return "web_search_options" in extensions or web
 
 
 @contextlib.contextmanager

@@ -57,8 +57,8 @@ class HostedCall:
     asked, as served (``{"query": ...}``, ``{"code": ...}``, ``{"url": ...}``, ``{"server", "tool",
     "arguments"}``); ``result``: what came back, summarized (``{"results": [{"title", "url"}]}``, a
     code run's ``output`` and ``return_code``, an MCP tool's ``output``); ``error``: the provider's
-    error code or message when the call failed, else None; ``provider``: ``anthropic``, ``openai`` or
-    ``gemini``.
+    error code or message when the call failed, else None; ``provider``: ``anthropic``, ``openai``,
+    ``gemini`` or ``openrouter``.
     """
 
     id: str

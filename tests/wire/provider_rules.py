@@ -154,6 +154,36 @@ def openrouter_reasoning_details_replayed(body: Body, path: str) -> Iterator[str
             yield f"messages[{index}]: an assistant tool-call turn without its signed reasoning_details"
 
 
+_WEB_PLUGIN_KEYS = {"id", "engine", "mode", "max_results", "search_prompt", "include_domains", "exclude_domains"}
+
+
+def openrouter_web_plugin(body: Body, path: str) -> Iterator[str]:
+    """OpenRouter's web search (its web search guide, the ``web`` plugin): each plugin an object naming
+    its ``id``, the web plugin with only the fields the guide names, ``web_search_options`` with only
+    ``search_context_size`` (low, medium, high); no assistant message sends ``url_citation``
+    annotations back (an assistant message's ``annotations`` are OpenRouter's file annotations only:
+    its SDK's ``ChatCompletionAssistantMessageParam``)."""
+    plugins = body.get("plugins")
+    if plugins is not None and not isinstance(plugins, list):
+        yield "plugins: not a list"
+    for index, plugin in enumerate(plugins if isinstance(plugins, list) else ()):
+        if not isinstance(plugin, Mapping) or not isinstance(plugin.get("id"), str):
+            yield f"plugins[{index}]: not an object with an id"
+        elif plugin["id"] == "web" and set(plugin) - _WEB_PLUGIN_KEYS:
+            yield f"plugins[{index}]: the web plugin has no {sorted(set(plugin) - _WEB_PLUGIN_KEYS)}"
+    options = body.get("web_search_options")
+    if options is not None and (
+        not isinstance(options, Mapping)
+        or set(options) - {"search_context_size"}
+        or options.get("search_context_size", "medium") not in ("low", "medium", "high")
+    ):
+        yield f"web_search_options: {options!r} (OpenRouter documents search_context_size only)"
+    for index, message in enumerate(body.get("messages") or []):
+        notes = message.get("annotations") if message.get("role") == "assistant" else None
+        if any(isinstance(n, Mapping) and n.get("type") == "url_citation" for n in notes or ()):
+            yield f"messages[{index}]: url_citation annotations sent back"
+
+
 def gemini_compat_thought_signatures(body: Body, path: str) -> Iterator[str]:
     """Gemini 3 behind its OpenAI-compatible endpoint: in the current turn, each assistant tool-call turn's
     first call carries ``extra_content.google.thought_signature`` ("Function call is missing a
@@ -833,6 +863,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_named_choice,
         chat_choice_needs_tools,
         openrouter_reasoning_details_replayed,
+        openrouter_web_plugin,
     ],
     "anthropic": [
         anthropic_roles,

@@ -181,6 +181,26 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    ("openrouter", "openrouter_web_plugin", {"messages": [USER], "plugins": [{"id": "web", "max_uses": 2}]}, ""),
+    ("openrouter", "openrouter_web_plugin", {"messages": [USER], "plugins": [{"max_results": 2}]}, ""),
+    (
+        "openrouter",
+        "openrouter_web_plugin",
+        {"messages": [USER], "web_search_options": {"user_location": {"type": "approximate"}}},
+        "",
+    ),
+    (
+        "openrouter",
+        "openrouter_web_plugin",
+        {
+            "messages": [
+                USER,
+                {"role": "assistant", "content": "a", "annotations": [{"type": "url_citation", "url_citation": {}}]},
+                USER,
+            ]
+        },
+        "",
+    ),
     ("anthropic", "anthropic_roles", {"messages": [{"role": "assistant", "content": "a"}]}, ""),
     (
         "anthropic",

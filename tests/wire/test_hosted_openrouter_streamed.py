@@ -1,0 +1,88 @@
+"""OpenRouter's web plugin on a streamed reply over HTTP: its annotations kept as the chunks served them,
+on both ``dspy.LM`` engines and both drivers.
+
+The stream is a third-party recording served byte for byte (``cassettes/hosted/
+openrouter_web_search_stream.json``, naming the pydantic-ai cassette it came from): a live streamed
+OpenRouter reply for ``deepseek/deepseek-chat`` to a request with ``plugins: [{"id": "web"}]`` and
+``web_search_options: {"search_context_size": "medium"}``: OpenRouter's ``: OPENROUTER PROCESSING``
+comment lines, five chunks each carrying one ``url_citation`` annotation on a delta with empty content,
+the answer's text in pieces, and two finish chunks, the last with the usage (``cost`` 0.0077585, of it
+``upstream_inference_cost`` 0.0007585). What the turn must do: record the message the chunks make (its
+text joined, the five annotations in the order served), put them in ``pred.metadata.citations``, and
+count and price the search as a reply not streamed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+from emulator import Emulator, Scripted
+from streaming_helpers import stream_items
+
+import dspy_imp
+from dspy_imp.hosted import WebSearch
+
+pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
+
+RECORDED = json.loads(
+    (Path(__file__).resolve().parents[2] / "cassettes" / "hosted" / "openrouter_web_search_stream.json").read_text()
+)["interactions"][0]
+SSE = RECORDED["response"]["sse"]
+QUESTION = RECORDED["request"]["messages"][-1]["content"]
+CHUNKS = [json.loads(line[len("data: ") :]) for line in SSE.splitlines() if line.startswith("data: {")]
+NOTES = [n for c in CHUNKS for n in c["choices"][0]["delta"].get("annotations") or ()]
+TEXT = "".join(c["choices"][0]["delta"].get("content") or "" for c in CHUNKS)
+USAGE = CHUNKS[-1]["usage"]
+
+
+def _lm(emulator: Emulator, engine: str) -> dspy.LM:
+    return dspy.LM(
+        "openrouter/deepseek/deepseek-chat",
+        api_base=emulator.base_url + "/api/v1",
+        api_key="sk-or-test",
+        cache=False,
+        engine=engine,
+        num_retries=0,
+    )
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_a_streamed_web_plugin_reply_keeps_the_annotations_its_chunks_served(how: str, engine: str) -> None:
+    assert len(NOTES) == 5 and TEXT == "https://github.com/pydantic/pydantic-ai"  # the recording, as read here
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(search_context_size="medium")])
+    with Emulator([Scripted(200, {}, sse=SSE)]) as emulator, dspy.context(lm=_lm(emulator, engine)):
+        streamed = stream_items(agent, how, [], question=QUESTION)[-1]
+
+    assert isinstance(streamed, dspy_imp.Prediction)
+    assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
+    (request,) = emulator.requests
+    assert request.body["stream"] is True
+    assert (request.body["plugins"], request.body["web_search_options"]) == (
+        RECORDED["request"]["plugins"],
+        RECORDED["request"]["web_search_options"],
+    )
+    assert streamed.answer == TEXT
+    (entry,) = streamed.metadata.history.messages
+    (served,) = entry["reasoning_details"]
+    assert served["type"] == "openrouter_served"
+    (message,) = served["content"]
+    # the text joined from its pieces, every chunk's annotation in the order served (no refusal was streamed;
+    # LiteLLM's message has its null one)
+    assert {k: v for k, v in message.items() if k != "refusal"} == {
+        "role": "assistant",
+        "content": TEXT,
+        "annotations": NOTES,
+    }
+    assert message.get("refusal") is None
+    assert streamed.metadata.citations == tuple({**n, "cited_for": TEXT} for n in NOTES)
+    usage = streamed.metadata.usage
+    assert usage.hosted_calls == {"web_search_requests": 1}
+    fee = USAGE["cost"] - USAGE["cost_details"]["upstream_inference_cost"]
+    assert round(fee, 9) == 0.007
+    if engine == "auto":  # DSPy's token rates for the model, and the search at what OpenRouter charged
+        assert usage.cost == pytest.approx(1854 * 2.574e-07 + 13 * 1.0287e-06 + fee)
+    else:
+        assert usage.cost == pytest.approx(USAGE["cost"])
