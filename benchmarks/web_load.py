@@ -76,7 +76,9 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def start(target: Target, model: str, store_url: str, max_turns: int | None, logs: Path) -> None:
+def start(
+    target: Target, model: str, store_url: str, max_turns: int | None, logs: Path, presence: bool = False
+) -> None:
     """The target's processes, each answering ``/bench/stats`` (bounded wait: 180 s)."""
     for i in range(target.instances):
         port = free_port()
@@ -95,6 +97,8 @@ def start(target: Target, model: str, store_url: str, max_turns: int | None, log
         ]
         if max_turns is not None and target.kind == "dspy-imp":
             command += ["--max-turns", str(max_turns)]
+        if presence:
+            command.append("--presence")
         log = (logs / f"{target.name.replace(' ', '_')}-{i}.log").open("wb")
         target.logs.append(log)
         target.processes.append(subprocess.Popen(command, env=env(), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT))

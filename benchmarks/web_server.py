@@ -112,7 +112,7 @@ def with_probe(app: ASGI, probe: Probe) -> ASGI:
     return outer
 
 
-def ours(model: str, store: str, max_turns: int | None) -> ASGI:
+def ours(model: str, store: str, max_turns: int | None, presence: bool = False) -> ASGI:
     import dspy
 
     import dspy_imp
@@ -122,7 +122,9 @@ def ours(model: str, store: str, max_turns: int | None) -> ASGI:
     agent.set_lm(dspy.LM(f"openai/{MODEL}", api_base=model, api_key=KEY, cache=False))
     options: dict[str, Any] = {}
     if store != "memory":
-        options["store"] = dspy_imp.web.DatabaseStore(store)
+        options["store"] = (
+            dspy_imp.web.DatabaseStore(store, presence=True) if presence else dspy_imp.web.DatabaseStore(store)
+        )
     if max_turns is not None:
         if "max_turns" not in inspect.signature(dspy_imp.web.app).parameters:
             raise SystemExit("--max-turns: this dspy_imp.web.app takes no `max_turns` option")
@@ -151,7 +153,9 @@ def peer(model: str) -> ASGI:
 async def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    app = peer(args.model) if args.kind == "pydantic-ai" else ours(args.model, args.store, args.max_turns)
+    app = (
+        peer(args.model) if args.kind == "pydantic-ai" else ours(args.model, args.store, args.max_turns, args.presence)
+    )
     probe = Probe()
     task = asyncio.create_task(probe.run())
     config = uvicorn.Config(
@@ -170,6 +174,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
     parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
+    parser.add_argument("--presence", action="store_true", help="DatabaseStore(presence=True) (Postgres)")
     run(serve(parser.parse_args()))
 
 

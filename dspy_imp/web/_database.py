@@ -26,7 +26,16 @@ none of it; a save lands only while the turn's own token holds the lease (checke
 transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
 seconds (``LEASE``, 2.5, by default), and the conversation is usable again, with what was saved
 before; a claim, of any conversation, deletes the rows of leases expired a whole lease ago (dead
-instances' rows do not stay until each conversation's next turn). Whatever the renewer is doing,
+instances' rows do not stay until each conversation's next turn). On Postgres a dead instance can be
+noticed sooner (``presence=True``): each store holds a session advisory lock, keyed on its holder id, on
+a connection of its own, and a thread blocked on that connection learns at once when it closes.
+A process that dies closes its connections, so its lock is free within milliseconds; a claim that
+finds a lease whose holder's lock is free and whose renewal is a tick overdue (``renew_every``)
+takes it over then, in the same statement that checks the row is still the one it read. The
+holder keeps the other side of the bargain: while its lock is not held (its connection dropped,
+the database restarting) it trusts each lease only until its last renewal plus one tick, the time
+after which another store may take it, and only a renewal made under a lock held throughout
+restores the whole lease. Whatever the renewer is doing,
 the turn itself starts no effect once its lease's expiry as this store wrote it has passed
 (``lapsed``, asked before each effect): while a late renewal has not answered yet, another instance
 may have the conversation.
@@ -108,6 +117,17 @@ class DatabaseStore:
         clock: Seconds since the epoch (``time.time``); tests move it to expire a lease.
         timeout: Seconds one statement may take before it fails with ``TimeoutError`` (a database
             that does not answer); also the connection timeout on Postgres.
+        presence: Postgres only, off by default: hold a session advisory lock on a connection of
+            the store's own, so that another instance takes over the leases of one that died (its
+            connections closed) a tick (``renew_every``) after their last renewal instead of a
+            whole lease. The price: a store whose own lock is lost (a dropped connection, the
+            database restarting) trusts its leases only a tick past their last renewal until it
+            holds the lock again, so an outage longer than a tick stops the turns running
+            (``LeaseLost``, not saved) where the lease alone would ride out up to two thirds of a
+            lease. Every instance on one database must use the same ``lease``, ``renew_every``
+            and ``presence``. Not behind a pooler that shares server sessions between clients
+            (PgBouncer's transaction mode: a session lock does not follow its client); refused
+            on SQLite.
 
     Example:
         ```python
@@ -124,6 +144,7 @@ class DatabaseStore:
         renew_every: float | None = None,
         clock: Callable[[], float] = time.time,
         timeout: float = 30.0,
+        presence: bool = False,
     ):
         self.lease = _seconds("lease", lease)
         self.timeout = _seconds("timeout", timeout)
@@ -132,6 +153,12 @@ class DatabaseStore:
             raise ConfigurationError(f"DatabaseStore renew_every must be less than lease, got {renew_every!r}")
         self.engine = _engine(url, self.timeout)
         self.renewal_engine = _engine(url, self.timeout, renewals=True)  # renewals only: a pool of one (two spares)
+        if not isinstance(presence, bool):
+            raise ConfigurationError(f"DatabaseStore presence must be True or False, got {presence!r}")
+        if presence and self.engine.dialect.name != "postgresql":
+            raise ConfigurationError("DatabaseStore presence needs Postgres (session advisory locks); this is SQLite")
+        self.presence = presence
+        self.presence_engine = _engine(url, self.timeout, presence=True) if self.presence else None
         self.clock = clock
         self.holder = uuid.uuid4().hex  # this store object, in this process; each claim adds a token
         # The leases below are shared with the renewal thread: changed only under ``_lock``.
@@ -144,6 +171,12 @@ class DatabaseStore:
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._refused: dict[str, float] = {}  # the expiry of the lease a refused claim found (for lease_left)
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
+        # This store's presence lock (``presence``): its thread and stop, whether the lock is held,
+        # and which holding it is (one more each time it is taken again), under ``_lock`` too.
+        self._presence: tuple[threading.Thread, threading.Event, threading.Event] | None = None
+        self._present = False
+        self._epoch = 0
+        self._absence = ""  # why the lock is not held, for the lapsed turn's message
         self._ready = False
         self._statements = 0  # running in worker threads, abandoned ones included
         self._settled = threading.Condition()
@@ -161,10 +194,18 @@ class DatabaseStore:
             renewer, stop = renewing
             stop.set()
             renewer.join(self.timeout)
+        with self._lock:
+            presence, self._presence = self._presence, None
+        if presence is not None:
+            keeper, stop, _ = presence
+            stop.set()
+            keeper.join(self.timeout)
         with self._settled:
             self._settled.wait_for(lambda: self._statements == 0, timeout=self.timeout)
         self.engine.dispose()
         self.renewal_engine.dispose()
+        if self.presence_engine is not None:
+            self.presence_engine.dispose()
 
     # -- the Store protocol ------------------------------------------------------------------
 
@@ -212,6 +253,9 @@ class DatabaseStore:
         if key in self._tokens:
             return False
         self._refused.pop(key, None)
+        if self.presence and not self._present:
+            await self._run(self._be_present)
+        epoch = self._held_epoch()
         try:
             expires, held = await self._run(self._claim, key, token, self._ended.get(key))
         except BaseException:
@@ -223,9 +267,10 @@ class DatabaseStore:
             self._refused[key] = expires  # the 409's Retry-After, without asking the database again
             return False
         self._ended.pop(key, None)
+        trusted = self._trusted(expires, epoch)
         with self._lock:
             self._tokens[key] = token
-            self._expires[key] = expires
+            self._expires[key] = trusted
             self._loops[key] = asyncio.get_running_loop()
             if self._renewing is None:
                 stop = threading.Event()
@@ -244,6 +289,88 @@ class DatabaseStore:
             return max(0.0, refused - self.clock())
         return float(await self._run(self._left, key))
 
+    # -- presence (Postgres): a dead holder noticed by its lock, not its lease --------------------
+
+    def _held_epoch(self) -> int | None:
+        """Which holding of the presence lock is current (``None``: not held, or no presence)."""
+        with self._lock:
+            return self._epoch if self.presence and self._present else None
+
+    def _trusted(self, expires: float, epoch: int | None) -> float:
+        """How long this store may trust a lease the database wrote to expire at ``expires`` by a
+        statement that started under holding ``epoch`` of the presence lock: the whole lease if the
+        lock was held from before the statement until now (no other store may take it meanwhile),
+        else until a tick after the write, when another store may find the lock free and take it."""
+        if not self.presence:
+            return expires
+        with self._lock:
+            if epoch is not None and self._present and self._epoch == epoch:
+                return expires
+        return expires - self.lease + self.renew_every
+
+    def _be_present(self) -> None:
+        """Start the presence thread (once) and wait, at most ``timeout``, for its first answer."""
+        with self._lock:
+            if self._presence is None:
+                stop, answered = threading.Event(), threading.Event()
+                keeper = threading.Thread(
+                    target=self._keep_present, args=(stop, answered), name="dspy-imp-presence", daemon=True
+                )
+                self._presence = (keeper, stop, answered)
+                keeper.start()
+            answered = self._presence[2]
+        answered.wait(self.timeout)
+
+    def _keep_present(self, stop: threading.Event, answered: threading.Event) -> None:
+        """The presence thread: take this store's lock on a connection of its own, then wait on that
+        connection (it carries nothing else) until it closes or ``close`` stops the thread; the lock
+        lost, every lease held is trusted only a tick past its last renewal, and the lock is taken
+        again at once, then after a pause doubling up to ``renew_every``, until it is held."""
+        pause = min(self.renew_every, 0.05)  # after a loss: taken again soon, then every tick at most
+        while not stop.is_set():
+            connection = None
+            try:
+                assert self.presence_engine is not None  # a presence thread runs only with presence
+                connection = self.presence_engine.raw_connection()
+                driver: Any = connection.driver_connection  # psycopg 3: the lock lives as long as it
+                driver.autocommit = True
+                taken = driver.execute(_PRESENCE_TAKE, (_PRESENCE_SPACE, self.holder)).fetchone()
+                if taken is None or not taken[0]:
+                    raise RuntimeError("the presence lock was taken by a claim looking at it; taken again later")
+                with self._lock:
+                    self._present = True
+                    self._epoch += 1
+                    self._absence = ""
+                answered.set()
+                pause = min(self.renew_every, 0.05)
+                while not stop.is_set():
+                    for _ in driver.notifies(timeout=0.5):  # raises once the connection is closed
+                        pass
+            except Exception as error:  # the database restarting, dropped, refused: taken again later
+                if not stop.is_set():
+                    self._absent(f"{type(error).__name__}: {error}".strip().splitlines()[0], log=True)
+            finally:
+                self._absent("the store was closed")
+                if connection is not None:
+                    with contextlib.suppress(Exception):
+                        connection.close()
+                answered.set()
+            stop.wait(pause)
+            pause = min(self.renew_every, pause * 2)
+
+    def _absent(self, why: str, log: bool = False) -> None:
+        """The presence lock is not held (any more): each lease held is trusted only until its last
+        renewal plus a tick, when another store may take it over."""
+        with self._lock:
+            if not self._present:
+                return
+            self._present = False
+            self._absence = why
+            for key, expires in self._expires.items():
+                self._expires[key] = min(expires, expires - self.lease + self.renew_every)
+        if log:
+            _log.logger.warning("the conversation store's presence on the database was lost: %s", why)
+
     def lapsed(self, key: str) -> LeaseLost | None:
         """The error to stop ``key``'s turn with when its lease ran out by this store's clock
         (``None``: it lasts, or it was lost already and told). Thread-safe, asked before each
@@ -255,6 +382,8 @@ class DatabaseStore:
             return None
         failure = self._failure
         why = "unrenewed" if failure is None else f"while renewals failed ({failure})"
+        if self.presence and not self._present and self._absence:
+            why += f", this store's presence on the database lost ({self._absence})"
         return LeaseLost(f"conversation {key!r}: its turn lease expired {why}; the turn was stopped")
 
     def watch(self, key: str, lost: Callable[[LeaseLost], None]) -> None:
@@ -404,22 +533,35 @@ class DatabaseStore:
         with self._transaction() as c:
             now = self.clock()  # in the transaction: the wait for SQLite's write lock does not eat the lease
             found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
+            gone = {"gone": "", "seen": 0.0}
             if found is not None and float(found.expires) >= now and found.holder != (ended or ""):
-                return float(found.expires), False  # held: the upsert below would change nothing
+                if not self._holder_gone(c, found.holder, float(found.expires), now):
+                    return float(found.expires), False  # held: the upsert below would change nothing
+                gone = {"gone": found.holder, "seen": float(found.expires)}  # that row, not a renewal since
             expires = now + self.lease
             c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
             c.execute(
                 sa.text(
                     f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
                     f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
-                    f"WHERE {L}.expires < :now OR {L}.holder = :ended"
+                    f"WHERE {L}.expires < :now OR {L}.holder = :ended OR ({L}.holder = :gone AND {L}.expires = :seen)"
                 ),
-                {"k": key, "h": token, "e": expires, "now": now, "ended": ended or ""},
+                {"k": key, "h": token, "e": expires, "now": now, "ended": ended or "", **gone},
             )
             found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
         if found is not None and found.holder == token:
             return expires, True
         return (float(found.expires) if found is not None else now), False
+
+    def _holder_gone(self, c: sa.Connection, holder: str, expires: float, now: float) -> bool:
+        """Whether the unexpired lease ``holder`` holds may be taken over now (``presence``): its
+        renewal is a tick overdue and its store's presence lock is free, so its process is gone (or
+        its connection is, and it trusts the lease no longer than this). The lock is tried for this
+        transaction only: the holder's store, should it be alive and taking it again, waits a tick."""
+        if not self.presence or expires - self.lease + self.renew_every >= now:
+            return False
+        store = holder.split(":", 1)[0]
+        return bool(c.execute(sa.text(_PRESENCE_TRY), {"space": _PRESENCE_SPACE, "holder": store}).scalar())
 
     def _extend(self, held: dict[str, str]) -> tuple[float, set[str]]:
         """Every lease in ``held`` (key: token) renewed in one statement (per 900), on the renewal
@@ -505,8 +647,10 @@ class DatabaseStore:
                 self._renew_once(held)
 
     def _renew_once(self, held: dict[str, str]) -> None:
+        epoch = self._held_epoch()
         try:
-            expires, renewed = self._bounded(self._extend, held)
+            written, renewed = self._bounded(self._extend, held)
+            expires = self._trusted(written, epoch)
         except Exception as error:  # a dropped connection, a restarting server, no answer: tried again
             self._failure = error
             now = self.clock()
@@ -590,6 +734,9 @@ def _renewal(later: str, returning: str) -> sa.TextClause:
     return statement.bindparams(sa.bindparam("h", expanding=True))
 
 
+_PRESENCE_SPACE = 1685286761  # the advisory locks' first key ("dspi"): a store's presence, by its holder id
+_PRESENCE_TAKE = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"  # session-level: held until the connection ends
+_PRESENCE_TRY = "SELECT pg_try_advisory_xact_lock(:space, hashtext(:holder))"  # released as the claim commits
 _RENEWED = sa.text(f"SELECT key, holder FROM {L} WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
 VERSION = len(MIGRATIONS)
 """The schema version this package writes (``dspy_imp_web_schema``)."""
@@ -621,10 +768,11 @@ def _key(key: Any) -> str:
     return key
 
 
-def _engine(url: str, timeout: float, renewals: bool = False) -> sa.Engine:
+def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = False) -> sa.Engine:
     """The store's engine; ``renewals``: the renewal thread's, a pool of one connection and two
     spares while a stalled renewal holds one (a file's or a server's: an in-memory SQLite has a
-    database per connection, shared by nothing)."""
+    database per connection, shared by nothing); ``presence`` (Postgres): the presence thread's,
+    no pool (its connection closed is its lock released)."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -640,6 +788,8 @@ def _engine(url: str, timeout: float, renewals: bool = False) -> sa.Engine:
     if parsed.get_backend_name() != "postgresql":
         raise ConfigurationError(f"DatabaseStore supports sqlite:// and postgresql:// URLs, got {url!r}")
     bound = {"connect_timeout": max(1, round(timeout)), "tcp_user_timeout": round(timeout * 1000)}
+    if presence:
+        return sa.create_engine(parsed, poolclass=sa.pool.NullPool, connect_args=bound)
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
 
 
