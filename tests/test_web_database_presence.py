@@ -155,6 +155,26 @@ async def test_a_store_that_lost_its_lock_trusts_its_leases_a_tick_until_it_hold
         store.close()
 
 
+async def test_a_blip_on_the_lock_connection_is_renewed_over_at_once(postgres: Server) -> None:
+    url = postgres.database("presence_blip")
+    now = [time.time()]
+    # a minute between ticks: only the renewal made as the lock is taken again can trust the lease again
+    store = dspy_imp.web.DatabaseStore(url, lease=HOUR, renew_every=60, clock=lambda: now[0], presence=True)
+    admin = psycopg.connect(url, autocommit=True)
+    try:
+        assert await store.claim("blip")
+        (backend,) = until(lambda: presence_backends(url), "saw the store's presence lock")
+        admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        until(lambda: store._epoch == 2, "took its lock again")
+        until(lambda: store._expires.get("blip") == now[0] + HOUR, "renewed under the lock taken again")
+        now[0] += 120  # two ticks on: the lease is trusted whole, as renewed
+        assert store.lapsed("blip") is None
+        await store.release("blip")
+    finally:
+        admin.close()
+        store.close()
+
+
 async def test_presence_off_by_default_holds_no_lock_and_waits_out_the_lease(postgres: Server) -> None:
     url = postgres.database("presence_off")
     store = dspy_imp.web.DatabaseStore(url, lease=HOUR, renew_every=TICK)
