@@ -41,6 +41,13 @@ from dspy_imp._records import clock
 from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.caching import install as install_native_breakpoints
 from dspy_imp._routes.chat_extras import install as install_chat_extras
+from dspy_imp._routes.dspy_private import (
+    install_engine_routes_once,
+    install_model_info_once,
+    install_offline_routes_once,
+    install_planned_body_reuse,
+    install_proxy_lookup_once,
+)
 from dspy_imp._routes.hosted_anthropic import install as install_anthropic_served
 from dspy_imp._routes.hosted_gemini import install as install_gemini_served
 from dspy_imp._routes.hosted_openai import install as install_openai_served
@@ -120,6 +127,12 @@ class Effects:
         install_openai_served()
         install_gemini_served()
         install_nameless_reader(lambda: current_exchange().get() is not None)
+        # What DSPy's native engine pays per request and need not: ``dspy_private`` says why each is safe.
+        install_planned_body_reuse(lambda: current_exchange().get() is not None)
+        install_proxy_lookup_once()
+        install_model_info_once()
+        install_offline_routes_once()
+        install_engine_routes_once()
         install_finetune_data()
 
     def listing(self, program: Any) -> Any:

@@ -547,3 +547,303 @@ def _with_client_options_async(complete_legacy: Callable[..., Any]) -> Callable[
         return await complete_legacy(self, lm, request, **context)
 
     return with_options
+
+
+def install_proxy_lookup_once() -> None:
+    """lm15's transports read the proxy settings from the environment once per environment, not once per request.
+
+    Why: lm15's sync and async transports find each request's proxy with
+    ``dspy._vendor.lm15.transports._proxy.proxy_route_for``, which calls ``urllib.request.getproxies()``
+    for every request; on Linux that is ``getproxies_environment``, which decodes and scans every
+    environment variable twice: about 50 µs a request with 40 variables set. Its answer is a
+    function of ``os.environ`` alone, so it is kept with a copy of the environment it was read from
+    (``os.environ``'s own mapping, compared in one step) and read again whenever the environment
+    differs: a proxy set or removed at any time is seen by the next request, as before. Where
+    ``getproxies`` also reads the system's settings (macOS, Windows) nothing is installed.
+    ``proxy_route_for`` looks ``getproxies`` up in its module at each call, so that attribute is the
+    one hook. Installed once.
+    """
+    import importlib
+    import os
+    import urllib.request
+
+    module: Any = importlib.import_module("dspy._vendor.lm15.transports._proxy")
+    environ = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ (bytes on POSIX)
+    original = getattr(module.getproxies, "__wrapped__", module.getproxies)
+    if original is not urllib.request.getproxies_environment or not isinstance(environ, dict):
+        return
+
+    def wrap(getproxies: Callable[[], dict[str, str]]) -> Callable[[], dict[str, str]]:
+        return _proxies_per_environment(environ, getproxies)
+
+    wrap_once(module, "getproxies", wrap)
+
+
+def _proxies_per_environment(environ: dict[Any, Any], getproxies: Callable[[], dict[str, str]]) -> Callable[[], Any]:
+    read: list[Any] = [None, {}]  # a copy of the environment the proxies were read from, and what was read
+
+    def proxies() -> dict[str, str]:
+        if environ != read[0]:
+            seen = dict(environ)
+            read[1] = getproxies()
+            read[0] = seen
+        return dict(read[1])
+
+    return proxies
+
+
+def install_model_info_once() -> None:
+    """DSPy prices each reply from its model's catalogue entry, looked up once per model.
+
+    Why: ``dspy.clients.costs._estimate_cost`` (run for every native reply, by
+    ``dspy.clients.execution._price_result``) asks ``dspy.clients.model_metadata.model_info`` for
+    the model's entry each time, which deep-copies it and runs the catalogue's fallback rules (a
+    regular expression each): about 50 µs a request, for an answer that depends on the provider,
+    the model, the namespaces and the catalogue DSPy loaded (``model_metadata._load()``, loaded once
+    per process). It is kept per (provider, model, namespaces) with the catalogue it was read from,
+    read again if DSPy ever loads another; ``_estimate_cost`` only reads it, and each call still gets
+    its own copy (a shallow one). ``costs`` imports the name at its top, so
+    ``dspy.clients.costs.model_info`` is the one hook. Installed once.
+    """
+    import importlib
+
+    costs: Any = importlib.import_module("dspy.clients.costs")
+    metadata: Any = importlib.import_module("dspy.clients.model_metadata")
+
+    def wrap(model_info: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        return _model_info_kept(metadata._load, model_info)
+
+    wrap_once(costs, "model_info", wrap)
+
+
+def _model_info_kept(load: Callable[[], Any], model_info: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
+    kept: dict[Any, tuple[Any, dict[str, Any]]] = {}
+
+    def info(provider: Any, model: Any, *, namespaces: Any = None) -> dict[str, Any]:
+        try:
+            key = (provider, model, None if namespaces is None else tuple(namespaces))
+            hash(key)
+        except TypeError:  # not a name DSPy's table could hold: looked up as DSPy does
+            return model_info(provider, model, namespaces=namespaces)
+        catalogue = load()
+        found = kept.get(key)
+        if found is None or found[0] is not catalogue:
+            found = kept[key] = (catalogue, model_info(provider, model, namespaces=namespaces))
+        return dict(found[1])
+
+    return info
+
+
+class _Planned:
+    """A Chat Completions body lm15 built to plan a request (``LM15Engine.plan``), for the send that follows."""
+
+    __slots__ = ("body", "owner", "payload", "policy", "records", "request", "stream")
+
+    def __init__(self, owner: Any, request: Any, stream: bool, policy: Any, payload: Any, records: tuple[Any, ...]):
+        self.owner, self.request, self.stream, self.policy = owner, request, stream, policy
+        self.payload, self.records = payload, records
+        self.body: bytes | None = None
+
+
+_PLANNED: ContextVar[_Planned | None] = ContextVar("dspy_imp_planned_payload", default=None)
+_SENDING: ContextVar[_Planned | None] = ContextVar("dspy_imp_sending_payload", default=None)
+
+
+def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
+    """A step request DSPy plans before sending it is written once, not twice (Chat Completions, native engine).
+
+    Why: with ``engine="auto"`` (``dspy.LM``'s default) ``dspy.clients.execution._select_engine``
+    asks the native engine to plan each request (``LM15Engine.plan``: would the route refuse it?)
+    before sending it, and lm15 plans by building the whole wire request and dropping it
+    (``BaseProviderLM._build(planning=True)``); the send then builds it again: the body (every
+    message of the history converted, ``OpenAIChatLM._payload``) and its JSON, twice per request. The
+    body is a function of the dialect object, the request (a frozen ``Request``: the send's is an
+    equal copy, sharing the plan's messages) and the build's adaptation policy; credentials and
+    signing, the only parts planning skips, are added around it (``_emit``). So, only while
+    ``in_step()`` (a ``dspy_imp`` step request in flight): the body the plan built is kept with the
+    adaptations recorded while building it, and the send that follows, on the same dialect object
+    with an equal request, stream flag and policy, takes it (once) and records the same adaptations
+    into its own scope instead of building it again; the JSON lm15 made of that very body while
+    planning is reused the same way (``common.json_dumps``, looked up in its module by
+    ``make_json_request`` at each call). Anything else (another request, another dialect, a
+    request outside a step, a body a host rewrote into a copy) is built as before, so every byte
+    sent is the same. Installed once.
+    """
+    import importlib
+
+    adaptation: Any = importlib.import_module("dspy._vendor.lm15.adaptation")
+    common: Any = importlib.import_module("dspy._vendor.lm15.providers.common")
+
+    def wrap(payload: Callable[..., Any]) -> Callable[..., Any]:
+        return _planned_payload(in_step, adaptation._scope, payload)
+
+    wrap_once(lm15_openai_chat().OpenAIChatLM, "_payload", wrap)
+    wrap_once(common, "json_dumps", _planned_json)
+
+
+def _planned_payload(
+    in_step: Callable[[], bool], scopes: ContextVar[Any], payload: Callable[..., Any]
+) -> Callable[..., Any]:
+    def written(self: Any, request: Any, stream: bool, *args: Any, **kwargs: Any) -> Any:
+        scope = scopes.get()
+        if args or kwargs or scope is None or not in_step():
+            return payload(self, request, stream, *args, **kwargs)
+        if scope.planning:
+            _SENDING.set(None)  # a body a host copied was never taken: not kept past the next plan
+            start = len(scope.records)
+            body = payload(self, request, stream)
+            _PLANNED.set(_Planned(self, request, stream, scope.policy, body, tuple(scope.records[start:])))
+            return body
+        planned = _PLANNED.get()
+        if (
+            planned is not None
+            and planned.owner is self
+            and planned.stream == stream
+            and planned.policy == scope.policy
+            and planned.request == request
+        ):
+            _PLANNED.set(None)
+            _SENDING.set(planned)
+            scope.records.extend(planned.records)
+            return planned.payload
+        return payload(self, request, stream)
+
+    return written
+
+
+def _planned_json(json_dumps: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    def dumps(value: Any) -> bytes:
+        sending = _SENDING.get()
+        if sending is not None and value is sending.payload and sending.body is not None:
+            _SENDING.set(None)
+            return sending.body
+        planned = _PLANNED.get()
+        body = json_dumps(value)
+        if planned is not None and value is planned.payload:
+            planned.body = body
+        return body
+
+    return dumps
+
+
+def install_offline_routes_once() -> None:
+    """DSPy's offline routing of an LM's model (no environment, no network) worked out once per model.
+
+    Why: for every request DSPy routes the LM's model string twice more with a router it builds
+    and drops each time, ``LM15Engine(RouterConfig(env={}, providers=...))``: to choose the engine
+    (``dspy.clients.backend_selection.select_backend``) and to price the reply
+    (``dspy.clients.capabilities.resolve``, from ``execution._price_result``); about 12 µs each.
+    With ``env={}`` that router reads nothing from the environment and consults no
+    catalogue (lm15's ``RouterConfig``: "All explicit, nothing discovered behind your back"), so the
+    answer, a frozen ``Resolution``, is a function of the LM's declared providers, its model type
+    and its model string: it is kept per those three (a model string of ``str`` itself: lm15 reads a
+    provider off a ``str`` subclass). A refusal is not kept: it is raised again each time, as
+    before; any other router configuration is routed as before. ``select_backend`` looks
+    ``LM15Engine`` up in its module at each call and ``_price_result`` imports ``resolve`` from
+    its module at each call, so those two attributes are the hooks. Installed once.
+    """
+    import importlib
+
+    selection: Any = importlib.import_module("dspy.clients.backend_selection")
+    capabilities: Any = importlib.import_module("dspy.clients.capabilities")
+    if getattr(selection.LM15Engine, "dspy_imp_offline", False):
+        return
+    engine, config = selection.LM15Engine, selection.RouterConfig
+    routes = _OfflineRoutes(engine, config)
+    selection.LM15Engine = routes.engine
+    wrap_once(capabilities, "resolve", routes.wrap_resolve)
+
+
+class _OfflineRoutes:
+    """The kept answers of ``LM15Engine(RouterConfig(env={}, providers=...), model_type=...).resolve(model)``."""
+
+    def __init__(self, engine: Any, config: Any):
+        self.kept: dict[Any, Any] = {}
+        self.real, self.config = engine, config
+        routes = self
+
+        class OfflineEngine:
+            """``select_backend``'s throwaway engine: routes as ``LM15Engine`` does, kept when offline."""
+
+            dspy_imp_offline = True
+
+            def __init__(self, config: Any = None, *, model_type: str = "chat"):
+                self.router_config, self.model_type = config, model_type
+
+            def resolve(self, model: str) -> Any:
+                return routes.resolve(self.router_config, self.model_type, model)
+
+        self.engine = OfflineEngine
+
+    def resolve(self, config: Any, model_type: str, model: Any, offline: bool = False) -> Any:
+        """``offline``: ``config`` is known to be ``RouterConfig(env={}, providers=config.providers)``."""
+        providers = getattr(config, "providers", None)
+        key = (providers, model_type, model)
+        try:
+            kept = (
+                type(model) is str
+                and isinstance(providers, tuple)
+                and (offline or config == self.config(env={}, providers=providers))
+            )
+            found = self.kept.get(key) if kept else None
+        except TypeError:  # a declared provider that cannot be hashed: routed each time
+            kept, found = False, None
+        if found is None:
+            found = self.real(config, model_type=model_type).resolve(model)
+            if kept:
+                self.kept[key] = found
+        return found
+
+    def wrap_resolve(self, resolve: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        from dspy.lm15 import _definitions
+
+        def routed(lm: Any) -> Any:
+            providers = _definitions(getattr(lm, "_providers", ()))
+            return self.resolve(self.config(env={}, providers=providers), lm.model_type, lm.model, offline=True)
+
+        return routed
+
+
+def install_engine_routes_once() -> None:
+    """DSPy's native engine routes its model once per environment, not twice per request.
+
+    Why: ``LM15Engine`` routes each request's model again when DSPy plans it (``_Routing.plan``)
+    and when it sends it (``_Routing._target``), each time through lm15's router
+    (``resolve_openai_chat``, which may route twice): about 10 µs each. An engine's router is
+    fixed when the engine is built (a frozen ``RouterConfig``, its table of dialects), and routing is
+    offline; the one thing it reads besides is which of a provider's key variables the environment
+    sets (``Resolution.env_key``, when the config has no key for it). So the answer, a frozen
+    ``Resolution``, is kept per engine and model string (of ``str`` itself) with a copy of the
+    environment it was found in (``os.environ``'s own mapping, compared in one step), and found again
+    whenever the environment differs; a refusal is raised again each time. ``LM15Engine`` and
+    ``AsyncLM15Engine`` inherit ``resolve`` from ``_Routing``, so that attribute is the one hook.
+    Installed once.
+    """
+    import importlib
+    import os
+
+    engines: Any = importlib.import_module("dspy.clients.engines.lm15_engine")
+    environ = getattr(os.environ, "_data", None)
+    if not isinstance(environ, dict):
+        return
+
+    def wrap(resolve: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+        return _routes_per_environment(environ, resolve)
+
+    wrap_once(engines._Routing, "resolve", wrap)
+
+
+def _routes_per_environment(environ: dict[Any, Any], resolve: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    def routed(self: Any, model: str) -> Any:
+        if type(model) is not str:  # a str subclass may carry its own provider (lm15's rung 0)
+            return resolve(self, model)
+        kept: tuple[dict[Any, Any], dict[str, Any]] | None = vars(self).get("_dspy_imp_routes")
+        if kept is None or kept[0] != environ:
+            kept = (dict(environ), {})
+            vars(self)["_dspy_imp_routes"] = kept
+        found = kept[1].get(model)
+        if found is None:
+            found = kept[1][model] = resolve(self, model)
+        return found
+
+    return routed

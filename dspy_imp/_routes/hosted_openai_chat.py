@@ -131,8 +131,24 @@ def cited(message: Mapping[str, Any] | None) -> bool:
     return isinstance(notes, list) and any(isinstance(n, Mapping) and n.get("type") == "url_citation" for n in notes)
 
 
+def _unannotated(response: Any) -> bool:
+    """Whether lm15's raw reply has a message without annotations (so none cites), read without a copy: nearly
+    every reply, for which ``_message`` copied the whole message through JSON three times (``served`` once,
+    ``usage`` twice)."""
+    if isinstance(response, list | tuple):
+        response = response[0] if response else None
+    data = getattr(response, "provider_data", None)
+    if not isinstance(data, Mapping) or data.get("object") != "chat.completion":
+        return False
+    choices = data.get("choices")
+    message = choices[0].get("message") if isinstance(choices, list) and choices else None
+    return isinstance(message, Mapping) and not message.get("annotations")
+
+
 def served(response: Any) -> Block | None:
     """The reply's message as served, when it carries ``url_citation`` annotations (else None)."""
+    if _unannotated(response):
+        return None
     message = message_of(response)
     if not cited(message):
         return None
@@ -167,6 +183,8 @@ PRICE_REASONING = 10.0 / 1000  # reasoning models (gpt-5-search-api)
 
 def usage(response: Any) -> HostedUsage | None:
     """A reply carrying ``url_citation`` annotations counts one search, priced natively (see the module)."""
+    if _unannotated(response):
+        return None
     message = message_of(response)
     if not cited(message):
         return None
