@@ -176,8 +176,10 @@ def _openrouters(response: Any) -> bool:
 
 def served(response: Any) -> Block | None:
     """The reply's message as served, when OpenRouter served it with ``url_citation`` annotations."""
+    if not _openrouters(response):
+        return None
     message = hosted_openai_chat.message_of(response)
-    if not _openrouters(response) or not hosted_openai_chat.cited(message):
+    if not hosted_openai_chat.cited(message):
         return None
     assert message is not None
     kept = {k: message[k] for k in ("role", "content", "refusal", "annotations") if k in message}

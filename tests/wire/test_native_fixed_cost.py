@@ -258,7 +258,7 @@ def test_a_model_is_looked_up_in_the_price_table_once(monkeypatch):
 
 def test_a_reply_without_citations_is_not_copied_to_look_for_them(monkeypatch):
     _turn(1)
-    copied = _counted(monkeypatch, hosted_openai_chat, "_message")
+    copied = _counted(monkeypatch, hosted_openai_chat, "message_of")
     _turn()
     assert copied[0] == 0
 
