@@ -33,6 +33,18 @@ def line(m: dict[str, Any]) -> str:
         f"{m['level']:>5} conv: {m['turns_per_s']:6.1f} turns/s, end p50 {_n(m['end_ms']['p50'])} ms, "
         f"p99 {_n(m['end_ms']['p99'])} ms, errors {m['errors_total']}, lag p99 {_n(m['lag_ms']['p99'])} ms, "
         f"model in flight {_n(m['model_max_in_flight'])}, load {m['load_after'][0]:.1f}"
+        + (
+            f", loop waited for a core {m['loop_runqueue_wait_share']:.0%} (ran {m['loop_cpu_share']:.0%})"
+            f", lag p99 less that wait {_n((m.get('own_lag_ms') or {}).get('p99'))} ms"
+            if m.get("loop_runqueue_wait_share") is not None
+            else ""
+        )
+        + (
+            f", gc pauses >= 50 ms {m['gc_pauses_over_50ms']} (full {m['gc_full_collections']},"
+            f" longest {_n(m['gc_full_pause_max_ms'])} ms)"
+            if m.get("gc_pauses_over_50ms") is not None
+            else ""
+        )
     )
 
 
@@ -94,6 +106,22 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _waited(m: dict[str, Any]) -> str:
+    """The share of the time the loop's thread waited for a core, and the lag p99 less that wait."""
+    share = m.get("loop_runqueue_wait_share")
+    if share is None:
+        return "–"
+    return f"{share:.0%} ({_n((m.get('own_lag_ms') or {}).get('p99'))})"
+
+
+def _full(m: dict[str, Any]) -> str:
+    """The full garbage collections in the measured time (the worst instance's), with the longest pause."""
+    count = m.get("gc_full_collections")
+    if count is None:
+        return "–"
+    return f"{count} ({_n(m.get('gc_full_pause_max_ms'))})" if count else "0"
+
+
 def levels_table(results: dict[str, Any]) -> str:
     readyz = any(200 in m.get("readyz", []) for t in results["targets"] for m in t["levels"])
     head = [
@@ -107,6 +135,8 @@ def levels_table(results: dict[str, Any]) -> str:
         "429 (Retry-After)",
         "409",
         "loop lag p50 / p99 ms",
+        "loop waited for a core (lag p99 less that wait, ms)",
+        "full collections (longest ms)",
         "model requests at once",
         "server CPU ms/turn",
         "RSS KB/conversation",
@@ -129,6 +159,8 @@ def levels_table(results: dict[str, Any]) -> str:
                 f"{_n(m['refused_429'])} ({_n(m['refused_429_retry_after'])})",
                 _n(m["refused_409"]),
                 f"{_n(lag['p50'])} / {_n(lag['p99'])}",
+                _waited(m),
+                _full(m),
                 _n(m["model_max_in_flight"]),
                 _n(m["server_cpu_ms_per_turn"]),
                 _n(m["rss_kb_per_conversation"], 0),
@@ -264,7 +296,10 @@ unloaded. Two instances share the store, and each user keeps to one of them. A r
 
 The loop lag is measured inside each server (a task sleeping 10 ms, its overshoot; the worst
 instance shown), the model requests at once by the model server, the RSS growth per concurrent
-conversation and the CPU per turn from the server processes (both instances summed).
+conversation and the CPU per turn from the server processes (both instances summed). Beside the
+lag: the share of the measured time the loop's thread waited, runnable, for a core (Linux's
+`schedstat`: the machine's part of the lag, not the app's), the lag p99 less that wait, and the
+garbage collector's full collections in the measured time with the longest one's pause.
 
 **Machine**: {results["machine"]["cpus"]} cores, Python {results["machine"]["python"]}; the whole run
 took {results["elapsed_s"]:,.0f} s. {_sharing(results)} Load average

@@ -198,6 +198,14 @@ def _per_turn(cpu: float, turns: int, model: dict[str, Any], before: dict[str, A
     return round(cpu * 1000 / worked, 1) if worked else None
 
 
+def _own(lag: list[dict[str, Any]]) -> dict[str, float | None] | None:
+    """The worst instance's lag less the time its loop waited for a core (``None``: not told)."""
+    own = [x["own"] for x in lag if x.get("own")]
+    if not own:
+        return None
+    return {q: round(max(o[q] for o in own), 1) for q in ("p50", "p99", "max")}
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -227,6 +235,14 @@ def measures(
         values = [x[key] for x in lag if x.get(key) is not None]
         return round(max(values), 1) if values else None
 
+    elapsed = max(1e-9, raw["stopped_at"] - raw["started_at"])
+    threads = [
+        (s.get("loop_thread"), b.get("loop_thread")) for s, b in zip(stats, before, strict=True) if s.get("loop_thread")
+    ]
+    waited = [(s["runqueue_wait_s"] - b["runqueue_wait_s"]) / elapsed for s, b in threads if b]
+    busy = [(s["cpu_s"] - b["cpu_s"]) / elapsed for s, b in threads if b]
+    pauses = [(s.get("gc") or {}).get("pauses_ms") for s in stats]
+    full = [p[2] for p in pauses if p]
     rss_delta = sum(s.get("rss", 0) - b["rss"] for s, b in zip(stats, before, strict=True))
     cpu = sum(s.get("cpu_s", 0) - b["cpu_s"] for s, b in zip(stats, before, strict=True))
     model = raw.get("model") or {}
@@ -252,8 +268,14 @@ def measures(
         "rss_kb_per_conversation": round(rss_delta / 1024 / level, 1),
         "server_cpu_ms_per_turn": _per_turn(cpu, len(turns), model, model_before),
         "cpu_basis": "model" if "total" in model else "ended turns",
-        "server_cpu_share": round(cpu / max(1e-9, raw["stopped_at"] - raw["started_at"]), 2),
+        "server_cpu_share": round(cpu / elapsed, 2),
+        "loop_cpu_share": round(max(busy), 2) if busy else None,
+        "loop_runqueue_wait_share": round(max(waited), 2) if waited else None,
+        "gc_full_collections": max(p["count"] for p in full) if full else None,
+        "gc_full_pause_max_ms": max((p["max"] or 0) for p in full) if full else None,
+        "gc_pauses_over_50ms": max(sum(g["over_50"] for g in p) for p in pauses if p) if any(pauses) else None,
         "lag_ms": {"p50": worst("p50"), "p95": worst("p95"), "p99": worst("p99"), "max": worst("max")},
+        "own_lag_ms": _own(lag),
         "model_max_in_flight": model.get("max_in_flight"),
         "model_requests": model.get("requests"),
         "model_cpu_s": round(model.get("cpu_s", 0) - model_before.get("cpu_s", 0), 2),

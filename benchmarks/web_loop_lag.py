@@ -2,7 +2,8 @@
 
     python -m benchmarks.web_loop_lag [--turns 200] [--rounds 3] [--store memory|sqlite|URL]
 
-In one process: the app (``dspy_imp.web.app``) over ASGI, ``--turns`` conversations at once, each
+In one process: the app (``dspy_imp.web.app``) over ASGI, served (its lifespan started up first and
+shut down last, as a server runs it), ``--turns`` conversations at once, each
 running ``--rounds`` turns of a tool call (an async tool that waits 0.5 s, standing in for a
 model's latency) then a 40-word answer, with a scripted model (answers from the request alone),
 after one warm-up turn.
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -61,6 +64,27 @@ async def conversation(http: httpx.AsyncClient, key: str, rounds: int) -> list[s
     return errors
 
 
+@contextlib.asynccontextmanager
+async def served(app: Any) -> AsyncIterator[None]:
+    """The app's ASGI lifespan around the run, as a server runs it: started up, then shut down."""
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    told: asyncio.Queue[str] = asyncio.Queue()
+
+    async def send(message: dict[str, Any]) -> None:
+        await told.put(message["type"])
+
+    await inbox.put({"type": "lifespan.startup"})
+    scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+    task = asyncio.ensure_future(app(scope, inbox.get, send))
+    if (said := await told.get()) != "lifespan.startup.complete":
+        raise RuntimeError(f"the app did not start: {said}")
+    try:
+        yield
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await task
+
+
 async def main(turns: int, rounds: int, store_name: str) -> dict[str, Any]:
     agent = dspy_imp.ReActV2("message -> reply", tools=[wait])
     agent.set_lm(ScriptedLM(answer))
@@ -74,7 +98,7 @@ async def main(turns: int, rounds: int, store_name: str) -> dict[str, Any]:
     lags: list[float] = []
     stop = asyncio.Event()
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=600) as http:
+    async with served(app), httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=600) as http:
         await conversation(http, "warm-up", 1)  # the first turn's one-time costs (imports, caches) not counted
         probing = asyncio.ensure_future(probe(lags, stop))
         started = time.perf_counter()

@@ -15,8 +15,11 @@ Both kinds are served by uvicorn, which parses HTTP with httptools when it is in
 extra too: ``run``), else asyncio's.
 
 Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
-its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``), the process's RSS and CPU
-seconds; ``/bench/reset`` clears the lag samples.
+its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``; ``own``: each overshoot less
+the time the loop's thread waited for a core meanwhile), the process's RSS and CPU
+seconds, the garbage collector's time and its pauses by generation (since the reset), and the loop
+thread's CPU seconds and the seconds it waited for a core (``loop_thread``: what of the lag is the
+machine's); ``/bench/reset`` clears the lag samples and the pauses.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import gc
 import inspect
 import json
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -48,24 +52,39 @@ def look(where: str) -> str:
 
 
 class Probe:
-    """Overshoots of a 10 ms sleep on the loop, in ms, since the last reset."""
+    """Overshoots of a 10 ms sleep on the loop, in ms, since the last reset; and each one less the
+    time the loop's thread waited for a core meanwhile (``own``, where the kernel tells: the lag of
+    the process's own work, the machine's share taken out)."""
 
     def __init__(self) -> None:
         self.samples: list[float] = []
+        self.own: list[float] = []
 
     async def run(self) -> None:
         while True:
+            before = loop_thread()
             start = time.perf_counter()
             await asyncio.sleep(TICK)
-            self.samples.append((time.perf_counter() - start - TICK) * 1000)
+            late = (time.perf_counter() - start - TICK) * 1000
+            self.samples.append(late)
+            after = loop_thread()
+            if before is not None and after is not None:
+                self.own.append(max(0.0, late - (after["runqueue_wait_s"] - before["runqueue_wait_s"]) * 1000))
+
+    def reset(self) -> None:
+        self.samples = []
+        self.own = []
 
     def stats(self) -> dict[str, Any]:
-        s = self.samples
-        return {
-            "samples": len(s),
-            **{f"p{int(q * 100)}": percentile(s, q) for q in (0.5, 0.95, 0.99)},
-            "max": max(s) if s else None,
-        }
+        return {**_spread(self.samples), "own": _spread(self.own) if self.own else None}
+
+
+def _spread(s: list[float]) -> dict[str, Any]:
+    return {
+        "samples": len(s),
+        **{f"p{int(q * 100)}": percentile(s, q) for q in (0.5, 0.95, 0.99)},
+        "max": max(s) if s else None,
+    }
 
 
 def rss() -> int:
@@ -75,23 +94,47 @@ def rss() -> int:
 
 class Collections:
     """The seconds the cyclic garbage collector took, by generation (its time counts as CPU of
-    whatever line allocated when it ran: a profile spreads it over the app)."""
+    whatever line allocated when it ran: a profile spreads it over the app); and each collection's
+    pause of the process (wall clock, ms) since the last ``/bench/reset``, by generation."""
 
     def __init__(self) -> None:
         self.seconds = [0.0, 0.0, 0.0]
         self.counts = [0, 0, 0]
+        self.pauses: list[list[float]] = [[], [], []]
         self._started = 0.0
+        self._wall = 0.0
         gc.callbacks.append(self._timed)
 
     def _timed(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.process_time()
+            self._wall = time.perf_counter()
         else:
             self.seconds[info["generation"]] += time.process_time() - self._started
             self.counts[info["generation"]] += 1
+            self.pauses[info["generation"]].append((time.perf_counter() - self._wall) * 1000)
+
+    def reset(self) -> None:
+        self.pauses = [[], [], []]
 
     def stats(self) -> dict[str, Any]:
-        return {"seconds": [round(s, 3) for s in self.seconds], "counts": list(self.counts)}
+        pauses = [
+            {"count": len(p), "max": round(max(p), 1) if p else None, "over_50": sum(x >= 50 for x in p)}
+            for p in self.pauses
+        ]
+        return {"seconds": [round(s, 3) for s in self.seconds], "counts": list(self.counts), "pauses_ms": pauses}
+
+
+def loop_thread() -> dict[str, float] | None:
+    """The CPU seconds of this thread (the event loop's: the main one) and the seconds it waited,
+    runnable, for a core (Linux's ``schedstat``): a loop that waits for a core lags for it, whatever
+    the app does. ``None`` where the kernel does not tell."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            ran, waited = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return {"cpu_s": int(ran) / 1e9, "runqueue_wait_s": int(waited) / 1e9}
 
 
 COLLECTIONS = Collections()
@@ -102,8 +145,15 @@ def with_probe(app: ASGI, probe: Probe) -> ASGI:
         if scope["type"] != "http" or not scope["path"].startswith("/bench/"):
             return await app(scope, receive, send)
         if scope["path"] == "/bench/reset":
-            probe.samples = []
-        stats = {"lag_ms": probe.stats(), "rss": rss(), "cpu_s": time.process_time(), "gc": COLLECTIONS.stats()}
+            probe.reset()
+            COLLECTIONS.reset()
+        stats = {
+            "lag_ms": probe.stats(),
+            "rss": rss(),
+            "cpu_s": time.process_time(),
+            "gc": COLLECTIONS.stats(),
+            "loop_thread": loop_thread(),
+        }
         body = json.dumps(stats).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

@@ -126,16 +126,43 @@ class Store(Protocol):
 
 
 class MemoryStore:
-    """Conversations in this process's memory (the default): gone when the server stops."""
+    """Conversations in this process's memory (the default): gone when the server stops.
+
+    Each is kept as its JSON text, as ``FileStore`` writes its file (the owner, ``dump_history``,
+    the turn records), not as the live history: one string is one object, which the cyclic garbage
+    collector never walks, where a history's entries are hundreds of dicts and lists that every full
+    collection walks again, each one a pause of the event loop that grows with the conversations
+    kept. A load reads a conversation of its own back from the text, as every other store does;
+    the encoding and the decoding run in a worker thread, not on the event loop.
+    """
 
     def __init__(self) -> None:
-        self._conversations: dict[str, Conversation] = {}
+        self._conversations: dict[str, str] = {}
 
     async def load(self, key: str) -> Conversation | None:
-        return self._conversations.get(key)
+        text = self._conversations.get(key)
+        return None if text is None else await anyio.to_thread.run_sync(_from_text, text)
 
     async def save(self, key: str, conversation: Conversation) -> None:
-        self._conversations[key] = conversation
+        self._conversations[key] = await anyio.to_thread.run_sync(_to_text, conversation)
+
+
+def _to_text(conversation: Conversation) -> str:
+    """A conversation as JSON: its owner, ``dump_history``, its turn records (``FileStore``'s file)."""
+    data = {
+        "owner": conversation.owner,
+        "history": dump_history(conversation.history),
+        "turns": list(conversation.turns),
+    }
+    return json.dumps(data)  # ASCII escapes: a lone surrogate too
+
+
+def _from_text(text: str) -> Conversation:
+    """The conversation ``_to_text`` wrote (a file written before conversations had owners: the dump alone)."""
+    data = json.loads(text)
+    if "history" not in data:
+        return Conversation(load_history(data))
+    return Conversation(load_history(data["history"]), data.get("owner"), kept_turns(data.get("turns")))
 
 
 class FileStore:
@@ -165,21 +192,13 @@ class FileStore:
         path = self._path(key)
         if not path.exists():
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if "history" not in data:  # a file written before conversations had owners: the dump alone
-            return Conversation(load_history(data))
-        return Conversation(load_history(data["history"]), data.get("owner"), kept_turns(data.get("turns")))
+        return _from_text(path.read_text(encoding="utf-8"))
 
     def _save(self, key: str, conversation: Conversation) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(key)
         partial = path.with_suffix(".partial")
-        data = {
-            "owner": conversation.owner,
-            "history": dump_history(conversation.history),
-            "turns": list(conversation.turns),
-        }
-        partial.write_text(json.dumps(data), encoding="utf-8")  # ASCII escapes: a lone surrogate too
+        partial.write_text(_to_text(conversation), encoding="utf-8")
         partial.replace(path)  # a reader never sees half a file
 
 

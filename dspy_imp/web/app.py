@@ -18,8 +18,9 @@ each owned by the user ``auth`` named when it started. What may reach the routes
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,10 @@ def app(
     accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
     schema; the body tells which, with the running turns and the limits), behind the ``Host``
     check but without ``auth``, for a load balancer. ``await app.drain()`` is the shutdown's
-    drain, for a server that calls it itself.
+    drain, for a server that calls it itself. While the app serves (its lifespan, startup to
+    shutdown), what the process held at startup is frozen out of the garbage collector's walks
+    and full collections are rarer (``gc.freeze``, a third threshold of 100; both undone at
+    shutdown), so that no full collection holds the event loop for long.
 
     Example:
         ```python
@@ -198,8 +202,9 @@ def app(
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         runner.draining = False  # served again (a server, or a test client, that starts the app anew)
-        yield
-        await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
+        with _collector_settled():
+            yield
+            await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
 
     routes_app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     guarded: ASGIApp = Guarded(routes_app, guard, routes)
@@ -224,6 +229,42 @@ class App:
         """Start no new turn (503 and ``Retry-After``; ``/readyz`` 503), let running ones end for up
         to ``seconds`` (``drain_seconds``), stop those left (history saved), leases released."""
         await self.runner.drain(self.drain_seconds if seconds is None else seconds)
+
+
+_FULL_COLLECTION_EVERY = 100
+"""While the app serves, the collector's third threshold is at least this (``_collector_settled``)."""
+
+
+@contextlib.contextmanager
+def _collector_settled() -> Iterator[None]:
+    """The cyclic garbage collector while the app serves (its lifespan): what the process held when
+    it started serving is never walked again, and full collections come a tenth as often.
+
+    Every full (generation 2) collection walks every container object the process holds, with the
+    event loop waiting: under 200 concurrent conversations these were the loop's worst lags (100 to
+    300 ms of CPU each, several a second; docs/performance.md). Most of those objects are the
+    process's own, made before it serves (the modules, DSPy, LiteLLM, pydantic's validators, the
+    agent: over 100,000), and live as long as it does: they are frozen (``gc.freeze``: moved to the
+    permanent generation, which no collection walks), and given back to the collector
+    (``gc.unfreeze``) when the app stops serving. What is garbage among them stays until then:
+    freezing is O(1), where a collection first would cost every start (a test client's too) a full
+    walk. And a full collection is considered after ``_FULL_COLLECTION_EVERY`` collections of
+    generation 1 instead of Python's 10 (the third threshold; a higher one already set is kept,
+    and the one it was is put back at the end): a turn's objects live for its seconds, long enough
+    to reach generation 2, and Python's own rule (a full collection only once a quarter more
+    objects reached it than it held after the last one) still bounds what waits there.
+    """
+    first, second, third = gc.get_threshold()
+    raised = third < _FULL_COLLECTION_EVERY
+    if raised:
+        gc.set_threshold(first, second, _FULL_COLLECTION_EVERY)
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if raised and gc.get_threshold() == (first, second, _FULL_COLLECTION_EVERY):
+            gc.set_threshold(first, second, third)
 
 
 def _runner(agent: Any, store: Store, sync: bool) -> tuple[Any, Any]:
