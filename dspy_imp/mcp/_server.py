@@ -30,15 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hashlib
 import inspect
-import json
 import logging
 import os
 import sys
 import time
 import warnings
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -48,7 +45,6 @@ import anyio
 import dspy
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -56,12 +52,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
-from dspy_imp._records.errors import AsksInput, ConfigurationError
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._turn import elicitation
 from dspy_imp._watch.events import calling
 from dspy_imp.mcp import _loop
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
+from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
 from dspy_imp.mcp._tools import McpTool, build
@@ -79,10 +76,6 @@ MAX_PAGES = 100
 """The most pages of a tool listing read."""
 PAUSE = "pause"
 """``elicit="pause"``: a server's request for input pauses the turn (``docs/mcp.md#elicitation``)."""
-MAX_ROUNDS = 10
-"""The most input-required rounds one call of a 2026-07-28 session may take (the SDK's default)."""
-STATE_ONLY_SECONDS = 0.25
-"""The wait before retrying a round that sent only a ``requestState`` (the SDK's driver waits 0.05-0.25 s)."""
 MAX_INSTRUCTIONS_CHARS = 4_000
 """The longest server ``instructions`` added to a program's (``add_instructions=True``); the rest is cut."""
 
@@ -305,12 +298,7 @@ class Server(Toolset):
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
-        self._one_call: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )  # under ``elicit="pause"`` on an older session: one call at a time, per loop
-        self._in_flight: list[_Paused] = []
-        """The calls in flight under ``elicit="pause"``, oldest first: a question an older session asks
-        mid-call is taken as the oldest's (``_on_elicit``)."""
+        self._pauses = Pauses(self.name, self.label)  # its calls under ``elicit="pause"`` (``_pausing``)
         self.log_level = check_level(log_level)
         self._logs = Logs(self.label, self.log_level)  # its log messages, to the calls in flight (``_notices``)
         if not isinstance(add_instructions, bool):
@@ -594,7 +582,8 @@ class Server(Toolset):
         session = await self._live()
         try:
             if self.elicit == PAUSE:
-                return await self._pausing(session.client, remote_name, arguments, progress, resume, support)
+                as_task = self._as_task(session.client, remote_name, arguments, progress, support)
+                return await self._pauses.call(session.client, remote_name, arguments, progress, resume, as_task)
             return await self._one(session.client, remote_name, arguments, progress, support)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
@@ -607,150 +596,18 @@ class Server(Toolset):
         self, client: Client, name: str, arguments: dict[str, Any], progress: Any, support: str | None
     ) -> types.CallToolResult:
         """One ``tools/call``: as a task when the tool and the session say so (``_tasks``), else plain."""
-        if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
+        as_task = self._as_task(client, name, arguments, progress, support)
+        if as_task is not None:
+            return await as_task()
         return await client.call_tool(name, arguments, progress_callback=progress)
 
-    # -- ``elicit="pause"``: a question pauses the turn, the answer finishes the call -------------
-
-    async def _pausing(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        resume: Resume | None,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        """The call, its questions pausing the turn (``AsksInput``). A 2026-07-28 session's question
-        is an input-required round: the pause holds its ``requestState``, and the resumed call is that
-        round's retry carrying the answer (stateless). An older session's question is a request
-        mid-call: the call is cancelled at the pause, and the resumed call is the tool called again,
-        the server's questions answered in order with the answers saved, while they are the ones it
-        asked before (the tool's work before its question is done again). Such a request does not
-        say which call asks, so on an older session this server's calls run one at a time."""
-        if client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return await self._pausing_call(client, name, arguments, progress, resume, support)
-        loop = asyncio.get_running_loop()
-        alone = self._one_call.get(loop)
-        if alone is None:
-            alone = self._one_call[loop] = asyncio.Lock()
-        async with alone:
-            return await self._pausing_call(client, name, arguments, progress, resume, support)
-
-    async def _pausing_call(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        resume: Resume | None,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        asked, answer = resume if resume is not None else ({}, {})
-        kept = asked.get("resume")
-        saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
-        answers = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
-        if resume is not None and saved.get("era") != "input_required":
-            answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
-        paused = _Paused(answers)
-        self._in_flight.append(paused)
-        call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer, support))
-        try:
-            waiting: list[asyncio.Future[Any]] = [call, paused.asked]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if call.done():
-                return call.result()
-            call.cancel()  # asked mid-call (an older session): the SDK tells the server the call is cancelled
-            await asyncio.gather(call, return_exceptions=True)
-            raise AsksInput(paused.asked.result())
-        except BaseException:
-            call.cancel()
-            raise
-        finally:
-            paused.stopped.set()
-            self._in_flight.remove(paused)
-
-    async def _rounds(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        saved: Mapping[str, Any],
-        answer: Any,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        """The call's input-required rounds (2026-07-28), driven here rather than by the SDK's
-        ``Client.call_tool`` (whose driver keeps no ``requestState`` for later): requests other than a
-        form elicitation are answered as the SDK answers them; a form pauses the turn, one question
-        at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
-        ``HEADER_MISMATCH`` and claimed extension results. A call sent as a task (an older session's:
-        ``_tasks``) has no rounds: its questions come mid-call."""
-        if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
-        responses: dict[str, Any] | None = None
-        state: str | None = None
-        if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
-            responses = {**_responses(saved.get("responses")), str(saved.get("key")): types.ElicitResult(**answer)}
-            state = saved.get("request_state") if isinstance(saved.get("request_state"), str) else None
-        for _ in range(MAX_ROUNDS + 1):
-            result = await client.session.call_tool(
-                name, arguments, progress_callback=progress, input_responses=responses, request_state=state,
-                allow_input_required=True,
-            )  # fmt: skip
-            if not isinstance(result, types.InputRequiredResult):
-                return result
-            state, responses, forms = result.request_state, {}, []
-            for key, request in (result.input_requests or {}).items():
-                params = getattr(request, "params", None)
-                if isinstance(params, types.ElicitRequestFormParams):
-                    forms.append((key, params))
-                    continue
-                context = ClientRequestContext(session=client.session, request_id=key)
-                response = await client.session.dispatch_input_request(context, request)
-                if isinstance(response, types.ErrorData):
-                    raise MCPError.from_error_data(response)
-                responses[key] = response
-            if forms:  # the first question pauses the turn; the server asks again for any others
-                key, params = forms[0]
-                kept = {"era": "input_required", "key": key, "request_state": state, "responses": _saved(responses)}
-                raise AsksInput(self._question(params, kept))
-            if not result.input_requests:  # only a state: retried after a pause, as the SDK's driver does
-                await asyncio.sleep(STATE_ONLY_SECONDS)
-        raise RuntimeError(f"{self.label} asked for input more than {MAX_ROUNDS} rounds in one call")
-
-    def _question(self, params: types.ElicitRequestFormParams, resume: dict[str, Any]) -> dict[str, Any]:
-        """What a paused call carries (``AsksInput.elicitation``); a question that cannot pause a turn
-        (too long, a form schema the gate refuses) is the call's error."""
-        schema = _plain(params.requested_schema)
-        problem = elicitation.problem(params.message, schema)
-        if problem is not None:
-            raise RuntimeError(f"{self.label} asked for input that cannot be shown: {problem}")
-        return {"server": self.name, "message": params.message, "schema": schema, "resume": resume}
-
-    async def _paused_answer(self, params: types.ElicitRequestFormParams) -> types.ElicitResult | types.ErrorData:
-        """An older session's question mid-call under ``elicit="pause"``: answered with the saved answer
-        when it is the question asked before, else the call pauses (its request is cancelled)."""
-        if not self._in_flight:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="input is asked only during a tool call")
-        paused = self._in_flight[0]
-        digest = _digest(params.message, _plain(params.requested_schema))
-        if paused.answers and paused.answers[0].get("question") == digest:
-            given = paused.answers.pop(0)
-            paused.answered.append(given)
-            try:
-                return types.ElicitResult.model_validate(given.get("answer"))
-            except ValidationError:  # a saved answer the history's editor broke: the server reads a refusal
-                return types.ErrorData(code=types.INVALID_PARAMS, message="the saved answer is not an answer")
-        if not paused.asked.done():
-            try:
-                question = self._question(params, {"era": "mid_call", "answered": list(paused.answered)})
-            except RuntimeError as refused:
-                return types.ErrorData(code=types.INVALID_REQUEST, message=str(refused))
-            paused.asked.set_result(question)
-        await paused.stopped.wait()  # the call is cancelled first: the server reads no answer before that
-        return types.ElicitResult(action="cancel")
+    def _as_task(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, support: str | None
+    ) -> AsTask | None:
+        """The call made as a task, when the tool and the session say so (``_tasks.wants_task``), else None."""
+        if not wants_task(client, self.tasks, support):
+            return None
+        return lambda: call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
 
     async def _client(self) -> Client:
         return (await self._live()).client
@@ -890,8 +747,8 @@ class Server(Toolset):
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
         if self.elicit == PAUSE:
-            return await self._paused_answer(params)
-        schema = _plain(params.requested_schema)
+            return await self._pauses.answer(params)
+        schema = plain(params.requested_schema)
         callback = self.elicit
         assert callable(callback)
         try:
@@ -911,9 +768,9 @@ class Server(Toolset):
             )
         given = {key: value for key, value in answer.items() if value is not None}
         try:
-            return types.ElicitResult(action="accept", content={**_defaults(schema), **given})
+            return types.ElicitResult(action="accept", content={**elicitation.defaults(schema), **given})
         except ValidationError:
-            kept = sorted(str(k) for k, v in given.items() if not _form_value(v))
+            kept = sorted(str(k) for k, v in given.items() if not elicitation.form_value(v))
             return types.ErrorData(
                 code=types.INTERNAL_ERROR,
                 message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
@@ -1029,77 +886,6 @@ def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
     )
     response = lm(request)
     return str(getattr(response, "text", None) or "")
-
-
-Resume = tuple[Mapping[str, Any], Mapping[str, Any]]
-"""A paused call's question (``AsksInput.elicitation``) and the answer to send (``_turn.elicitation.answer``)."""
-
-
-class _Paused:
-    """A call in flight under ``elicit="pause"``: the answers saved for the questions an older session
-    asks again (in order), those given so far, and the question that pauses it."""
-
-    def __init__(self, answers: list[dict[str, Any]]):
-        self.answers = answers
-        self.answered: list[dict[str, Any]] = []
-        self.asked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.stopped = asyncio.Event()
-
-
-def _digest(message: Any, schema: Any) -> str:
-    """A question as a short text: the same message and form are the same question."""
-    text = json.dumps({"message": message, "schema": schema}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-_RESPONSES: dict[str, type[Any]] = {
-    "sampling": types.CreateMessageResult,
-    "sampling_tools": types.CreateMessageResultWithTools,
-    "roots": types.ListRootsResult,
-    "elicitation": types.ElicitResult,
-}
-
-
-def _saved(responses: Mapping[str, Any]) -> dict[str, Any]:
-    """A round's other responses (sampling, roots), JSON, kept with the pause for its retry."""
-    kinds = {cls: kind for kind, cls in _RESPONSES.items()}
-    return {
-        key: {"kind": kinds[type(r)], "data": r.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        for key, r in responses.items()
-        if type(r) in kinds
-    }
-
-
-def _responses(saved: Any) -> dict[str, Any]:
-    if not isinstance(saved, Mapping):
-        return {}
-    return {
-        str(key): _RESPONSES[item["kind"]].model_validate(item["data"])
-        for key, item in saved.items()
-        if isinstance(item, Mapping) and item.get("kind") in _RESPONSES
-    }
-
-
-def _plain(schema: Any) -> dict[str, Any]:
-    if isinstance(schema, Mapping):
-        return dict(schema)
-    dumped = schema.model_dump(by_alias=True, exclude_none=True)
-    return dumped if isinstance(dumped, dict) else {}
-
-
-def _form_value(value: Any) -> bool:
-    """Whether ``value`` fits an elicitation form's field: a string, number, boolean or list of strings."""
-    if isinstance(value, list):
-        return all(isinstance(item, str) for item in value)
-    return isinstance(value, str | int | float | bool)
-
-
-def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults an elicitation's form schema gives its fields (SEP-1034)."""
-    properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return {}
-    return {k: v["default"] for k, v in properties.items() if isinstance(v, Mapping) and "default" in v}
 
 
 def _gone(error: BaseException) -> bool:
