@@ -34,7 +34,7 @@ from typing import Any
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -48,6 +48,12 @@ STATE_ONLY_SECONDS = 0.25
 
 Resume = tuple[Mapping[str, Any], Mapping[str, Any]]
 """A paused call's question (``AsksInput.elicitation``) and the answer to send (``_turn.elicitation.answer``)."""
+
+URL_REQUIRED = "url_required"
+"""The ``resume`` era of a call refused with ``URLElicitationRequiredError`` (-32042): made again on resume."""
+
+Elicited = types.ElicitRequestFormParams | types.ElicitRequestURLParams
+"""A server's question: a form, or a URL to open (``mode: "url"``, 2025-11-25)."""
 
 AsTask = Callable[[], Awaitable[types.CallToolResult]]
 """The call made as a task (``_tasks.call_as_task``), given when the server runs it as one."""
@@ -104,8 +110,10 @@ class Pauses:
         kept = asked.get("resume")
         saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
         answers = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
+        if resume is not None and saved.get("era") == URL_REQUIRED and answer.get("action") != "accept":
+            raise RuntimeError(f"{self.label} needs a URL opened to make this call, and the person did not")
         if resume is not None and saved.get("era") != "input_required":
-            answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
+            answers.append({"question": _asked_digest(asked), "answer": answer})
         paused = _Paused(answers)
         self._in_flight.append(paused)
         call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer, as_task))
@@ -140,6 +148,38 @@ class Pauses:
         at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
         ``HEADER_MISMATCH`` and claimed extension results. A call sent as a task (an older session's:
         ``_tasks``) has no rounds: its questions come mid-call."""
+        try:
+            return await self._sent(client, name, arguments, progress, saved, answer, as_task)
+        except MCPError as error:
+            if error.code != types.URL_ELICITATION_REQUIRED:
+                raise
+            answered = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
+            if saved.get("era") == URL_REQUIRED:
+                answered.append({"question": _asked_digest(saved), "answer": dict(answer)})
+            raise AsksInput(self._url_required(error, answered)) from None
+
+    def _url_required(self, error: MCPError, answered: list[dict[str, Any]]) -> dict[str, Any]:
+        """The question of a call refused with ``URLElicitationRequiredError`` (-32042, 2025-11-25): its
+        first URL not opened yet; the resumed call is the call made again (once it was opened). Every
+        one opened already, or none given: the call's error."""
+        done = {a.get("question") for a in answered}
+        for params in required_urls(error, self.label):
+            if _digest(params.message, None, params.url) in done:
+                continue
+            kept = {"era": URL_REQUIRED, "answered": answered, "message": params.message, "url": params.url}
+            return self.question(params, kept)
+        raise RuntimeError(f"{self.label} still requires the URL(s) it asked to be opened: {_message(error)}")
+
+    async def _sent(
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, Any],
+        progress: Any,
+        saved: Mapping[str, Any],
+        answer: Any,
+        as_task: AsTask | None,
+    ) -> types.CallToolResult:
         if as_task is not None:
             return await as_task()
         responses: dict[str, Any] | None = None
@@ -157,7 +197,7 @@ class Pauses:
             state, responses, forms = result.request_state, {}, []
             for key, request in (result.input_requests or {}).items():
                 params = getattr(request, "params", None)
-                if isinstance(params, types.ElicitRequestFormParams):
+                if isinstance(params, types.ElicitRequestFormParams | types.ElicitRequestURLParams):
                     forms.append((key, params))
                     continue
                 context = ClientRequestContext(session=client.session, request_id=key)
@@ -173,22 +213,28 @@ class Pauses:
                 await asyncio.sleep(STATE_ONLY_SECONDS)
         raise RuntimeError(f"{self.label} asked for input more than {MAX_ROUNDS} rounds in one call")
 
-    def question(self, params: types.ElicitRequestFormParams, resume: dict[str, Any]) -> dict[str, Any]:
+    def question(self, params: Elicited, resume: dict[str, Any]) -> dict[str, Any]:
         """What a paused call carries (``AsksInput.elicitation``); a question that cannot pause a turn
-        (too long, a form schema the gate refuses) is the call's error."""
+        (too long, a form schema the gate refuses, a URL not ``http``/``https``) is the call's error."""
+        if isinstance(params, types.ElicitRequestURLParams):
+            problem = elicitation.url_question_problem(params.message, params.url)
+            if problem is not None:
+                raise RuntimeError(f"{self.label} asked to open a URL that cannot be shown: {problem}")
+            return {"server": self.name, "mode": "url", "message": params.message, "url": params.url,
+                    "elicitation_id": params.elicitation_id, "resume": resume}  # fmt: skip
         schema = plain(params.requested_schema)
         problem = elicitation.problem(params.message, schema)
         if problem is not None:
             raise RuntimeError(f"{self.label} asked for input that cannot be shown: {problem}")
         return {"server": self.name, "message": params.message, "schema": schema, "resume": resume}
 
-    async def answer(self, params: types.ElicitRequestFormParams) -> types.ElicitResult | types.ErrorData:
+    async def answer(self, params: Elicited) -> types.ElicitResult | types.ErrorData:
         """An older session's question mid-call: answered with the saved answer when it is the
         question asked before, else the call pauses (its request is cancelled)."""
         if not self._in_flight:
             return types.ErrorData(code=types.INVALID_REQUEST, message="input is asked only during a tool call")
         paused = self._in_flight[0]
-        digest = _digest(params.message, plain(params.requested_schema))
+        digest = _params_digest(params)
         if paused.answers and paused.answers[0].get("question") == digest:
             given = paused.answers.pop(0)
             paused.answered.append(given)
@@ -217,10 +263,41 @@ class _Paused:
         self.stopped = asyncio.Event()
 
 
-def _digest(message: Any, schema: Any) -> str:
-    """A question as a short text: the same message and form are the same question."""
-    text = json.dumps({"message": message, "schema": schema}, sort_keys=True, separators=(",", ":"), default=str)
+def _digest(message: Any, schema: Any, url: Any = None) -> str:
+    """A question as a short text: the same message and form (or URL) are the same question."""
+    asked = {"message": message, "schema": schema} if url is None else {"message": message, "url": url}
+    text = json.dumps(asked, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _asked_digest(asked: Mapping[str, Any]) -> str:
+    """The digest of a recorded question (a form's, or a URL elicitation's: ``mode`` ``"url"``, or a
+    -32042 one's ``resume``)."""
+    if asked.get("mode") == "url" or asked.get("era") == URL_REQUIRED:
+        return _digest(asked.get("message"), None, asked.get("url"))
+    return _digest(asked.get("message"), asked.get("schema"))
+
+
+def _params_digest(params: Elicited) -> str:
+    if isinstance(params, types.ElicitRequestURLParams):
+        return _digest(params.message, None, params.url)
+    return _digest(params.message, plain(params.requested_schema))
+
+
+def required_urls(error: MCPError, label: str) -> list[types.ElicitRequestURLParams]:
+    """The URL elicitations a ``URLElicitationRequiredError`` (-32042) carries (``data.elicitations``);
+    an error that carries none readable is the call's error."""
+    try:
+        found = UrlElicitationRequiredError.from_error(error.error).elicitations
+    except (ValidationError, ValueError, TypeError, AttributeError):
+        found = []
+    if not found:
+        raise RuntimeError(f"{label} requires URL elicitation but named no URL: {_message(error)}") from None
+    return found
+
+
+def _message(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 _RESPONSES: dict[str, type[Any]] = {

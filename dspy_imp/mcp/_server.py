@@ -58,7 +58,7 @@ from dspy_imp._watch.events import calling
 from dspy_imp.mcp import _loop
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
-from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain
+from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain, required_urls
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
 from dspy_imp.mcp._tools import McpTool, build
@@ -273,6 +273,7 @@ class Server(Toolset):
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None = None,
+        elicit_url: Callable[[str, str], Any] | None = None,
         sampling: dspy.BaseLM | None = None,
         log_level: str | None = None,
         add_instructions: bool = False,
@@ -295,6 +296,16 @@ class Server(Toolset):
                 f'MCP server `elicit` must be callable(message, schema) -> dict or None, or "pause", got {elicit!r}'
             )
         self.elicit = elicit
+        if elicit_url is not None and not callable(elicit_url):
+            raise ConfigurationError(
+                f"MCP server `elicit_url` must be callable(message, url) -> True, False or 'cancel', got {elicit_url!r}"
+            )
+        if elicit_url is not None and elicit == PAUSE:
+            raise ConfigurationError(
+                'MCP server `elicit_url` is not taken with `elicit="pause"`: the pause takes the requests to open '
+                "a URL too (answered through `approvals`)"
+            )
+        self.elicit_url = elicit_url
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
@@ -584,6 +595,12 @@ class Server(Toolset):
             if self.elicit == PAUSE:
                 as_task = self._as_task(session.client, remote_name, arguments, progress, support)
                 return await self._pauses.call(session.client, remote_name, arguments, progress, resume, as_task)
+            try:
+                return await self._one(session.client, remote_name, arguments, progress, support)
+            except MCPError as error:
+                if error.code != types.URL_ELICITATION_REQUIRED or self.elicit_url is None:
+                    raise
+                await self._urls_opened(error)  # every URL opened: the call once more
             return await self._one(session.client, remote_name, arguments, progress, support)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
@@ -688,12 +705,14 @@ class Server(Toolset):
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
                 target = _watched(target, ended)
-            client = Client(
+            modes = self.elicitation_modes
+            client = _Client(
                 target,
                 mode=self.mode,
                 message_handler=self._on_message,
                 cache=None,
-                elicitation_callback=self._on_elicit if self.elicit is not None else None,
+                elicitation_callback=self._on_elicit if modes else None,
+                elicitation_modes=modes,
                 sampling_callback=self._on_sample if self.sampling is not None else None,
                 logging_callback=self._logs,
                 log_level=self.log_level,  # a 2026-07-28 session's opt-in (older ones: ``_set_level``)
@@ -739,25 +758,30 @@ class Server(Toolset):
                 async for _event in events:
                     self._changed()
 
+    @property
+    def elicitation_modes(self) -> tuple[str, ...]:
+        """The elicitation modes its client declares: ``"form"`` with ``elicit=``, ``"url"`` with
+        ``elicit_url=`` or ``elicit="pause"`` (which pauses on both)."""
+        modes = ("form",) if self.elicit is not None else ()
+        return (*modes, "url") if self.elicit == PAUSE or self.elicit_url is not None else modes
+
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
         thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
         leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
-        dict, say) is refused with an error the server reads, not sent."""
-        if not isinstance(params, types.ElicitRequestFormParams):
-            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
-        if self.elicit == PAUSE:
+        dict, say) is refused with an error the server reads, not sent. A request to open a URL
+        goes to ``elicit_url`` (``_on_url``)."""
+        if self.elicit == PAUSE and isinstance(params, types.ElicitRequestFormParams | types.ElicitRequestURLParams):
             return await self._pauses.answer(params)
+        if isinstance(params, types.ElicitRequestURLParams):
+            return await self._on_url(params)
+        if not isinstance(params, types.ElicitRequestFormParams) or self.elicit is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="form elicitation is not supported")
         schema = plain(params.requested_schema)
         callback = self.elicit
         assert callable(callback)
         try:
-            if inspect.iscoroutinefunction(callback):
-                answer = await callback(params.message, schema)
-            else:
-                answer = await asyncio.to_thread(callback, params.message, schema)
-                if inspect.isawaitable(answer):
-                    answer = await answer
+            answer = await _host(callback, params.message, schema)
         except Exception as error:  # the callback is host code: the server reads a refusal
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
         if answer is None:
@@ -776,6 +800,42 @@ class Server(Toolset):
                 message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
                 "boolean or list of strings",
             )
+
+    async def _on_url(self, params: types.ElicitRequestURLParams) -> types.ElicitResult | types.ErrorData:
+        """A request to open a URL, answered by ``elicit_url(message, url)``: ``True`` accepts, ``False``
+        or ``None`` declines, ``"cancel"`` cancels. A URL that may not be shown (``elicitation.url_problem``)
+        never reaches the callback: the server reads a refusal."""
+        callback = self.elicit_url
+        if callback is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
+        problem = elicitation.url_question_problem(params.message, params.url)
+        if problem is not None:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=f"the URL elicitation is refused: {problem}")
+        try:
+            answer = await _host(callback, params.message, params.url)
+        except Exception as error:  # host code: the server reads a refusal
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
+        if answer is True:
+            return types.ElicitResult(action="accept")
+        if answer is False or answer is None:
+            return types.ElicitResult(action="decline")
+        if answer == "cancel":
+            return types.ElicitResult(action="cancel")
+        return types.ErrorData(
+            code=types.INTERNAL_ERROR, message="the URL elicitation answered neither True, False, None nor 'cancel'"
+        )
+
+    async def _urls_opened(self, error: MCPError) -> None:
+        """A call refused with ``URLElicitationRequiredError`` (-32042): each URL it names asked of
+        ``elicit_url`` in turn; all accepted returns (the call is made once more), else the call's error."""
+        for params in required_urls(error, self.label):
+            answered = await self._on_url(params)
+            if isinstance(answered, types.ErrorData):
+                raise RuntimeError(f"{self.label} requires a URL opened to make this call: {answered.message}")
+            if answered.action != "accept":
+                raise RuntimeError(
+                    f"{self.label} needs a URL opened to make this call, and the person did not ({answered.action})"
+                )
 
     async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
         """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
@@ -798,6 +858,8 @@ class Server(Toolset):
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
+        elif isinstance(message, types.ElicitCompleteNotification):  # the person's answer is what goes on
+            logger.debug("dspy_imp.mcp: %s: URL elicitation %r completed", self.label, message.params.elicitation_id)
 
     def _changed(self) -> None:
         self._changes += 1
@@ -886,6 +948,46 @@ def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
     )
     response = lm(request)
     return str(getattr(response, "text", None) or "")
+
+
+async def _host(callback: Callable[..., Any], *args: Any) -> Any:
+    """A host's callback called: an async one awaited, a sync one in a worker thread (never on this loop)."""
+    if inspect.iscoroutinefunction(callback):
+        return await callback(*args)
+    answer = await asyncio.to_thread(callback, *args)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
+
+
+@dataclass
+class _Client(Client):
+    """The SDK's ``Client``, declaring only the elicitation modes its server can answer
+    (``elicitation_modes``): the SDK declares both ``form`` and ``url`` for any elicitation callback.
+
+    SDK private names (``Client._build_session``, ``ClientSession._build_capabilities``): the
+    capability ad has no public option; the override edits the ad the SDK builds, at each version
+    it builds one for (``initialize``, ``server/discover``, a 2026-07-28 request's ``_meta``)."""
+
+    elicitation_modes: tuple[str, ...] = ()
+
+    async def _build_session(self, exit_stack: Any) -> Any:
+        session = await super()._build_session(exit_stack)
+        built = session._build_capabilities
+        modes = self.elicitation_modes
+
+        def declared(version: str) -> types.ClientCapabilities:
+            capabilities = built(version)
+            if capabilities.elicitation is None:
+                return capabilities
+            kinds = types.ElicitationCapability(
+                form=types.FormElicitationCapability() if "form" in modes else None,
+                url=types.UrlElicitationCapability() if "url" in modes else None,
+            )
+            return capabilities.model_copy(update={"elicitation": kinds})
+
+        session._build_capabilities = declared  # type: ignore[method-assign]
+        return session
 
 
 def _gone(error: BaseException) -> bool:
