@@ -258,14 +258,15 @@ def _read_pending(data: Any) -> PendingCall:
         raise ConfigurationError(f"a recorded pending call must be a dict with an id and a kind, got {brief(data)}")
     args = data.get("args")
     asked = data.get("elicitation")
+    url = isinstance(asked, Mapping) and asked.get("mode") == "url"
     if kind == "elicitation" and not (
         isinstance(asked, Mapping)
         and isinstance(asked.get("message"), str)
-        and isinstance(asked.get("schema"), Mapping)
+        and (isinstance(asked.get("url"), str) if url else isinstance(asked.get("schema"), Mapping))
     ):
         raise ConfigurationError(
-            f"a recorded elicitation pending call must hold its `elicitation` (a `message` and a `schema`), "
-            f"got {brief(data)}"
+            f"a recorded elicitation pending call must hold its `elicitation` (a `message` and a `schema`, or "
+            f'`mode` "url" and a `url`), got {brief(data)}'
         )
     elicitation = dict(asked) if kind == "elicitation" and isinstance(asked, Mapping) else None
     return PendingCall(data["id"], data.get("name"), dict(args) if isinstance(args, Mapping) else {}, kind, elicitation)

@@ -30,15 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hashlib
 import inspect
-import json
 import logging
 import os
 import sys
 import time
 import warnings
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -48,7 +45,6 @@ import anyio
 import dspy
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -56,12 +52,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
-from dspy_imp._records.errors import AsksInput, ConfigurationError
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._turn import elicitation
 from dspy_imp._watch.events import calling
 from dspy_imp.mcp import _loop
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
+from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain, required_urls
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
 from dspy_imp.mcp._tools import McpTool, build
@@ -79,10 +76,6 @@ MAX_PAGES = 100
 """The most pages of a tool listing read."""
 PAUSE = "pause"
 """``elicit="pause"``: a server's request for input pauses the turn (``docs/mcp.md#elicitation``)."""
-MAX_ROUNDS = 10
-"""The most input-required rounds one call of a 2026-07-28 session may take (the SDK's default)."""
-STATE_ONLY_SECONDS = 0.25
-"""The wait before retrying a round that sent only a ``requestState`` (the SDK's driver waits 0.05-0.25 s)."""
 MAX_INSTRUCTIONS_CHARS = 4_000
 """The longest server ``instructions`` added to a program's (``add_instructions=True``); the rest is cut."""
 
@@ -280,6 +273,7 @@ class Server(Toolset):
         mode: str = "auto",
         connect_timeout: float = CONNECT_SECONDS,
         elicit: Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None = None,
+        elicit_url: Callable[[str, str], Any] | None = None,
         sampling: dspy.BaseLM | None = None,
         log_level: str | None = None,
         add_instructions: bool = False,
@@ -302,15 +296,20 @@ class Server(Toolset):
                 f'MCP server `elicit` must be callable(message, schema) -> dict or None, or "pause", got {elicit!r}'
             )
         self.elicit = elicit
+        if elicit_url is not None and not callable(elicit_url):
+            raise ConfigurationError(
+                f"MCP server `elicit_url` must be callable(message, url) -> True, False or 'cancel', got {elicit_url!r}"
+            )
+        if elicit_url is not None and elicit == PAUSE:
+            raise ConfigurationError(
+                'MCP server `elicit_url` is not taken with `elicit="pause"`: the pause takes the requests to open '
+                "a URL too (answered through `approvals`)"
+            )
+        self.elicit_url = elicit_url
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
-        self._one_call: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )  # under ``elicit="pause"`` on an older session: one call at a time, per loop
-        self._in_flight: list[_Paused] = []
-        """The calls in flight under ``elicit="pause"``, oldest first: a question an older session asks
-        mid-call is taken as the oldest's (``_on_elicit``)."""
+        self._pauses = Pauses(self.name, self.label)  # its calls under ``elicit="pause"`` (``_pausing``)
         self.log_level = check_level(log_level)
         self._logs = Logs(self.label, self.log_level)  # its log messages, to the calls in flight (``_notices``)
         if not isinstance(add_instructions, bool):
@@ -594,7 +593,14 @@ class Server(Toolset):
         session = await self._live()
         try:
             if self.elicit == PAUSE:
-                return await self._pausing(session.client, remote_name, arguments, progress, resume, support)
+                as_task = self._as_task(session.client, remote_name, arguments, progress, support)
+                return await self._pauses.call(session.client, remote_name, arguments, progress, resume, as_task)
+            try:
+                return await self._one(session.client, remote_name, arguments, progress, support)
+            except MCPError as error:
+                if error.code != types.URL_ELICITATION_REQUIRED or self.elicit_url is None:
+                    raise
+                await self._urls_opened(error)  # every URL opened: the call once more
             return await self._one(session.client, remote_name, arguments, progress, support)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
@@ -607,150 +613,18 @@ class Server(Toolset):
         self, client: Client, name: str, arguments: dict[str, Any], progress: Any, support: str | None
     ) -> types.CallToolResult:
         """One ``tools/call``: as a task when the tool and the session say so (``_tasks``), else plain."""
-        if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
+        as_task = self._as_task(client, name, arguments, progress, support)
+        if as_task is not None:
+            return await as_task()
         return await client.call_tool(name, arguments, progress_callback=progress)
 
-    # -- ``elicit="pause"``: a question pauses the turn, the answer finishes the call -------------
-
-    async def _pausing(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        resume: Resume | None,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        """The call, its questions pausing the turn (``AsksInput``). A 2026-07-28 session's question
-        is an input-required round: the pause holds its ``requestState``, and the resumed call is that
-        round's retry carrying the answer (stateless). An older session's question is a request
-        mid-call: the call is cancelled at the pause, and the resumed call is the tool called again,
-        the server's questions answered in order with the answers saved, while they are the ones it
-        asked before (the tool's work before its question is done again). Such a request does not
-        say which call asks, so on an older session this server's calls run one at a time."""
-        if client.session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return await self._pausing_call(client, name, arguments, progress, resume, support)
-        loop = asyncio.get_running_loop()
-        alone = self._one_call.get(loop)
-        if alone is None:
-            alone = self._one_call[loop] = asyncio.Lock()
-        async with alone:
-            return await self._pausing_call(client, name, arguments, progress, resume, support)
-
-    async def _pausing_call(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        resume: Resume | None,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        asked, answer = resume if resume is not None else ({}, {})
-        kept = asked.get("resume")
-        saved: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
-        answers = [dict(a) for a in saved.get("answered") or () if isinstance(a, Mapping)]
-        if resume is not None and saved.get("era") != "input_required":
-            answers.append({"question": _digest(asked.get("message"), asked.get("schema")), "answer": answer})
-        paused = _Paused(answers)
-        self._in_flight.append(paused)
-        call = asyncio.ensure_future(self._rounds(client, name, arguments, progress, saved, answer, support))
-        try:
-            waiting: list[asyncio.Future[Any]] = [call, paused.asked]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if call.done():
-                return call.result()
-            call.cancel()  # asked mid-call (an older session): the SDK tells the server the call is cancelled
-            await asyncio.gather(call, return_exceptions=True)
-            raise AsksInput(paused.asked.result())
-        except BaseException:
-            call.cancel()
-            raise
-        finally:
-            paused.stopped.set()
-            self._in_flight.remove(paused)
-
-    async def _rounds(
-        self,
-        client: Client,
-        name: str,
-        arguments: dict[str, Any],
-        progress: Any,
-        saved: Mapping[str, Any],
-        answer: Any,
-        support: str | None = None,
-    ) -> types.CallToolResult:
-        """The call's input-required rounds (2026-07-28), driven here rather than by the SDK's
-        ``Client.call_tool`` (whose driver keeps no ``requestState`` for later): requests other than a
-        form elicitation are answered as the SDK answers them; a form pauses the turn, one question
-        at a time. Not done here as the SDK's ``call_tool`` does: the re-listing after a
-        ``HEADER_MISMATCH`` and claimed extension results. A call sent as a task (an older session's:
-        ``_tasks``) has no rounds: its questions come mid-call."""
-        if wants_task(client, self.tasks, support):
-            return await call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
-        responses: dict[str, Any] | None = None
-        state: str | None = None
-        if saved.get("era") == "input_required":  # the round the turn paused at, retried with the answer
-            responses = {**_responses(saved.get("responses")), str(saved.get("key")): types.ElicitResult(**answer)}
-            state = saved.get("request_state") if isinstance(saved.get("request_state"), str) else None
-        for _ in range(MAX_ROUNDS + 1):
-            result = await client.session.call_tool(
-                name, arguments, progress_callback=progress, input_responses=responses, request_state=state,
-                allow_input_required=True,
-            )  # fmt: skip
-            if not isinstance(result, types.InputRequiredResult):
-                return result
-            state, responses, forms = result.request_state, {}, []
-            for key, request in (result.input_requests or {}).items():
-                params = getattr(request, "params", None)
-                if isinstance(params, types.ElicitRequestFormParams):
-                    forms.append((key, params))
-                    continue
-                context = ClientRequestContext(session=client.session, request_id=key)
-                response = await client.session.dispatch_input_request(context, request)
-                if isinstance(response, types.ErrorData):
-                    raise MCPError.from_error_data(response)
-                responses[key] = response
-            if forms:  # the first question pauses the turn; the server asks again for any others
-                key, params = forms[0]
-                kept = {"era": "input_required", "key": key, "request_state": state, "responses": _saved(responses)}
-                raise AsksInput(self._question(params, kept))
-            if not result.input_requests:  # only a state: retried after a pause, as the SDK's driver does
-                await asyncio.sleep(STATE_ONLY_SECONDS)
-        raise RuntimeError(f"{self.label} asked for input more than {MAX_ROUNDS} rounds in one call")
-
-    def _question(self, params: types.ElicitRequestFormParams, resume: dict[str, Any]) -> dict[str, Any]:
-        """What a paused call carries (``AsksInput.elicitation``); a question that cannot pause a turn
-        (too long, a form schema the gate refuses) is the call's error."""
-        schema = _plain(params.requested_schema)
-        problem = elicitation.problem(params.message, schema)
-        if problem is not None:
-            raise RuntimeError(f"{self.label} asked for input that cannot be shown: {problem}")
-        return {"server": self.name, "message": params.message, "schema": schema, "resume": resume}
-
-    async def _paused_answer(self, params: types.ElicitRequestFormParams) -> types.ElicitResult | types.ErrorData:
-        """An older session's question mid-call under ``elicit="pause"``: answered with the saved answer
-        when it is the question asked before, else the call pauses (its request is cancelled)."""
-        if not self._in_flight:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="input is asked only during a tool call")
-        paused = self._in_flight[0]
-        digest = _digest(params.message, _plain(params.requested_schema))
-        if paused.answers and paused.answers[0].get("question") == digest:
-            given = paused.answers.pop(0)
-            paused.answered.append(given)
-            try:
-                return types.ElicitResult.model_validate(given.get("answer"))
-            except ValidationError:  # a saved answer the history's editor broke: the server reads a refusal
-                return types.ErrorData(code=types.INVALID_PARAMS, message="the saved answer is not an answer")
-        if not paused.asked.done():
-            try:
-                question = self._question(params, {"era": "mid_call", "answered": list(paused.answered)})
-            except RuntimeError as refused:
-                return types.ErrorData(code=types.INVALID_REQUEST, message=str(refused))
-            paused.asked.set_result(question)
-        await paused.stopped.wait()  # the call is cancelled first: the server reads no answer before that
-        return types.ElicitResult(action="cancel")
+    def _as_task(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: Any, support: str | None
+    ) -> AsTask | None:
+        """The call made as a task, when the tool and the session say so (``_tasks.wants_task``), else None."""
+        if not wants_task(client, self.tasks, support):
+            return None
+        return lambda: call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
 
     async def _client(self) -> Client:
         return (await self._live()).client
@@ -831,12 +705,14 @@ class Server(Toolset):
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
                 target = _watched(target, ended)
-            client = Client(
+            modes = self.elicitation_modes
+            client = _Client(
                 target,
                 mode=self.mode,
                 message_handler=self._on_message,
                 cache=None,
-                elicitation_callback=self._on_elicit if self.elicit is not None else None,
+                elicitation_callback=self._on_elicit if modes else None,
+                elicitation_modes=modes,
                 sampling_callback=self._on_sample if self.sampling is not None else None,
                 logging_callback=self._logs,
                 log_level=self.log_level,  # a 2026-07-28 session's opt-in (older ones: ``_set_level``)
@@ -882,25 +758,30 @@ class Server(Toolset):
                 async for _event in events:
                     self._changed()
 
+    @property
+    def elicitation_modes(self) -> tuple[str, ...]:
+        """The elicitation modes its client declares: ``"form"`` with ``elicit=``, ``"url"`` with
+        ``elicit_url=`` or ``elicit="pause"`` (which pauses on both)."""
+        modes = ("form",) if self.elicit is not None else ()
+        return (*modes, "url") if self.elicit == PAUSE or self.elicit_url is not None else modes
+
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
         thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
         leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
-        dict, say) is refused with an error the server reads, not sent."""
-        if not isinstance(params, types.ElicitRequestFormParams):
-            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
-        if self.elicit == PAUSE:
-            return await self._paused_answer(params)
-        schema = _plain(params.requested_schema)
+        dict, say) is refused with an error the server reads, not sent. A request to open a URL
+        goes to ``elicit_url`` (``_on_url``)."""
+        if self.elicit == PAUSE and isinstance(params, types.ElicitRequestFormParams | types.ElicitRequestURLParams):
+            return await self._pauses.answer(params)
+        if isinstance(params, types.ElicitRequestURLParams):
+            return await self._on_url(params)
+        if not isinstance(params, types.ElicitRequestFormParams) or self.elicit is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="form elicitation is not supported")
+        schema = plain(params.requested_schema)
         callback = self.elicit
         assert callable(callback)
         try:
-            if inspect.iscoroutinefunction(callback):
-                answer = await callback(params.message, schema)
-            else:
-                answer = await asyncio.to_thread(callback, params.message, schema)
-                if inspect.isawaitable(answer):
-                    answer = await answer
+            answer = await _host(callback, params.message, schema)
         except Exception as error:  # the callback is host code: the server reads a refusal
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
         if answer is None:
@@ -911,14 +792,50 @@ class Server(Toolset):
             )
         given = {key: value for key, value in answer.items() if value is not None}
         try:
-            return types.ElicitResult(action="accept", content={**_defaults(schema), **given})
+            return types.ElicitResult(action="accept", content={**elicitation.defaults(schema), **given})
         except ValidationError:
-            kept = sorted(str(k) for k, v in given.items() if not _form_value(v))
+            kept = sorted(str(k) for k, v in given.items() if not elicitation.form_value(v))
             return types.ErrorData(
                 code=types.INTERNAL_ERROR,
                 message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
                 "boolean or list of strings",
             )
+
+    async def _on_url(self, params: types.ElicitRequestURLParams) -> types.ElicitResult | types.ErrorData:
+        """A request to open a URL, answered by ``elicit_url(message, url)``: ``True`` accepts, ``False``
+        or ``None`` declines, ``"cancel"`` cancels. A URL that may not be shown (``elicitation.url_problem``)
+        never reaches the callback: the server reads a refusal."""
+        callback = self.elicit_url
+        if callback is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
+        problem = elicitation.url_question_problem(params.message, params.url)
+        if problem is not None:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=f"the URL elicitation is refused: {problem}")
+        try:
+            answer = await _host(callback, params.message, params.url)
+        except Exception as error:  # host code: the server reads a refusal
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
+        if answer is True:
+            return types.ElicitResult(action="accept")
+        if answer is False or answer is None:
+            return types.ElicitResult(action="decline")
+        if answer == "cancel":
+            return types.ElicitResult(action="cancel")
+        return types.ErrorData(
+            code=types.INTERNAL_ERROR, message="the URL elicitation answered neither True, False, None nor 'cancel'"
+        )
+
+    async def _urls_opened(self, error: MCPError) -> None:
+        """A call refused with ``URLElicitationRequiredError`` (-32042): each URL it names asked of
+        ``elicit_url`` in turn; all accepted returns (the call is made once more), else the call's error."""
+        for params in required_urls(error, self.label):
+            answered = await self._on_url(params)
+            if isinstance(answered, types.ErrorData):
+                raise RuntimeError(f"{self.label} requires a URL opened to make this call: {answered.message}")
+            if answered.action != "accept":
+                raise RuntimeError(
+                    f"{self.label} needs a URL opened to make this call, and the person did not ({answered.action})"
+                )
 
     async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
         """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
@@ -941,6 +858,8 @@ class Server(Toolset):
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
+        elif isinstance(message, types.ElicitCompleteNotification):  # the person's answer is what goes on
+            logger.debug("dspy_imp.mcp: %s: URL elicitation %r completed", self.label, message.params.elicitation_id)
 
     def _changed(self) -> None:
         self._changes += 1
@@ -1031,75 +950,44 @@ def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
     return str(getattr(response, "text", None) or "")
 
 
-Resume = tuple[Mapping[str, Any], Mapping[str, Any]]
-"""A paused call's question (``AsksInput.elicitation``) and the answer to send (``_turn.elicitation.answer``)."""
+async def _host(callback: Callable[..., Any], *args: Any) -> Any:
+    """A host's callback called: an async one awaited, a sync one in a worker thread (never on this loop)."""
+    if inspect.iscoroutinefunction(callback):
+        return await callback(*args)
+    answer = await asyncio.to_thread(callback, *args)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
 
 
-class _Paused:
-    """A call in flight under ``elicit="pause"``: the answers saved for the questions an older session
-    asks again (in order), those given so far, and the question that pauses it."""
+@dataclass
+class _Client(Client):
+    """The SDK's ``Client``, declaring only the elicitation modes its server can answer
+    (``elicitation_modes``): the SDK declares both ``form`` and ``url`` for any elicitation callback.
 
-    def __init__(self, answers: list[dict[str, Any]]):
-        self.answers = answers
-        self.answered: list[dict[str, Any]] = []
-        self.asked: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.stopped = asyncio.Event()
+    SDK private names (``Client._build_session``, ``ClientSession._build_capabilities``): the
+    capability ad has no public option; the override edits the ad the SDK builds, at each version
+    it builds one for (``initialize``, ``server/discover``, a 2026-07-28 request's ``_meta``)."""
 
+    elicitation_modes: tuple[str, ...] = ()
 
-def _digest(message: Any, schema: Any) -> str:
-    """A question as a short text: the same message and form are the same question."""
-    text = json.dumps({"message": message, "schema": schema}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    async def _build_session(self, exit_stack: Any) -> Any:
+        session = await super()._build_session(exit_stack)
+        built = session._build_capabilities
+        modes = self.elicitation_modes
 
+        def declared(version: str) -> types.ClientCapabilities:
+            capabilities = built(version)
+            if capabilities.elicitation is None:
+                return capabilities
+            kinds = types.ElicitationCapability(
+                form=types.FormElicitationCapability() if "form" in modes else None,
+                url=types.UrlElicitationCapability() if "url" in modes else None,
+            )
+            return capabilities.model_copy(update={"elicitation": kinds})
 
-_RESPONSES: dict[str, type[Any]] = {
-    "sampling": types.CreateMessageResult,
-    "sampling_tools": types.CreateMessageResultWithTools,
-    "roots": types.ListRootsResult,
-    "elicitation": types.ElicitResult,
-}
-
-
-def _saved(responses: Mapping[str, Any]) -> dict[str, Any]:
-    """A round's other responses (sampling, roots), JSON, kept with the pause for its retry."""
-    kinds = {cls: kind for kind, cls in _RESPONSES.items()}
-    return {
-        key: {"kind": kinds[type(r)], "data": r.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        for key, r in responses.items()
-        if type(r) in kinds
-    }
-
-
-def _responses(saved: Any) -> dict[str, Any]:
-    if not isinstance(saved, Mapping):
-        return {}
-    return {
-        str(key): _RESPONSES[item["kind"]].model_validate(item["data"])
-        for key, item in saved.items()
-        if isinstance(item, Mapping) and item.get("kind") in _RESPONSES
-    }
-
-
-def _plain(schema: Any) -> dict[str, Any]:
-    if isinstance(schema, Mapping):
-        return dict(schema)
-    dumped = schema.model_dump(by_alias=True, exclude_none=True)
-    return dumped if isinstance(dumped, dict) else {}
-
-
-def _form_value(value: Any) -> bool:
-    """Whether ``value`` fits an elicitation form's field: a string, number, boolean or list of strings."""
-    if isinstance(value, list):
-        return all(isinstance(item, str) for item in value)
-    return isinstance(value, str | int | float | bool)
-
-
-def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults an elicitation's form schema gives its fields (SEP-1034)."""
-    properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return {}
-    return {k: v["default"] for k, v in properties.items() if isinstance(v, Mapping) and "default" in v}
+        session._build_capabilities = declared  # type: ignore[method-assign]
+        return session
 
 
 def _gone(error: BaseException) -> bool:

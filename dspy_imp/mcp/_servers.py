@@ -34,6 +34,11 @@ Elicit = Callable[[str, dict[str, Any]], Any] | Literal["pause"] | None
 """What ``elicit=`` takes: ``callable(message, schema)`` answering a server's requests for input,
 ``"pause"`` (the turn pauses, the caller answers like an approval), or ``None`` (no elicitation)."""
 
+ElicitUrl = Callable[[str, str], Any] | None
+"""What ``elicit_url=`` takes: ``callable(message, url)`` answering a server's requests to have a
+person open a URL (``mode: "url"``): ``True`` accepts, ``False`` or ``None`` declines, ``"cancel"``
+cancels; or ``None`` (no URL elicitation, unless ``elicit="pause"``)."""
+
 TRANSPORTS = ("streamable-http", "sse")
 """What ``mcp.http(transport=)`` takes (or ``None``: streamable HTTP, falling back to SSE)."""
 FALLBACK_STATUSES = frozenset({400, 404, 405})
@@ -56,6 +61,7 @@ def stdio(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Elicit = None,
+    elicit_url: ElicitUrl = None,
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
@@ -87,8 +93,17 @@ def stdio(
             leaves out), ``None`` declines. Sync (run in a worker thread) or async. Or ``"pause"``:
             the turn pauses with the call pending (kind ``"elicitation"``, the server's message and
             form in ``pred.metadata.pending_calls``) and the caller answers it like an approval,
-            ``approvals={id: {...}}`` (see ``docs/mcp.md#elicitation``). By default the client
-            offers no elicitation.
+            ``approvals={id: {...}}`` (see ``docs/mcp.md#elicitation``); a request to open a URL
+            pauses the same way (``mode`` ``"url"``, answered ``True``, ``False`` or ``"cancel"``). By
+            default the client offers no elicitation.
+        elicit_url: ``callable(message, url)`` answering the server's requests to have the person
+            open a URL (MCP 2025-11-25 URL mode: an OAuth sign-in, a payment) and its tool calls
+            refused until one is opened (``URLElicitationRequiredError``, -32042, after which the
+            call is made once more). The URL is the server's untrusted text: show it, let the
+            person open it, never fetch it; only ``http``/``https`` URLs with no credentials reach
+            the callback. ``True``: the person opened it (accept); ``False`` or ``None``: declined;
+            ``"cancel"``: dismissed. Sync (run in a worker thread) or async. The client declares
+            the ``url`` elicitation capability only with this or ``elicit="pause"``.
         sampling: A ``dspy.LM`` answering the server's requests for a completion
             (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
             ``"sampling"``) and bounded by its usage limits and deadline. By default the client
@@ -124,7 +139,8 @@ def stdio(
 
     server = Server(
         name or Path(command).name, target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, elicit_url=elicit_url,
+        sampling=sampling,
         log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     server.connects_to, server.network_transport, server.transport = parameters, "pipe", "stdio"
@@ -146,6 +162,7 @@ def http(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Elicit = None,
+    elicit_url: ElicitUrl = None,
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
@@ -185,7 +202,8 @@ def http(
     way = _HttpWay(url, sent, authority, max_message_bytes)
     remote = Server(
         name or url, way.target, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, elicit_url=elicit_url,
+        sampling=sampling,
         log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     remote.connects_to, remote.network_transport, remote.transport = url, "tcp", transport
@@ -289,6 +307,7 @@ def memory(
     timeout: float | None = None,
     mode: str = "auto",
     elicit: Elicit = None,
+    elicit_url: ElicitUrl = None,
     sampling: dspy.BaseLM | None = None,
     log_level: str | None = None,
     add_instructions: bool = False,
@@ -303,7 +322,8 @@ def memory(
     default = getattr(server, "name", None) or "memory"
     served = Server(
         name or default, lambda: server, include=include, exclude=exclude, prefix=prefix,
-        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, sampling=sampling,
+        needs_approval=needs_approval, timeout=timeout, mode=mode, elicit=elicit, elicit_url=elicit_url,
+        sampling=sampling,
         log_level=log_level, add_instructions=add_instructions, tasks=tasks,
     )  # fmt: skip
     served.connects_to, served.transport = server, "memory"

@@ -530,6 +530,28 @@ CHAT_PARTS: dict[str, dict[str, Any]] = {
             "required": ["toolCallId", "toolName", "server", "message", "schema"],
         },
     },
+    "data-elicitation-url": {
+        "id": {"type": "string"},
+        "data": {
+            "type": "object",
+            "description": "A call paused on an MCP server's request to open a URL (URL mode): answered by the "
+            'call\'s tool part, `output-available` with `output` `{"action": "accept"}` (the person opened it), '
+            '`{"action": "decline"}` or `{"action": "cancel"}`.',
+            "properties": {
+                "toolCallId": {"type": "string"},
+                "toolName": {"type": "string"},
+                "server": {"type": ["string", "null"]},
+                "message": {"type": "string"},
+                "url": {
+                    "type": ["string", "null"],
+                    "description": "The http(s) URL to show as a link the person opens (the server's: untrusted; "
+                    "never fetched); null when it was not one that may be shown.",
+                },
+                "elicitationId": {"type": ["string", "null"]},
+            },
+            "required": ["toolCallId", "toolName", "server", "message", "url", "elicitationId"],
+        },
+    },
     "finish": {
         "finishReason": {"enum": ["stop", "length", "content-filter", "tool-calls", "error", "other"]},
         "messageMetadata": {"type": "object", "description": "How the turn ended: outputs, termination, usage."},

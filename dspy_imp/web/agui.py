@@ -42,7 +42,10 @@ interrupt with ``reason`` ``"elicitation"`` (``message`` the server's, ``respons
 answer around the form's schema, ``metadata`` naming the kind, server, message and schema), and
 is answered ``{"payload": {"action": "accept", "content": {...}}}`` (or ``"decline"``,
 ``"cancel"``; ``"cancelled"`` cancels), checked against the form by the agent before anything is
-sent. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
+sent. A request to open a URL (MCP URL mode) is such an interrupt too, its ``metadata`` holding
+``mode`` ``"url"``, the ``url`` (untrusted: a link the person opens) and the ``elicitation_id``, its
+``responseSchema`` the ``action`` alone: ``{"payload": {"action": "accept"}}`` says the person opened
+it. A client tool (``app(..., client_tools=True)``: the run's ``tools``) is such an
 external call: its ``TOOL_CALL_START``/``_ARGS``/``_END`` tell the client to run it, and the next
 run answers it with a ``ToolMessage`` (``toolCallId`` the call's id) ending its ``messages``, or
 with a ``resume`` entry.
@@ -96,6 +99,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._turn.elicitation import url_asked, url_problem
 from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream
@@ -293,6 +297,8 @@ def _question(call: Mapping[str, Any]) -> Interrupt:
     # ``pending_calls`` shows the question beside the call; the history's entry holds it under
     # ``elicitation`` (with what the tool needs to go on, which is never shown)
     asked = call["elicitation"] if isinstance(call.get("elicitation"), Mapping) else call
+    if url_asked(asked):
+        return _open_url(call, asked)
     about = {"server": asked.get("server"), "message": asked.get("message"), "schema": asked.get("schema")}
     schema = about["schema"] if isinstance(about["schema"], Mapping) else {"type": "object"}
     response = {
@@ -307,6 +313,26 @@ def _question(call: Mapping[str, Any]) -> Interrupt:
         message=str(about["message"] or ""),
         tool_call_id=call["id"],
         response_schema=response,
+        metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}},
+    )
+
+
+def _open_url(call: Mapping[str, Any], asked: Mapping[str, Any]) -> Interrupt:
+    """The ``Interrupt`` of a call paused on a request to open a URL (MCP URL mode): ``reason``
+    ``"elicitation"``, ``responseSchema`` the ``action`` alone (no content goes back), ``metadata``
+    with ``mode`` ``"url"``, the ``url`` (untrusted: to show as a link the person opens, never to
+    fetch or open unasked; ``None`` when it is not one ``elicitation.url_problem`` allows) and the
+    server's ``elicitation_id``."""
+    url = asked.get("url") if url_problem(asked.get("url")) is None else None
+    about = {"server": asked.get("server"), "mode": "url", "message": asked.get("message"), "url": url,
+             "elicitation_id": asked.get("elicitation_id")}  # fmt: skip
+    return Interrupt(
+        subagent_run_id=owner_of(call),
+        id=call["id"],
+        reason="elicitation",
+        message=str(about["message"] or ""),
+        tool_call_id=call["id"],
+        response_schema={"type": "object", "properties": {"action": {"enum": list(ACTIONS)}}, "required": ["action"]},
         metadata={_KEY: {"name": call["name"], "args": dict(call.get("args") or {}), "kind": "elicitation", **about}},
     )
 

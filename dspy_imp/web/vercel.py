@@ -23,6 +23,7 @@ AI SDK's ``uiMessageChunkSchema`` (every part is a strict object there):
       tool-approval-request {approvalId, toolCallId}        a call waiting for a person (a
                                                sub-agent's: a tool part of its own, ``p1/c1``)
       data-elicitation {id, data: {toolCallId, toolName, server, message, schema}}
+      data-elicitation-url {id, data: {toolCallId, toolName, server, message, url, elicitationId}}
                                                a call paused on an MCP server's request for input
     finish {finishReason, messageMetadata}     messageMetadata: how the turn ended, usage
     (or error {errorText})
@@ -35,7 +36,9 @@ is the assistant's, with its tool parts answered: ``state: "approval-responded"`
 (``data-elicitation``, its ``toolCallId`` the paused call's) is answered through the call's tool
 part too, ``addToolResult``'s ``output`` the answer in MCP's shape: ``{"action": "accept",
 "content": {...}}`` (the form's defaults fill what it leaves out), ``{"action": "decline"}`` or
-``{"action": "cancel"}``; the fields are checked against the form before anything is sent. The
+``{"action": "cancel"}``; the fields are checked against the form before anything is sent. A
+request to open a URL (``data-elicitation-url``: MCP URL mode; its ``url`` untrusted, a link the
+person opens) is answered the same way, ``{"action": "accept"}`` once the person opened it. The
 history is the one the server keeps for the chat id (``dspy_imp.web.app``).
 
 Client tools (``app(..., client_tools=True)``): the request's ``tools``, ``[{"name",
@@ -54,6 +57,7 @@ from typing import Any
 import dspy
 
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp._turn.elicitation import url_asked, url_problem
 from dspy_imp._watch.events import ToolLog, ToolProgress
 from dspy_imp.web._client_tools import Offered
 from dspy_imp.web._guard import BeforeStream, Refused
@@ -160,12 +164,7 @@ class VercelEncoder:
             for call in pending
             if call["kind"] == "approval"
         ]
-        questions = [
-            _data("elicitation", call["id"], {"toolCallId": call["id"], "toolName": call["name"],
-                  **{k: call.get(k) for k in ("server", "message", "schema")}})
-            for call in pending
-            if call["kind"] == "elicitation"
-        ]  # fmt: skip
+        questions = [_question(call) for call in pending if call["kind"] == "elicitation"]
         metadata = prediction.metadata
         reason = _FINISH.get(metadata.termination_reason, "length" if metadata.finish_reason == "length" else "stop")
         return [
@@ -223,6 +222,19 @@ class VercelEncoder:
 
     def failed(self, error: BaseException) -> list[dict[str, Any]]:
         return [{"type": "error", "errorText": f"{type(error).__name__}: {getattr(error, 'reason', error)}"}]
+
+
+def _question(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The data part of a call paused on a request for input: ``data-elicitation`` (a form), or
+    ``data-elicitation-url`` (a URL to open: untrusted, shown as a link, never fetched; ``url``
+    ``None`` when it is not one ``elicitation.url_problem`` allows)."""
+    about = {"toolCallId": call["id"], "toolName": call["name"]}
+    if url_asked(call):
+        url = call.get("url") if url_problem(call.get("url")) is None else None
+        asked = {"server": call.get("server"), "message": call.get("message"), "url": url,
+                 "elicitationId": call.get("elicitation_id")}  # fmt: skip
+        return _data("elicitation-url", call["id"], {**about, **asked})
+    return _data("elicitation", call["id"], {**about, **{k: call.get(k) for k in ("server", "message", "schema")}})
 
 
 def _data(name: str, part_id: str, data: dict[str, Any]) -> dict[str, Any]:

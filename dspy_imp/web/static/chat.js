@@ -12,7 +12,10 @@
 // a CUSTOM "dspy_imp.provider_executed" event before its TOOL_CALL_*: its card says who ran it, has
 // no timing and no buttons (nothing here runs or approves it).
 // A call paused on an MCP server's question (interrupt reason "elicitation") gets a form built from
-// the server's schema (untrusted: only MCP's flat field kinds, a bounded number, all as text).
+// the server's schema (untrusted: only MCP's flat field kinds, a bounded number, all as text). A
+// request to open a URL (its metadata's mode "url") shows the URL in full as text and as a link the
+// person opens (only http: and https:, in a new tab with rel="noopener noreferrer"; never opened
+// or fetched by the page itself), then "I opened it" / Decline / Cancel.
 "use strict";
 (() => {
   const log = document.getElementById("log");
@@ -455,6 +458,49 @@
     cancel.onclick = () => decide({ status: "resolved", payload: { action: "cancel" } }, "Cancelled");
   }
 
+  // A paused MCP request to open a URL (metadata mode "url"): the server's name and message as
+  // text, the URL in full as text, and a link only when it parses as http: or https: (the server's
+  // URL is untrusted; the app sends one that passed its own check, this one is the page's).
+  const MAX_URL = 4096;
+
+  function safeUrl(value) {
+    if (typeof value !== "string" || !value || value.length > MAX_URL) return null;
+    let parsed;
+    try {
+      parsed = new URL(value);
+    } catch {
+      return null;
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
+    if (parsed.username || parsed.password || !parsed.hostname) return null;
+    return parsed.href;
+  }
+
+  function askUrl(box, interrupt, meta, decide) {
+    const server = typeof meta.server === "string" && meta.server ? meta.server : "The tool";
+    box.append(el("div", "asker", `${server} asks you to open a page:`));
+    box.append(el("div", "question", String(interrupt.message || meta.message || "")));
+    const href = safeUrl(meta.url);
+    if (href) {
+      const link = box.appendChild(el("a", "open-url", href));
+      link.href = href;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      link.referrerPolicy = "no-referrer";
+    } else {
+      box.append(el("div", "unsupported", "The server's URL cannot be shown (only http and https links are)."));
+    }
+    const buttons = box.appendChild(el("div", "approval"));
+    const accept = buttons.appendChild(el("button", "accept", "I opened it"));
+    const decline = buttons.appendChild(el("button", "refuse decline", "Decline"));
+    const cancel = buttons.appendChild(el("button", "secondary cancel", "Cancel"));
+    accept.type = decline.type = cancel.type = "button";
+    accept.disabled = !href;
+    accept.onclick = () => decide({ status: "resolved", payload: { action: "accept" } }, "Opened");
+    decline.onclick = () => decide({ status: "resolved", payload: { action: "decline" } }, "Declined");
+    cancel.onclick = () => decide({ status: "resolved", payload: { action: "cancel" } }, "Cancelled");
+  }
+
   class RunView {
     constructor(root) {
       this.root = root;
@@ -658,7 +704,11 @@
           box.replaceChildren(el("span", "decided", label));
           if (decisions.size === interrupts.length) run({ resume: [...decisions.values()] });
         };
-        if (interrupt.reason === "elicitation") {
+        if (interrupt.reason === "elicitation" && meta.mode === "url") {
+          call.result.textContent = "waiting for you to open a page…";
+          box.className = "elicitation";
+          askUrl(box, interrupt, meta, decide);
+        } else if (interrupt.reason === "elicitation") {
           call.result.textContent = "waiting for your answer…";
           box.className = "elicitation";
           askForm(box, interrupt, meta, decide);
