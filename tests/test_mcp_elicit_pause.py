@@ -152,11 +152,11 @@ def test_the_calls_that_ran_beside_it_keep_their_results(run: Any, mode: str, pa
         {"role": "tool", "tool_call_id": "c1", "content": "LH1: row 3, window False"},
     ]
     assert served.RAN == ["add 2 3", "LH1: row 3, window False"]  # the addition did not run again
-    assert [
-        {"name": "add", "arguments": {"a": 2, "b": 3}},
-        CALL,
-        retried(mode, {"window": False, "row": 3}),
-    ] == served.RECEIVED
+    first, then = served.RECEIVED[:2], served.RECEIVED[2:]
+    if parallel:  # the two calls of the first turn reach the server in either order
+        first = sorted(first, key=lambda sent: sent["name"])
+    assert first == [{"name": "add", "arguments": {"a": 2, "b": 3}}, CALL]
+    assert then == [retried(mode, {"window": False, "row": 3})]
     server.close()
 
 
