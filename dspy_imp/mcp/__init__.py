@@ -26,7 +26,7 @@ from dspy_imp.mcp._auth import OAuth
 from dspy_imp.mcp._config import from_config
 from dspy_imp.mcp._results import ServerToolError
 from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
-from dspy_imp.mcp._servers import Approval, Elicit, http, memory, stdio
+from dspy_imp.mcp._servers import Approval, Elicit, ElicitUrl, http, memory, stdio
 from dspy_imp.mcp._serving import ProgramServer
 from dspy_imp.mcp._tasks import TaskMode
 from dspy_imp.mcp._tools import McpTool
@@ -34,6 +34,7 @@ from dspy_imp.mcp._tools import McpTool
 __all__ = [
     "Approval",
     "Elicit",
+    "ElicitUrl",
     "Listing",
     "McpTool",
     "OAuth",
