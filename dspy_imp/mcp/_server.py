@@ -55,7 +55,7 @@ from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._turn import elicitation
 from dspy_imp._watch.events import calling
-from dspy_imp.mcp import _loop
+from dspy_imp.mcp import _loop, _sampling
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
 from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain, required_urls
@@ -79,6 +79,8 @@ PAUSE = "pause"
 MAX_INSTRUCTIONS_CHARS = 4_000
 """The longest server ``instructions`` added to a program's (``add_instructions=True``); the rest is cut."""
 
+_SAMPLING_TOOLS = types.SamplingCapability(tools=types.SamplingToolsCapability())
+"""The sampling capability a client with ``sampling=`` declares: with ``tools`` (2025-11-25, SEP-1577)."""
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
@@ -714,6 +716,7 @@ class Server(Toolset):
                 elicitation_callback=self._on_elicit if modes else None,
                 elicitation_modes=modes,
                 sampling_callback=self._on_sample if self.sampling is not None else None,
+                sampling_capabilities=_SAMPLING_TOOLS if self.sampling is not None else None,
                 logging_callback=self._logs,
                 log_level=self.log_level,  # a 2026-07-28 session's opt-in (older ones: ``_set_level``)
             )
@@ -840,20 +843,20 @@ class Server(Toolset):
     async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
         """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
         in the context of the oldest call in flight to this server: the turn's usage limits and
-        deadline bound it, and its usage is the turn's (``"sampling"``). None in flight: refused."""
+        deadline bound it, and its usage is the turn's (``"sampling"``). None in flight: refused. Its
+        tools and messages are checked and translated by ``_sampling``; a request it refuses, or a
+        failure, is an error the server reads."""
         if not self._asking:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is answered only during a tool call")
         lm = self.sampling
         assert lm is not None
         asking = self._asking[0].copy()
         try:
-            text = await asyncio.to_thread(asking.run, sample, lm, params)
+            return await asyncio.to_thread(asking.run, _sampling.sample, lm, params)
+        except _sampling.Refused as refused:  # the server's request broke a rule: nothing was sent
+            return refused.error
         except Exception as error:  # a limit reached, the deadline passed, the LM failed: the server reads why
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the sampling failed: {_message(error)}")
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text=text), model=str(lm.model),
-            stop_reason="endTurn",
-        )  # fmt: skip
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -931,25 +934,6 @@ def _annotate(sent: list[Any], task_ids: list[str] | None = None) -> None:
         span.set_attribute("dspy_imp.mcp.task.id", task_ids[-1])
 
 
-def sample(lm: dspy.BaseLM, params: types.CreateMessageRequestParams) -> str:
-    """The text ``lm`` answers a sampling request with. Its messages are the server's (untrusted);
-    only their text is sent (an image or audio block becomes a line naming it)."""
-    lm15 = dspy.lm15
-    messages = []
-    for message in params.messages:
-        blocks = message.content if isinstance(message.content, list) else [message.content]
-        text = "\n".join(getattr(b, "text", None) or f"[{getattr(b, 'type', 'content')} left out]" for b in blocks)
-        messages.append(lm15.Message.assistant(text) if message.role == "assistant" else lm15.Message.user(text))
-    config = lm15.Config(
-        max_tokens=params.max_tokens, temperature=params.temperature, stop=tuple(params.stop_sequences or ())
-    )
-    request = lm15.Request(
-        model=str(lm.model), messages=tuple(messages), system=params.system_prompt or None, config=config
-    )
-    response = lm(request)
-    return str(getattr(response, "text", None) or "")
-
-
 async def _host(callback: Callable[..., Any], *args: Any) -> Any:
     """A host's callback called: an async one awaited, a sync one in a worker thread (never on this loop)."""
     if inspect.iscoroutinefunction(callback):
@@ -966,8 +950,9 @@ class _Client(Client):
     (``elicitation_modes``): the SDK declares both ``form`` and ``url`` for any elicitation callback.
 
     SDK private names (``Client._build_session``, ``ClientSession._build_capabilities``): the
-    capability ad has no public option; the override edits the ad the SDK builds, at each version
-    it builds one for (``initialize``, ``server/discover``, a 2026-07-28 request's ``_meta``)."""
+    elicitation ad has no public option; the override edits the ad the SDK builds, at each version
+    it builds one for (``initialize``, ``server/discover``, a 2026-07-28 request's ``_meta``). The
+    sampling ad has one (``sampling_capabilities``: ``sampling.tools`` with ``sampling=``, ``_own``)."""
 
     elicitation_modes: tuple[str, ...] = ()
 

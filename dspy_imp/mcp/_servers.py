@@ -106,8 +106,10 @@ def stdio(
             the ``url`` elicitation capability only with this or ``elicit="pause"``.
         sampling: A ``dspy.LM`` answering the server's requests for a completion
             (``sampling/createMessage``) during a call of its tools: counted in the turn's usage (as
-            ``"sampling"``) and bounded by its usage limits and deadline. By default the client
-            offers no sampling.
+            ``"sampling"``) and bounded by its usage limits and deadline. The client then declares
+            ``sampling`` with ``tools`` (2025-11-25): a request's tools and ``toolChoice`` reach the
+            model, and its tool calls go back as ``tool_use`` blocks. By default the client offers
+            no sampling.
         log_level: The least severe of the server's log messages (``notifications/message``) to
             ask for and show: ``"debug"``, ``"info"``, ``"notice"``, ``"warning"``, ``"error"``,
             ``"critical"``, ``"alert"`` or ``"emergency"``. Sent as ``logging/setLevel`` when the
