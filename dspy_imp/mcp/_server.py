@@ -38,7 +38,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -456,15 +456,24 @@ class Server(Toolset):
 
     durable = True
 
-    def record(self, listing: Listing) -> list[dict[str, Any]]:
-        """The listing's tools as the server listed them (JSON), for a durable turn's record."""
-        return [_tool_record(tool) for tool in listing.tools.values()]
+    def record(self, listing: Listing) -> dict[str, Any]:
+        """The listing's tools as the server listed them (JSON), and the instructions it added to the
+        turn's (``add_instructions=True``), for a durable turn's record."""
+        tools = [_tool_record(tool) for tool in listing.tools.values()]
+        return {"tools": tools, "instructions": [list(pair) for pair in listing.instructions]}
 
     def revive(self, record: Any) -> Listing:
         """A recorded listing, its tools calling this server (with no request to it: a replayed turn
-        that calls none of them sends nothing)."""
-        remotes = [types.Tool.model_validate(data) for data in record]
-        return self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+        that calls none of them sends nothing), with the instructions recorded (a recovered turn's
+        prompts are the first run's, though no session is open yet). A record of an earlier version
+        (the tools alone, a list) gets the open session's, as it did then."""
+        tools = record if isinstance(record, list) else record["tools"]
+        remotes = [types.Tool.model_validate(data) for data in tools]
+        listing = self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+        if isinstance(record, list):
+            return listing
+        added = tuple((str(whose), str(text)) for whose, text in record["instructions"])
+        return replace(listing, instructions=added)
 
     async def _listing(self) -> Listing:
         return self._listed(await self._tools())
