@@ -167,6 +167,22 @@ def test_a_turn_recovered_before_its_server_reopens_keeps_the_servers_instructio
     assert not server.connected  # nothing was sent to the server
 
 
+def test_the_record_holds_the_tools_and_the_added_instructions_and_an_older_record_still_revives() -> None:
+    server = mcp.memory(desk("Look under the mat first."), add_instructions=True)
+    try:
+        record = server.record(server.listing())
+    finally:
+        server.close()
+    assert [tool["name"] for tool in record["tools"]] == ["look"]
+    ((whose, text),) = record["instructions"]
+    assert (whose, text) == ("MCP server 'desk'", "Look under the mat first.")
+    revived = server.revive(record)  # no session: the recorded instructions
+    assert (list(revived.tools), revived.instructions) == (["look"], (("MCP server 'desk'", text),))
+    older = server.revive(record["tools"])  # a record of the tools alone, as earlier versions wrote
+    assert (list(older.tools), older.instructions) == (["look"], ())  # no session open: none to add
+    assert not server.connected
+
+
 class Opaque(Toolset):
     label = "toolset 'opaque'"
 
