@@ -19,11 +19,20 @@ Tools (``execution.taskSupport``):
   ``"as a task"``.
 - ``shaped`` (required, an ``outputSchema``): completed at the first ``tasks/get``; its structured
   result is ``{"total": n}``, a string for a negative ``n`` (which the schema refuses).
+- ``watched`` (required): ``working`` at every ``tasks/get``, suggesting a ``pollInterval`` of an
+  hour; once it is created the server sends ``notifications/tasks/status``: ``updates`` of
+  ``working`` (``step 0``, ``step 1``, ...), ``ghosts`` for task ids it never created, then its end
+  (``end``: ``completed`` by default, or ``failed``/``cancelled``, with the ``statusMessage``
+  ``"done"``), which its ``tasks/result`` then answers (``"watched <n>"``; a failed one's is an
+  error). With ``first``, the end is sent before the answer to the ``tools/call``.
 - ``plain`` (no ``execution``): ``"plain"``.
+
+``tasks/list`` lists every task it created, ``page_size`` a page (the cursor: the next index).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -31,24 +40,28 @@ import mcp_types as types
 from mcp.server import Server as LowLevelServer
 
 POLL_MS = 10
+HOUR_MS = 3_600_000
 """The ``pollInterval`` the server suggests (the client keeps to its own minimum)."""
 RELATED = "io.modelcontextprotocol/related-task"
 STAMP = "2026-01-01T00:00:00Z"
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 SUPPORT = {"crunch": "required", "flaky": "required", "forever": "required", "ask": "required", "maybe": "optional",
-           "shaped": "required"}  # fmt: skip
+           "shaped": "required", "watched": "required"}  # fmt: skip
 SHAPE = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
 
 
 class TaskServer:
     """The server (``.server``, give it to ``dspy_imp.mcp.memory(..., mode="legacy")``) and what it saw."""
 
-    def __init__(self, tasks_capability: bool = True) -> None:
+    def __init__(self, tasks_capability: bool = True, list_capability: bool = True, page_size: int = 1) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
         self.cancelled = threading.Event()
         self._tasks: dict[str, dict[str, Any]] = {}
         self._capability = tasks_capability
+        self._list_capability = list_capability
+        self._page_size = page_size
+        self._background: set[asyncio.Task[None]] = set()
         outer = self
 
         class Served(LowLevelServer[Any]):
@@ -56,6 +69,7 @@ class TaskServer:
                 found = super().get_capabilities(*args, **kwargs)
                 if outer._capability:
                     found.tasks = types.ServerTasksCapability(
+                        list=types.TasksListCapability() if outer._list_capability else None,
                         cancel=types.TasksCancelCapability(),
                         requests=types.ServerTasksRequestsCapability(
                             tools=types.TasksToolsCapability(call=types.TasksCallCapability())
@@ -68,7 +82,7 @@ class TaskServer:
 
     def requests(self, *methods: str) -> list[tuple[str, dict[str, Any]]]:
         """What it received of ``methods`` (by default: the tool calls and task methods), in order."""
-        kept = methods or ("tools/call", "tasks/get", "tasks/result", "tasks/cancel")
+        kept = methods or ("tools/call", "tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
         return [(method, params) for method, params in self.received if method in kept]
 
     async def _list(self, ctx: Any, params: Any) -> types.ListToolsResult:
@@ -78,7 +92,7 @@ class TaskServer:
                 execution=types.ToolExecution(task_support=SUPPORT[name]) if name in SUPPORT else None,  # type: ignore[arg-type]
                 output_schema=SHAPE if name == "shaped" else None,
             )
-            for name in ("crunch", "flaky", "forever", "ask", "maybe", "shaped", "plain")
+            for name in ("crunch", "flaky", "forever", "ask", "maybe", "shaped", "watched", "plain")
         ]  # fmt: skip
         return types.ListToolsResult(tools=tools)
 
@@ -95,7 +109,23 @@ class TaskServer:
         if ctx.request_id is not None and ctx.method != "initialize":
             self.received.append((ctx.method, params))
         if ctx.method == "tools/call" and params.get("task") is not None:
-            return self._create(params)
+            created = self._create(params)
+            task = self._tasks[created["task"]["taskId"]]
+            if task["tool"] == "watched":
+                told = self._tell(ctx.session, task)
+                if task["arguments"].get("first"):
+                    await told
+                else:
+                    background = asyncio.ensure_future(told)
+                    self._background.add(background)
+                    background.add_done_callback(self._background.discard)
+            return created
+        if ctx.method == "tasks/list":
+            start = int(params.get("cursor") or 0)
+            listed = list(self._tasks.values())
+            page = [self._wire(task) for task in listed[start : start + self._page_size]]
+            more = start + self._page_size < len(listed)
+            return {"tasks": page, **({"nextCursor": str(start + self._page_size)} if more else {})}
         if ctx.method in ("tasks/get", "tasks/cancel"):
             task = self._tasks[params["taskId"]]
             if ctx.method == "tasks/cancel":
@@ -129,17 +159,40 @@ class TaskServer:
             task["status"] = "input_required"
 
     def _wire(self, task: dict[str, Any]) -> dict[str, Any]:
+        poll = HOUR_MS if task["tool"] == "watched" else POLL_MS
         found = {"taskId": task["id"], "status": task["status"], "createdAt": STAMP, "lastUpdatedAt": STAMP,
-                 "ttl": task["ttl"], "pollInterval": POLL_MS}  # fmt: skip
+                 "ttl": task["ttl"], "pollInterval": poll}  # fmt: skip
         if task["status"] == "failed":
-            found["statusMessage"] = "disk full"
+            found["statusMessage"] = "disk full" if task["tool"] != "watched" else "done"
         return found
+
+    async def _tell(self, session: Any, task: dict[str, Any]) -> None:
+        """``watched``'s status notifications (see the module)."""
+        arguments = task["arguments"]
+
+        async def send(task_id: str, status: str, message: str | None) -> None:
+            params = types.TaskStatusNotificationParams(
+                task_id=task_id, status=status, status_message=message, created_at=STAMP,  # type: ignore[arg-type]
+                last_updated_at=STAMP, ttl=task["ttl"], poll_interval=HOUR_MS,
+            )  # fmt: skip
+            await session.send_notification(types.TaskStatusNotification(params=params))  # type: ignore[arg-type]
+
+        for index in range(arguments.get("updates", 0)):
+            await send(task["id"], "working", f"step {index}")
+        for index in range(arguments.get("ghosts", 0)):
+            await send(f"ghost-{index}", "completed", None)
+        task["status"] = arguments.get("end", "completed")
+        await send(task["id"], task["status"], "done")
 
     async def _result(self, ctx: Any, task: dict[str, Any]) -> dict[str, Any]:
         meta = {RELATED: {"taskId": task["id"]}}
         tool = task["tool"]
         if tool == "flaky":
             return {"content": [{"type": "text", "text": "disk full"}], "isError": True, "_meta": meta}
+        if tool == "watched":
+            n = task["arguments"].get("n")
+            error = task["status"] == "failed"
+            return {"content": [{"type": "text", "text": f"watched {n}"}], "isError": error, "_meta": meta}
         if tool == "ask":
             answer = await ctx.session.send_request(
                 types.ElicitRequest(

@@ -43,8 +43,8 @@ class Desk(MCPServer):
         return await super().list_tools()
 
 
-def desk() -> Desk:
-    server = Desk("desk")
+def desk(instructions: str | None = None) -> Desk:
+    server = Desk("desk", instructions=instructions)
 
     @server.tool()
     def look(thing: str) -> str:
@@ -60,6 +60,11 @@ PROGRAMS = {
     how: dspy_imp.ReActV2("question -> answer", tools=[server], finish="submit") for how, server in SERVERS.items()
 }
 GUARDED = mcp.memory(desk(), needs_approval=True)
+INSTRUCTED = {how: mcp.memory(desk("Look under the mat first."), add_instructions=True) for how in ("sync", "async")}
+PROGRAMS.update(
+    {f"instructed-{how}": dspy_imp.ReActV2("question -> answer", tools=[server], finish="submit")
+     for how, server in INSTRUCTED.items()}
+)  # fmt: skip
 PROGRAMS["approve"] = dspy_imp.ReActV2("question -> answer", tools=[GUARDED], finish="submit")
 ASKING = {mode: mcp.memory(mcp_elicit_program.booking(), mode=mode, elicit="pause") for mode in ("auto", "legacy")}
 PROGRAMS.update(
@@ -77,7 +82,7 @@ def dbos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     DBOS.launch()
     yield
     DBOS.destroy(destroy_registry=True)
-    for server in [*SERVERS.values(), GUARDED, *ASKING.values()]:
+    for server in [*SERVERS.values(), GUARDED, *ASKING.values(), *INSTRUCTED.values()]:
         server.close()
 
 
@@ -91,7 +96,7 @@ def script() -> list[Any]:
 
 def _start(how: str, workflow_id: str) -> Any:
     agent = AGENTS[how]
-    if how == "sync":
+    if not how.endswith("async"):
         return agent.start(question="Where is the key?", workflow_id=workflow_id).result(polling_interval_sec=0.1)
 
     async def go() -> Any:
@@ -135,6 +140,47 @@ def test_a_turn_replayed_after_two_mcp_calls_calls_neither_again_and_keeps_its_t
     program.set_lm(ScriptedLM([reply(calls=[call("submit", {"answer": "x"})])]))
     _start(how, f"mcp-{how}-next")
     assert "peek" in {t["function"]["name"] for t in program.react.lm.requests[0].tools}  # the next turn sees it
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_turn_recovered_before_its_server_reopens_keeps_the_servers_instructions(how: str) -> None:
+    """With ``add_instructions=True`` the server's instructions are recorded with the tool list: a turn
+    recovered after the MCP calls, while no session is open (as in a new process), writes the
+    requests the first run wrote, instructions and all."""
+    CALLS.clear()
+    program, server = PROGRAMS[f"instructed-{how}"], INSTRUCTED[how]
+    first_lm = ScriptedLM(script())
+    program.set_lm(first_lm)
+    assert _start(f"instructed-{how}", f"mcp-instructed-{how}").answer == "not here"
+    system = first_lm.requests[2].messages[0]
+    assert system["role"] == "system" and "Look under the mat first." in system["content"]
+    assert "The MCP server 'desk' sent the instructions below." in system["content"]
+    steps = [step["function_name"] for step in DBOS.list_workflow_steps(f"mcp-instructed-{how}")]
+    server.close()  # no session now: the recovered turn must not need one to write its prompt
+    after_calls = max(i for i, name in enumerate(steps) if name == "dspy_imp.tool.look") + 1
+    lm = ScriptedLM([reply(calls=[call("submit", {"answer": "still not here"}, id="c3")])])
+    program.set_lm(lm)
+    workflow = DBOS.fork_workflow(f"mcp-instructed-{how}", after_calls + 1)
+    assert durable.TurnHandle(workflow).result(polling_interval_sec=0.1).answer == "still not here"
+    assert lm.requests[0].messages == first_lm.requests[2].messages  # the same request, instructions and all
+    assert CALLS == {"shelf": 1, "desk": 1}
+    assert not server.connected  # nothing was sent to the server
+
+
+def test_the_record_holds_the_tools_and_the_added_instructions_and_an_older_record_still_revives() -> None:
+    server = mcp.memory(desk("Look under the mat first."), add_instructions=True)
+    try:
+        record = server.record(server.listing())
+    finally:
+        server.close()
+    assert [tool["name"] for tool in record["tools"]] == ["look"]
+    ((whose, text),) = record["instructions"]
+    assert (whose, text) == ("MCP server 'desk'", "Look under the mat first.")
+    revived = server.revive(record)  # no session: the recorded instructions
+    assert (list(revived.tools), revived.instructions) == (["look"], (("MCP server 'desk'", text),))
+    older = server.revive(record["tools"])  # a record of the tools alone, as earlier versions wrote
+    assert (list(older.tools), older.instructions) == (["look"], ())  # no session open: none to add
+    assert not server.connected
 
 
 class Opaque(Toolset):

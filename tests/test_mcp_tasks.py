@@ -8,18 +8,23 @@ received is asserted whole. Every turn runs through both drivers (the ``run`` fi
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
+from unittest.mock import ANY
 
 import dspy
 import mcp_types as types
 import pytest
 from mcp_task_server import TaskServer
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from streaming_helpers import statuses, stream_items
 from test_genai_spans import spans  # noqa: F401 (the in-memory exporter fixture, written once)
 
 import dspy_imp
 from dspy_imp import mcp
 from dspy_imp._records.errors import ConfigurationError
+from dspy_imp.mcp import _notices, _tasks
 from dspy_imp.mcp._tasks import MAX_POLL_SECONDS, MIN_POLL_SECONDS, TASK_TTL_MS, poll_seconds
 from dspy_imp.testing import ScriptedLM, call, reply
 
@@ -230,3 +235,153 @@ def test_the_poll_interval_is_kept_within_bounds() -> None:
 def test_a_bad_tasks_option_names_it(maker: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"`tasks` must be 'auto', 'always' or 'never', got 'sometimes'"):
         maker(tasks="sometimes")
+
+
+# -- notifications/tasks/status ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's longest poll an hour, as ``watched`` suggests: only a status notification can
+    end the wait (the call's time bound would end it first, failing the test)."""
+    monkeypatch.setattr(_tasks, "MAX_POLL_SECONDS", 3_600.0)
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["after-the-answer", "before-the-answer"])
+def test_a_status_notification_ends_the_wait_and_the_result_is_read(run: Any, no_poll: None, first: bool) -> None:
+    served = TaskServer()
+    args = {"n": 4, "first": first}
+    lm, _ = turn(run, served, "watched", args, tool_timeouts=120)  # a bound, not an assertion
+    assert tool_messages(lm) == [{"role": "tool", "tool_call_id": "c1", "content": "watched 4"}]
+    assert served.requests() == [
+        ("tools/call", {"name": "watched", "arguments": args, "task": TASK}),
+        ("tasks/result", {"taskId": "task-1"}),  # no tasks/get: the notification ended the wait
+    ]
+
+
+@pytest.mark.parametrize(
+    ("end", "text", "read"),
+    [
+        ("failed", "watched 1", True),  # the failed task's isError result, read with tasks/result
+        ("cancelled", "the server cancelled the task 'task-1': done", False),
+    ],
+)
+def test_a_notified_failure_or_cancellation_ends_the_call_as_a_polled_one(
+    run: Any, no_poll: None, end: str, text: str, read: bool
+) -> None:
+    served = TaskServer()
+    args = {"n": 1, "end": end}
+    lm, pred = turn(run, served, "watched", args, tool_timeouts=120)
+    assert text in tool_messages(lm)[0]["content"]
+    assert results(pred)[0]["error"] is True
+    expected = [("tools/call", {"name": "watched", "arguments": args, "task": TASK})]
+    assert served.requests() == expected + ([("tasks/result", {"taskId": "task-1"})] if read else [])
+
+
+def test_a_notified_change_of_a_working_task_is_a_status_line_of_the_call(how: str, no_poll: None) -> None:
+    served = TaskServer()
+    server = mcp.memory(served.server, mode="legacy")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=120)
+    with dspy.context(lm=calling("watched", {"n": 2, "updates": 3})):
+        lines = statuses(stream_items(agent, how, [], question="q"))
+    server.close()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Calling watched"))
+    assert lines[start + 1 : start + 5] == [
+        "watched: [info] dspy_imp: task working: step 0",
+        "watched: [info] dspy_imp: task working: step 1",
+        "watched: [info] dspy_imp: task working: step 2",
+        "watched returned: watched 2",  # its end is not a line of its own: the result is
+    ]
+
+
+def test_unknown_task_ids_and_a_flood_of_statuses_are_bounded(no_poll: None) -> None:
+    served = TaskServer()
+    server = mcp.memory(served.server, mode="legacy")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=120)
+    args = {"n": 5, "updates": _notices.MAX_LOGS + 20, "ghosts": _tasks.MAX_EARLY + 8}
+    with dspy.context(lm=calling("watched", args)):
+        lines = statuses(stream_items(agent, "sync", [], question="q"))
+    kept = server._session.client.task_statuses.kept  # type: ignore[union-attr, attr-defined]
+    server.close()
+    assert kept == _tasks.MAX_EARLY  # the ids no call waits on: the newest kept, no more
+    streamed = {"progressToken": ANY}  # a streamed call asks for progress
+    assert served.requests() == [
+        ("tools/call", {"name": "watched", "arguments": args, "task": TASK, "_meta": streamed}),
+        ("tasks/result", {"taskId": "task-1"}),
+    ]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Calling watched"))
+    end = lines.index("watched returned: watched 5")
+    told = lines[start + 1 : end]
+    steps = [int(line.rsplit(" ", 1)[1]) for line in told if line.startswith("watched: [info] dspy_imp: task working")]
+    assert 0 < len(steps) <= _notices.MAX_LOGS and steps == sorted(set(steps))  # bounded, in order, once each
+    assert not [line for line in told if "ghost" in line]
+    if len(steps) == _notices.MAX_LOGS:  # past the call's bound of lines, counted
+        assert told[-1].startswith("watched: [warning] dspy_imp: ") and told[-1].endswith(" left out")
+
+
+def test_the_statuses_of_tasks_no_call_waits_on_are_let_go_oldest_first() -> None:
+    statuses_ = _tasks.Statuses()
+
+    def task(task_id: str, status: str) -> types.Task:
+        return types.Task(task_id=task_id, status=status, created_at="x", last_updated_at="x", ttl=None)  # type: ignore[arg-type]
+
+    for index in range(_tasks.MAX_EARLY + 1):
+        statuses_.note(task(f"t{index}", "working"))
+    statuses_.note(task("t1", "completed"))  # the newest status of an id kept
+    assert statuses_.kept == _tasks.MAX_EARLY
+    with statuses_.watching("t0") as gone, statuses_.watching("t1") as early:
+        assert gone.take() == []  # let go: its call polls
+        assert [t.status for t in early.take()] == ["completed"]
+        for _ in range(_tasks.MAX_NOTIFIED + 5):
+            statuses_.note(task("t1", "working"))
+        statuses_.note(task("t1", "completed"))
+        taken = early.take()
+        assert len(taken) == _tasks.MAX_NOTIFIED and taken[-1].status == "completed"  # the end is kept
+    assert statuses_.kept == _tasks.MAX_EARLY - 1  # t1 went to its call, t0 was let go before
+
+
+# -- tasks/list -------------------------------------------------------------------------------------
+
+
+def listed(how: str, server: mcp.Server) -> list[types.Task]:
+    return server.list_tasks() if how == "sync" else asyncio.run(server.alist_tasks())
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_list_tasks_reads_every_page(how: str) -> None:
+    served = TaskServer(page_size=1)
+    for name in ("crunch", "flaky"):
+        turn(lambda agent, **kwargs: agent(**kwargs), served, name, {"n": 1})
+    served.received.clear()
+    server = mcp.memory(served.server, mode="legacy")
+    try:
+        tasks = listed(how, server)
+    finally:
+        server.close()
+    assert [(t.task_id, t.status, t.status_message) for t in tasks] == [
+        ("task-1", "completed", None),
+        ("task-2", "failed", "disk full"),
+    ]
+    assert served.requests() == [("tasks/list", {}), ("tasks/list", {"cursor": "1"})]
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("served", "mode", "why"),
+    [
+        (lambda: TaskServer(list_capability=False), "legacy", "its server does not declare the `tasks.list`"),
+        (lambda: TaskServer(tasks_capability=False), "legacy", "its server does not declare the `tasks.list`"),
+        (lambda: TaskServer(), "auto", "a 2026-07-28 session has no the `tasks.list`"),
+    ],
+)
+def test_list_tasks_without_the_capability_names_it_and_sends_nothing(
+    how: str, served: Any, mode: str, why: str
+) -> None:
+    task_server = served()
+    server = mcp.memory(task_server.server, mode=mode)
+    try:
+        with pytest.raises(RuntimeError, match=rf"MCP server 'tasks' cannot list its tasks: {re.escape(why)}"):
+            listed(how, server)
+    finally:
+        server.close()
+    assert task_server.requests("tasks/list") == []

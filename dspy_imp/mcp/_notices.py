@@ -132,6 +132,13 @@ class Notices:
             self._put(("log", level, source, text))
         return True
 
+    def task_status(self, status: str, message: str | None) -> None:
+        """A change of status of the task the server runs the call as (``_tasks.Told``), told as one of
+        the call's log lines of our own (``crunch: [info] dspy_imp: task working: half done``),
+        within the call's bound of log lines."""
+        text = one_line(message) if message else ""
+        self.log("info", "dspy_imp", f"task {status}: {text}" if text else f"task {status}")
+
     def _put(self, item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody reads any more
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)

@@ -13,8 +13,8 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
   cancelled call (a tool's time bound, the deadline, Stop) cancels the request and the SDK sends
   ``notifications/cancelled``. A server that answers ``isError: true`` is an error observation
   (``ServerToolError``); a protocol error is the call's exception, an error observation too. A
-  tool the server runs as a task (2025-11-25) is created, polled and read by ``_tasks``; a
-  cancelled one sends ``tasks/cancel`` as well.
+  tool the server runs as a task (2025-11-25) is created, waited on (its status notifications,
+  else polled) and read by ``_tasks``; a cancelled one sends ``tasks/cancel`` as well.
 - **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
   ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
   resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
@@ -38,7 +38,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -60,7 +60,17 @@ from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
 from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain, required_urls
 from dspy_imp.mcp._results import result_value
-from dspy_imp.mcp._tasks import CANCEL_SECONDS, TaskMode, call_as_task, check_mode, wants_task
+from dspy_imp.mcp._tasks import (
+    CANCEL_SECONDS,
+    STATUS_METHOD,
+    TOLD,
+    Statuses,
+    TaskMode,
+    call_as_task,
+    check_mode,
+    list_tasks,
+    wants_task,
+)
 from dspy_imp.mcp._tools import McpTool, build
 
 logger = logging.getLogger("dspy_imp")
@@ -439,6 +449,14 @@ class Server(Toolset):
     async def aget_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult:
         return await _loop.arun(self._ask(lambda client: client.get_prompt(name, dict(arguments or {}))))
 
+    def list_tasks(self) -> list[types.Task]:
+        """The server's tasks (``tasks/list``, every page), listed now: on a 2025-11-25 session of a
+        server that declares the ``tasks.list`` capability, else a ``RuntimeError`` naming it."""
+        return _loop.run(self._ask(lambda client: list_tasks(client, self.label)))
+
+    async def alist_tasks(self) -> list[types.Task]:
+        return await _loop.arun(self._ask(lambda client: list_tasks(client, self.label)))
+
     # -- on the layer's loop -------------------------------------------------------------------
 
     async def _ask(self, ask: Callable[[Client], Awaitable[T]]) -> T:
@@ -458,15 +476,24 @@ class Server(Toolset):
 
     durable = True
 
-    def record(self, listing: Listing) -> list[dict[str, Any]]:
-        """The listing's tools as the server listed them (JSON), for a durable turn's record."""
-        return [_tool_record(tool) for tool in listing.tools.values()]
+    def record(self, listing: Listing) -> dict[str, Any]:
+        """The listing's tools as the server listed them (JSON), and the instructions it added to the
+        turn's (``add_instructions=True``), for a durable turn's record."""
+        tools = [_tool_record(tool) for tool in listing.tools.values()]
+        return {"tools": tools, "instructions": [list(pair) for pair in listing.instructions]}
 
     def revive(self, record: Any) -> Listing:
         """A recorded listing, its tools calling this server (with no request to it: a replayed turn
-        that calls none of them sends nothing)."""
-        remotes = [types.Tool.model_validate(data) for data in record]
-        return self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+        that calls none of them sends nothing), with the instructions recorded (a recovered turn's
+        prompts are the first run's, though no session is open yet). A record of an earlier version
+        (the tools alone, a list) gets the open session's, as it did then."""
+        tools = record if isinstance(record, list) else record["tools"]
+        remotes = [types.Tool.model_validate(data) for data in tools]
+        listing = self._listed(build(remotes, self.prefix, self._keeps, self._call, self.label, self._traced))
+        if isinstance(record, list):
+            return listing
+        added = tuple((str(whose), str(text)) for whose, text in record["instructions"])
+        return replace(listing, instructions=added)
 
     async def _listing(self) -> Listing:
         return self._listed(await self._tools())
@@ -556,8 +583,11 @@ class Server(Toolset):
         try:
             async with notices.relaying():
                 progress = notices.progress if notices.live else None
+                told = notices.task_status if notices.live else None
                 result = await _loop.arun(
-                    self._send(tool.name, arguments, progress, sent, resume, support=support, task_ids=task_ids)
+                    self._send(
+                        tool.name, arguments, progress, sent, resume, support=support, task_ids=task_ids, told=told
+                    )
                 )
         finally:
             self._logs.ended(notices)
@@ -575,12 +605,15 @@ class Server(Toolset):
         *,
         support: str | None = None,
         task_ids: list[str] | None = None,
+        told: Callable[[str, str | None], None] | None = None,
     ) -> types.CallToolResult:
         token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
         tasks = _TASKS.set(task_ids)  # and the tasks its server creates (``_task_started``)
+        telling = TOLD.set(told)  # and where their changes of status are told (``_tasks.Told``)
         try:
             return await self._sent(remote_name, arguments, progress, resume, support)
         finally:
+            TOLD.reset(telling)
             _TASKS.reset(tasks)
             _SENT.reset(token)
 
@@ -947,17 +980,24 @@ async def _host(callback: Callable[..., Any], *args: Any) -> Any:
 @dataclass
 class _Client(Client):
     """The SDK's ``Client``, declaring only the elicitation modes its server can answer
-    (``elicitation_modes``): the SDK declares both ``form`` and ``url`` for any elicitation callback.
+    (``elicitation_modes``): the SDK declares both ``form`` and ``url`` for any elicitation callback;
+    and delivering the server's ``notifications/tasks/status`` to ``task_statuses`` (``_tasks``).
 
-    SDK private names (``Client._build_session``, ``ClientSession._build_capabilities``): the
-    elicitation ad has no public option; the override edits the ad the SDK builds, at each version
-    it builds one for (``initialize``, ``server/discover``, a 2026-07-28 request's ``_meta``). The
-    sampling ad has one (``sampling_capabilities``: ``sampling.tools`` with ``sampling=``, ``_own``)."""
+    SDK private names (``Client._build_session``, ``ClientSession._build_capabilities``,
+    ``ClientSession._notification_bindings``): the elicitation ad has no public option; the override
+    edits the ad the SDK builds, at each version it builds one for (``initialize``,
+    ``server/discover``, a 2026-07-28 request's ``_meta``). The sampling ad has one
+    (``sampling_capabilities``: ``sampling.tools`` with ``sampling=``, ``_own``). A notification
+    binding is public only as an extension's, which would advertise an extension identifier we do
+    not implement: the binding is added to the session's before it starts (its queue is made when it
+    is entered)."""
 
     elicitation_modes: tuple[str, ...] = ()
+    task_statuses: Statuses = field(default_factory=Statuses)
 
     async def _build_session(self, exit_stack: Any) -> Any:
         session = await super()._build_session(exit_stack)
+        session._notification_bindings = {**session._notification_bindings, STATUS_METHOD: self.task_statuses.binding()}
         built = session._build_capabilities
         modes = self.elicitation_modes
 
