@@ -343,8 +343,10 @@ class ReActV2(dspy.Module):
 
         The tool's input schema is the signature's inputs, its ``outputSchema`` the outputs; a call
         runs one turn, with progress per step, cancellation, and an approval pause asked of the
-        client as an elicitation. Serve it with ``.run_stdio()`` or ``.run_http()`` (127.0.0.1,
-        Host and Origin checked), or ``python -m dspy_imp.mcp serve module:program``.
+        client as an elicitation; a 2025-11-25 client may run it as a task (``tasks/get``,
+        ``tasks/result``, ``tasks/cancel``, ``tasks/list``; kept in this process's memory, each at
+        most an hour). Serve it with ``.run_stdio()`` or ``.run_http()`` (127.0.0.1, Host and
+        Origin checked), or ``python -m dspy_imp.mcp serve module:program``.
 
         Args:
             name: The server's name (and the tool's, unless ``tool`` is given).

@@ -25,6 +25,12 @@ output fields. A call runs one turn:
 - **Result**: a turn with an answer is ``structuredContent`` (its outputs) and a text block (the
   same JSON); one without (incomplete, blocked) is an ``isError`` result saying how it ended. Both
   carry the termination metadata in ``_meta["dspy-imp/termination"]``.
+- **Tasks** (MCP 2025-11-25, experimental): the server declares ``capabilities.tasks`` and the tool
+  ``execution.taskSupport: "optional"``; a call that carries ``task`` is answered at once with a
+  ``CreateTaskResult`` and its turn runs on, in this process's memory (``_served_tasks``): its
+  status (``tasks/get``), its result (``tasks/result``, where an approval pause is asked),
+  ``tasks/cancel`` (Stop) and ``tasks/list``. Only on a 2025-11-25 connection (the 2026-07-28
+  protocol moved tasks to an extension): on a later one the call is a plain call.
 """
 
 from __future__ import annotations
@@ -38,9 +44,9 @@ import re
 import secrets
 import socket
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -49,6 +55,8 @@ import mcp_types as types
 import pydantic
 from mcp.server import Server as LowLevelServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes.hosted_types import HostedCall
@@ -62,6 +70,7 @@ from dspy_imp._watch.events import (
     observing,
 )
 from dspy_imp._watch.status import StatusMessageProvider, short
+from dspy_imp.mcp import _served_tasks
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -79,6 +88,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PROVIDER = StatusMessageProvider()
 
 
+class _Lines(Protocol):
+    """Where a turn's status lines go: progress notifications, or a task's ``statusMessage``."""
+
+    def put(self, line: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Waiting:
     """A turn paused for approval on a 2026-07-28 connection, until the client retries with answers."""
@@ -94,7 +109,8 @@ class ProgramServer:
 
     ``server`` is the SDK's low-level ``Server`` (give it to ``mcp.Client`` in a test);
     ``run_stdio()`` serves it over stdio, ``http_app()`` is its streamable-HTTP ASGI app with
-    Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default.
+    Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default. ``tasks`` holds
+    the calls run as tasks (``close()`` stops the ones still running).
     """
 
     def __init__(
@@ -121,27 +137,91 @@ class ProgramServer:
         self.inputs = _fields_model(agent.signature.input_fields, f"{tool_name}_input", forbid=True)
         self.outputs = _fields_model(agent.signature.output_fields, f"{tool_name}_output", forbid=False)
         self._waiting: OrderedDict[str, _Waiting] = OrderedDict()
-        self.server: LowLevelServer[Any] = LowLevelServer(
+        self.tasks = _served_tasks.ServedTasks(self._decide)
+        self.server: LowLevelServer[Any] = _Served(
             name,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        self.server.middleware.append(self._task_call)
+        self.server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get)
+        self.server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.tasks.result)
+        self.server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.tasks.cancel)
+        self.server.add_request_handler("tasks/list", types.PaginatedRequestParams, self.tasks.list)
 
     def tool(self) -> types.Tool:
-        """The one tool: the signature's inputs as its input schema, its outputs as its ``outputSchema``."""
+        """The one tool: the signature's inputs as its input schema, its outputs as its ``outputSchema``;
+        it may run as a task (``execution.taskSupport: "optional"``, on a 2025-11-25 connection)."""
         return types.Tool(
             name=self.tool_name,
             description=self.description,
             input_schema=self.inputs.model_json_schema(),
             output_schema=self.outputs.model_json_schema(),
+            execution=types.ToolExecution(task_support="optional"),
         )
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[self.tool()])
+        tool = self.tool()
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # no tasks there: nothing to say of them
+            tool = tool.model_copy(update={"execution": None})
+        return types.ListToolsResult(tools=[tool])
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        prepared = self._prepare(params)
+        if isinstance(prepared, types.CallToolResult):
+            return prepared
+        kwargs, arguments = prepared
+        progress = _Progress(ctx)
+        try:
+            return await self._run(kwargs, arguments, progress, lambda pending: self._decide(ctx, pending))
+        except asyncio.CancelledError:
+            logger.info("%s: the client cancelled the call; the turn was stopped", self.name)
+            raise
+        finally:
+            await progress.close()
+
+    async def _task_call(self, ctx: Any, call_next: Any) -> Any:
+        """Middleware: a ``tools/call`` that asks to run as a task (a 2025-11-25 connection, past its
+        handshake) is answered with a ``CreateTaskResult``, its turn run on by ``tasks``; any other
+        request goes on to the SDK (which would check the task's answer as a ``CallToolResult``)."""
+        raw = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or not isinstance(raw, Mapping)
+            or raw.get("task") is None
+            or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            or ctx.session.client_params is None
+        ):
+            return await call_next(ctx)
+        try:
+            params = types.CallToolRequestParams.model_validate(raw, by_name=False)
+        except pydantic.ValidationError:
+            return await call_next(ctx)  # malformed: the SDK refuses it as any malformed call
+        assert params.task is not None
+        prepared = self._prepare(params)
+
+        async def work(ask: _served_tasks.Ask, lines: _Lines) -> types.CallToolResult:
+            if isinstance(prepared, types.CallToolResult):  # bad arguments: the task fails with them
+                return prepared
+            kwargs, arguments = prepared
+
+            async def decide(pending: Sequence[dict[str, Any]]) -> dict[str, Any] | str:
+                refused = _refusal(ctx, pending)  # said at once, not left waiting for a tasks/result
+                return refused if refused is not None else await ask(pending)
+
+            result = await self._run(kwargs, arguments, lines, decide)
+            assert isinstance(result, types.CallToolResult)  # ``decide`` always decides
+            return result
+
+        return self.tasks.create(ctx, params.task.ttl, work)
+
+    def _prepare(
+        self, params: types.CallToolRequestParams
+    ) -> tuple[dict[str, Any], dict[str, Any]] | types.CallToolResult:
+        """The turn's arguments and the call's (validated, bounded; a retry's resumed turn), or the
+        error result a bad call is."""
         if params.name != self.tool_name:
             return _error(f"unknown tool {params.name!r}: this server has one tool, {self.tool_name!r}")
         arguments = params.arguments or {}
@@ -162,26 +242,27 @@ class ProgramServer:
             if isinstance(resumed, str):
                 return _error(resumed)
             kwargs = resumed
-        progress = _Progress(ctx)
-        try:
-            prediction = await self._turn(kwargs, progress)
-            while prediction.metadata.termination_reason == "paused":
-                decisions = await self._decide(ctx, prediction.metadata.pending_calls)
-                if decisions is None:
-                    return self._ask_later(prediction.metadata, arguments)
-                if isinstance(decisions, str):
-                    return _error(decisions, _termination(prediction.metadata))
-                prediction = await self._turn(
-                    {"history": prediction.metadata.history, "approvals": decisions}, progress
-                )
-        except asyncio.CancelledError:
-            logger.info("%s: the client cancelled the call; the turn was stopped", self.name)
-            raise
-        finally:
-            await progress.close()
+        return kwargs, arguments
+
+    async def _run(
+        self,
+        kwargs: dict[str, Any],
+        arguments: dict[str, Any],
+        progress: _Lines,
+        decide: Callable[[Sequence[dict[str, Any]]], Awaitable[dict[str, Any] | str | None]],
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The call's turn, each approval pause decided by ``decide`` (``None``: asked in the result)."""
+        prediction = await self._turn(kwargs, progress)
+        while prediction.metadata.termination_reason == "paused":
+            decisions = await decide(prediction.metadata.pending_calls)
+            if decisions is None:
+                return self._ask_later(prediction.metadata, arguments)
+            if isinstance(decisions, str):
+                return _error(decisions, _termination(prediction.metadata))
+            prediction = await self._turn({"history": prediction.metadata.history, "approvals": decisions}, progress)
         return self._result(prediction)
 
-    async def _turn(self, kwargs: dict[str, Any], progress: _Progress) -> Any:
+    async def _turn(self, kwargs: dict[str, Any], progress: _Lines) -> Any:
         """One call of the program, its events sent as progress; stopped when the handler is cancelled."""
         observer = _Observer(asyncio.get_running_loop(), progress)
         prediction = await self._play(kwargs, observer)
@@ -206,22 +287,28 @@ class ProgramServer:
                     await asyncio.wait({work})
                 raise
 
-    async def _decide(self, ctx: Any, pending: Sequence[dict[str, Any]]) -> dict[str, Any] | str | None:
-        """The client's decision on each pending call, asked with ``elicitation/create``; why none can be;
-        or ``None``: ask in the call's result instead (a 2026-07-28 connection, ``_ask_later``)."""
-        named = ", ".join(f"{c['name']}({short(c['args'])})" for c in pending)
-        external = [c for c in pending if c.get("kind") != "approval"]
-        if external:
-            return f"the turn paused for results an MCP client cannot give (external tools): {named}"
-        capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return f"the turn needs approval of {named}, and this client does not take elicitation requests"
+    async def _decide(
+        self, ctx: Any, pending: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None
+    ) -> dict[str, Any] | str | None:
+        """The client's decision on each pending call, asked with ``elicitation/create`` (its ``_meta``
+        ``meta``: a task's, to tie it to the task); why none can be; or ``None``: ask in the call's
+        result instead (a 2026-07-28 connection, ``_ask_later``)."""
+        refused = _refusal(ctx, pending)
+        if refused is not None:
+            return refused
         if not ctx.session.can_send_request:  # 2026-07-28: no request mid-call, the result asks
             return None
         decisions: dict[str, Any] = {}
         for call in pending:
-            answer = await ctx.session.elicit_form(
-                _question(call), {"type": "object", "properties": {}}, related_request_id=ctx.request_id
+            form = types.ElicitRequestFormParams(
+                message=_question(call),
+                requested_schema={"type": "object", "properties": {}},
+                _meta=cast(types.RequestParamsMeta, meta) if meta else None,
+            )
+            answer = await ctx.session.send_request(
+                types.ElicitRequest(params=form),
+                types.ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
             decisions[call["id"]] = _shown(call) if answer.action == "accept" else False
         return decisions
@@ -282,8 +369,15 @@ class ProgramServer:
         """Serve over this process's stdin and stdout until the client closes them."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+        try:
+            async with stdio_server() as (read, write):
+                await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            self.tasks.close()
+
+    def close(self) -> None:
+        """Stop the turns of the tasks still running and let every task go."""
+        self.tasks.close()
 
     def http_app(self, *, hosts: Sequence[str] = (), origins: Sequence[str] = (), path: str = "/mcp") -> Any:
         """The streamable-HTTP ASGI app at ``path``, Host and Origin checked (DNS rebinding).
@@ -313,6 +407,28 @@ class ProgramServer:
         print(f"dspy-imp mcp: serving {self.name} on http://{shown}:{bound}/mcp", flush=True)
         app = self.http_app(hosts=names, origins=origins)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+
+
+class _Served(LowLevelServer[Any]):
+    """The SDK's low-level server, declaring ``capabilities.tasks`` (task-augmented ``tools/call``,
+    ``tasks/list``, ``tasks/cancel``) to a 2025-11-25 client; a 2026-07-28 one is told nothing of tasks."""
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        found = super().get_capabilities(*args, **kwargs)
+        if kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
+            found.tasks = _served_tasks.capability()
+        return found
+
+
+def _refusal(ctx: Any, pending: Sequence[dict[str, Any]]) -> str | None:
+    """Why a paused turn's calls cannot be decided by this client (external tools; no elicitation)."""
+    named = ", ".join(f"{c['name']}({short(c['args'])})" for c in pending)
+    if any(c.get("kind") != "approval" for c in pending):
+        return f"the turn paused for results an MCP client cannot give (external tools): {named}"
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return f"the turn needs approval of {named}, and this client does not take elicitation requests"
+    return None
 
 
 def _question(call: dict[str, Any]) -> str:
@@ -368,7 +484,7 @@ class _Progress:
 class _Observer:
     """A turn's events as progress lines; ``stopped()`` and ``until_stopped()`` let a sync turn be stopped."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, progress: _Progress):
+    def __init__(self, loop: asyncio.AbstractEventLoop, progress: _Lines):
         self.loop = loop
         self.progress = progress
         self.halted = asyncio.Event()

@@ -351,12 +351,14 @@
 
   // A paused MCP request for input (AG-UI interrupt reason "elicitation"): the server's name and
   // message as text, and a form built from its schema. The schema is the server's (untrusted): only
-  // MCP's flat field kinds are shown (text, number, integer, boolean, a choice), at most MAX_FIELDS
-  // of them, every label and choice as text; the fields are checked again by the server.
+  // MCP's flat field kinds are shown (text, number, integer, boolean, a choice, several choices), at
+  // most MAX_FIELDS of them and MAX_CHOICES options each, every label and option as text; the
+  // fields are checked again by the server.
   const MAX_FIELDS = 20;
   const MAX_CHOICES = 100;
   const own = (object, key) => Object.prototype.hasOwnProperty.call(object, key);
   const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+  let fieldIds = 0; // the page's ids for a group's label
 
   function choices(prop) {
     // A single choice's options: ``enum`` (``enumNames`` as their titles) or ``oneOf`` of ``const``/``title``.
@@ -371,13 +373,84 @@
     return null;
   }
 
+  function manyChoices(prop) {
+    // Several choices' options (MCP 2025-11-25, SEP-1330): ``items.enum`` or ``items.anyOf`` of
+    // ``const``/``title`` (each a string; any other is left out).
+    const items = prop.items;
+    if (!isObject(items)) return null;
+    if (Array.isArray(items.enum)) return items.enum.filter((v) => typeof v === "string").map((v) => [v, v]);
+    if (Array.isArray(items.anyOf)) {
+      return items.anyOf.filter((o) => isObject(o) && typeof o.const === "string")
+        .map((o) => [o.const, typeof o.title === "string" ? o.title : o.const]);
+    }
+    return null;
+  }
+
+  const count = (value) => (Number.isInteger(value) && value >= 0 ? value : null);
+  const plural = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
+
+  function checkboxes(row, name, prop, options, required) {
+    // Several choices as checkboxes, then the description and the bounds: the defaults checked, no
+    // more than ``maxItems`` can be checked (the others disabled once it is reached), fewer than
+    // ``minItems`` is refused on Accept (when the field is required or anything is checked). Its
+    // reader gives the list of the checked values, empty too (left out when none is checked, the
+    // field is optional and asks for at least one).
+    const min = count(prop.minItems);
+    const max = count(prop.maxItems);
+    const chosen = new Set(Array.isArray(prop.default) ? prop.default.filter((v) => typeof v === "string") : []);
+    const group = row.appendChild(el("span", "choices"));
+    const boxes = [];
+    for (const [value, text] of options.slice(0, MAX_CHOICES)) {
+      const choice = group.appendChild(el("label", "choice"));
+      const box = choice.appendChild(el("input"));
+      box.type = "checkbox";
+      box.name = name;
+      box.value = value;
+      box.checked = chosen.has(value);
+      choice.append(el("span", null, text));
+      boxes.push(box);
+    }
+    const picked = () => boxes.filter((box) => box.checked).map((box) => box.value);
+    const check = () => {
+      const n = picked().length;
+      for (const box of boxes) box.disabled = max !== null && n >= max && !box.checked;
+      let wrong = "";
+      if (min !== null && n < min && (required || n > 0)) wrong = `Choose at least ${plural(min, "option")}.`;
+      else if (max !== null && n > max) wrong = `Choose at most ${plural(max, "option")}.`;
+      for (const box of boxes) box.setCustomValidity("");
+      const told = boxes.find((box) => !box.disabled); // a disabled box is never checked for validity
+      if (told) told.setCustomValidity(wrong);
+    };
+    for (const box of boxes) box.addEventListener("change", check);
+    check();
+    if (typeof prop.description === "string" && prop.description) row.append(el("span", "hint", prop.description));
+    const bounds = [];
+    if (min !== null && min > 0) bounds.push(`at least ${min}`);
+    if (max !== null) bounds.push(`at most ${max}`);
+    if (bounds.length) row.append(el("span", "hint bounds", `Choose ${bounds.join(", ")}.`));
+    return () => {
+      const values = picked();
+      return values.length || required || min === null || min === 0 ? values : undefined;
+    };
+  }
+
   function formField(form, name, prop, required) {
     // One field of the form: its label (title, or the name), its input, its description; a reader
     // of its value, or null for a kind this page does not show.
-    const row = el("label", "field");
+    const many = prop.type === "array" ? manyChoices(prop) : null;
+    const row = el(many ? "div" : "label", "field");
     row.dataset.name = name;
     const title = row.appendChild(el("span", "label", typeof prop.title === "string" && prop.title ? prop.title : name));
     if (required) title.append(el("span", "required", " *"));
+    if (many) {
+      // a group of checkboxes, named by its label (a <label> would toggle only the first)
+      title.id = `field-${++fieldIds}`;
+      row.setAttribute("role", "group");
+      row.setAttribute("aria-labelledby", title.id);
+      const read = checkboxes(row, name, prop, many, required);
+      form.append(row);
+      return read;
+    }
     const options = choices(prop);
     let input;
     let read;

@@ -1,0 +1,409 @@
+"""A served program's calls run as tasks (MCP 2025-11-25 tasks), driven by the ``mcp`` SDK's client
+in memory and over streamable HTTP, and by ``dspy_imp.mcp``'s own client (``tasks="always"``).
+
+The SDK's client (2.3) checks every ``tools/call`` answer as a ``CallToolResult``, so the
+task-augmented call is sent through its raw dispatcher (``raw``, the SDK's private names, as
+``dspy_imp.mcp._tasks`` does); the task methods go the same way, their answers asserted whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import dspy
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+import dspy_imp
+from dspy_imp import mcp
+from dspy_imp.mcp._served_tasks import DEFAULT_TTL_MS, LIST_PAGE, MAX_TASKS, MAX_TTL_MS, MIN_TTL_MS, RELATED
+from dspy_imp.mcp._serving import META_KEY, ProgramServer
+from dspy_imp.testing import ScriptedLM, call, reply
+from tests import mcp_served_program as served_module
+from tests.test_mcp_serving import ROOT, command, environment, until
+
+pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+TERMINATION = {"reason": "submit", "cause": None, "finish_reason": None, "finished_by_tool": None}
+CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_events() -> Iterator[None]:
+    served_module.events.clear()
+    served_module.release.clear()
+    yield
+    served_module.release.set()  # a sync tool left blocked by a cancel returns
+
+
+def refunds() -> list[str]:
+    """What ``refund`` saw (a sync ``wait`` an earlier test's cancel left behind may return meanwhile)."""
+    return [event for event in served_module.events if event.startswith("refund")]
+
+
+def serve(sync: bool = False) -> ProgramServer:
+    program = served_module.sync_program if sync else served_module.program
+    return program.as_mcp_server("repeat", sync=sync)
+
+
+async def raw(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request as it goes on the wire, its answer as it came (SDK private names: see the module)."""
+    session = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: Any = {}
+    session._stamp(data, opts)
+    return dict(await session._dispatcher.send_raw_request(method, data["params"], opts))
+
+
+async def start(client: Client, question: str, *, ttl: int | None = 60_000, times: int = 1) -> dict[str, Any]:
+    """The task-augmented call's answer, the ``CreateTaskResult``."""
+    task = {} if ttl is None else {"ttl": ttl}
+    return await raw(client, "tools/call", {"name": "repeat", "arguments": {"question": question, "times": times},
+                                            "task": task})  # fmt: skip
+
+
+def shape(task: dict[str, Any]) -> dict[str, Any]:
+    """A task as the wire has it, its id and times (random, the clock's) checked and replaced."""
+    assert isinstance(task["taskId"], str) and len(task["taskId"]) >= 43  # 256 random bits
+    assert STAMP.match(task["createdAt"]) and STAMP.match(task["lastUpdatedAt"])
+    assert task["lastUpdatedAt"] >= task["createdAt"]
+    return {**task, "taskId": "<id>", "createdAt": "<time>", "lastUpdatedAt": "<time>"}
+
+
+def wire(status: str, message: str | None = None, ttl: int = 60_000) -> dict[str, Any]:
+    found: dict[str, Any] = {"taskId": "<id>", "status": status}
+    if message is not None:
+        found["statusMessage"] = message
+    return {**found, "createdAt": "<time>", "lastUpdatedAt": "<time>", "ttl": ttl, "pollInterval": 500}
+
+
+async def until_status(client: Client, task_id: str, status: str) -> dict[str, Any]:
+    """``tasks/get`` (in loop turns, no clock) until the task has ``status``."""
+    while (found := await raw(client, "tasks/get", {"taskId": task_id}))["status"] != status:
+        await asyncio.sleep(0.01)
+    return found
+
+
+def answered(task_id: str, answer: str) -> dict[str, Any]:
+    """``tasks/result`` of a completed task: the call's result, tied to the task."""
+    text = json.dumps({"answer": answer, "length": len(answer)})
+    return {"_meta": {META_KEY: TERMINATION, RELATED: {"taskId": task_id}}, "content": [{"text": text, "type": "text"}],
+            "isError": False, "structuredContent": {"answer": answer, "length": len(answer)}}  # fmt: skip
+
+
+def refused(task_id: str, text: str, termination: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {META_KEY: termination} if termination else {}
+    return {"_meta": {**meta, RELATED: {"taskId": task_id}}, "content": [{"text": text, "type": "text"}],
+            "isError": True}  # fmt: skip
+
+
+async def test_a_2025_11_25_client_is_told_of_tasks_and_a_2026_07_28_one_is_not() -> None:
+    served = serve()
+    async with Client(served.server, mode="legacy") as client:
+        assert client.session.protocol_version == "2025-11-25"
+        assert client.server_capabilities.tasks is not None
+        assert client.server_capabilities.tasks.model_dump(by_alias=True, exclude_none=True) == CAPABILITY
+        listed = await raw(client, "tools/list", {})
+    assert listed["tools"][0]["execution"] == {"taskSupport": "optional"}
+    async with Client(served.server) as modern:
+        assert modern.session.protocol_version == "2026-07-28"
+        assert modern.server_capabilities.tasks is None
+        (tool,) = (await modern.list_tools()).tools
+        assert tool.execution is None
+        plain = await raw(modern, "tools/call", {"name": "repeat", "arguments": {"question": "hi", "times": 1},
+                                                 "task": {"ttl": 1000}})  # fmt: skip
+        assert plain["structuredContent"] == {"answer": "hi", "length": 2}  # a plain call: no task there
+        with pytest.raises(MCPError) as unknown:
+            await raw(modern, "tasks/get", {"taskId": "anything"})
+    assert unknown.value.code == types.METHOD_NOT_FOUND
+    assert served.tasks.tasks == {}
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_call_as_a_task_is_created_at_once_and_its_result_read_when_it_ends(sync: bool) -> None:
+    served = serve(sync)
+    lm = (served_module.sync_program if sync else served_module.program).react.lm
+    before = len(lm.requests)
+    async with Client(served.server, mode="legacy") as client:
+        created = await start(client, "hi", times=3)
+        assert list(created) == ["task"]
+        assert shape(created["task"]) == wire("working")
+        task_id = created["task"]["taskId"]
+        result = await raw(client, "tasks/result", {"taskId": task_id})  # waits until it ends
+        got = await raw(client, "tasks/get", {"taskId": task_id})
+    assert result == answered(task_id, "hi hi hi")
+    assert shape(got) == wire("completed")
+    assert len(lm.requests) == before + 1  # one turn, one request
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_working_task_says_its_turns_last_step_and_cancel_stops_the_turn(sync: bool) -> None:
+    served = serve(sync)
+    async with Client(served.server, mode="legacy") as client:
+        task_id = (await start(client, "wait now"))["task"]["taskId"]
+        await until(lambda: "wait started" in served_module.events)
+        working = await raw(client, "tasks/get", {"taskId": task_id})
+        assert shape(working) == wire("working", "Calling wait({})")
+        cancelled = await raw(client, "tasks/cancel", {"taskId": task_id})
+        said = "the task was cancelled (tasks/cancel): its turn was stopped"
+        assert shape(cancelled) == wire("cancelled", said)
+        if not sync:
+            assert "wait cancelled" in served_module.events  # the turn was stopped before the answer
+        assert served.tasks.tasks[task_id].runner.done()  # type: ignore[union-attr]
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        with pytest.raises(MCPError) as again:
+            await raw(client, "tasks/cancel", {"taskId": task_id})
+        after = await raw(client, "tasks/get", {"taskId": task_id})
+        plain = await client.call_tool("repeat", {"question": "hi", "times": 1})  # the session still answers
+    assert result == refused(task_id, said)
+    assert (again.value.code, again.value.message) == (
+        types.INVALID_PARAMS, "Cannot cancel task: already in terminal status 'cancelled'"
+    )  # fmt: skip
+    assert shape(after) == wire("cancelled", said)
+    assert plain.structured_content == {"answer": "hi", "length": 2}
+    assert "wait released" not in served_module.events  # the sync turn stopped without its tool returning
+    if sync:  # the tool's thread left behind returns now, not during the next test
+        served_module.release.set()
+        await until(lambda: "wait released" in served_module.events)
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("action", ["accept", "decline"])
+async def test_an_approval_pause_is_input_required_and_asked_during_tasks_result(sync: bool, action: str) -> None:
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)  # type: ignore[arg-type]
+
+    served = serve(sync)
+    async with Client(served.server, mode="legacy", elicitation_callback=elicit) as client:
+        task_id = (await start(client, "refund it"))["task"]["taskId"]
+        waiting = await until_status(client, task_id, "input_required")
+        assert asked == []  # asked only once the client reads the result
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        done = await raw(client, "tasks/get", {"taskId": task_id})
+    assert shape(waiting) == wire("input_required", "waiting for approval: approve refund (read tasks/result)")
+    (question,) = asked
+    assert question.model_dump(by_alias=True, exclude_none=True) == {
+        "_meta": {RELATED: {"taskId": task_id}},
+        "mode": "form",
+        "message": 'Approve the call refund({"amount": 5})?',
+        "requestedSchema": {"type": "object", "properties": {}},
+    }
+    if action == "accept":
+        assert refunds() == ["refund 5"]
+        assert result == answered(task_id, "refund it: refunded 5")
+    else:
+        assert refunds() == []
+        assert result["isError"] is False and "refunded" not in result["structuredContent"]["answer"]
+    assert shape(done) == wire("completed")
+
+
+async def test_a_client_without_elicitation_has_its_approval_task_fail_at_once() -> None:
+    async with Client(serve().server, mode="legacy") as client:
+        task_id = (await start(client, "refund it"))["task"]["taskId"]
+        failed = await until_status(client, task_id, "failed")
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+    said = 'the turn needs approval of refund({"amount": 5}), and this client does not take elicitation requests'
+    assert shape(failed) == wire("failed", said)
+    termination = {"reason": "paused", "cause": None, "finish_reason": None, "finished_by_tool": None}
+    assert result == refused(task_id, said, termination)
+    assert refunds() == []
+
+
+async def test_bad_arguments_fail_the_task_before_any_model_request() -> None:
+    lm = served_module.program.react.lm
+    before = len(lm.requests)
+    async with Client(serve().server, mode="legacy") as client:
+        created = await raw(client, "tools/call", {"name": "repeat", "arguments": {"question": "hi", "times": "many"},
+                                                   "task": {}})  # fmt: skip
+        task_id = created["task"]["taskId"]
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        failed = await raw(client, "tasks/get", {"taskId": task_id})
+    said = "invalid arguments: argument `times`: Input should be a valid integer, unable to parse string as an integer"
+    assert result == refused(task_id, said)
+    assert shape(failed) == wire("failed", said, ttl=DEFAULT_TTL_MS)
+    assert len(lm.requests) == before
+
+
+async def test_a_turn_that_raises_fails_its_task_and_its_result_is_the_calls_json_rpc_error() -> None:
+    async with Client(served_module.no_lm.as_mcp_server("bare").server, mode="legacy") as client:
+        created = await raw(client, "tools/call", {"name": "bare", "arguments": {"question": "hi"}, "task": {}})
+        task_id = created["task"]["taskId"]
+        with pytest.raises(MCPError) as failed:
+            await raw(client, "tasks/result", {"taskId": task_id})
+        got = await raw(client, "tasks/get", {"taskId": task_id})
+    assert failed.value.code == types.INTERNAL_ERROR
+    assert failed.value.message.startswith("ReActV2 turn got no model response: ValueError: No LM is loaded.")
+    assert shape(got) == wire("failed", failed.value.message, ttl=DEFAULT_TTL_MS)
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/result", "tasks/cancel"])
+async def test_an_unknown_task_is_invalid_params(method: str) -> None:
+    async with Client(serve().server, mode="legacy") as client:
+        with pytest.raises(MCPError) as unknown:
+            await raw(client, method, {"taskId": "not-a-task"})
+    assert (unknown.value.code, unknown.value.message) == (
+        types.INVALID_PARAMS, "Failed to retrieve task: Task not found (or its ttl elapsed)"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("asked", "granted"), [(None, DEFAULT_TTL_MS), (10, MIN_TTL_MS), (5_000, 5_000), (10**12, MAX_TTL_MS)]
+)
+async def test_a_tasks_lifetime_is_bounded(asked: int | None, granted: int) -> None:
+    async with Client(serve().server, mode="legacy") as client:
+        created = await start(client, "hi", ttl=asked)
+        await raw(client, "tasks/result", {"taskId": created["task"]["taskId"]})
+    assert created["task"]["ttl"] == granted
+
+
+async def test_a_task_is_let_go_when_its_ttl_elapsed_and_a_running_one_is_stopped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="dspy_imp.mcp")
+    served = serve()
+    now = [1000.0]
+    served.tasks.clock = lambda: now[0]
+    async with Client(served.server, mode="legacy") as client:
+        ended = (await start(client, "hi", ttl=5_000))["task"]["taskId"]
+        await raw(client, "tasks/result", {"taskId": ended})
+        running = (await start(client, "wait now", ttl=60_000))["task"]["taskId"]
+        await until(lambda: "wait started" in served_module.events)
+        now[0] += 5.0  # the first one's lifetime ends
+        with pytest.raises(MCPError):
+            await raw(client, "tasks/get", {"taskId": ended})
+        assert shape(await raw(client, "tasks/get", {"taskId": running})) == wire("working", "Calling wait({})")
+        waiter = asyncio.ensure_future(raw(client, "tasks/result", {"taskId": running}))
+        waiting = f"task {running[:8]}… result read: waiting"
+        await until(lambda: any(waiting in r.getMessage() for r in caplog.records))
+        now[0] += 55.0  # the second one's ends while it runs
+        listed = await raw(client, "tasks/list", {})
+        stopped = await waiter
+        await until(lambda: "wait cancelled" in served_module.events)  # its turn was stopped
+    assert listed == {"tasks": []}
+    assert stopped == refused(running, "the task's ttl elapsed: its turn was stopped")
+    assert served.tasks.tasks == {}
+
+
+async def test_tasks_list_lists_this_connections_tasks_a_page_at_a_time() -> None:
+    served = serve()
+    async with Client(served.server, mode="legacy") as client, Client(served.server, mode="legacy") as other:
+        mine = [(await start(client, f"q{n}"))["task"]["taskId"] for n in range(LIST_PAGE + 3)]
+        for task_id in mine:
+            await raw(client, "tasks/result", {"taskId": task_id})
+        theirs = (await start(other, "theirs"))["task"]["taskId"]
+        first = await raw(client, "tasks/list", {})
+        rest = await raw(client, "tasks/list", {"cursor": first["nextCursor"]})
+        other_list = await raw(other, "tasks/list", {})
+        by_id = await raw(other, "tasks/get", {"taskId": mine[0]})  # its id gives access from elsewhere
+        with pytest.raises(MCPError) as bad:
+            await raw(client, "tasks/list", {"cursor": "not-ours"})
+    assert [t["taskId"] for t in first["tasks"]] == mine[:LIST_PAGE]
+    assert [t["taskId"] for t in rest["tasks"]] == mine[LIST_PAGE:] and "nextCursor" not in rest
+    assert [shape(t) for t in rest["tasks"]] == [wire("completed")] * 3
+    assert [t["taskId"] for t in other_list["tasks"]] == [theirs]
+    assert by_id["taskId"] == mine[0]
+    assert bad.value.code == types.INVALID_PARAMS and "not a cursor this server gave" in bad.value.message
+
+
+async def test_at_most_max_tasks_are_kept_the_oldest_ended_let_go_first() -> None:
+    served = serve()
+    async with Client(served.server, mode="legacy") as client:
+        running = [(await start(client, "wait now"))["task"]["taskId"] for _ in range(MAX_TASKS)]
+        with pytest.raises(MCPError) as full:
+            await start(client, "hi")
+        await raw(client, "tasks/cancel", {"taskId": running[0]})
+        newest = (await start(client, "hi"))["task"]["taskId"]  # lets the cancelled one go
+        result = await raw(client, "tasks/result", {"taskId": newest})
+        with pytest.raises(MCPError):
+            await raw(client, "tasks/get", {"taskId": running[0]})
+        served.close()  # the running ones are stopped
+        await until(lambda: served_module.events.count("wait cancelled") == MAX_TASKS)
+    assert full.value.code == types.INTERNAL_ERROR
+    assert full.value.message.startswith(f"this server keeps at most {MAX_TASKS} tasks and all of them run")
+    assert result == answered(newest, "hi")
+    assert served.tasks.tasks == {}
+
+
+async def test_dspy_imp_calls_the_served_program_as_a_task() -> None:
+    """``dspy_imp.mcp``'s client on the other side: ``tasks="always"`` runs the optional tool as a task."""
+    served = serve()
+    server = mcp.memory(served.server, mode="legacy", tasks="always")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM([reply(calls=[call("repeat", {"question": "hi", "times": 2}, id="c1")]), reply("done")])
+    try:
+        with dspy.context(lm=lm):
+            pred = await agent.acall(question="Repeat hi twice")
+    finally:
+        server.close()
+    (task,) = served.tasks.tasks.values()
+    assert task.status == "completed"
+    (result,) = pred.metadata.history.messages[-2]["tool_call_results"]
+    assert (result["id"], result["result"], result["error"]) == ("c1", {"answer": "hi hi", "length": 5}, False)
+    assert pred.answer == "done"
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    server = subprocess.Popen(
+        command("tests.mcp_served_program:program", "--http"),
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving program on http://127.0.0.1:" in line, line
+        yield line.split(" on ", 1)[1].strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+async def test_tasks_over_streamable_http(http_url: str) -> None:
+    asked: list[dict[str, Any]] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.model_dump(by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="accept", content={})
+
+    async with Client(http_url, mode="legacy", elicitation_callback=elicit) as client:
+        assert client.server_capabilities.tasks is not None
+        plain = await raw(client, "tools/call", {"name": "program", "arguments": {"question": "yo", "times": 2},
+                                                 "task": {"ttl": 60_000}})  # fmt: skip
+        plain_id = plain["task"]["taskId"]
+        plain_result = await raw(client, "tasks/result", {"taskId": plain_id})
+        approval = await raw(client, "tools/call", {"name": "program",
+                                                    "arguments": {"question": "refund it", "times": 1},
+                                                    "task": {"ttl": 60_000}})  # fmt: skip
+        approval_id = approval["task"]["taskId"]
+        await until_status(client, approval_id, "input_required")
+        approved = await raw(client, "tasks/result", {"taskId": approval_id})  # asked on its stream
+        listed = await raw(client, "tasks/list", {})
+    async with Client(http_url, mode="legacy") as other:  # another connection: its id reads it
+        again = await raw(other, "tasks/result", {"taskId": plain_id})
+        theirs = await raw(other, "tasks/list", {})
+    assert shape(plain["task"]) == wire("working")
+    assert plain_result == again == answered(plain_id, "yo yo")
+    assert asked == [{"_meta": {RELATED: {"taskId": approval_id}}, "mode": "form",
+                      "message": 'Approve the call refund({"amount": 5})?',
+                      "requestedSchema": {"type": "object", "properties": {}}}]  # fmt: skip
+    assert approved == answered(approval_id, "refund it: refunded 5")
+    assert [t["taskId"] for t in listed["tasks"]] == [plain_id, approval_id]
+    assert theirs == {"tasks": []}
