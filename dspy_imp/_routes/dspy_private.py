@@ -55,8 +55,23 @@ def canonical(lm: Any, messages: list[dict[str, Any]], lm_kwargs: dict[str, Any]
     """
     from dspy.clients.execution import _canonical, prepare
 
-    call = prepare(lm, None, messages, lm_kwargs)
-    return call, lambda compat: _canonical(call, compat=compat)
+    with _typed():  # its rows are copies made for this request: nothing to reuse (``install_converted_rows_reuse``)
+        call = prepare(lm, None, messages, lm_kwargs)
+
+    def build(compat: Any) -> Any:
+        with _typed():
+            return _canonical(call, compat=compat)
+
+    return call, build
+
+
+@contextlib.contextmanager
+def _typed() -> Iterator[None]:
+    token = _TYPED.set(True)
+    try:
+        yield
+    finally:
+        _TYPED.reset(token)
 
 
 def legacy_output(response: Any) -> dict[str, Any]:
@@ -847,3 +862,185 @@ def _routes_per_environment(environ: dict[Any, Any], resolve: Callable[[Any, str
         return found
 
     return routed
+
+
+_TYPED: ContextVar[bool] = ContextVar("dspy_imp_typed_canonical", default=False)
+_CHECKING: ContextVar[bool] = ContextVar("dspy_imp_checking_rows", default=False)
+_UNKEPT: Any = object()  # a row holding anything but dicts, lists, strings and None: converted each time
+
+
+def _kept_copy(value: Any) -> Any:
+    """A deep copy of a message row made only of exact ``dict`` (string keys), ``list``, ``str`` and
+    ``None``, or ``_UNKEPT``. Equality with such a copy is exact: no ``1 == True == 1.0``."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is list:
+        items = [_kept_copy(item) for item in value]
+        return _UNKEPT if any(item is _UNKEPT for item in items) else items
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _UNKEPT
+            copied = out[key] = _kept_copy(item)
+            if copied is _UNKEPT:
+                return _UNKEPT
+        return out
+    return _UNKEPT
+
+
+class _RowMemo:
+    """One turn's message rows as DSPy last checked and converted them (see ``install_converted_rows_reuse``).
+
+    ``checked``: a copy of each row of the last request DSPy checked, by position; ``runs``: by the
+    position it starts at, each run of rows of the last request lm15 converted, with a copy of each of
+    its rows and what lm15 made of it. Both are replaced by the next request's, so the memo holds one
+    request's rows at most, and it lives as long as its turn.
+    """
+
+    __slots__ = ("checked", "compat", "provider", "runs")
+
+    def __init__(self) -> None:
+        self.checked: list[Any] = []
+        self.runs: dict[int, tuple[tuple[Any, ...], Any]] = {}
+        self.provider: Any = None
+        self.compat: Any = _UNKEPT
+
+    def copy_of(self, index: int, row: Any) -> Any:
+        """A copy of ``row``, the one made when it was checked if it still holds the same."""
+        checked = self.checked[index] if index < len(self.checked) else _UNKEPT
+        return checked if checked is not _UNKEPT and row == checked else _kept_copy(row)
+
+
+def install_converted_rows_reuse(memo_of: Callable[[], Any]) -> None:
+    """A step request's message history is checked and converted into lm15's types once per row, not
+    once per request (DSPy's messages path, the native engine).
+
+    Why: for every request DSPy checks every string of every message (``dspy.clients.execution.
+    _check_encodable``, from ``prepare``) and converts the whole message list into an lm15 ``Request``
+    (``_canonical`` -> ``request_from_openai_chat`` -> ``openai_chat._ingest_messages``: each row read,
+    its keys checked, its parts built and validated): at 100 steps about 40% of a profiled turn, and
+    growing with the history. Within a turn the rows of the settled steps are the very same dicts from
+    request to request (``_prompt.memo.RenderMemo`` hands them out again), so ``memo_of()`` (the turn's
+    ``RenderMemo``, or None outside a step) holds ``_RowMemo``: each row of the last request with a copy
+    of what it held, and what lm15 made of each run of rows. A row is taken as checked and converted only
+    when it is that very object and equal to its copy (made only of ``dict``, ``list``, ``str`` and
+    ``None``, so equality is exact); any other row is checked and converted by DSPy's and lm15's own
+    functions. The conversion is run per run of rows, the unit ``_ingest_messages`` itself builds a
+    ``Message`` from: one user or assistant row, or consecutive tool rows (one tool ``Message``), and the
+    first row on its own (the system prompt); what lm15 returns for the run is what it builds for it
+    inside the whole list, and lm15's ``Message`` and parts are frozen. Anything that depends on more
+    than one run goes to lm15's function on the whole list: a system or developer row after the first,
+    more than one cache breakpoint, a row that is not a dict, and any error (so every error is lm15's,
+    naming its row). Off on the typed path (``canonical``: its rows are copied per request, and its
+    ``Request`` is kept in ``lm.history``). ``prepare`` and ``_ingest_openai_chat`` look the two
+    functions up in their modules at each call, so those attributes are the hooks. Installed once.
+    """
+    import importlib
+
+    execution: Any = importlib.import_module("dspy.clients.execution")
+
+    def wrap_ingest(ingest: Callable[..., Any]) -> Callable[..., Any]:
+        return _ingested_once(memo_of, ingest)
+
+    def wrap_check(check: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+        return _checked_once(memo_of, check)
+
+    wrap_once(lm15_openai_chat(), "_ingest_messages", wrap_ingest)
+    wrap_once(execution, "_check_encodable", wrap_check)
+
+
+def _row_memo(memo_of: Callable[[], Any]) -> _RowMemo | None:
+    if _TYPED.get():
+        return None
+    holder = memo_of()
+    if holder is None:
+        return None
+    memo = getattr(holder, "converted", None)
+    if not isinstance(memo, _RowMemo):
+        memo = _RowMemo()
+        holder.converted = memo
+    return memo
+
+
+def _checked_once(memo_of: Callable[[], Any], check: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    def checked(value: Any, where: str) -> None:
+        if where != "messages" or type(value) is not list or _CHECKING.get():
+            return check(value, where)
+        memo = _row_memo(memo_of)
+        if memo is None:
+            return check(value, where)
+        token = _CHECKING.set(True)  # DSPy's function calls itself for what a row holds: those calls pass
+        try:
+            known, fresh = memo.checked, []
+            for index, row in enumerate(value):
+                copy = known[index] if index < len(known) else _UNKEPT
+                if copy is _UNKEPT or row != copy:
+                    check(row, where)  # DSPy's check and error, row by row in the same order
+                    copy = _kept_copy(row)
+                fresh.append(copy)
+            memo.checked = fresh
+        finally:
+            _CHECKING.reset(token)
+        return None
+
+    return checked
+
+
+def _ingested_once(memo_of: Callable[[], Any], ingest: Callable[..., Any]) -> Callable[..., Any]:
+    def ingested(provider: Any, rows: Any, compat: Any) -> Any:
+        memo = _row_memo(memo_of) if type(rows) is list and rows else None
+        if memo is None:
+            return ingest(provider, rows, compat)
+        try:
+            if memo.provider != provider or memo.compat != compat:
+                memo.provider, memo.compat, memo.runs = provider, compat, {}
+            found = _by_runs(memo, ingest, provider, rows, compat)
+        except Exception:  # lm15 raises it again on the whole list, naming the row
+            found = None
+        return ingest(provider, rows, compat) if found is None else found
+
+    return ingested
+
+
+def _by_runs(memo: _RowMemo, ingest: Callable[..., Any], provider: Any, rows: list[Any], compat: Any) -> Any:
+    """``_ingest_messages(provider, rows, compat)`` run by run, each run's answer kept; None: not by runs."""
+    runs: dict[int, tuple[tuple[Any, ...], Any]] = {}
+    system, system_mark, mark, marks = None, False, None, 0
+    messages: list[Any] = []
+    index, count = 0, len(rows)
+    while index < count:
+        row = rows[index]
+        if type(row) is not dict:
+            return None
+        role = row.get("role")
+        end = index + 1
+        if role == "tool":
+            while end < count and type(rows[end]) is dict and rows[end].get("role") == "tool":
+                end += 1
+        elif index and role not in ("user", "assistant"):
+            return None  # a developer row reads as the system prompt when first: never converted alone
+        run = rows[index:end]
+        known = memo.runs.get(index)
+        if known is not None and len(known[0]) == len(run) and all(r == c for r, c in zip(run, known[0], strict=True)):
+            copies, answer = known
+        else:
+            copies = tuple(memo.copy_of(index + offset, r) for offset, r in enumerate(run))
+            answer = ingest(provider, run, compat)
+        if _UNKEPT not in copies:
+            runs[index] = (copies, answer)
+        run_system, run_messages, run_system_mark, run_mark = answer
+        if index == 0:
+            system, system_mark = run_system, run_system_mark
+        elif run_system is not None or run_system_mark or len(run_messages) != 1:
+            return None
+        marks += bool(run_system_mark) + (run_mark is not None)
+        if run_mark is not None:
+            mark = len(messages) + run_mark
+        messages.extend(run_messages)
+        index = end
+    if marks > 1:
+        return None  # which breakpoint wins (or that two are refused) is lm15's to say
+    memo.runs = runs
+    return system, messages, system_mark, mark
