@@ -650,7 +650,7 @@ def _model_info_kept(load: Callable[[], Any], model_info: Callable[..., dict[str
 
 
 class _Planned:
-    """A Chat Completions body lm15 built to plan a request (``LM15Engine.plan``), for the send that follows."""
+    """A body lm15 built to plan a request (``LM15Engine.plan``), for the send that follows."""
 
     __slots__ = ("body", "owner", "payload", "policy", "records", "request", "stream")
 
@@ -665,7 +665,8 @@ _SENDING: ContextVar[_Planned | None] = ContextVar("dspy_imp_sending_payload", d
 
 
 def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
-    """A step request DSPy plans before sending it is written once, not twice (Chat Completions, native engine).
+    """A step request DSPy plans before sending it is written once, not twice (native engine: Chat
+    Completions, Anthropic Messages, Gemini generateContent).
 
     Why: with ``engine="auto"`` (``dspy.LM``'s default) ``dspy.clients.execution._select_engine``
     asks the native engine to plan each request (``LM15Engine.plan``: would the route refuse it?)
@@ -682,7 +683,15 @@ def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
     planning is reused the same way (``common.json_dumps``, looked up in its module by
     ``make_json_request`` at each call). Anything else (another request, another dialect, a
     request outside a step, a body a host rewrote into a copy) is built as before, so every byte
-    sent is the same. Installed once.
+    sent is the same. Anthropic's and Gemini's body writers (``AnthropicLM._payload``,
+    ``GeminiLM._payload``) are kept the same way, outside our own patches of them (``_routes.caching``'s
+    second breakpoint, ``_routes.hosted_anthropic``'s paused reply, ``_routes.hosted_gemini``'s tool
+    flag: the driver installs them first, and each is a function of the request and of the step's
+    context, which the plan and the send share), so the body kept is the one those patches
+    finished; Gemini's takes no stream flag (the flag picks its endpoint, not its body). DSPy plans a
+    request only when it carries no ``prompt_cache`` of DSPy's or is a typed request (one replaying
+    signed reasoning), so on Claude with the prompt cache on, only requests that replay thinking
+    were written twice. Installed once.
     """
     import importlib
 
@@ -692,21 +701,38 @@ def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
     def wrap(payload: Callable[..., Any]) -> Callable[..., Any]:
         return _planned_payload(in_step, adaptation._scope, payload)
 
+    def wrap_unstreamed(payload: Callable[..., Any]) -> Callable[..., Any]:
+        return _planned_payload(in_step, adaptation._scope, payload, streamed=False)
+
     wrap_once(lm15_openai_chat().OpenAIChatLM, "_payload", wrap)
+    wrap_once(lm15_anthropic().AnthropicLM, "_payload", wrap)
+    wrap_once(lm15_gemini().GeminiLM, "_payload", wrap_unstreamed)
     wrap_once(common, "json_dumps", _planned_json)
 
 
 def _planned_payload(
-    in_step: Callable[[], bool], scopes: ContextVar[Any], payload: Callable[..., Any]
+    in_step: Callable[[], bool], scopes: ContextVar[Any], payload: Callable[..., Any], streamed: bool = True
 ) -> Callable[..., Any]:
-    def written(self: Any, request: Any, stream: bool, *args: Any, **kwargs: Any) -> Any:
+    """``streamed``: ``payload`` takes the stream flag (Chat Completions, Anthropic: ``_payload(request, stream)``);
+    Gemini's takes the request alone (the flag picks its endpoint, not its body)."""
+
+    def build(self: Any, request: Any, stream: Any) -> Any:
+        return payload(self, request, stream) if streamed else payload(self, request)
+
+    def written(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = scopes.get()
-        if args or kwargs or scope is None or not in_step():
-            return payload(self, request, stream, *args, **kwargs)
+        if streamed and len(args) + len(kwargs) == 1 and (args or "stream" in kwargs):
+            stream = args[0] if args else kwargs["stream"]
+        elif not streamed and not args and not kwargs:
+            stream = None
+        else:
+            return payload(self, request, *args, **kwargs)
+        if scope is None or not in_step():
+            return build(self, request, stream)
         if scope.planning:
             _SENDING.set(None)  # a body a host copied was never taken: not kept past the next plan
             start = len(scope.records)
-            body = payload(self, request, stream)
+            body = build(self, request, stream)
             _PLANNED.set(_Planned(self, request, stream, scope.policy, body, tuple(scope.records[start:])))
             return body
         planned = _PLANNED.get()
@@ -721,7 +747,7 @@ def _planned_payload(
             _SENDING.set(planned)
             scope.records.extend(planned.records)
             return planned.payload
-        return payload(self, request, stream)
+        return build(self, request, stream)
 
     return written
 

@@ -24,7 +24,7 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator
-from responses import chat
+from responses import anthropic, chat, gemini, thinking
 
 import dspy_imp
 from dspy_imp._drivers import driver
@@ -47,7 +47,11 @@ ENGINES: Any = importlib.import_module("dspy.clients.engines.lm15_engine")
 URL: Any = importlib.import_module("dspy._vendor.lm15.transports._url")
 ROUTER: Any = importlib.import_module("dspy._vendor.lm15.router")
 EXECUTION: Any = importlib.import_module("dspy.clients.execution")
+ANTHROPIC: Any = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+GEMINI: Any = importlib.import_module("dspy._vendor.lm15.providers.gemini")
 SAVINGS = (
+    (ANTHROPIC.AnthropicLM, "_payload"),
+    (GEMINI.GeminiLM, "_payload"),
     (CHAT, "_ingest_messages"),
     (EXECUTION, "_check_encodable"),
     (CHAT.OpenAIChatLM, "_payload"),
@@ -497,3 +501,54 @@ def test_a_row_is_checked_again_when_it_changed_and_refused_with_dspys_error():
     assert str(saved.value) == str(plain.value) and "U+D800" in str(saved.value)
     assert calls == [rows[3]]
     checked(["a prompt"], "prompt")  # anything but a message list: DSPy's function, as it is
+
+
+def _provider_turn(provider: str, *, run_async: bool = False) -> list[str]:
+    """A turn of ``STEPS`` looks then the answer on Claude (with signed thinking: its requests after the
+    first carry reasoning, so they go out as typed requests DSPy plans) or on Gemini: each request's
+    body as JSON text."""
+    if provider == "anthropic":
+        model, base = "anthropic/claude-sonnet-4-5-20250929", "/v1"
+        script = [
+            anthropic([thinking("Look there.", f"sig{i}")], calls=[(f"toolu_{i}", "look", {"where": f"place {i}"})])
+            for i in range(STEPS)
+        ] + [anthropic(text="found")]
+    else:
+        model, base = "gemini/gemini-3-flash-preview", "/v1beta"
+        script = [
+            gemini(calls=[(f"call_{i}", "look", {"where": f"place {i}"})], signatures=[f"sig{i}"]) for i in range(STEPS)
+        ] + [gemini(text="found")]
+    with Emulator(script) as emulator:
+        lm = dspy.LM(model, api_base=emulator.base_url + base, api_key="sk-test", cache=False, num_retries=0)
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[look], max_iters=STEPS + 2)
+        with dspy.context(lm=lm):
+            prediction = asyncio.run(program.acall(question=QUESTION)) if run_async else program(question=QUESTION)
+    assert prediction.answer == "found"
+    assert len(emulator.requests) == STEPS + 1
+    return [json.dumps(r.body) for r in emulator.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+def test_an_anthropic_or_gemini_request_dspy_plans_is_written_once(monkeypatch, provider, run_async):
+    dialect = ANTHROPIC.AnthropicLM if provider == "anthropic" else GEMINI.GeminiLM
+    _provider_turn(provider, run_async=run_async)
+    with monkeypatch.context() as spied:
+        planned = _counted(spied, dialect, "plan")
+        written = _counted(spied, dialect, "_message")  # one call per message of the body
+        saved = _provider_turn(provider, run_async=run_async)
+        kept = (planned[0], written[0])
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        written = _counted(undone, dialect, "_message")
+        plain = _provider_turn(provider, run_async=run_async)
+    assert saved == plain  # every request, whole, key order included
+    # Request k holds 2k + 1 messages (the question, then a call and its results per step). Claude's first
+    # request carries no reasoning and DSPy sends it with the prompt cache unplanned; Gemini's first is
+    # planned on a dialect object lm15 makes for planning only (the new LM has sent nothing yet), so it
+    # is written twice; every other planned request is written once.
+    messages = sum(2 * k + 1 for k in range(STEPS + 1))
+    if provider == "anthropic":
+        assert kept == (STEPS, messages) and written[0] == 2 * messages - 1
+    else:
+        assert kept == (STEPS + 1, messages + 1) and written[0] == 2 * messages
