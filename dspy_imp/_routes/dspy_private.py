@@ -919,17 +919,21 @@ def _kept_copy(value: Any) -> Any:
 class _RowMemo:
     """One turn's message rows as DSPy last checked and converted them (see ``install_converted_rows_reuse``).
 
-    ``checked``: a copy of each row of the last request DSPy checked, by position; ``runs``: by the
-    position it starts at, each run of rows of the last request lm15 converted, with a copy of each of
-    its rows and what lm15 made of it. Both are replaced by the next request's, so the memo holds one
-    request's rows at most, and it lives as long as its turn.
+    ``checked``: a copy of each row of the last request DSPy checked, in order; ``rows``: a copy of each
+    row of the last request lm15 converted, and ``runs`` its runs in order, each ``(start, end, answer,
+    kept, before, mark, marks)``: where it starts and ends, what lm15 made of it, whether its rows were
+    all copied, and the state before it (how many messages, the breakpoint, how many breakpoints);
+    ``messages``: the messages made of them all. Each is replaced by the next request's, so the memo
+    holds one request's rows at most, and it lives as long as its turn.
     """
 
-    __slots__ = ("checked", "compat", "provider", "runs")
+    __slots__ = ("checked", "compat", "messages", "provider", "rows", "runs")
 
     def __init__(self) -> None:
         self.checked: list[Any] = []
-        self.runs: dict[int, tuple[tuple[Any, ...], Any]] = {}
+        self.rows: list[Any] = []
+        self.runs: list[tuple[Any, ...]] = []
+        self.messages: list[Any] = []
         self.provider: Any = None
         self.compat: Any = _UNKEPT
 
@@ -999,8 +1003,14 @@ def _checked_once(memo_of: Callable[[], Any], check: Callable[[Any, str], None])
             return check(value, where)
         token = _CHECKING.set(True)  # DSPy's function calls itself for what a row holds: those calls pass
         try:
-            known, fresh = memo.checked, []
-            for index, row in enumerate(value):
+            known = memo.checked
+            shared = min(len(known), len(value))
+            if shared and value[:shared] == known[:shared]:  # the usual request: the last one's rows, then more
+                fresh, start = known[:shared], shared
+            else:
+                fresh, start = [], 0
+            for index in range(start, len(value)):
+                row = value[index]
                 copy = known[index] if index < len(known) else _UNKEPT
                 if copy is _UNKEPT or row != copy:
                     check(row, where)  # DSPy's check and error, row by row in the same order
@@ -1021,7 +1031,7 @@ def _ingested_once(memo_of: Callable[[], Any], ingest: Callable[..., Any]) -> Ca
             return ingest(provider, rows, compat)
         try:
             if memo.provider != provider or memo.compat != compat:
-                memo.provider, memo.compat, memo.runs = provider, compat, {}
+                memo.provider, memo.compat, memo.rows, memo.runs, memo.messages = provider, compat, [], [], []
             found = _by_runs(memo, ingest, provider, rows, compat)
         except Exception:  # lm15 raises it again on the whole list, naming the row
             found = None
@@ -1030,32 +1040,69 @@ def _ingested_once(memo_of: Callable[[], Any], ingest: Callable[..., Any]) -> Ca
     return ingested
 
 
+def _is_tool(row: Any) -> bool:
+    return type(row) is dict and row.get("role") == "tool"
+
+
+def _shared_prefix(memo: _RowMemo, rows: list[Any]) -> int:
+    """Where the last run of the request before starts, if every row before it is equal to its copy
+    (and the run before it still ends there); else 0."""
+    if not memo.runs:
+        return 0
+    cut = memo.runs[-1][0]
+    if not 0 < cut <= len(rows) or rows[:cut] != memo.rows[:cut]:
+        return 0
+    return 0 if cut < len(rows) and _is_tool(rows[cut - 1]) and _is_tool(rows[cut]) else cut
+
+
+def _run_end(rows: list[Any], index: int) -> int | None:
+    """Where the run starting at ``index`` ends: one row, or consecutive tool rows; None: a row that is
+    not a dict, or a system or developer row after the first (it reads as the system prompt when first)."""
+    row = rows[index]
+    if type(row) is not dict:
+        return None
+    role = row.get("role")
+    end = index + 1
+    if role == "tool":
+        while end < len(rows) and _is_tool(rows[end]):
+            end += 1
+    elif index and role not in ("user", "assistant"):
+        return None
+    return end
+
+
 def _by_runs(memo: _RowMemo, ingest: Callable[..., Any], provider: Any, rows: list[Any], compat: Any) -> Any:
-    """``_ingest_messages(provider, rows, compat)`` run by run, each run's answer kept; None: not by runs."""
-    runs: dict[int, tuple[tuple[Any, ...], Any]] = {}
-    system, system_mark, mark, marks = None, False, None, 0
+    """``_ingest_messages(provider, rows, compat)`` run by run, each run's answer kept; None: not by runs.
+
+    The runs before the last run of the request before are taken at once when its rows are equal to
+    the copies of that request's (one comparison of the two lists): the usual request, the last one's
+    rows and more. Then run by run: a run equal to the one at its place before keeps its answer.
+    """
+    count, known_rows, known_runs = len(rows), memo.rows, memo.runs
+    runs: list[tuple[Any, ...]] = []
+    copies: list[Any] = []
     messages: list[Any] = []
-    index, count = 0, len(rows)
+    system, system_mark, mark, marks = None, False, None, 0
+    index = _shared_prefix(memo, rows)
+    if index:
+        runs, copies = known_runs[:-1], known_rows[:index]
+        system, system_mark = known_runs[0][2][0], known_runs[0][2][2]
+        before, mark, marks = known_runs[-1][4:]
+        messages = memo.messages[:before]
+    by_start = {run[0]: run for run in known_runs[len(runs) :]}
     while index < count:
-        row = rows[index]
-        if type(row) is not dict:
+        end = _run_end(rows, index)
+        if end is None:
             return None
-        role = row.get("role")
-        end = index + 1
-        if role == "tool":
-            while end < count and type(rows[end]) is dict and rows[end].get("role") == "tool":
-                end += 1
-        elif index and role not in ("user", "assistant"):
-            return None  # a developer row reads as the system prompt when first: never converted alone
         run = rows[index:end]
-        known = memo.runs.get(index)
-        if known is not None and len(known[0]) == len(run) and all(r == c for r, c in zip(run, known[0], strict=True)):
-            copies, answer = known
+        known = by_start.get(index)
+        if known is not None and known[1] == end and known[3] and run == known_rows[index:end]:
+            run_copies, answer = known_rows[index:end], known[2]
         else:
-            copies = tuple(memo.copy_of(index + offset, r) for offset, r in enumerate(run))
+            run_copies = [memo.copy_of(index + offset, r) for offset, r in enumerate(run)]
             answer = ingest(provider, run, compat)
-        if _UNKEPT not in copies:
-            runs[index] = (copies, answer)
+        runs.append((index, end, answer, _UNKEPT not in run_copies, len(messages), mark, marks))
+        copies.extend(run_copies)
         run_system, run_messages, run_system_mark, run_mark = answer
         if index == 0:
             system, system_mark = run_system, run_system_mark
@@ -1068,5 +1115,5 @@ def _by_runs(memo: _RowMemo, ingest: Callable[..., Any], provider: Any, rows: li
         index = end
     if marks > 1:
         return None  # which breakpoint wins (or that two are refused) is lm15's to say
-    memo.runs = runs
-    return system, messages, system_mark, mark
+    memo.rows, memo.runs, memo.messages = copies, runs, messages
+    return system, list(messages), system_mark, mark

@@ -444,6 +444,12 @@ def test_a_run_of_rows_is_converted_again_when_it_changed_and_the_answer_is_lm15
     runs.clear()
     assert ingested("openai-chat", grown, COMPAT) == original("openai-chat", grown, COMPAT)
     assert runs == [["tool", "tool", "tool"], ["assistant"], ["tool"]]
+    ending = [*grown[:3], _result(0), {"role": "user", "content": "seen"}]
+    ingested("openai-chat", ending, COMPAT)
+    longer = [*ending[:4], _result(1)]  # the tool run before the last run goes on: it is another run
+    runs.clear()
+    assert ingested("openai-chat", longer, COMPAT) == original("openai-chat", longer, COMPAT)
+    assert runs == [["tool", "tool"]]
 
 
 def test_what_depends_on_more_than_one_run_is_converted_whole_by_lm15():
