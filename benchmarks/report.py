@@ -382,12 +382,16 @@ very steps it rendered takes constant time, as does finding which replayable rea
 blocks the history holds; the request pinned on a prediction for fine-tuning is the sent
 list itself, not a copy.
 
-What still grows is DSPy's, per request and proportional to the history: `dspy.LM`'s
-native engine re-reads the whole OpenAI-style message list into an lm15 request
-(`_ingest_messages`), walks it again to refuse unencodable text (`_check_encodable`), and
-the engine serialises it again; Python's garbage collector also walks a heap that grows
-with DSPy's `lm.history`, which keeps every request. These are what a caller of `dspy.LM`
-pays; we do not reach around them into private APIs.
+On `dspy.LM`'s native engine, DSPy read the whole OpenAI-style message list into an lm15
+request (`_ingest_messages`) and walked it to refuse unencodable text (`_check_encodable`)
+for every request; within a turn a step request's rows are read and checked once: a row
+equal to the one the request before held at its place (compared with a copy made only of
+dicts, lists, strings and `None`) keeps what lm15 made of it, and anything else goes through
+DSPy's own functions (`dspy_imp._routes.dspy_private.install_converted_rows_reuse`). What
+still grows is DSPy's and lm15's, per request and proportional to the history: the request's
+validation of its messages, the engine writing them into the body and its JSON, and the
+comparison itself; Python's garbage collector also walks a heap that grows with DSPy's
+`lm.history`, which keeps every request.
 """
 
 _TARGETS = """## In-process targets

@@ -42,6 +42,7 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.caching import install as install_native_breakpoints
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.dspy_private import (
+    install_converted_rows_reuse,
     install_engine_routes_once,
     install_model_info_once,
     install_offline_routes_once,
@@ -109,6 +110,12 @@ def _caller_history() -> Iterator[None]:
         raise
 
 
+def _turn_memo() -> Any:
+    """The rendering memo of the turn whose step request is in flight, or None (``install_converted_rows_reuse``)."""
+    exchange = current_exchange().get()
+    return None if exchange is None else exchange.guidance.memo
+
+
 class Effects:
     """Performs effects for one program; ``perform`` and ``aperform`` differ only in awaiting.
 
@@ -133,6 +140,7 @@ class Effects:
         install_model_info_once()
         install_offline_routes_once()
         install_engine_routes_once()
+        install_converted_rows_reuse(_turn_memo)
         install_finetune_data()
 
     def listing(self, program: Any) -> Any:

@@ -41,6 +41,7 @@ class RenderMemo:
     scanned: tuple[Any, int, frozenset[str]] | None = None  # ``block_kinds``: window, steps read, kinds
     reasoned: tuple[Any, int, bool] | None = None  # ``holds_reasoning``: window, steps read, found
     inputs_written: tuple[Any, tuple[tuple[str, Any], ...], str] | None = None  # dialect, inputs, content
+    converted: Any = None  # what DSPy last checked and converted of these rows (``dspy_private._RowMemo``)
 
     def block_kinds(self, steps: Sequence[Step]) -> frozenset[str]:
         """The kinds of reasoning blocks in ``steps``, reading only steps earlier requests did not."""

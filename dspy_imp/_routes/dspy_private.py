@@ -55,8 +55,23 @@ def canonical(lm: Any, messages: list[dict[str, Any]], lm_kwargs: dict[str, Any]
     """
     from dspy.clients.execution import _canonical, prepare
 
-    call = prepare(lm, None, messages, lm_kwargs)
-    return call, lambda compat: _canonical(call, compat=compat)
+    with _typed():  # its rows are copies made for this request: nothing to reuse (``install_converted_rows_reuse``)
+        call = prepare(lm, None, messages, lm_kwargs)
+
+    def build(compat: Any) -> Any:
+        with _typed():
+            return _canonical(call, compat=compat)
+
+    return call, build
+
+
+@contextlib.contextmanager
+def _typed() -> Iterator[None]:
+    token = _TYPED.set(True)
+    try:
+        yield
+    finally:
+        _TYPED.reset(token)
 
 
 def legacy_output(response: Any) -> dict[str, Any]:
@@ -635,7 +650,7 @@ def _model_info_kept(load: Callable[[], Any], model_info: Callable[..., dict[str
 
 
 class _Planned:
-    """A Chat Completions body lm15 built to plan a request (``LM15Engine.plan``), for the send that follows."""
+    """A body lm15 built to plan a request (``LM15Engine.plan``), for the send that follows."""
 
     __slots__ = ("body", "owner", "payload", "policy", "records", "request", "stream")
 
@@ -650,7 +665,8 @@ _SENDING: ContextVar[_Planned | None] = ContextVar("dspy_imp_sending_payload", d
 
 
 def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
-    """A step request DSPy plans before sending it is written once, not twice (Chat Completions, native engine).
+    """A step request DSPy plans before sending it is written once, not twice (native engine: Chat
+    Completions, Anthropic Messages, Gemini generateContent).
 
     Why: with ``engine="auto"`` (``dspy.LM``'s default) ``dspy.clients.execution._select_engine``
     asks the native engine to plan each request (``LM15Engine.plan``: would the route refuse it?)
@@ -667,7 +683,15 @@ def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
     planning is reused the same way (``common.json_dumps``, looked up in its module by
     ``make_json_request`` at each call). Anything else (another request, another dialect, a
     request outside a step, a body a host rewrote into a copy) is built as before, so every byte
-    sent is the same. Installed once.
+    sent is the same. Anthropic's and Gemini's body writers (``AnthropicLM._payload``,
+    ``GeminiLM._payload``) are kept the same way, outside our own patches of them (``_routes.caching``'s
+    second breakpoint, ``_routes.hosted_anthropic``'s paused reply, ``_routes.hosted_gemini``'s tool
+    flag: the driver installs them first, and each is a function of the request and of the step's
+    context, which the plan and the send share), so the body kept is the one those patches
+    finished; Gemini's takes no stream flag (the flag picks its endpoint, not its body). DSPy plans a
+    request only when it carries no ``prompt_cache`` of DSPy's or is a typed request (one replaying
+    signed reasoning), so on Claude with the prompt cache on, only requests that replay thinking
+    were written twice. Installed once.
     """
     import importlib
 
@@ -677,21 +701,38 @@ def install_planned_body_reuse(in_step: Callable[[], bool]) -> None:
     def wrap(payload: Callable[..., Any]) -> Callable[..., Any]:
         return _planned_payload(in_step, adaptation._scope, payload)
 
+    def wrap_unstreamed(payload: Callable[..., Any]) -> Callable[..., Any]:
+        return _planned_payload(in_step, adaptation._scope, payload, streamed=False)
+
     wrap_once(lm15_openai_chat().OpenAIChatLM, "_payload", wrap)
+    wrap_once(lm15_anthropic().AnthropicLM, "_payload", wrap)
+    wrap_once(lm15_gemini().GeminiLM, "_payload", wrap_unstreamed)
     wrap_once(common, "json_dumps", _planned_json)
 
 
 def _planned_payload(
-    in_step: Callable[[], bool], scopes: ContextVar[Any], payload: Callable[..., Any]
+    in_step: Callable[[], bool], scopes: ContextVar[Any], payload: Callable[..., Any], streamed: bool = True
 ) -> Callable[..., Any]:
-    def written(self: Any, request: Any, stream: bool, *args: Any, **kwargs: Any) -> Any:
+    """``streamed``: ``payload`` takes the stream flag (Chat Completions, Anthropic: ``_payload(request, stream)``);
+    Gemini's takes the request alone (the flag picks its endpoint, not its body)."""
+
+    def build(self: Any, request: Any, stream: Any) -> Any:
+        return payload(self, request, stream) if streamed else payload(self, request)
+
+    def written(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = scopes.get()
-        if args or kwargs or scope is None or not in_step():
-            return payload(self, request, stream, *args, **kwargs)
+        if streamed and len(args) + len(kwargs) == 1 and (args or "stream" in kwargs):
+            stream = args[0] if args else kwargs["stream"]
+        elif not streamed and not args and not kwargs:
+            stream = None
+        else:
+            return payload(self, request, *args, **kwargs)
+        if scope is None or not in_step():
+            return build(self, request, stream)
         if scope.planning:
             _SENDING.set(None)  # a body a host copied was never taken: not kept past the next plan
             start = len(scope.records)
-            body = payload(self, request, stream)
+            body = build(self, request, stream)
             _PLANNED.set(_Planned(self, request, stream, scope.policy, body, tuple(scope.records[start:])))
             return body
         planned = _PLANNED.get()
@@ -706,7 +747,7 @@ def _planned_payload(
             _SENDING.set(planned)
             scope.records.extend(planned.records)
             return planned.payload
-        return payload(self, request, stream)
+        return build(self, request, stream)
 
     return written
 
@@ -847,3 +888,232 @@ def _routes_per_environment(environ: dict[Any, Any], resolve: Callable[[Any, str
         return found
 
     return routed
+
+
+_TYPED: ContextVar[bool] = ContextVar("dspy_imp_typed_canonical", default=False)
+_CHECKING: ContextVar[bool] = ContextVar("dspy_imp_checking_rows", default=False)
+_UNKEPT: Any = object()  # a row holding anything but dicts, lists, strings and None: converted each time
+
+
+def _kept_copy(value: Any) -> Any:
+    """A deep copy of a message row made only of exact ``dict`` (string keys), ``list``, ``str`` and
+    ``None``, or ``_UNKEPT``. Equality with such a copy is exact: no ``1 == True == 1.0``."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is list:
+        items = [_kept_copy(item) for item in value]
+        return _UNKEPT if any(item is _UNKEPT for item in items) else items
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _UNKEPT
+            copied = out[key] = _kept_copy(item)
+            if copied is _UNKEPT:
+                return _UNKEPT
+        return out
+    return _UNKEPT
+
+
+class _RowMemo:
+    """One turn's message rows as DSPy last checked and converted them (see ``install_converted_rows_reuse``).
+
+    ``checked``: a copy of each row of the last request DSPy checked, in order; ``rows``: a copy of each
+    row of the last request lm15 converted, and ``runs`` its runs in order, each ``(start, end, answer,
+    kept, before, mark, marks)``: where it starts and ends, what lm15 made of it, whether its rows were
+    all copied, and the state before it (how many messages, the breakpoint, how many breakpoints);
+    ``messages``: the messages made of them all. Each is replaced by the next request's, so the memo
+    holds one request's rows at most, and it lives as long as its turn.
+    """
+
+    __slots__ = ("checked", "compat", "messages", "provider", "rows", "runs")
+
+    def __init__(self) -> None:
+        self.checked: list[Any] = []
+        self.rows: list[Any] = []
+        self.runs: list[tuple[Any, ...]] = []
+        self.messages: list[Any] = []
+        self.provider: Any = None
+        self.compat: Any = _UNKEPT
+
+    def copy_of(self, index: int, row: Any) -> Any:
+        """A copy of ``row``, the one made when it was checked if it still holds the same."""
+        checked = self.checked[index] if index < len(self.checked) else _UNKEPT
+        return checked if checked is not _UNKEPT and row == checked else _kept_copy(row)
+
+
+def install_converted_rows_reuse(memo_of: Callable[[], Any]) -> None:
+    """A step request's message history is checked and converted into lm15's types once per row, not
+    once per request (DSPy's messages path, the native engine).
+
+    Why: for every request DSPy checks every string of every message (``dspy.clients.execution.
+    _check_encodable``, from ``prepare``) and converts the whole message list into an lm15 ``Request``
+    (``_canonical`` -> ``request_from_openai_chat`` -> ``openai_chat._ingest_messages``: each row read,
+    its keys checked, its parts built and validated): at 100 steps about 40% of a profiled turn, and
+    growing with the history. Within a turn the rows of the settled steps are the very same dicts from
+    request to request (``_prompt.memo.RenderMemo`` hands them out again), so ``memo_of()`` (the turn's
+    ``RenderMemo``, or None outside a step) holds ``_RowMemo``: each row of the last request with a copy
+    of what it held, and what lm15 made of each run of rows. A row is taken as checked and converted only
+    when it is that very object and equal to its copy (made only of ``dict``, ``list``, ``str`` and
+    ``None``, so equality is exact); any other row is checked and converted by DSPy's and lm15's own
+    functions. The conversion is run per run of rows, the unit ``_ingest_messages`` itself builds a
+    ``Message`` from: one user or assistant row, or consecutive tool rows (one tool ``Message``), and the
+    first row on its own (the system prompt); what lm15 returns for the run is what it builds for it
+    inside the whole list, and lm15's ``Message`` and parts are frozen. Anything that depends on more
+    than one run goes to lm15's function on the whole list: a system or developer row after the first,
+    more than one cache breakpoint, a row that is not a dict, and any error (so every error is lm15's,
+    naming its row). Off on the typed path (``canonical``: its rows are copied per request, and its
+    ``Request`` is kept in ``lm.history``). ``prepare`` and ``_ingest_openai_chat`` look the two
+    functions up in their modules at each call, so those attributes are the hooks. Installed once.
+    """
+    import importlib
+
+    execution: Any = importlib.import_module("dspy.clients.execution")
+
+    def wrap_ingest(ingest: Callable[..., Any]) -> Callable[..., Any]:
+        return _ingested_once(memo_of, ingest)
+
+    def wrap_check(check: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+        return _checked_once(memo_of, check)
+
+    wrap_once(lm15_openai_chat(), "_ingest_messages", wrap_ingest)
+    wrap_once(execution, "_check_encodable", wrap_check)
+
+
+def _row_memo(memo_of: Callable[[], Any]) -> _RowMemo | None:
+    if _TYPED.get():
+        return None
+    holder = memo_of()
+    if holder is None:
+        return None
+    memo = getattr(holder, "converted", None)
+    if not isinstance(memo, _RowMemo):
+        memo = _RowMemo()
+        holder.converted = memo
+    return memo
+
+
+def _checked_once(memo_of: Callable[[], Any], check: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    def checked(value: Any, where: str) -> None:
+        if where != "messages" or type(value) is not list or _CHECKING.get():
+            return check(value, where)
+        memo = _row_memo(memo_of)
+        if memo is None:
+            return check(value, where)
+        token = _CHECKING.set(True)  # DSPy's function calls itself for what a row holds: those calls pass
+        try:
+            known = memo.checked
+            shared = min(len(known), len(value))
+            if shared and value[:shared] == known[:shared]:  # the usual request: the last one's rows, then more
+                fresh, start = known[:shared], shared
+            else:
+                fresh, start = [], 0
+            for index in range(start, len(value)):
+                row = value[index]
+                copy = known[index] if index < len(known) else _UNKEPT
+                if copy is _UNKEPT or row != copy:
+                    check(row, where)  # DSPy's check and error, row by row in the same order
+                    copy = _kept_copy(row)
+                fresh.append(copy)
+            memo.checked = fresh
+        finally:
+            _CHECKING.reset(token)
+        return None
+
+    return checked
+
+
+def _ingested_once(memo_of: Callable[[], Any], ingest: Callable[..., Any]) -> Callable[..., Any]:
+    def ingested(provider: Any, rows: Any, compat: Any) -> Any:
+        memo = _row_memo(memo_of) if type(rows) is list and rows else None
+        if memo is None:
+            return ingest(provider, rows, compat)
+        try:
+            if memo.provider != provider or memo.compat != compat:
+                memo.provider, memo.compat, memo.rows, memo.runs, memo.messages = provider, compat, [], [], []
+            found = _by_runs(memo, ingest, provider, rows, compat)
+        except Exception:  # lm15 raises it again on the whole list, naming the row
+            found = None
+        return ingest(provider, rows, compat) if found is None else found
+
+    return ingested
+
+
+def _is_tool(row: Any) -> bool:
+    return type(row) is dict and row.get("role") == "tool"
+
+
+def _shared_prefix(memo: _RowMemo, rows: list[Any]) -> int:
+    """Where the last run of the request before starts, if every row before it is equal to its copy
+    (and the run before it still ends there); else 0."""
+    if not memo.runs:
+        return 0
+    cut = memo.runs[-1][0]
+    if not 0 < cut <= len(rows) or rows[:cut] != memo.rows[:cut]:
+        return 0
+    return 0 if cut < len(rows) and _is_tool(rows[cut - 1]) and _is_tool(rows[cut]) else cut
+
+
+def _run_end(rows: list[Any], index: int) -> int | None:
+    """Where the run starting at ``index`` ends: one row, or consecutive tool rows; None: a row that is
+    not a dict, or a system or developer row after the first (it reads as the system prompt when first)."""
+    row = rows[index]
+    if type(row) is not dict:
+        return None
+    role = row.get("role")
+    end = index + 1
+    if role == "tool":
+        while end < len(rows) and _is_tool(rows[end]):
+            end += 1
+    elif index and role not in ("user", "assistant"):
+        return None
+    return end
+
+
+def _by_runs(memo: _RowMemo, ingest: Callable[..., Any], provider: Any, rows: list[Any], compat: Any) -> Any:
+    """``_ingest_messages(provider, rows, compat)`` run by run, each run's answer kept; None: not by runs.
+
+    The runs before the last run of the request before are taken at once when its rows are equal to
+    the copies of that request's (one comparison of the two lists): the usual request, the last one's
+    rows and more. Then run by run: a run equal to the one at its place before keeps its answer.
+    """
+    count, known_rows, known_runs = len(rows), memo.rows, memo.runs
+    runs: list[tuple[Any, ...]] = []
+    copies: list[Any] = []
+    messages: list[Any] = []
+    system, system_mark, mark, marks = None, False, None, 0
+    index = _shared_prefix(memo, rows)
+    if index:
+        runs, copies = known_runs[:-1], known_rows[:index]
+        system, system_mark = known_runs[0][2][0], known_runs[0][2][2]
+        before, mark, marks = known_runs[-1][4:]
+        messages = memo.messages[:before]
+    by_start = {run[0]: run for run in known_runs[len(runs) :]}
+    while index < count:
+        end = _run_end(rows, index)
+        if end is None:
+            return None
+        run = rows[index:end]
+        known = by_start.get(index)
+        if known is not None and known[1] == end and known[3] and run == known_rows[index:end]:
+            run_copies, answer = known_rows[index:end], known[2]
+        else:
+            run_copies = [memo.copy_of(index + offset, r) for offset, r in enumerate(run)]
+            answer = ingest(provider, run, compat)
+        runs.append((index, end, answer, _UNKEPT not in run_copies, len(messages), mark, marks))
+        copies.extend(run_copies)
+        run_system, run_messages, run_system_mark, run_mark = answer
+        if index == 0:
+            system, system_mark = run_system, run_system_mark
+        elif run_system is not None or run_system_mark or len(run_messages) != 1:
+            return None
+        marks += bool(run_system_mark) + (run_mark is not None)
+        if run_mark is not None:
+            mark = len(messages) + run_mark
+        messages.extend(run_messages)
+        index = end
+    if marks > 1:
+        return None  # which breakpoint wins (or that two are refused) is lm15's to say
+    memo.rows, memo.runs, memo.messages = copies, runs, messages
+    return system, list(messages), system_mark, mark

@@ -1,6 +1,7 @@
 """What a step request on DSPy's native engine pays once, not per request: counted in calls, never timed.
 
-With ``engine="auto"`` (``dspy.LM``'s default) DSPy plans each request before sending it, and lm15
+With ``engine="auto"`` (``dspy.LM``'s default) DSPy checked and converted every message of the
+history into lm15's types for every request; it plans each request before sending it, and lm15
 plans by building the whole wire request and dropping it, so every request's body (its whole
 history) and its JSON were written twice; lm15's transport read the proxy settings from the whole
 environment for every request; DSPy looked the model up in its price table (a deep copy of the
@@ -23,7 +24,7 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator
-from responses import chat
+from responses import anthropic, chat, gemini, thinking
 
 import dspy_imp
 from dspy_imp._drivers import driver
@@ -45,7 +46,14 @@ CAPABILITIES: Any = importlib.import_module("dspy.clients.capabilities")
 ENGINES: Any = importlib.import_module("dspy.clients.engines.lm15_engine")
 URL: Any = importlib.import_module("dspy._vendor.lm15.transports._url")
 ROUTER: Any = importlib.import_module("dspy._vendor.lm15.router")
+EXECUTION: Any = importlib.import_module("dspy.clients.execution")
+ANTHROPIC: Any = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
+GEMINI: Any = importlib.import_module("dspy._vendor.lm15.providers.gemini")
 SAVINGS = (
+    (ANTHROPIC.AnthropicLM, "_payload"),
+    (GEMINI.GeminiLM, "_payload"),
+    (CHAT, "_ingest_messages"),
+    (EXECUTION, "_check_encodable"),
     (CHAT.OpenAIChatLM, "_payload"),
     (COMMON, "json_dumps"),
     (PROXY, "getproxies"),
@@ -59,6 +67,7 @@ INSTALLS = (
     "install_model_info_once",
     "install_offline_routes_once",
     "install_engine_routes_once",
+    "install_converted_rows_reuse",
 )
 
 
@@ -334,3 +343,218 @@ def test_an_engine_route_is_found_again_when_the_environment_differs(monkeypatch
     assert routed(one, "m") == ("m", b"sk") and found == ["m", "m", "m"]
     assert routed(one, "other") == ("other", b"sk") and routed(one, "m") == ("m", b"sk")
     assert found == ["m", "m", "m", "other"]
+
+
+def _converted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int], list[int]]:
+    """lm15's conversions of an assistant row's calls and of a row's content, and DSPy's checks of a string."""
+    calls = _counted(monkeypatch, CHAT, "_ingest_tool_calls")
+    contents = _counted(monkeypatch, CHAT, "_ingest_content_blocks")
+    strings = _counted(monkeypatch, EXECUTION, "_check_encodable", lambda value, where: isinstance(value, str))
+    return calls, contents, strings
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_each_history_row_is_checked_and_converted_once_not_per_request(monkeypatch, run_async):
+    _turn(1, run_async=run_async)
+    with monkeypatch.context() as spied:  # taken off before the savings are undone (they spy on the savings)
+        saved = _converted(spied)
+        _turn(run_async=run_async)
+        kept = tuple(count[0] for count in saved)
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        plain = _converted(undone)
+        _turn(run_async=run_async)
+        before = tuple(count[0] for count in plain)
+    # Request k (k = 0..STEPS) holds the system and question rows and k steps, an assistant row with
+    # its call and a tool row each. DSPy's own path converts and checks every row in every request;
+    # kept, each row once: a settled step is written again (and the system row for every request),
+    # equal to what the request before held at the same place, so it is neither converted nor checked
+    # again. Both counts also hold one one-row conversion outside the history, the same either way.
+    requests, rows = STEPS + 1, STEPS * (STEPS + 1) // 2
+    assert before[:2] == (rows, 2 * requests + rows + 1)
+    assert kept[:2] == (STEPS, 2 + STEPS + 1)
+    # The strings DSPy checks (keys too): 8 in the system and question rows, 19 in a step's two rows.
+    assert (before[2], kept[2]) == (sum(8 + 19 * k for k in range(requests)), 8 + 19 * STEPS)
+
+
+def _plain(function: Any) -> Any:
+    """lm15's or DSPy's own function (the patch keeps it as ``__wrapped__`` once a turn installed it)."""
+    return getattr(function, "__wrapped__", function)
+
+
+class _Holder:
+    converted: Any = None
+
+
+def _rows(*tail: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        *tail,
+    ]
+
+
+def _call(i: int) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "look", "arguments": json.dumps({"n": i})}}
+        ],
+    }
+
+
+def _result(i: int) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": f"c{i}", "content": f"r{i}"}
+
+
+def _ingest_spied() -> tuple[Any, list[list[Any]]]:
+    original = _plain(CHAT._ingest_messages)
+    runs: list[list[Any]] = []
+
+    def ingest(provider: Any, rows: Any, compat: Any) -> Any:
+        runs.append([r.get("role") for r in rows])
+        return original(provider, rows, compat)
+
+    holder = _Holder()
+    return dspy_private._ingested_once(lambda: holder, ingest), runs
+
+
+COMPAT: Any = importlib.import_module("dspy._vendor.lm15.compat").resolve_openai_chat_compat(
+    importlib.import_module("dspy._vendor.lm15.compat").OpenAIChatCompat()
+)
+
+
+def test_a_run_of_rows_is_converted_again_when_it_changed_and_the_answer_is_lm15s():
+    ingested, runs = _ingest_spied()
+    original = _plain(CHAT._ingest_messages)
+    first = _rows(_call(0), _result(0), _result(1))
+    assert ingested("openai-chat", first, COMPAT) == original("openai-chat", first, COMPAT)
+    assert runs == [["system"], ["user"], ["assistant"], ["tool", "tool"]]
+    second = [*first[:2], _call(0), _result(0), _result(1), _call(2), _result(2)]  # equal copies and a new step
+    runs.clear()
+    assert ingested("openai-chat", second, COMPAT) == original("openai-chat", second, COMPAT)
+    assert runs == [["assistant"], ["tool"]]  # new dicts equal to the rows before at their places: not converted
+    second[3]["content"] = "changed in place"  # the very same row, holding something else
+    second[1]["content"][0]["text"] = "look again"
+    runs.clear()
+    assert ingested("openai-chat", second, COMPAT) == original("openai-chat", second, COMPAT)
+    assert runs == [["user"], ["tool", "tool"]]
+    grown = [*second[:5], _result(3), *second[5:]]  # a run that grew is another run
+    runs.clear()
+    assert ingested("openai-chat", grown, COMPAT) == original("openai-chat", grown, COMPAT)
+    assert runs == [["tool", "tool", "tool"], ["assistant"], ["tool"]]
+    ending = [*grown[:3], _result(0), {"role": "user", "content": "seen"}]
+    ingested("openai-chat", ending, COMPAT)
+    longer = [*ending[:4], _result(1)]  # the tool run before the last run goes on: it is another run
+    runs.clear()
+    assert ingested("openai-chat", longer, COMPAT) == original("openai-chat", longer, COMPAT)
+    assert runs == [["tool", "tool"]]
+
+
+def test_what_depends_on_more_than_one_run_is_converted_whole_by_lm15():
+    ingested, runs = _ingest_spied()
+    original = _plain(CHAT._ingest_messages)
+    marked = {"type": "text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
+    one_mark = _rows(_call(0), _result(0), {"role": "user", "content": [marked]})
+    found = ingested("openai-chat", one_mark, COMPAT)
+    assert found == original("openai-chat", one_mark, COMPAT) and found[3] == 3
+    assert runs == [["system"], ["user"], ["assistant"], ["tool"], ["user"]]  # one breakpoint: by runs
+    developer = _rows({"role": "developer", "content": "later"}, {"role": "user", "content": "hi"})
+    assert ingested("openai-chat", developer, COMPAT) == original("openai-chat", developer, COMPAT)
+    assert ingested("openai-chat", developer, COMPAT)[1][1].role == "developer"
+    system_marked = [{"role": "system", "content": [marked]}, {"role": "user", "content": [dict(marked)]}]
+    for rows in (system_marked, _rows({"role": "user", "content": [marked]}, {"role": "user", "content": [marked]})):
+        with pytest.raises(ValueError) as saved:
+            ingested("openai-chat", rows, COMPAT)
+        with pytest.raises(ValueError) as plain:
+            original("openai-chat", rows, COMPAT)
+        assert str(saved.value) == str(plain.value) and "at most one" in str(saved.value)
+    bad = _rows(_call(0), {"role": "tool", "tool_call_id": "c0", "content": 7})
+    with pytest.raises(TypeError) as saved_error:
+        ingested("openai-chat", bad, COMPAT)
+    with pytest.raises(TypeError) as plain_error:
+        original("openai-chat", bad, COMPAT)
+    assert str(saved_error.value) == str(plain_error.value) and "messages[3]" in str(saved_error.value)
+    numbers = _rows({"role": "user", "content": [{"type": "text", "text": "x"}], "extra": 1})
+    with pytest.raises(Exception) as refused:
+        ingested("openai-chat", numbers, COMPAT)
+    assert "messages[2]" in str(refused.value)
+
+
+def test_a_row_is_checked_again_when_it_changed_and_refused_with_dspys_error():
+    calls: list[Any] = []
+    original = _plain(EXECUTION._check_encodable)
+
+    def check(value: Any, where: str) -> None:
+        calls.append(value)
+        original(value, where)
+
+    holder = _Holder()
+    checked = dspy_private._checked_once(lambda: holder, check)
+    rows = _rows(_call(0), _result(0))
+    checked(rows, "messages")
+    assert calls == rows
+    calls.clear()
+    checked([*rows, _result(1)], "messages")
+    assert calls == [_result(1)]
+    calls.clear()
+    rows[3]["content"] = "bad \ud800 text"
+    with pytest.raises(ValueError) as saved:
+        checked(rows, "messages")
+    with pytest.raises(ValueError) as plain:
+        original(rows, "messages")
+    assert str(saved.value) == str(plain.value) and "U+D800" in str(saved.value)
+    assert calls == [rows[3]]
+    checked(["a prompt"], "prompt")  # anything but a message list: DSPy's function, as it is
+
+
+def _provider_turn(provider: str, *, run_async: bool = False) -> list[str]:
+    """A turn of ``STEPS`` looks then the answer on Claude (with signed thinking: its requests after the
+    first carry reasoning, so they go out as typed requests DSPy plans) or on Gemini: each request's
+    body as JSON text."""
+    if provider == "anthropic":
+        model, base = "anthropic/claude-sonnet-4-5-20250929", "/v1"
+        script = [
+            anthropic([thinking("Look there.", f"sig{i}")], calls=[(f"toolu_{i}", "look", {"where": f"place {i}"})])
+            for i in range(STEPS)
+        ] + [anthropic(text="found")]
+    else:
+        model, base = "gemini/gemini-3-flash-preview", "/v1beta"
+        script = [
+            gemini(calls=[(f"call_{i}", "look", {"where": f"place {i}"})], signatures=[f"sig{i}"]) for i in range(STEPS)
+        ] + [gemini(text="found")]
+    with Emulator(script) as emulator:
+        lm = dspy.LM(model, api_base=emulator.base_url + base, api_key="sk-test", cache=False, num_retries=0)
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[look], max_iters=STEPS + 2)
+        with dspy.context(lm=lm):
+            prediction = asyncio.run(program.acall(question=QUESTION)) if run_async else program(question=QUESTION)
+    assert prediction.answer == "found"
+    assert len(emulator.requests) == STEPS + 1
+    return [json.dumps(r.body) for r in emulator.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+def test_an_anthropic_or_gemini_request_dspy_plans_is_written_once(monkeypatch, provider, run_async):
+    dialect = ANTHROPIC.AnthropicLM if provider == "anthropic" else GEMINI.GeminiLM
+    _provider_turn(provider, run_async=run_async)
+    with monkeypatch.context() as spied:
+        planned = _counted(spied, dialect, "plan")
+        written = _counted(spied, dialect, "_message")  # one call per message of the body
+        saved = _provider_turn(provider, run_async=run_async)
+        kept = (planned[0], written[0])
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        written = _counted(undone, dialect, "_message")
+        plain = _provider_turn(provider, run_async=run_async)
+    assert saved == plain  # every request, whole, key order included
+    # Request k holds 2k + 1 messages (the question, then a call and its results per step). Claude's first
+    # request carries no reasoning and DSPy sends it with the prompt cache unplanned; Gemini's first is
+    # planned on a dialect object lm15 makes for planning only (the new LM has sent nothing yet), so it
+    # is written twice; every other planned request is written once.
+    messages = sum(2 * k + 1 for k in range(STEPS + 1))
+    if provider == "anthropic":
+        assert kept == (STEPS, messages) and written[0] == 2 * messages - 1
+    else:
+        assert kept == (STEPS + 1, messages + 1) and written[0] == 2 * messages
