@@ -387,7 +387,7 @@ request (`_ingest_messages`) and walked it to refuse unencodable text (`_check_e
 for every request; within a turn a step request's rows are read and checked once: a row
 equal to the one the request before held at its place (compared with a copy made only of
 dicts, lists, strings and `None`) keeps what lm15 made of it, and anything else goes through
-DSPy's own functions (`dspy_imp._routes.dspy_private.install_converted_rows_reuse`). What
+DSPy's own functions (the one place that touches DSPy's private names). What
 still grows is DSPy's and lm15's, per request and proportional to the history: the request's
 validation of its messages, the engine writing them into the body and its JSON, and the
 comparison itself; Python's garbage collector also walks a heap that grows with DSPy's
