@@ -254,8 +254,10 @@ and highest round and the number of rounds. {load}
 In-process, one turn of N tool steps against a scripted engine that answers at once (the
 method is in *Where a request's time goes* below). *Ours* is the state machine, the rendering
 and reading of each request; *DSPy's* is `Predict`, the adapter base and `dspy.LM`, which on the
-default native engine re-reads the whole message list into an lm15 request on every request.
-Ours stays flat; DSPy's grows with the history.
+default native engine validates the whole message list and writes it into the body on every
+request (a turn's rows are read into lm15's types once since 2026-12-04; this table is from the
+full `make bench` before that, the end-to-end figures above from after it). Ours stays flat;
+DSPy's grows with the history.
 
 {split}
 
