@@ -18,6 +18,7 @@ checked with; a schema it refuses raises ``UntrustedSchema`` naming the field at
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
@@ -48,6 +49,31 @@ class UntrustedSchema(ValueError):
     def __init__(self, field: str, problem: str):
         super().__init__(f"`{field}` {problem}")
         self.field = field
+
+
+MAX_JSON_DEPTH = 4 * MAX_DEPTH
+"""The deepest a schema's JSON may nest before it is measured (a schema level is two JSON levels,
+``properties`` then the name; data such as ``enum`` values adds more): JSON encoding recurses."""
+
+
+def sized(schema: Any, at: str, most_chars: int) -> None:
+    """Refuse ``schema`` (``UntrustedSchema``) when its JSON nests deeper than ``MAX_JSON_DEPTH``
+    (walked iteratively) or is longer than ``most_chars`` as compact JSON: what every gate's caller
+    asks first, so that a hostile nesting ends as a refusal, never as a ``RecursionError``."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            raise UntrustedSchema(at, f"nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+    if len(json.dumps(schema, separators=(",", ":"), default=str)) > most_chars:
+        raise UntrustedSchema(at, f"is longer than {most_chars} characters")
 
 
 def _refuse_retrieval(uri: str) -> Resource[Any]:

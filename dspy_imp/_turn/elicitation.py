@@ -29,7 +29,6 @@ paused sub-agent resumes: it was checked before it started.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -85,10 +84,14 @@ def problem(message: Any, schema: Any) -> str | None:
     """Why a question cannot pause a turn (too long, a schema the gate refuses), or ``None``."""
     if not isinstance(message, str) or len(message) > MAX_MESSAGE_CHARS:
         return f"its message is not a text of at most {MAX_MESSAGE_CHARS} characters"
-    if not isinstance(schema, Mapping) or len(json.dumps(schema, separators=(",", ":"), default=str)) > MAX_SCHEMA:
-        return f"its form schema is not a JSON object of at most {MAX_SCHEMA} characters"
-    from dspy_imp._records.untrusted_schema import UntrustedSchema, gate  # needs RE2 (the mcp extra)
+    from dspy_imp._records.untrusted_schema import UntrustedSchema, gate, sized  # needs RE2 (the mcp extra)
 
+    if not isinstance(schema, Mapping):
+        return f"its form schema is not a JSON object of at most {MAX_SCHEMA} characters"
+    try:
+        sized(schema, "requestedSchema", MAX_SCHEMA)
+    except UntrustedSchema:
+        return f"its form schema is not a JSON object of at most {MAX_SCHEMA} characters"
     try:
         gate(dict(schema), "requestedSchema")
     except UntrustedSchema as refused:

@@ -17,7 +17,6 @@ one past ``MAX_TOOLS``. A description is cut at ``MAX_DESCRIPTION_CHARS``.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,7 +27,7 @@ import mcp_types as types
 import pydantic
 from dspy.utils.callback import with_callbacks
 
-from dspy_imp._records.untrusted_schema import UntrustedSchema, gate
+from dspy_imp._records.untrusted_schema import UntrustedSchema, gate, sized
 
 logger = logging.getLogger("dspy_imp")
 
@@ -136,8 +135,7 @@ def gated_schema(remote: types.Tool, where: str) -> tuple[dict[str, Any], Any]:
     schema = remote.input_schema
     if not isinstance(schema, dict):
         raise UntrustedSchema(where, "must be a JSON schema (an object)")
-    if len(json.dumps(schema, separators=(",", ":"), default=str)) > MAX_SCHEMA_CHARS:
-        raise UntrustedSchema(where, f"is longer than {MAX_SCHEMA_CHARS} characters")
+    sized(schema, where, MAX_SCHEMA_CHARS)
     if schema.get("type", "object") != "object":
         raise UntrustedSchema(where, "must be the schema of an object (`type: object`)")
     if not isinstance(schema.get("properties", {}), dict):

@@ -24,7 +24,7 @@ import dspy
 import pydantic
 
 from dspy_imp._records import untrusted_schema
-from dspy_imp._records.untrusted_schema import UntrustedSchema, gate
+from dspy_imp._records.untrusted_schema import UntrustedSchema, gate, sized
 from dspy_imp.web._guard import Refused
 
 MAX_TOOLS = 32
@@ -105,8 +105,10 @@ def _schema(schema: Any, at: str) -> dict[str, Any]:
         return {"type": "object", "properties": {}}
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise Refused(422, f"`{at}` must be a JSON schema of an object (`type: object`)")
-    if len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_CHARS:
-        raise Refused(422, f"`{at}` is longer than {MAX_SCHEMA_CHARS} characters")
+    try:
+        sized(schema, at, MAX_SCHEMA_CHARS)
+    except UntrustedSchema as error:
+        raise Refused(422, str(error)) from None
     if not isinstance(schema.get("properties", {}), dict):
         raise Refused(422, f"`{at}.properties` must be an object")
     whole = {"type": "object", **schema}
