@@ -294,6 +294,25 @@ def test_a_notified_change_of_a_working_task_is_a_status_line_of_the_call(how: s
     ]
 
 
+@pytest.mark.parametrize(
+    ("log_level", "shown"), [(None, True), ("debug", True), ("info", True), ("notice", False), ("error", False)]
+)
+def test_a_tasks_status_lines_are_dropped_below_the_servers_log_level(
+    how: str, no_poll: None, log_level: str | None, shown: bool
+) -> None:
+    """A task's status lines are the call's log lines at ``info``: ``log_level=`` filters them as it
+    filters the server's own log messages."""
+    served = TaskServer()
+    server = mcp.memory(served.server, mode="legacy", log_level=log_level)
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server], tool_timeouts=120)
+    with dspy.context(lm=calling("watched", {"n": 2, "updates": 2})):
+        lines = statuses(stream_items(agent, how, [], question="q"))
+    server.close()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Calling watched"))
+    told = ["watched: [info] dspy_imp: task working: step 0", "watched: [info] dspy_imp: task working: step 1"]
+    assert lines[start + 1 :][: 3 if shown else 1] == [*(told if shown else []), "watched returned: watched 2"]
+
+
 def test_unknown_task_ids_and_a_flood_of_statuses_are_bounded(no_poll: None) -> None:
     served = TaskServer()
     server = mcp.memory(served.server, mode="legacy")

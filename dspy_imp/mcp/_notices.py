@@ -90,11 +90,16 @@ class Notices:
     ``tool``: the server's name of the tool (the status lines'); ``stream``: the ``dspy.streamify``
     stream, if any, whose status provider writes the lines (``mcp_progress_status_message``,
     ``mcp_log_status_message``; our words for a provider without them, none for ``None``);
-    ``call``: the observed call (``_watch.events.calling``), if any.
+    ``call``: the observed call (``_watch.events.calling``), if any; ``floor``: the server's
+    ``log_level=``, below which the call's own lines (a task's status) are dropped too.
     """
 
-    def __init__(self, tool: str, stream: Any, call: Calling | None):
+    TASK_STATUS_LEVEL: Level = "info"
+    """The level of a task's status lines: under ``log_level="notice"`` or above they are not shown."""
+
+    def __init__(self, tool: str, stream: Any, call: Calling | None, floor: Level | None = None):
         self.tool = tool
+        self.floor = floor
         self.stream = stream
         self.provider = stream_provider() if stream is not None else None
         self.call = call
@@ -135,9 +140,12 @@ class Notices:
     def task_status(self, status: str, message: str | None) -> None:
         """A change of status of the task the server runs the call as (``_tasks.Told``), told as one of
         the call's log lines of our own (``crunch: [info] dspy_imp: task working: half done``),
-        within the call's bound of log lines."""
+        within the call's bound of log lines; at ``info``, so dropped below the server's
+        ``log_level=`` as a log message at that level is (``Logs``)."""
+        if not at_least(self.TASK_STATUS_LEVEL, self.floor):
+            return
         text = one_line(message) if message else ""
-        self.log("info", "dspy_imp", f"task {status}: {text}" if text else f"task {status}")
+        self.log(self.TASK_STATUS_LEVEL, "dspy_imp", f"task {status}: {text}" if text else f"task {status}")
 
     def _put(self, item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody reads any more

@@ -573,7 +573,7 @@ class Server(Toolset):
         server's progress notifications and log messages during it are told to the turn (status
         lines of a ``dspy.streamify`` stream, events of its observer), bounded (``_notices``).
         ``resume``: a call that paused on a question (``elicit="pause"``), finished with the answer."""
-        notices = Notices(tool.name, dspy.settings.send_stream, calling())
+        notices = Notices(tool.name, dspy.settings.send_stream, calling(), self.log_level)
         asking = contextvars.copy_context()  # where a sampling request during the call is answered
         self._asking.append(asking)
         self._logs.started(notices)
