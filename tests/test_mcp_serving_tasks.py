@@ -20,6 +20,7 @@ import dspy
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
 
 import dspy_imp
@@ -28,7 +29,7 @@ from dspy_imp.mcp._served_tasks import DEFAULT_TTL_MS, LIST_PAGE, MAX_TASKS, MAX
 from dspy_imp.mcp._serving import META_KEY, ProgramServer
 from dspy_imp.testing import ScriptedLM, call, reply
 from tests import mcp_served_program as served_module
-from tests.test_mcp_serving import ROOT, command, environment, until
+from tests.test_mcp_serving import ROOT, accept, command, environment, until
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -104,6 +105,46 @@ def refused(task_id: str, text: str, termination: dict[str, Any] | None = None) 
     meta: dict[str, Any] = {META_KEY: termination} if termination else {}
     return {"_meta": {**meta, RELATED: {"taskId": task_id}}, "content": [{"text": text, "type": "text"}],
             "isError": True}  # fmt: skip
+
+
+class Told(ClientExtension):
+    """What the server sent outside any answer: its ``notifications/tasks/status`` (the SDK's client
+    delivers a notification its tables do not know only to an extension's binding; the identifier
+    is this test's own) and its progress notifications (to ``message_handler``, once no request
+    waits on the token)."""
+
+    identifier = "com.example.tests/told"
+
+    def __init__(self) -> None:
+        self.statuses: list[dict[str, Any]] = []
+        self.progress: list[dict[str, Any]] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams,
+                                    handler=self._status)]  # fmt: skip
+
+    async def _status(self, params: types.TaskStatusNotificationParams) -> None:
+        self.statuses.append(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    async def message(self, message: Any) -> None:
+        if isinstance(message, types.ProgressNotification):
+            self.progress.append(message.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    def ended(self) -> bool:
+        return bool(self.statuses) and self.statuses[-1]["status"] in ("completed", "failed", "cancelled")
+
+
+async def until_told(told: Told) -> None:
+    """Until the task's end was notified (it may come after the answer that ended the wait); bounded,
+    so a server that sends none fails the test rather than hanging it (a bound, not an assertion)."""
+    async with asyncio.timeout(60):
+        await until(told.ended)
+
+
+def runs(statuses: list[dict[str, Any]]) -> list[str]:
+    """The statuses told, each run of one status once."""
+    found = [t["status"] for t in statuses]
+    return [status for n, status in enumerate(found) if n == 0 or found[n - 1] != status]
 
 
 async def test_a_2025_11_25_client_is_told_of_tasks_and_a_2026_07_28_one_is_not() -> None:
@@ -207,6 +248,69 @@ async def test_an_approval_pause_is_input_required_and_asked_during_tasks_result
         assert refunds() == []
         assert result["isError"] is False and "refunded" not in result["structuredContent"]["answer"]
     assert shape(done) == wire("completed")
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_each_change_of_a_task_is_notified_and_its_steps_are_progress_with_the_calls_token(sync: bool) -> None:
+    plain_lines: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        plain_lines.append(message)
+
+    served = serve(sync)
+    told = Told()
+    arguments = {"question": "refund it", "times": 1}
+    async with Client(served.server, mode="legacy", elicitation_callback=accept, extensions=[told],
+                      message_handler=told.message) as client:  # fmt: skip
+        await client.call_tool("repeat", arguments, progress_callback=progress)  # the same turn, plainly
+        asked = {"name": "repeat", "arguments": arguments, "task": {"ttl": 60_000}, "_meta": {"progressToken": "p-1"}}
+        created = await raw(client, "tools/call", asked)
+        task_id = created["task"]["taskId"]
+        await until_status(client, task_id, "input_required")
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        await until_told(told)
+        got = await raw(client, "tasks/get", {"taskId": task_id})
+    assert result == answered(task_id, "refund it: refunded 5")
+    assert told.statuses[-1] == got and shape(got) == wire("completed")  # the whole task, as tasks/get has it
+    assert {t["taskId"] for t in told.statuses} == {task_id}
+    assert all(set(t) <= set(got) | {"statusMessage"} for t in told.statuses)  # no ``_meta``: the spec's SHOULD NOT
+    assert runs(told.statuses) == ["working", "input_required", "working", "completed"]
+    waiting = [shape(t) for t in told.statuses if t["status"] == "input_required"]
+    assert waiting == [wire("input_required", "waiting for approval: approve refund (read tasks/result)")]
+    lines = [t["statusMessage"] for t in told.statuses if t["status"] == "working" and "statusMessage" in t]
+    tasks_progress = [p for p in told.progress if p["progressToken"] == "p-1"]  # not the plain call's
+    assert tasks_progress == [{"progressToken": "p-1", "progress": n, "message": line}
+                              for n, line in enumerate(plain_lines, 1)]  # fmt: skip
+    assert lines == plain_lines and lines[-1] == "Turn ended: submit"
+
+
+async def test_without_a_progress_token_a_task_sends_no_progress_but_its_changes() -> None:
+    told = Told()
+    async with Client(serve().server, mode="legacy", extensions=[told], message_handler=told.message) as client:
+        task_id = (await start(client, "hi", times=2))["task"]["taskId"]
+        await raw(client, "tasks/result", {"taskId": task_id})
+        await until_told(told)
+        got = await raw(client, "tasks/get", {"taskId": task_id})
+    assert told.progress == []
+    assert told.statuses[-1] == got
+    assert [(t["status"], t.get("statusMessage")) for t in told.statuses] == [
+        ("working", "Request 1"), ("working", "Turn ended: submit"), ("completed", None)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_a_cancelled_task_is_notified_cancelled(sync: bool) -> None:
+    told = Told()
+    async with Client(serve(sync).server, mode="legacy", extensions=[told], message_handler=told.message) as client:
+        task_id = (await start(client, "wait now"))["task"]["taskId"]
+        await until(lambda: "wait started" in served_module.events)
+        cancelled = await raw(client, "tasks/cancel", {"taskId": task_id})
+        await until_told(told)
+    assert told.statuses[-1] == cancelled
+    assert runs(told.statuses) == ["working", "cancelled"]
+    if sync:  # the tool's thread left behind returns now, not during the next test
+        served_module.release.set()
+        await until(lambda: "wait released" in served_module.events)
 
 
 async def test_a_client_without_elicitation_has_its_approval_task_fail_at_once() -> None:
@@ -354,6 +458,84 @@ async def test_dspy_imp_calls_the_served_program_as_a_task() -> None:
     assert pred.answer == "done"
 
 
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_with_tasks_off_nothing_says_tasks_and_a_call_with_task_runs_inline(sync: bool) -> None:
+    program = served_module.sync_program if sync else served_module.program
+    served = program.as_mcp_server("repeat", sync=sync, tasks=False)
+    assert served.tool().execution is None
+    async with Client(served.server, mode="legacy") as client:
+        assert client.session.protocol_version == "2025-11-25"
+        assert client.server_capabilities.tasks is None
+        listed = await raw(client, "tools/list", {})
+        inline = await start(client, "hi", times=2)  # the spec: a server without the capability ignores ``task``
+        refused = []
+        for method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list"):
+            with pytest.raises(MCPError) as unknown:
+                await raw(client, method, {} if method == "tasks/list" else {"taskId": "anything"})
+            refused.append((method, unknown.value.code))
+    assert "execution" not in listed["tools"][0]
+    text = '{"answer": "hi hi", "length": 5}'
+    assert inline == {"_meta": {META_KEY: TERMINATION}, "content": [{"text": text, "type": "text"}], "isError": False,
+                      "structuredContent": {"answer": "hi hi", "length": 5}}  # fmt: skip
+    assert refused == [(m, types.METHOD_NOT_FOUND) for m in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")]
+    assert served.tasks.tasks == {}
+
+
+async def test_dspy_imp_calls_a_server_with_tasks_off_plainly_even_under_always() -> None:
+    served = served_module.program.as_mcp_server("repeat", tasks=False)
+    server = mcp.memory(served.server, mode="legacy", tasks="always")
+    agent = dspy_imp.ReActV2("question -> answer", tools=[server])
+    lm = ScriptedLM([reply(calls=[call("repeat", {"question": "hi", "times": 2}, id="c1")]), reply("done")])
+    try:
+        with dspy.context(lm=lm):
+            pred = await agent.acall(question="Repeat hi twice")
+    finally:
+        server.close()
+    (result,) = pred.metadata.history.messages[-2]["tool_call_results"]
+    assert (result["id"], result["result"], result["error"]) == ("c1", {"answer": "hi hi", "length": 5}, False)
+    assert served.tasks.tasks == {}  # no task was made: the tool says nothing of tasks
+
+
+def test_a_bad_tasks_option_is_refused_naming_it() -> None:
+    with pytest.raises(dspy_imp.ConfigurationError, match=r"`tasks` must be True .* or False .*, got 'no'"):
+        served_module.program.as_mcp_server("repeat", tasks="no")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def http_url_no_tasks() -> Iterator[str]:
+    server = subprocess.Popen(
+        command("tests.mcp_served_program:program", "--http", "--no-tasks"),
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert "serving program on http://127.0.0.1:" in line, line
+        yield line.split(" on ", 1)[1].strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+async def test_served_with_no_tasks_over_streamable_http(http_url_no_tasks: str) -> None:
+    async with Client(http_url_no_tasks, mode="legacy") as client:
+        assert client.server_capabilities.tasks is None
+        (tool,) = (await client.list_tools()).tools
+        inline = await raw(client, "tools/call", {"name": "program", "arguments": {"question": "yo", "times": 2},
+                                                  "task": {"ttl": 60_000}})  # fmt: skip
+        with pytest.raises(MCPError) as unknown:
+            await raw(client, "tasks/get", {"taskId": "anything"})
+    assert tool.execution is None
+    assert inline["structuredContent"] == {"answer": "yo yo", "length": 5} and "task" not in inline
+    assert unknown.value.code == types.METHOD_NOT_FOUND
+
+
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     server = subprocess.Popen(
@@ -407,3 +589,28 @@ async def test_tasks_over_streamable_http(http_url: str) -> None:
     assert approved == answered(approval_id, "refund it: refunded 5")
     assert [t["taskId"] for t in listed["tasks"]] == [plain_id, approval_id]
     assert theirs == {"tasks": []}
+
+
+async def test_a_tasks_changes_and_progress_reach_the_client_over_streamable_http(http_url: str) -> None:
+    """Sent on the connection's own channel: over streamable HTTP the client's GET stream (which the
+    SDK's client opens after the handshake; what is sent before it is open has no stream to go to,
+    so only what follows the approval, many round trips later, is asserted)."""
+    told = Told()
+    arguments = {"question": "refund it", "times": 1}
+    async with Client(http_url, mode="legacy", elicitation_callback=accept, extensions=[told],
+                      message_handler=told.message) as client:  # fmt: skip
+        asked = {"name": "program", "arguments": arguments, "task": {}, "_meta": {"progressToken": "p-http"}}
+        created = await raw(client, "tools/call", asked)
+        task_id = created["task"]["taskId"]
+        await until_status(client, task_id, "input_required")
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        await until_told(told)
+        got = await raw(client, "tasks/get", {"taskId": task_id})
+    assert result == answered(task_id, "refund it: refunded 5")
+    assert told.statuses[-1] == got and shape(got) == wire("completed", ttl=DEFAULT_TTL_MS)
+    resumed = ['Calling refund({"amount": 5})', "refund returned: refunded 5", "Request 1", "Turn ended: submit"]
+    ending = [(t["status"], t.get("statusMessage")) for t in told.statuses[-6:]]
+    assert ending == [("working", None), *(("working", line) for line in resumed), ("completed", None)]
+    tasks_progress = [p for p in told.progress if p["progressToken"] == "p-http"]
+    assert [p["message"] for p in tasks_progress[-4:]] == resumed
+    assert [p["progress"] for p in tasks_progress] == list(range(1, len(tasks_progress) + 1))

@@ -337,26 +337,35 @@ class ReActV2(dspy.Module):
         return agent_tool(self, name, description)
 
     def as_mcp_server(
-        self, name: str, *, tool: str | None = None, description: str | None = None, sync: bool = False
+        self,
+        name: str,
+        *,
+        tool: str | None = None,
+        description: str | None = None,
+        sync: bool = False,
+        tasks: bool = True,
     ) -> Any:
         """This program as an MCP server with one tool (``pip install -e ".[mcp]"``, ``docs/mcp.md``).
 
         The tool's input schema is the signature's inputs, its ``outputSchema`` the outputs; a call
         runs one turn, with progress per step, cancellation, and an approval pause asked of the
         client as an elicitation; a 2025-11-25 client may run it as a task (``tasks/get``,
-        ``tasks/result``, ``tasks/cancel``, ``tasks/list``; kept in this process's memory, each at
-        most an hour). Serve it with ``.run_stdio()`` or ``.run_http()`` (127.0.0.1, Host and
-        Origin checked), or ``python -m dspy_imp.mcp serve module:program``.
+        ``tasks/result``, ``tasks/cancel``, ``tasks/list``, ``notifications/tasks/status``; kept in
+        this process's memory, each at most an hour), unless ``tasks=False``. Serve it with
+        ``.run_stdio()`` or ``.run_http()`` (127.0.0.1, Host and Origin checked), or
+        ``python -m dspy_imp.mcp serve module:program``.
 
         Args:
             name: The server's name (and the tool's, unless ``tool`` is given).
             tool: The tool's name (letters, digits, ``_``, ``-``).
             description: What the client's model reads; by default the signature's instructions.
             sync: Run each turn with the sync call in a worker thread (a program whose tools are sync).
+            tasks: Let a 2025-11-25 client run a call as a task (the default). ``False``: the server
+                declares no tasks capability and runs every call inline, as a plain call.
         """
         # Imported by name: the program's floor sits below ``dspy_imp.mcp`` and must not import it.
         serving = importlib.import_module("dspy_imp.mcp._serving")
-        return serving.ProgramServer(self, name, tool=tool, description=description, sync=sync)
+        return serving.ProgramServer(self, name, tool=tool, description=description, sync=sync, tasks=tasks)
 
     def _turn(
         self, kwargs: dict[str, Any], budget: UsageLimits | None = None, listing: sets.Listing | None = None

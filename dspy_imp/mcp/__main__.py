@@ -5,7 +5,8 @@ The module configures the program's LM itself (``program.set_lm(...)`` or ``dspy
 argument or saved file chooses a model or credentials here, so whoever starts the server with
 arguments cannot point it at another account. ``--http`` serves streamable HTTP on
 ``--host`` (127.0.0.1) and ``--port`` (0: a free one, printed once it listens) with Host and Origin
-checked (``--allow-host`` for a proxy's public name).
+checked (``--allow-host`` for a proxy's public name). ``--no-tasks`` serves no MCP tasks: every
+call runs inline.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--port", type=int, default=0, help="the port with --http (0: a free one)")
     serve.add_argument("--sync", action="store_true", help="run turns with the sync call in worker threads")
     serve.add_argument(
+        "--no-tasks", action="store_true", help="declare no tasks capability: every call runs inline, as a plain call"
+    )
+    serve.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME", help="another Host name to answer for"
     )
     options = parser.parse_args(argv)
     program = load(options.program)
     name = options.name or options.program.partition(":")[2]
-    served = program.as_mcp_server(name, sync=options.sync)
+    served = program.as_mcp_server(name, sync=options.sync, tasks=not options.no_tasks)
     if options.http:
         served.run_http(options.host, options.port, hosts=options.allow_host)
     else:

@@ -27,6 +27,17 @@ Bounds: a task lives ``ttl`` from its creation (asked by the client, kept betwee
 stopped first if it still runs. At most ``MAX_TASKS`` are kept; a new one past that lets the
 oldest ended one go, and is refused when all of them run. Nothing outlives the process.
 
+Telling the requester. Each change of a task's status or ``statusMessage`` is sent to the
+connection that created it as ``notifications/tasks/status`` (the whole task, as ``tasks/get``
+has it; no ``_meta``, as the spec asks), and when its call carried a ``progressToken`` each status
+line of the turn is a ``notifications/progress`` with that token too (the spec keeps the token
+valid for the task's lifetime), as a plain call's would be. Both are optional in the spec, so a
+client that polls misses nothing. They go out on the connection's own channel (its stream; on
+streamable HTTP the GET stream), in order, from one sender per task (``_Outbox``), which ends
+once the task's end was sent. Bounded: at most ``MAX_QUEUED`` notifications wait (the oldest let
+go; the end, the last, is kept), and a send that takes longer than ``SEND_SECONDS`` ends the
+sender (the client reads the rest with ``tasks/get``).
+
 Access. A served program has no authorization context to bind a task to, so a task's id is what
 gives access to it: 256 random bits (``secrets.token_urlsafe(32)``), never listed to another
 connection. ``tasks/get``, ``tasks/result`` and ``tasks/cancel`` take the id from any connection
@@ -42,11 +53,11 @@ import itertools
 import logging
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -71,6 +82,10 @@ LIST_PAGE = 20
 """The most tasks one ``tasks/list`` answer holds (then a ``nextCursor``)."""
 CANCEL_SECONDS = 10.0
 """The longest ``tasks/cancel`` waits for the turn to stop before it answers (it is cancelled either way)."""
+MAX_QUEUED = 200
+"""The most notifications of one task waiting to go out to its requester (the oldest let go)."""
+SEND_SECONDS = 10.0
+"""The longest one notification to a task's requester may take to send; a longer one ends its sender."""
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 CANCELLED = "the task was cancelled (tasks/cancel): its turn was stopped"
 EXPIRED = "the task's ttl elapsed: its turn was stopped"
@@ -129,6 +144,8 @@ class ServedTask:
     question: _Question | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     timer: asyncio.TimerHandle | None = None
+    outbox: _Outbox | None = None
+    """What its requester is told as it goes (``notifications/tasks/status``, progress)."""
 
     def __post_init__(self) -> None:
         self.last_updated_at = self.created_at
@@ -142,14 +159,78 @@ class ServedTask:
         return found
 
 
+class _Outbox:
+    """What a task's requester is told, in order, by one sender (see the module): the turn's status
+    lines as ``notifications/progress`` (only when its call gave a ``progressToken``) and the task's
+    changes as ``notifications/tasks/status``. The sender ends once it sent the task's end."""
+
+    def __init__(self, session: Any, token: str | int | None, label: str):
+        self.session = session
+        """The ``ServerSession`` of the request that created the task: its connection's own channel."""
+        self.token = token
+        self.label = label
+        self.queue: deque[tuple[str, Any]] = deque(maxlen=MAX_QUEUED)
+        self.count = 0
+        self.wake = asyncio.Event()
+        self.sender = asyncio.ensure_future(self._send())
+
+    def line(self, line: str) -> None:
+        if self.token is not None:
+            self._put(("progress", line))
+
+    def status(self, wire: dict[str, Any]) -> None:
+        self._put(("status", wire))
+
+    def _put(self, item: tuple[str, Any]) -> None:
+        if not self.sender.done():
+            self.queue.append(item)  # past ``MAX_QUEUED`` the oldest is let go: the end, the newest, stays
+            self.wake.set()
+
+    async def _send(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.queue:
+                kind, item = self.queue.popleft()
+                if kind == "progress":
+                    self.count += 1
+                    params = types.ProgressNotificationParams(
+                        progress_token=cast("str | int", self.token), progress=self.count, message=item
+                    )
+                    if not await self._out(types.ProgressNotification(params=params)):
+                        return
+                    continue
+                told = types.TaskStatusNotification(params=types.TaskStatusNotificationParams.model_validate(item))
+                # The SDK keeps the task types out of its notification union (types-only); its send
+                # writes any notification model as it dumps.
+                if not await self._out(cast("types.ServerNotification", told)) or item["status"] in TERMINAL:
+                    return
+
+    async def _out(self, notification: types.ServerNotification) -> bool:
+        """One notification on the connection's own channel; ``False`` when it could not be sent in time."""
+        try:
+            async with asyncio.timeout(SEND_SECONDS):
+                await self.session.send_notification(notification)
+        except TimeoutError:
+            logger.info("dspy_imp.mcp: task %s… requester not told any more: a notification took over %g s",
+                        self.label, SEND_SECONDS)  # fmt: skip
+            return False
+        except Exception as error:  # a closed connection: the task goes on, its client reads it with tasks/get
+            logger.debug("dspy_imp.mcp: task %s… notification not sent: %r", self.label, error)
+        return True
+
+
 class _Status:
-    """A task's status lines: the turn's progress, as the ``statusMessage`` while it works."""
+    """A task's status lines: the turn's progress, as the ``statusMessage`` while it works, and as
+    progress notifications when its call asked for them."""
 
     def __init__(self, store: ServedTasks, task: ServedTask):
         self.store = store
         self.task = task
 
     def put(self, line: str) -> None:
+        if self.task.outbox is not None:
+            self.task.outbox.line(line)
         if self.task.status == "working":
             self.store.update(self.task, message=line)
 
@@ -170,8 +251,11 @@ class ServedTasks:
 
     # The task-augmented call.
 
-    def create(self, ctx: Any, ttl: int | None, work: Work) -> dict[str, Any]:
-        """A new task running ``work``, as the ``CreateTaskResult`` the call answers."""
+    def create(
+        self, ctx: Any, ttl: int | None, work: Work, *, progress_token: str | int | None = None
+    ) -> dict[str, Any]:
+        """A new task running ``work``, as the ``CreateTaskResult`` the call answers; its changes are
+        told to ``ctx``'s connection, its status lines as progress with ``progress_token`` (if any)."""
         self.purge()
         if len(self.tasks) >= MAX_TASKS:
             ended = next((task for task in self.tasks.values() if task.status in TERMINAL), None)
@@ -188,6 +272,7 @@ class ServedTasks:
             version=ctx.protocol_version, ttl_ms=granted, ends_at=self.clock() + granted / 1000,
         )  # fmt: skip
         self.tasks[task.task_id] = task
+        task.outbox = _Outbox(ctx.session, progress_token, task.task_id[:8])
         loop = asyncio.get_running_loop()
         task.timer = loop.call_later(granted / 1000, self.purge)
         task.runner = asyncio.ensure_future(self._run(task, work))
@@ -301,6 +386,8 @@ class ServedTasks:
         task.last_updated_at = _stamp()
         changed, task.changed = task.changed, asyncio.Event()
         changed.set()  # every waiter looks again
+        if task.outbox is not None:
+            task.outbox.status(task.wire())
 
     def _end(
         self,

@@ -29,8 +29,11 @@ output fields. A call runs one turn:
   ``execution.taskSupport: "optional"``; a call that carries ``task`` is answered at once with a
   ``CreateTaskResult`` and its turn runs on, in this process's memory (``_served_tasks``): its
   status (``tasks/get``), its result (``tasks/result``, where an approval pause is asked),
-  ``tasks/cancel`` (Stop) and ``tasks/list``. Only on a 2025-11-25 connection (the 2026-07-28
-  protocol moved tasks to an extension): on a later one the call is a plain call.
+  ``tasks/cancel`` (Stop) and ``tasks/list``; its changes are notified to the client
+  (``notifications/tasks/status``), its steps sent as progress when the call gave a
+  ``progressToken``. Only on a 2025-11-25 connection (the 2026-07-28 protocol moved tasks to an
+  extension): on a later one the call is a plain call. ``tasks=False`` turns them off: no
+  capability, no task method, every call plain.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import mcp_types as types
 import pydantic
 from mcp.server import Server as LowLevelServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -110,7 +114,8 @@ class ProgramServer:
     ``server`` is the SDK's low-level ``Server`` (give it to ``mcp.Client`` in a test);
     ``run_stdio()`` serves it over stdio, ``http_app()`` is its streamable-HTTP ASGI app with
     Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default. ``tasks`` holds
-    the calls run as tasks (``close()`` stops the ones still running).
+    the calls run as tasks (``close()`` stops the ones still running); with ``tasks=False`` no call
+    runs as one.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class ProgramServer:
         tool: str | None = None,
         description: str | None = None,
         sync: bool = False,
+        tasks: bool = True,
     ):
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"`name` must be the server's name, a non-empty string; got {name!r}")
@@ -129,6 +135,8 @@ class ProgramServer:
             raise ConfigurationError(
                 f"the tool's name must be 1 to 64 letters, digits, `_` or `-`; got {tool_name!r} (pass `tool=`)"
             )
+        if not isinstance(tasks, bool):
+            raise ConfigurationError(f"`tasks` must be True (calls may run as tasks) or False (never), got {tasks!r}")
         self.agent = agent
         self.name = name
         self.tool_name = tool_name
@@ -137,27 +145,32 @@ class ProgramServer:
         self.inputs = _fields_model(agent.signature.input_fields, f"{tool_name}_input", forbid=True)
         self.outputs = _fields_model(agent.signature.output_fields, f"{tool_name}_output", forbid=False)
         self._waiting: OrderedDict[str, _Waiting] = OrderedDict()
+        self.serves_tasks = tasks
+        """Whether a 2025-11-25 client may run a call as a task (``tasks=``): with ``False`` the server
+        declares no ``capabilities.tasks``, its tool no ``execution``, answers no task method, and
+        runs a call that carries ``task`` as a plain call (as the spec has a server without the
+        capability do)."""
         self.tasks = _served_tasks.ServedTasks(self._decide)
-        self.server: LowLevelServer[Any] = _Served(
-            name,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
-        self.server.middleware.append(self._task_call)
-        self.server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get)
-        self.server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.tasks.result)
-        self.server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.tasks.cancel)
-        self.server.add_request_handler("tasks/list", types.PaginatedRequestParams, self.tasks.list)
+        served = _Served(name, on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        served.serves_tasks = tasks
+        self.server: LowLevelServer[Any] = served
+        if tasks:
+            self.server.middleware.append(self._task_call)
+            self.server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get)
+            self.server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.tasks.result)
+            self.server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.tasks.cancel)
+            self.server.add_request_handler("tasks/list", types.PaginatedRequestParams, self.tasks.list)
 
     def tool(self) -> types.Tool:
         """The one tool: the signature's inputs as its input schema, its outputs as its ``outputSchema``;
-        it may run as a task (``execution.taskSupport: "optional"``, on a 2025-11-25 connection)."""
+        it may run as a task (``execution.taskSupport: "optional"``, on a 2025-11-25 connection),
+        unless the server was built with ``tasks=False`` (no ``execution``: never a task)."""
         return types.Tool(
             name=self.tool_name,
             description=self.description,
             input_schema=self.inputs.model_json_schema(),
             output_schema=self.outputs.model_json_schema(),
-            execution=types.ToolExecution(task_support="optional"),
+            execution=types.ToolExecution(task_support="optional") if self.serves_tasks else None,
         )
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
@@ -215,7 +228,7 @@ class ProgramServer:
             assert isinstance(result, types.CallToolResult)  # ``decide`` always decides
             return result
 
-        return self.tasks.create(ctx, params.task.ttl, work)
+        return self.tasks.create(ctx, params.task.ttl, work, progress_token=progress_token_from_params(raw))
 
     def _prepare(
         self, params: types.CallToolRequestParams
@@ -411,11 +424,14 @@ class ProgramServer:
 
 class _Served(LowLevelServer[Any]):
     """The SDK's low-level server, declaring ``capabilities.tasks`` (task-augmented ``tools/call``,
-    ``tasks/list``, ``tasks/cancel``) to a 2025-11-25 client; a 2026-07-28 one is told nothing of tasks."""
+    ``tasks/list``, ``tasks/cancel``) to a 2025-11-25 client when it serves tasks; a 2026-07-28 one
+    is told nothing of tasks."""
+
+    serves_tasks = True
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         found = super().get_capabilities(*args, **kwargs)
-        if kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
+        if self.serves_tasks and kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
             found.tasks = _served_tasks.capability()
         return found
 
