@@ -4,11 +4,14 @@ the ``mcp`` SDK's client: in memory, over stdio and over streamable HTTP on loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,28 @@ async def until(condition: Any) -> None:
     """Wait (in loop turns, no clock) until ``condition()`` holds."""
     while not condition():
         await asyncio.sleep(0.01)
+
+
+def busy_threads(before: set[threading.Thread]) -> list[str]:
+    """The threads started since ``before`` that run this package's code or the served program's
+    tools now (an AnyIO worker idle in its pool runs neither: it waits for work)."""
+    frames = sys._current_frames()
+    found = []
+    for thread in set(threading.enumerate()) - before:
+        frame = frames.get(thread.ident or -1)
+        files = [f.filename for f in traceback.extract_stack(frame)] if frame is not None else []
+        if any(f"{os.sep}dspy_imp{os.sep}" in f or f.endswith("mcp_served_program.py") for f in files):
+            found.append(f"{thread.name}: {' < '.join(f.name for f in traceback.extract_stack(frame)[-3:])}")
+    return found
+
+
+async def until_no_busy_thread(before: set[threading.Thread]) -> None:
+    """Until no thread started since ``before`` runs our code; bounded, so one that stays fails the
+    test rather than hanging it (a bound, not an assertion)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(60):
+            await until(lambda: not busy_threads(before))
+    assert busy_threads(before) == []
 
 
 async def test_the_tool_has_the_signatures_inputs_and_outputs_as_schemas() -> None:
@@ -227,6 +252,7 @@ async def test_a_client_without_elicitation_gets_an_error_result_for_an_approval
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 async def test_a_cancelled_call_ends_the_turn(sync: bool, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="dspy_imp.mcp")
+    before = set(threading.enumerate())
     async with Client(serve(sync).server, mode="legacy") as client:
         call = asyncio.ensure_future(client.call_tool("repeat", {"question": "wait now", "times": 1}))
         await until(lambda: "wait started" in served_module.events)
@@ -240,6 +266,12 @@ async def test_a_cancelled_call_ends_the_turn(sync: bool, caplog: pytest.LogCapt
         result = await client.call_tool("repeat", {"question": "hi", "times": 1})
     assert result.structured_content == {"answer": "hi", "length": 2}
     assert "wait released" not in served_module.events  # the sync turn stopped without its tool returning
+    if sync:  # the tool's own thread was left behind, blocked in the tool: it is the only one
+        (left,) = busy_threads(before)
+        assert "wait_sync" in left
+        served_module.release.set()  # the tool returns (what it returns is dropped): its thread is free
+        await until(lambda: "wait released" in served_module.events)
+    await until_no_busy_thread(before)  # nothing of the cancelled call stays behind
 
 
 def test_a_program_with_a_history_input_is_refused() -> None:

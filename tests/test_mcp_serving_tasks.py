@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +30,7 @@ from dspy_imp.mcp._served_tasks import DEFAULT_TTL_MS, LIST_PAGE, MAX_TASKS, MAX
 from dspy_imp.mcp._serving import META_KEY, ProgramServer
 from dspy_imp.testing import ScriptedLM, call, reply
 from tests import mcp_served_program as served_module
-from tests.test_mcp_serving import ROOT, accept, command, environment, until
+from tests.test_mcp_serving import ROOT, accept, command, environment, until, until_no_busy_thread
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -188,6 +189,7 @@ async def test_a_call_as_a_task_is_created_at_once_and_its_result_read_when_it_e
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 async def test_a_working_task_says_its_turns_last_step_and_cancel_stops_the_turn(sync: bool) -> None:
+    before = set(threading.enumerate())
     served = serve(sync)
     async with Client(served.server, mode="legacy") as client:
         task_id = (await start(client, "wait now"))["task"]["taskId"]
@@ -215,6 +217,7 @@ async def test_a_working_task_says_its_turns_last_step_and_cancel_stops_the_turn
     if sync:  # the tool's thread left behind returns now, not during the next test
         served_module.release.set()
         await until(lambda: "wait released" in served_module.events)
+    await until_no_busy_thread(before)  # nothing of the cancelled task stays behind
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
@@ -300,6 +303,7 @@ async def test_without_a_progress_token_a_task_sends_no_progress_but_its_changes
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
 async def test_a_cancelled_task_is_notified_cancelled(sync: bool) -> None:
+    before = set(threading.enumerate())
     told = Told()
     async with Client(serve(sync).server, mode="legacy", extensions=[told], message_handler=told.message) as client:
         task_id = (await start(client, "wait now"))["task"]["taskId"]
@@ -311,6 +315,7 @@ async def test_a_cancelled_task_is_notified_cancelled(sync: bool) -> None:
     if sync:  # the tool's thread left behind returns now, not during the next test
         served_module.release.set()
         await until(lambda: "wait released" in served_module.events)
+    await until_no_busy_thread(before)
 
 
 async def test_a_client_without_elicitation_has_its_approval_task_fail_at_once() -> None:
