@@ -31,7 +31,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from pydantic import AnyUrl, ValidationError
 
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp.mcp._server import waiting_on_a_person
+from dspy_imp.mcp._transport import waiting_on_a_person
 
 Authorize = Callable[[str], str | Awaitable[str]]
 """What ``OAuth(authorize=)`` takes: ``authorize(authorization_url)`` returning the URL the

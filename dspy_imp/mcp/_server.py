@@ -15,14 +15,16 @@ with``, or interpreter exit), since the SDK's transports must be entered and lef
   (``ServerToolError``); a protocol error is the call's exception, an error observation too. A
   tool the server runs as a task (2025-11-25) is created, waited on (its status notifications,
   else polled) and read by ``_tasks``; a cancelled one sends ``tasks/cancel`` as well.
-- **Questions** (``elicitation/create``): answered by the ``elicit`` callback, or, under
+- **Questions** (``elicitation/create``, a form or a URL to open; a call refused with -32042):
+  answered by the ``elicit`` and ``elicit_url`` callbacks (``_elicit``), or, under
   ``elicit="pause"``, raised as ``AsksInput`` so the turn pauses (``_turn.elicitation``); the
   resumed call finishes with the answer (``_pausing``: a 2026-07-28 round's retry, or an older
   session's call made again, its questions answered with the saved answers).
 - **A session that dies** (a stdio server's process ended, a connection closed): the call it died
   in fails (``ServerDisconnected``, an error observation); the session is let go, and the next use
   opens a new one (a stdio server is started again). The stream from the server is watched
-  (``_Watched``), so a server that died while idle is replaced before the next request is sent.
+  (``_transport.Watched``), so a server that died while idle is replaced before the next request
+  is sent.
 """
 
 from __future__ import annotations
@@ -30,14 +32,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import inspect
 import logging
 import os
 import sys
-import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -49,16 +48,19 @@ from mcp.server import Server as LowLevelServer
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from dspy_imp._program.toolsets import Listing, Toolset
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp._turn import elicitation
 from dspy_imp._watch.events import calling
-from dspy_imp.mcp import _loop, _sampling
+from dspy_imp.mcp import _loop, _sampling, _transport
+from dspy_imp.mcp._elicit import PAUSE as PAUSE
+from dspy_imp.mcp._elicit import Questions
+from dspy_imp.mcp._elicit import check as check_elicit
+from dspy_imp.mcp._elicit import message as _message
+from dspy_imp.mcp._elicit import modes as elicitation_modes
 from dspy_imp.mcp._notices import Logs, Notices, check_level, one_line
 from dspy_imp.mcp._notices import progress_line as progress_line
-from dspy_imp.mcp._pausing import AsTask, Pauses, Resume, plain, required_urls
+from dspy_imp.mcp._pausing import AsTask, Pauses, Resume
 from dspy_imp.mcp._results import result_value
 from dspy_imp.mcp._tasks import (
     CANCEL_SECONDS,
@@ -72,6 +74,8 @@ from dspy_imp.mcp._tasks import (
     wants_task,
 )
 from dspy_imp.mcp._tools import McpTool, build
+from dspy_imp.mcp._transport import OpeningClock
+from dspy_imp.mcp._transport import waiting_on_a_person as waiting_on_a_person
 
 logger = logging.getLogger("dspy_imp")
 T = TypeVar("T")
@@ -84,8 +88,6 @@ CLOSE_SECONDS = 15.0
 """The longest closing a session may take (the SDK bounds a stdio server's shutdown itself)."""
 MAX_PAGES = 100
 """The most pages of a tool listing read."""
-PAUSE = "pause"
-"""``elicit="pause"``: a server's request for input pauses the turn (``docs/mcp.md#elicitation``)."""
 MAX_INSTRUCTIONS_CHARS = 4_000
 """The longest server ``instructions`` added to a program's (``add_instructions=True``); the rest is cut."""
 
@@ -111,7 +113,7 @@ class _Session:
     ended: asyncio.Event
     """Set when the transport's stream from the server ends (a stdio server's process exited)."""
     fault: list[str]
-    """Why the transport ended the session, when it did (``note_fault``: a stdio message over its
+    """Why the transport ended the session, when it did (``_transport.note_fault``: a stdio message over its
     limit); read into the error of the calls it failed."""
 
     def alive(self) -> bool:
@@ -120,152 +122,6 @@ class _Session:
     def ended_because(self, otherwise: str) -> str:
         """What the session's end is called in an error: the transport's reason, else ``otherwise``."""
         return self.fault[0] if self.fault else otherwise
-
-
-class _Watched:
-    """A transport's stream from the server, read through: its end sets ``ended``, so a session whose
-    server died while idle is replaced before the next request rather than failing it."""
-
-    def __init__(self, stream: Any, ended: asyncio.Event):
-        self._stream = stream
-        self._ended = ended
-
-    def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like, as the stream has them
-        return getattr(self._stream, name)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended.set()
-            raise
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> _Watched:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        self._ended.set()
-        return await self._stream.__aexit__(*exc)
-
-
-_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("dspy_imp_mcp_sent", default=None)
-"""The JSON-RPC ids of the ``tools/call`` requests the current call sent (set by ``Server._send``)."""
-_TASKS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("dspy_imp_mcp_tasks", default=None)
-"""The ids of the tasks the current call's server created for it (set by ``Server._send``)."""
-
-
-def _task_started(task_id: str) -> None:
-    found = _TASKS.get()
-    if found is not None:
-        found.append(task_id)
-
-
-class _Sending:
-    """A transport's stream to the server, written through: the id of each ``tools/call`` request is
-    noted for the call that sent it (its ``execute_tool`` span's ``jsonrpc.request.id``)."""
-
-    def __init__(self, stream: Any):
-        self._stream = stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-    async def send(self, item: Any) -> None:
-        sent = _SENT.get()
-        if sent is not None:
-            message = getattr(item, "message", None)
-            request: Any = getattr(message, "root", message)
-            identifier = getattr(request, "id", None)
-            if getattr(request, "method", None) == "tools/call" and identifier is not None:
-                sent.append(identifier)
-        await self._stream.send(item)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> _Sending:
-        await self._stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._stream.__aexit__(*exc)
-
-
-@asynccontextmanager
-async def _watched(transport: Any, ended: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
-    async with transport as (read, write):
-        yield _Watched(read, ended), _Sending(write)
-
-
-class OpeningClock:
-    """The time a session has taken to open, less the time spent waiting on a person (an OAuth
-    sign-in in ``authorize``): ``connect_timeout`` bounds the machines, not the person."""
-
-    def __init__(self) -> None:
-        self._started = time.monotonic()
-        self._waited = 0.0
-        self._since: float | None = None
-        self._depth = 0
-
-    @property
-    def paused(self) -> bool:
-        return self._depth > 0
-
-    def elapsed(self) -> float:
-        waiting = time.monotonic() - self._since if self._since is not None else 0.0
-        return time.monotonic() - self._started - self._waited - waiting
-
-    def pause(self) -> None:
-        self._depth += 1
-        if self._depth == 1:
-            self._since = time.monotonic()
-
-    def resume(self) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self._since is not None:
-            self._waited += time.monotonic() - self._since
-            self._since = None
-
-
-_opening: contextvars.ContextVar[OpeningClock | None] = contextvars.ContextVar("dspy_imp_mcp_opening", default=None)
-_fault: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("dspy_imp_mcp_fault", default=None)
-"""The opening session's ``_Session.fault`` (set by its owner, seen by the transport's tasks)."""
-
-
-def note_fault(text: str) -> None:
-    """Called by a transport (from the tasks of the session's owner) before it ends the session on
-    purpose: ``text`` says why (``"wrote a message longer than ..."``), and the calls the end
-    fails carry it."""
-    found = _fault.get()
-    if found is not None:
-        found.append(text)
-
-
-@contextlib.contextmanager
-def waiting_on_a_person() -> Iterator[None]:
-    """Stop the opening session's clock while the block runs (a no-op outside a session's tasks)."""
-    clock = _opening.get()
-    if clock is None:
-        yield
-        return
-    clock.pause()
-    try:
-        yield
-    finally:
-        clock.resume()
 
 
 class Server(Toolset):
@@ -303,25 +159,14 @@ class Server(Toolset):
         if mode not in ("auto", "legacy") and not (isinstance(mode, str) and mode[:1].isdigit()):
             raise ConfigurationError(f"`mode` must be 'auto', 'legacy' or a protocol version, got {mode!r}")
         self.mode = mode
-        if elicit is not None and not callable(elicit) and elicit != PAUSE:
-            raise ConfigurationError(
-                f'MCP server `elicit` must be callable(message, schema) -> dict or None, or "pause", got {elicit!r}'
-            )
+        check_elicit(elicit, elicit_url)
         self.elicit = elicit
-        if elicit_url is not None and not callable(elicit_url):
-            raise ConfigurationError(
-                f"MCP server `elicit_url` must be callable(message, url) -> True, False or 'cancel', got {elicit_url!r}"
-            )
-        if elicit_url is not None and elicit == PAUSE:
-            raise ConfigurationError(
-                'MCP server `elicit_url` is not taken with `elicit="pause"`: the pause takes the requests to open '
-                "a URL too (answered through `approvals`)"
-            )
         self.elicit_url = elicit_url
         if sampling is not None and not isinstance(sampling, dspy.BaseLM):
             raise ConfigurationError(f"MCP server `sampling` must be a dspy.LM (or None), got {sampling!r}")
         self.sampling = sampling
         self._pauses = Pauses(self.name, self.label)  # its calls under ``elicit="pause"`` (``_pausing``)
+        self._questions = Questions(self.label, elicit, elicit_url, self._pauses)  # answered (``_elicit``)
         self.log_level = check_level(log_level)
         self._logs = Logs(self.label, self.log_level)  # its log messages, to the calls in flight (``_notices``)
         if not isinstance(add_instructions, bool):
@@ -592,7 +437,7 @@ class Server(Toolset):
         finally:
             self._logs.ended(notices)
             self._asking.remove(asking)
-            _annotate(sent, task_ids)
+            _transport.annotate(sent, task_ids)
         return result_value(result, tool.output_schema)
 
     async def _send(
@@ -607,15 +452,15 @@ class Server(Toolset):
         task_ids: list[str] | None = None,
         told: Callable[[str, str | None], None] | None = None,
     ) -> types.CallToolResult:
-        token = _SENT.set(sent)  # the requests this call writes are noted (``_Sending``)
-        tasks = _TASKS.set(task_ids)  # and the tasks its server creates (``_task_started``)
+        token = _transport.SENT.set(sent)  # the requests this call writes are noted (``_transport.Sending``)
+        tasks = _transport.TASKS.set(task_ids)  # and the tasks its server creates (``task_started``)
         telling = TOLD.set(told)  # and where their changes of status are told (``_tasks.Told``)
         try:
             return await self._sent(remote_name, arguments, progress, resume, support)
         finally:
             TOLD.reset(telling)
-            _TASKS.reset(tasks)
-            _SENT.reset(token)
+            _transport.TASKS.reset(tasks)
+            _transport.SENT.reset(token)
 
     async def _sent(
         self,
@@ -635,7 +480,7 @@ class Server(Toolset):
             except MCPError as error:
                 if error.code != types.URL_ELICITATION_REQUIRED or self.elicit_url is None:
                     raise
-                await self._urls_opened(error)  # every URL opened: the call once more
+                await self._questions.urls_opened(error)  # every URL opened: the call once more
             return await self._one(session.client, remote_name, arguments, progress, support)
         except (MCPError, *_GONE) as error:
             if not _gone(error):
@@ -659,7 +504,7 @@ class Server(Toolset):
         """The call made as a task, when the tool and the session say so (``_tasks.wants_task``), else None."""
         if not wants_task(client, self.tasks, support):
             return None
-        return lambda: call_as_task(client, name, arguments, progress, _task_started, self._cancelling)
+        return lambda: call_as_task(client, name, arguments, progress, _transport.task_started, self._cancelling)
 
     async def _client(self) -> Client:
         return (await self._live()).client
@@ -733,13 +578,13 @@ class Server(Toolset):
     ) -> None:
         """The session's owner: enters the SDK's context managers, holds them until ``closing``. The
         transport's tasks start from here, so they see ``clock`` (``waiting_on_a_person``) and
-        ``fault`` (``note_fault``)."""
-        _opening.set(clock)
-        _fault.set(fault)
+        ``fault`` (``_transport.note_fault``)."""
+        _transport.OPENING.set(clock)
+        _transport.FAULT.set(fault)
         try:
             target = self._target()
             if not isinstance(target, MCPServer | LowLevelServer):  # a transport: its end is watched
-                target = _watched(target, ended)
+                target = _transport.watched(target, ended)
             modes = self.elicitation_modes
             client = _Client(
                 target,
@@ -798,80 +643,11 @@ class Server(Toolset):
     def elicitation_modes(self) -> tuple[str, ...]:
         """The elicitation modes its client declares: ``"form"`` with ``elicit=``, ``"url"`` with
         ``elicit_url=`` or ``elicit="pause"`` (which pauses on both)."""
-        modes = ("form",) if self.elicit is not None else ()
-        return (*modes, "url") if self.elicit == PAUSE or self.elicit_url is not None else modes
+        return elicitation_modes(self.elicit, self.elicit_url)
 
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
-        """A server's ``elicitation/create``, answered by the ``elicit`` callback (a sync one in a worker
-        thread, never on this loop): a mapping accepts (the schema's defaults filled in for what it
-        leaves out or answers ``None``, SEP-1034), ``None`` declines. A value a form cannot hold (a
-        dict, say) is refused with an error the server reads, not sent. A request to open a URL
-        goes to ``elicit_url`` (``_on_url``)."""
-        if self.elicit == PAUSE and isinstance(params, types.ElicitRequestFormParams | types.ElicitRequestURLParams):
-            return await self._pauses.answer(params)
-        if isinstance(params, types.ElicitRequestURLParams):
-            return await self._on_url(params)
-        if not isinstance(params, types.ElicitRequestFormParams) or self.elicit is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="form elicitation is not supported")
-        schema = plain(params.requested_schema)
-        callback = self.elicit
-        assert callable(callback)
-        try:
-            answer = await _host(callback, params.message, schema)
-        except Exception as error:  # the callback is host code: the server reads a refusal
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
-        if answer is None:
-            return types.ElicitResult(action="decline")
-        if not isinstance(answer, Mapping):
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="the elicitation answered neither a dict nor None"
-            )
-        given = {key: value for key, value in answer.items() if value is not None}
-        try:
-            return types.ElicitResult(action="accept", content={**elicitation.defaults(schema), **given})
-        except ValidationError:
-            kept = sorted(str(k) for k, v in given.items() if not elicitation.form_value(v))
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR,
-                message=f"the elicitation answered field(s) {kept!r} with a value that is not a string, number, "
-                "boolean or list of strings",
-            )
-
-    async def _on_url(self, params: types.ElicitRequestURLParams) -> types.ElicitResult | types.ErrorData:
-        """A request to open a URL, answered by ``elicit_url(message, url)``: ``True`` accepts, ``False``
-        or ``None`` declines, ``"cancel"`` cancels. A URL that may not be shown (``elicitation.url_problem``)
-        never reaches the callback: the server reads a refusal."""
-        callback = self.elicit_url
-        if callback is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="URL elicitation is not supported")
-        problem = elicitation.url_question_problem(params.message, params.url)
-        if problem is not None:
-            return types.ErrorData(code=types.INVALID_PARAMS, message=f"the URL elicitation is refused: {problem}")
-        try:
-            answer = await _host(callback, params.message, params.url)
-        except Exception as error:  # host code: the server reads a refusal
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the elicitation failed: {_message(error)}")
-        if answer is True:
-            return types.ElicitResult(action="accept")
-        if answer is False or answer is None:
-            return types.ElicitResult(action="decline")
-        if answer == "cancel":
-            return types.ElicitResult(action="cancel")
-        return types.ErrorData(
-            code=types.INTERNAL_ERROR, message="the URL elicitation answered neither True, False, None nor 'cancel'"
-        )
-
-    async def _urls_opened(self, error: MCPError) -> None:
-        """A call refused with ``URLElicitationRequiredError`` (-32042): each URL it names asked of
-        ``elicit_url`` in turn; all accepted returns (the call is made once more), else the call's error."""
-        for params in required_urls(error, self.label):
-            answered = await self._on_url(params)
-            if isinstance(answered, types.ErrorData):
-                raise RuntimeError(f"{self.label} requires a URL opened to make this call: {answered.message}")
-            if answered.action != "accept":
-                raise RuntimeError(
-                    f"{self.label} needs a URL opened to make this call, and the person did not ({answered.action})"
-                )
+        """A server's ``elicitation/create``: answered by its callbacks, or paused (``_elicit.Questions``)."""
+        return await self._questions.answer(context, params)
 
     async def _on_sample(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
         """A server's ``sampling/createMessage``, answered by the ``sampling`` LM in a worker thread,
@@ -949,34 +725,6 @@ async def _contents(client: Client, uri: str) -> list[types.TextResourceContents
     return list((await client.read_resource(uri)).contents)
 
 
-def _annotate(sent: list[Any], task_ids: list[str] | None = None) -> None:
-    """The call's ``execute_tool`` span (current while the tool runs) gets the JSON-RPC id of the
-    request that answered it (the last one sent: the SDK may send a call again, e.g. after the
-    server asked for input), and the id of the task the server ran it as (``dspy_imp.mcp.task.id``,
-    the last one). An in-process server called directly sends no JSON-RPC: no id."""
-    if not sent and not task_ids:
-        return
-    try:
-        from opentelemetry import trace
-    except ImportError:  # no tracing installed: no span to annotate
-        return
-    span = trace.get_current_span()
-    if sent:
-        span.set_attribute("jsonrpc.request.id", str(sent[-1]))
-    if task_ids:
-        span.set_attribute("dspy_imp.mcp.task.id", task_ids[-1])
-
-
-async def _host(callback: Callable[..., Any], *args: Any) -> Any:
-    """A host's callback called: an async one awaited, a sync one in a worker thread (never on this loop)."""
-    if inspect.iscoroutinefunction(callback):
-        return await callback(*args)
-    answer = await asyncio.to_thread(callback, *args)
-    if inspect.isawaitable(answer):
-        answer = await answer
-    return answer
-
-
 @dataclass
 class _Client(Client):
     """The SDK's ``Client``, declaring only the elicitation modes its server can answer
@@ -1018,12 +766,6 @@ class _Client(Client):
 def _gone(error: BaseException) -> bool:
     """Whether ``error`` says the session is over (not a request's own failure)."""
     return isinstance(error, _GONE) or (isinstance(error, MCPError) and error.code == types.CONNECTION_CLOSED)
-
-
-def _message(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_message(e) for e in error.exceptions)
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _text(value: Any, where: str) -> str:

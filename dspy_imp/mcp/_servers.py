@@ -22,9 +22,10 @@ from mcp.server.mcpserver import MCPServer
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp._auth import OAuth, http_auth
 from dspy_imp.mcp._bounded import Bounded
-from dspy_imp.mcp._server import Server, note_fault, stderr_sink
+from dspy_imp.mcp._server import Server, stderr_sink
 from dspy_imp.mcp._stdio import bounded_stdio_client
 from dspy_imp.mcp._tasks import TaskMode
+from dspy_imp.mcp._transport import note_fault
 
 Approval = bool | Iterable[str] | Callable[[types.Tool], bool]
 """What ``needs_approval=`` takes: ``True`` (every tool of the server), tool names, or a predicate on
