@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 import dspy_imp
 from dspy_imp import mcp
+from dspy_imp.mcp import _served_tasks
 from dspy_imp.mcp._served_tasks import DEFAULT_TTL_MS, LIST_PAGE, MAX_TASKS, MAX_TTL_MS, MIN_TTL_MS, RELATED
 from dspy_imp.mcp._serving import META_KEY, ProgramServer
 from dspy_imp.testing import ScriptedLM, call, reply
@@ -316,6 +317,31 @@ async def test_a_cancelled_task_is_notified_cancelled(sync: bool) -> None:
         served_module.release.set()
         await until(lambda: "wait released" in served_module.events)
     await until_no_busy_thread(before)
+
+
+async def test_a_requester_that_stops_reading_ends_its_tasks_notifications_not_the_task(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A send past ``SEND_SECONDS`` ends the task's sender (bounded: nothing more queues for it, its
+    connection is let go); the task itself goes on and is read as ever."""
+    caplog.set_level(logging.INFO, logger="dspy_imp.mcp")
+    monkeypatch.setattr(_served_tasks, "SEND_SECONDS", 0.05)
+    stuck: list[Any] = []
+
+    class Stuck:  # a connection whose client reads nothing: its first notification never goes out
+        async def send_notification(self, notification: Any) -> None:
+            stuck.append(notification)
+            await asyncio.Event().wait()
+
+    outbox = _served_tasks._Outbox(Stuck(), "p-1", "t")
+    outbox.line("Request 1")
+    async with asyncio.timeout(60):  # a bound on the test, not an assertion
+        await asyncio.wait({outbox.sender})  # ended by the send's bound, not by the task's end
+    outbox.line("Turn ended: submit")
+    outbox.status({"taskId": "t", "status": "completed", "createdAt": "x", "lastUpdatedAt": "x", "ttl": 1000})
+    assert [n.params.message for n in stuck] == ["Request 1"]
+    assert (outbox.session, list(outbox.queue)) == (None, [])
+    assert any("requester not told any more" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_client_without_elicitation_has_its_approval_task_fail_at_once() -> None:

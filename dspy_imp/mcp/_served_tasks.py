@@ -187,6 +187,13 @@ class _Outbox:
             self.wake.set()
 
     async def _send(self) -> None:
+        try:
+            await self._sending()
+        finally:  # ended: nothing more is told, and the connection is not held for the task's lifetime
+            self.queue.clear()
+            self.session = None
+
+    async def _sending(self) -> None:
         while True:
             await self.wake.wait()
             self.wake.clear()
