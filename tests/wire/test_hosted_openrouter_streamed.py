@@ -143,3 +143,24 @@ def test_a_streamed_server_tool_reply_counts_its_searches_from_the_last_chunk(ho
     # what OpenRouter charged, tokens and search (natively DSPy prices no tokens beside a builtin tool; LiteLLM's
     # cost is OpenRouter's own)
     assert usage.cost == pytest.approx(NATIVE_USAGE["cost"])
+
+
+@pytest.mark.parametrize("engine", ["auto", "litellm"])
+def test_a_streamed_server_tool_reply_keeps_the_annotations_its_chunks_served(how: str, engine: str) -> None:
+    """The server tool's Exa search streams its annotations as the web plugin's do, one to a delta with empty
+    content before the text (pydantic-ai's re-recording of the same question with the server tool has this
+    shape): the plugin recording's stream, served to a server-tool request, is assembled the same way."""
+    agent = dspy_imp.ReActV2("question -> answer", tools=[WebSearch(max_uses=1)])
+    with Emulator([Scripted(200, {}, sse=SSE)]) as emulator, dspy.context(lm=_lm(emulator, engine)):
+        streamed = stream_items(agent, how, [], question=QUESTION)[-1]
+
+    assert isinstance(streamed, dspy_imp.Prediction)
+    assert streamed.metadata.termination_reason == "answered", streamed.metadata.termination_error
+    (request,) = emulator.requests
+    assert request.body["tools"] == [{"type": "openrouter:web_search", "parameters": {"max_uses": 1}}]
+    (entry,) = streamed.metadata.history.messages
+    (served,) = entry["reasoning_details"]
+    (message,) = served["content"]
+    assert (served["type"], message["content"], message["annotations"]) == ("openrouter_served", TEXT, NOTES)
+    assert streamed.metadata.citations == tuple({**n, "cited_for": TEXT} for n in NOTES)
+    assert streamed.metadata.usage.hosted_calls == {"web_search_requests": 1}  # annotations, no count: one
