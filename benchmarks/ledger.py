@@ -118,9 +118,10 @@ def _price(model: str) -> dict[str, float]:
 # Per-call fees, by the provider's count name: Anthropic's web search and OpenAI's Responses web search
 # $10 per 1,000, OpenAI's file search $2.50 per 1,000; fetches, code execution and remote MCP calls cost
 # tokens (or container time) only. On Chat Completions a search preview model's search is $25 per 1,000.
-# On OpenRouter its web plugin's search with Exa is $7 per 1,000 requests (its web search guide; the
-# recorded reply's fee), the price used for every OpenRouter model here (a model's native search is billed
-# at its provider's rate, which the turn's ``metadata.usage.cost`` holds as OpenRouter charged it).
+# On OpenRouter its web search with Exa (the server tool or the web plugin) is $7 per 1,000 requests (its
+# web search guides; the recorded replies' fee), the price used for every OpenRouter model here (a model's
+# native search is billed at its provider's rate, which the turn's ``metadata.usage.cost`` holds as
+# OpenRouter charged it).
 HOSTED_PRICES = {"web_search_requests": 10.0 / 1000, "web_search_call": 10.0 / 1000, "file_search_call": 2.5 / 1000}
 SEARCH_PREVIEW_PRICE = 25.0 / 1000
 OPENROUTER_SEARCH_PRICE = 7.0 / 1000

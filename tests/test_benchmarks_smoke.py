@@ -327,7 +327,7 @@ def test_the_ledger_counts_and_prices_hosted_calls_and_shows_them_only_when_a_lo
     }
     assert ledger.hosted(Usage(hosted_calls={"web_search_requests": 2}), "openrouter/deepseek/deepseek-chat") == {
         "hosted_calls": 2,
-        "hosted_usd": pytest.approx(0.014),  # OpenRouter's web plugin with Exa: $7 per 1,000 requests
+        "hosted_usd": pytest.approx(0.014),  # OpenRouter's web search with Exa: $7 per 1,000 requests
     }
     assert ledger.hosted(Usage(), "openai/gpt-4o-mini") == {} == ledger.hosted(None)
     with_calls, without = ledger.totals(rows, hosted), ledger.totals(rows, {})

@@ -253,6 +253,8 @@ class ReActAdapter(dspy.ChatAdapter):
         hosted = hosted_of(exchange, lm) if exchange.route.engine == "litellm" else None
         if hosted is not None:  # top-level fields (``_routes.hosted_openai_chat``); natively the Request's
             lm_kwargs.update(hosted.options)
+            if hosted.tools:  # provider-run tools after the function tools (OpenRouter's server tool)
+                lm_kwargs["tools"] = [*(lm_kwargs.get("tools") or ()), *hosted.tools]
         if isinstance(self.base, dspy.JSONAdapter) and "response_format" not in lm_kwargs:
             json_response_format(self.base, lm, lm_kwargs, exchange.dialect)
         default_reasoning_effort(exchange.guidance.kind, lm, lm_kwargs, *thinking_of(exchange))

@@ -52,6 +52,7 @@ from dspy_imp._routes.dspy_private import (
 from dspy_imp._routes.hosted_anthropic import install as install_anthropic_served
 from dspy_imp._routes.hosted_gemini import install as install_gemini_served
 from dspy_imp._routes.hosted_openai import install as install_openai_served
+from dspy_imp._routes.hosted_openrouter import install as install_openrouter_server_tool
 from dspy_imp._routes.nameless import install as install_nameless_reader
 from dspy_imp._routes.responses_bridge import install as install_responses_bridge
 from dspy_imp._turn.effects import (
@@ -133,6 +134,7 @@ class Effects:
         install_anthropic_served()
         install_openai_served()
         install_gemini_served()
+        install_openrouter_server_tool()
         install_nameless_reader(lambda: current_exchange().get() is not None)
         # What DSPy's native engine pays per request and need not: ``dspy_private`` says why each is safe.
         install_planned_body_reuse(lambda: current_exchange().get() is not None)

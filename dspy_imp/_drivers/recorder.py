@@ -82,10 +82,13 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
     responses = "prompt_tokens" not in usage and "input_tokens" in usage
     prompt_details = _plain(usage.get("input_tokens_details" if responses else "prompt_tokens_details")) or {}
     completion_details = _plain(usage.get("output_tokens_details" if responses else "completion_tokens_details")) or {}
-    cost = entry.get("cost")
+    given = entry.get("cost")
+    cost: float | None = float(given) if isinstance(given, int | float) and not isinstance(given, bool) else None
     hosted = usage_of(entry.get("response"))  # hosted tool calls the provider counted, their fees
-    if hosted.fee:
-        cost = (cost if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0) + hosted.fee
+    if cost is None and hosted.charged is not None:  # DSPy priced nothing: what the provider says it charged
+        cost = hosted.charged
+    elif hosted.fee:
+        cost = (cost or 0.0) + hosted.fee
     return {
         "hosted_calls": dict(hosted.counts),
         "input_tokens": _count(usage.get("input_tokens" if responses else "prompt_tokens")) + hosted.input_tokens,
@@ -96,7 +99,7 @@ def _reading(entry: Mapping[str, Any]) -> dict[str, Any]:
             prompt_details.get("cache_creation_tokens") or usage.get("cache_creation_input_tokens")
         ),
         "reasoning_tokens": _count(completion_details.get("reasoning_tokens")),
-        "cost": float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        "cost": cost,
     }
 
 

@@ -37,8 +37,9 @@ class WebSearch(HostedTool):
     ``search_context_size``: how much of what the search found the model reads, ``"low"``,
     ``"medium"`` or ``"high"`` (OpenAI's; the provider's default, ``"medium"``, when unset). A
     provider without the option refuses it: Gemini's Google Search takes none of them, Anthropic's
-    web search no ``search_context_size``, OpenRouter's web plugin no ``max_uses`` or ``user_location``
-    (and a domain filter only where its engine keeps it)."""
+    web search no ``search_context_size``; OpenRouter's web search server tool each only where the
+    engine it searches with keeps it (its web plugin, when the LM was given one, no ``max_uses`` or
+    ``user_location``)."""
 
     max_uses: int | None = None
     allowed_domains: Sequence[str] = ()

@@ -163,7 +163,9 @@ def lm15_openai_chat() -> Any:
     """lm15's Chat Completions provider module (``dspy._vendor.lm15.providers.openai_chat``).
 
     Why: its body reader refuses a whole reply over one call without a name; ``_routes.nameless``
-    wraps that reader so the valid sibling calls survive. Imported by name: lm15 ships its own types.
+    wraps that reader so the valid sibling calls survive. Its tool writer refuses every builtin tool on
+    Chat Completions; ``_routes.hosted_openrouter`` wraps it to write OpenRouter's ``openrouter:web_search``
+    server tool (a ``tools`` entry lm15 has no spelling for). Imported by name: lm15 ships its own types.
     """
     import importlib
 

@@ -31,8 +31,8 @@ from dspy_imp._routes.hosted_types import Block, HostedCall, HostedRoute, Hosted
 
 # The table: each route's translation under its ``(engine, provider)`` key (``_routes.route.Route``'s).
 _ROUTES: dict[tuple[str, str | None], HostedRoute] = {
-    # OpenRouter's web plugin (both engines); first, as ``usage_of`` asks the routes in order and an OpenRouter
-    # reply is also a Chat Completions one
+    # OpenRouter's web search, its server tool or the web plugin (both engines); first, as ``usage_of`` asks
+    # the routes in order and an OpenRouter reply is also a Chat Completions one
     ("native", "openrouter"): hosted_openrouter.ROUTE,
     ("litellm", "openrouter"): hosted_openrouter.ROUTE,
     ("native", "anthropic"): hosted_anthropic.ROUTE,
@@ -68,7 +68,7 @@ _WHY_NOT: dict[tuple[str, str | None], Reason] = {
         else hosted_gemini.not_on_litellm_vertex(model)
     ),
     ("litellm", "bedrock"): hosted_anthropic.NOT_ON_BEDROCK,
-    ("native", "openrouter"): hosted_openrouter.NOT_HERE,  # web search only (the web plugin)
+    ("native", "openrouter"): hosted_openrouter.NOT_HERE,  # web search only
     ("litellm", "openrouter"): hosted_openrouter.NOT_HERE,
     ("native", "bedrock-anthropic"): hosted_anthropic.NOT_ON_BEDROCK,
 }

@@ -347,7 +347,10 @@ def _carries_hosted_tools(request: Any) -> bool:
 
 def _searches_on_chat(request: Any) -> bool:
     """A Chat Completions request for a search model's search (``hosted_openai_chat``: no tool, the options),
-    or OpenRouter's web plugin (``hosted_openrouter``: ``plugins`` naming ``web``)."""
+    OpenRouter's web plugin (``hosted_openrouter``: ``plugins`` naming ``web``) or its server tool (a builtin
+    tool named ``openrouter:web_search``)."""
+    if any(getattr(t, "name", None) == "openrouter:web_search" for t in getattr(request, "tools", None) or ()):
+        return True
     extensions = getattr(getattr(request, "config", None), "extensions", None)
     if not isinstance(extensions, Mapping):
         return False

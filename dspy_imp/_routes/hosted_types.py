@@ -14,7 +14,8 @@ class HostedRequest:
     """What one request carries for its hosted tools.
 
     ``builtins``: lm15 ``BuiltinTool`` entries (natively); ``tools``: tool dicts joining
-    ``lm_kwargs["tools"]`` (LiteLLM); ``betas``: ``anthropic-beta`` values the tools need;
+    ``lm_kwargs["tools"]`` after the function tools (LiteLLM: OpenRouter's server tool); ``betas``:
+    ``anthropic-beta`` values the tools need;
     ``include``: Responses ``include`` values that ask for the tools' results in the reply;
     ``options``: top-level request fields (Chat Completions' ``web_search_options``), natively
     in the ``Request``'s ``config.extensions``, on LiteLLM among the call's options;
@@ -35,12 +36,16 @@ class HostedUsage:
     """The hosted calls one response counted, by the provider's names, and their fees in USD.
 
     ``input_tokens``: prompt tokens the provider's tool use added beside its prompt count (Gemini's
-    ``toolUsePromptTokenCount``, billed as input), added to the call's input tokens.
+    ``toolUsePromptTokenCount``, billed as input), added to the call's input tokens. ``charged``: what the
+    provider says it charged for the whole call (OpenRouter's ``usage.cost``: tokens and tools), the call's
+    cost where DSPy priced none (its native engine prices no tokens on a request carrying a builtin tool);
+    where DSPy priced the tokens, ``fee`` is added to them instead.
     """
 
     counts: Mapping[str, int] = field(default_factory=dict)
     fee: float = 0.0
     input_tokens: int = 0
+    charged: float | None = None
 
 
 HOSTED_CALL_NAMES = frozenset({"web_search", "code_execution", "web_fetch", "file_search", "mcp_call"})

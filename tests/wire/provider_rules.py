@@ -184,6 +184,52 @@ def openrouter_web_plugin(body: Body, path: str) -> Iterator[str]:
             yield f"messages[{index}]: url_citation annotations sent back"
 
 
+# The server tool's parameters (OpenRouter's API reference, ``WebSearchServerToolConfig``; its web search server
+# tool guide's table) and its ``user_location`` fields (``WebSearchUserLocationServerTool``).
+_SERVER_SEARCH_KEYS = {
+    "engine",
+    "mode",
+    "max_results",
+    "max_uses",
+    "max_total_results",
+    "search_context_size",
+    "max_characters",
+    "user_location",
+    "allowed_domains",
+    "excluded_domains",
+}
+_LOCATION_KEYS = {"type", "city", "region", "country", "timezone"}
+
+
+def openrouter_server_tools(body: Body, path: str) -> Iterator[str]:
+    """OpenRouter's web search server tool (its server tools guide): an ``openrouter:`` entry in ``tools`` is
+    ``{"type": "openrouter:web_search"}`` with, optionally, ``parameters`` naming only the documented fields
+    (``search_context_size`` low, medium or high; ``user_location`` approximate; the domain filters lists of
+    strings); never beside the web plugin, which would search on every request besides (the guide: the plugin
+    is deprecated in favour of the tool)."""
+    entries = [t for t in body.get("tools") or [] if str(t.get("type") or "").startswith("openrouter:")]
+    for entry in entries:
+        if entry.get("type") != "openrouter:web_search" or set(entry) - {"type", "parameters"}:
+            yield f"tools: {entry!r} (only openrouter:web_search, with its parameters, is built)"
+            continue
+        if "parameters" not in entry:
+            continue
+        given = entry["parameters"]
+        if not isinstance(given, Mapping) or not given or set(given) - _SERVER_SEARCH_KEYS:
+            yield f"tools: openrouter:web_search parameters {given!r} (the guide's fields only, none empty)"
+            continue
+        if given.get("search_context_size", "medium") not in ("low", "medium", "high"):
+            yield f"tools: search_context_size {given['search_context_size']!r}"
+        location = given.get("user_location", {"type": "approximate"})
+        if not isinstance(location, Mapping) or set(location) - _LOCATION_KEYS or location.get("type") != "approximate":
+            yield f"tools: user_location {location!r} (type approximate, city, region, country, timezone)"
+        for key in ("allowed_domains", "excluded_domains"):
+            if key in given and not (isinstance(given[key], list) and all(isinstance(d, str) for d in given[key])):
+                yield f"tools: {key} {given[key]!r} (a list of domains)"
+    if entries and any(isinstance(p, Mapping) and p.get("id") == "web" for p in body.get("plugins") or ()):
+        yield "tools: openrouter:web_search beside the web plugin (two searches)"
+
+
 def gemini_compat_thought_signatures(body: Body, path: str) -> Iterator[str]:
     """Gemini 3 behind its OpenAI-compatible endpoint: in the current turn, each assistant tool-call turn's
     first call carries ``extra_content.google.thought_signature`` ("Function call is missing a
@@ -864,6 +910,7 @@ RULES: dict[str, Sequence[Rule]] = {
         chat_choice_needs_tools,
         openrouter_reasoning_details_replayed,
         openrouter_web_plugin,
+        openrouter_server_tools,
     ],
     "anthropic": [
         anthropic_roles,

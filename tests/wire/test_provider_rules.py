@@ -201,6 +201,28 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (
+        "openrouter",
+        "openrouter_server_tools",
+        {"messages": [USER], "tools": [{"type": "openrouter:web_search", "parameters": {"blocked_domains": ["a.b"]}}]},
+        "",
+    ),
+    (
+        "openrouter",
+        "openrouter_server_tools",
+        {
+            "messages": [USER],
+            "tools": [{"type": "openrouter:web_search", "parameters": {"user_location": {"city": "Utrecht"}}}],
+        },
+        "",
+    ),
+    (
+        "openrouter",
+        "openrouter_server_tools",
+        {"messages": [USER], "tools": [{"type": "openrouter:web_search"}], "plugins": [{"id": "web"}]},
+        "",
+    ),
+    ("openrouter", "openrouter_server_tools", {"messages": [USER], "tools": [{"type": "openrouter:web_fetch"}]}, ""),
     ("anthropic", "anthropic_roles", {"messages": [{"role": "assistant", "content": "a"}]}, ""),
     (
         "anthropic",
