@@ -114,8 +114,10 @@ class ProgramServer:
     ``server`` is the SDK's low-level ``Server`` (give it to ``mcp.Client`` in a test);
     ``run_stdio()`` serves it over stdio, ``http_app()`` is its streamable-HTTP ASGI app with
     Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default. ``tasks`` holds
-    the calls run as tasks (``close()`` stops the ones still running); with ``tasks=False`` no call
-    runs as one.
+    the calls run as tasks (``close()`` stops the ones still running); with ``tasks=False``
+    (``serves_tasks`` false) no call runs as one: the server declares no ``capabilities.tasks``,
+    its tool no ``execution``, answers no task method, and runs a call that carries ``task`` as a
+    plain call (as the spec has a server without the capability do).
     """
 
     def __init__(
@@ -145,11 +147,7 @@ class ProgramServer:
         self.inputs = _fields_model(agent.signature.input_fields, f"{tool_name}_input", forbid=True)
         self.outputs = _fields_model(agent.signature.output_fields, f"{tool_name}_output", forbid=False)
         self._waiting: OrderedDict[str, _Waiting] = OrderedDict()
-        self.serves_tasks = tasks
-        """Whether a 2025-11-25 client may run a call as a task (``tasks=``): with ``False`` the server
-        declares no ``capabilities.tasks``, its tool no ``execution``, answers no task method, and
-        runs a call that carries ``task`` as a plain call (as the spec has a server without the
-        capability do)."""
+        self.serves_tasks = tasks  # whether a 2025-11-25 client may run a call as a task (the class doc)
         self.tasks = _served_tasks.ServedTasks(self._decide)
         served = _Served(name, on_list_tools=self._list_tools, on_call_tool=self._call_tool)
         served.serves_tasks = tasks
