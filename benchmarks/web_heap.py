@@ -7,7 +7,8 @@ One instance of the load benchmark's server (``benchmarks.web_server``: ``dspy_i
 a ``ReActV2`` with one tool on ``dspy.LM``) in a child process, on the load benchmark's loopback
 model, held (``ModelServer(hold=True)``): every turn's answer stops halfway through its stream
 until the model is released, so N turns started at once are all running, at the same point,
-when the heap is read, however fast or busy the machine is. Half the turns are AG-UI, half AI
+when the heap is read, however fast or busy the machine is (the app's ``max_turns`` above the
+level, its ``max_loop_lag`` off: every turn is admitted). Half the turns are AG-UI, half AI
 SDK, each a new conversation, sent by this process (the client's objects are not in the heap
 read). After a few warm-up turns, for each level: the objects the cyclic collector walks
 (``gc.get_objects``, the startup's frozen ones aside) with none running, then with N running,
@@ -31,7 +32,7 @@ import httpx
 from benchmarks.web_load import Target, start, stop
 from benchmarks.web_model import ModelServer
 
-WARM_UP = 4
+WARM_UP = 4  # rounds of two turns before the first level
 GUARD = 300.0  # seconds: a bound on every wait, never a measure
 
 
@@ -85,7 +86,8 @@ def per_turn(during: dict[str, Any], idle: dict[str, Any], n: int) -> dict[str, 
 async def measure(levels: list[int], store: str) -> dict[str, Any]:
     with ModelServer(hold=True) as model, _logs() as logs:
         target = Target("dspy-imp heap", "dspy-imp", store, 1, "mixed")
-        start(target, model.base_url, store, None, logs)
+        # every turn admitted: no ``max_turns`` below the level, no lag bound (they all start at once)
+        start(target, model.base_url, store, max(levels) + 10, logs, options=("--no-loop-lag",))
         try:
             host = target.hosts[0]
             limits = httpx.Limits(max_connections=max(levels) + 10, max_keepalive_connections=max(levels) + 10)

@@ -6,8 +6,9 @@
 (``message -> reply``, one tool) on ``dspy.LM`` pointed at the loopback model
 (``benchmarks.web_model``), the response cache off. ``--store`` is ``memory``, or a database URL
 for a ``DatabaseStore`` (``sqlite:///...``, ``postgresql://...``). ``--max-turns N`` is passed to
-the app only when it takes that option. ``--kind pydantic-ai`` serves pydantic-ai's AG-UI
-adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
+the app only when it takes that option; ``--no-loop-lag`` passes ``max_loop_lag=None`` to one that
+takes it (``benchmarks.web_heap``: its turns all start at once). ``--kind pydantic-ai`` serves
+pydantic-ai's AG-UI adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
 ``OpenAIChatModel`` on the same model and the same tool.
 
 Both kinds are served by uvicorn, which parses HTTP with httptools when it is installed (the
@@ -201,7 +202,7 @@ def with_probe(app: ASGI, probe: Probe) -> ASGI:
     return outer
 
 
-def ours(model: str, store: str, max_turns: int | None, presence: bool = False) -> ASGI:
+def ours(model: str, store: str, max_turns: int | None, presence: bool = False, loop_lag: bool = True) -> ASGI:
     import dspy
 
     import dspy_imp
@@ -218,6 +219,8 @@ def ours(model: str, store: str, max_turns: int | None, presence: bool = False) 
         if "max_turns" not in inspect.signature(dspy_imp.web.app).parameters:
             raise SystemExit("--max-turns: this dspy_imp.web.app takes no `max_turns` option")
         options["max_turns"] = max_turns
+    if not loop_lag and "max_loop_lag" in inspect.signature(dspy_imp.web.app).parameters:
+        options["max_loop_lag"] = None
     return dspy_imp.web.app(agent, **options)
 
 
@@ -242,9 +245,10 @@ def peer(model: str) -> ASGI:
 async def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    app = (
-        peer(args.model) if args.kind == "pydantic-ai" else ours(args.model, args.store, args.max_turns, args.presence)
-    )
+    if args.kind == "pydantic-ai":
+        app = peer(args.model)
+    else:
+        app = ours(args.model, args.store, args.max_turns, args.presence, not args.no_loop_lag)
     probe = Probe()
     task = asyncio.create_task(probe.run())
     # A client told to come back later (``Retry-After``, up to the load generator's 10 s) keeps its
@@ -272,6 +276,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
     parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
     parser.add_argument("--presence", action="store_true", help="DatabaseStore(presence=True) (Postgres)")
+    parser.add_argument("--no-loop-lag", action="store_true", help="max_loop_lag=None, when the app has that option")
     run(serve(parser.parse_args()))
 
 
