@@ -252,11 +252,12 @@ async def test_a_full_instance_refuses_before_it_validates_the_body_or_reads_the
         invalid = await http.post("/ag-ui", json=nonsense, headers=SSE)
         chat_invalid = await http.post("/api/chat", json={"id": "d", "messages": [{"role": 7}]}, headers=SSE)
         no_ids = await http.post("/ag-ui", json={"messages": []}, headers=SSE)
+        bad_id = await http.post("/api/chat", json={"id": "x\ny", "messages": []}, headers=SSE)
         holds.released.set()
         await asyncio.wait_for(running, GUARD)
         after = await http.post("/ag-ui", content=b"{not json", headers=headers)
     assert loads == ["a"] and store.loads == ["a"]  # no refused request read the store
-    for answer in (not_json, chat_not_json, no_ids):  # the body never read, or without the stream's ids
+    for answer in (not_json, chat_not_json, no_ids, bad_id):  # the body never read, or no ids the stream can name
         assert (answer.status_code, answer.headers["retry-after"]) == (429, "1")
         assert answer.json()["limit"] == "max_turns"
     assert agui_events(invalid.text)[1]["code"] == "max_turns"  # the stream's ids read, nothing validated

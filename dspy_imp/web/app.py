@@ -139,9 +139,10 @@ def app(
             requests, on any engine): a request over it waits for a slot, and the wait shows in
             the turn's log line (``waited=``), ``/readyz`` (``model_requests_waiting``) and, with
             GenAI metrics on, the ``dspy_imp.model_request.wait_duration`` histogram.
-        max_loop_lag: Seconds (0.025 by default; ``None``: no such bound): while the app serves,
-            it measures its event loop's lag (a timer every 10 ms, how late it runs), and while the
-            mean over the last second is above this, new turns are refused as beyond
+        max_loop_lag: Seconds (0.015 by default; ``None``: no such bound): while the app serves
+            (its lifespan), it measures its event loop's own lag (a timer every 10 ms, how late it
+            runs, less the time the loop's thread waited for a core, where Linux tells it), and
+            while the median over the last second is above this, new turns are refused as beyond
             ``max_turns`` (429, ``Retry-After``, ``/readyz`` 503): a loop that stays late is busy
             all the time, and a turn more would slow every running one.
 
@@ -435,7 +436,7 @@ class _Server:
     async def agui(self, request: Request) -> Response:
         def turned_away(raw: Any, refused: BeforeStream) -> Response | None:
             thread_id, run_id = (raw.get("threadId"), raw.get("runId")) if isinstance(raw, dict) else (None, None)
-            if not isinstance(thread_id, str) or not isinstance(run_id, str):
+            if not isinstance(thread_id, str) or not isinstance(run_id, str) or not _an_id(thread_id, "threadId"):
                 return None
             return self._agui_turned_away(refused, request, thread_id, run_id)
 
@@ -477,7 +478,7 @@ class _Server:
 
     async def chat(self, request: Request) -> Response:
         def turned_away(raw: Any, refused: BeforeStream) -> Response | None:
-            fits = isinstance(raw, dict) and isinstance(raw.get("id"), str) and isinstance(raw.get("messages"), list)
+            fits = isinstance(raw, dict) and _an_id(raw.get("id"), "id") and isinstance(raw.get("messages"), list)
             return self._chat_turned_away(refused, raw) if fits else None
 
         try:
@@ -544,6 +545,15 @@ def _turns_shown(stored: Any, signature: Any) -> list[dict[str, Any]]:
         record = {k: v for k, v in turn.items() if k != "entries"}
         shown.append({"messages": counts[min(max(turn["entries"], 0), len(entries))], **record})
     return shown
+
+
+def _an_id(value: Any, field: str) -> bool:
+    """Whether ``value`` is a conversation id the routes take (``conversation_id``)."""
+    try:
+        conversation_id(value, field)
+    except Refused:
+        return False
+    return True
 
 
 def _run_id(body: dict[str, Any]) -> str:
