@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Any
 
+import dspy
 import pytest
 from test_web_scale import Holds, chat_body
 from web_helpers import agui_events
@@ -28,7 +29,7 @@ from web_scenarios import client, run_input
 import dspy_imp
 import dspy_imp.web
 from dspy_imp._records.errors import ConfigurationError
-from dspy_imp.testing import call, reply
+from dspy_imp.testing import ScriptedLM, call, reply
 from dspy_imp.web import _admission
 from dspy_imp.web._admission import Admission, LoopLag, Rate
 
@@ -347,3 +348,28 @@ async def test_turns_that_ended_leave_no_object_the_collector_walks() -> None:
             assert agui_events(answered.text)[-1]["type"] == "RUN_FINISHED"
         grown = tracked() - first
     assert grown < 20  # fewer than one object per ended turn (DSPy's history alone kept tens each)
+
+
+async def test_a_turns_trace_is_emptied_when_it_ends() -> None:
+    """A timer the turn's HTTP client leaves (an idle pooled connection's) keeps the context it was
+    scheduled in, DSPy's trace with it: the trace ends empty, its predictions not kept by it."""
+    traces: list[Any] = []
+    sizes: list[int] = []
+
+    def peek() -> str:
+        """Look."""
+        traces.append(dspy.settings.trace)  # the turn's own list, as a context captured now holds it
+        sizes.append(len(dspy.settings.trace))
+        return "seen"
+
+    agent = dspy_imp.ReActV2("question -> answer", tools=[peek])
+    agent.set_lm(
+        ScriptedLM([reply(calls=[call("peek", {}, id="p1")]), reply(calls=[call("peek", {}, id="p2")]), reply("Done.")])
+    )
+    async with client(dspy_imp.web.app(agent)) as http:
+        answered = await http.post("/ag-ui", json=run_input("Look twice", thread="a"))
+    assert agui_events(answered.text)[-1]["type"] == "RUN_FINISHED"
+    first, second = traces
+    assert first is second and first is not dspy.settings.trace  # one list of the turn's own
+    assert sizes[1] > 0  # the turn's steps were traced in it
+    assert first == []  # and it was emptied at the end

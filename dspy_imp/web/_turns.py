@@ -240,11 +240,18 @@ class Calls:
         # A trace of its own per turn: DSPy's default one is a single list for the whole process, which
         # every concurrent turn appends to (its histories kept alive, up to 10,000 entries); completing
         # a turn's trace (``complete_trace``) then walked what every other turn added meanwhile.
-        with observing(observe), dspy.context(trace=[]):
-            if not self.sync:
-                return await agent.acall(**kwargs)
-            context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
-            return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
+        trace: list[Any] = []
+        try:
+            with observing(observe), dspy.context(trace=trace):
+                if not self.sync:
+                    return await agent.acall(**kwargs)
+                context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
+                return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
+        finally:
+            # Emptied at the end: a timer the turn's HTTP client left (an idle pooled connection's)
+            # keeps the context it was scheduled in, and with it this list, for as long as the
+            # connection idles: each step's inputs and prediction, walked by every full collection.
+            trace.clear()
 
 
 class ModelSlots:
