@@ -77,9 +77,16 @@ def env() -> dict[str, str]:
 
 
 def start(
-    target: Target, model: str, store_url: str, max_turns: int | None, logs: Path, presence: bool = False
+    target: Target,
+    model: str,
+    store_url: str,
+    max_turns: int | None,
+    logs: Path,
+    presence: bool = False,
+    options: tuple[str, ...] = (),
 ) -> None:
-    """The target's processes, each answering ``/bench/stats`` (bounded wait: 180 s)."""
+    """The target's processes, each answering ``/bench/stats`` (bounded wait: 180 s); ``options``:
+    more of ``benchmarks.web_server``'s."""
     for i in range(target.instances):
         port = free_port()
         command = [
@@ -99,6 +106,7 @@ def start(
             command += ["--max-turns", str(max_turns)]
         if presence:
             command.append("--presence")
+        command += options
         log = (logs / f"{target.name.replace(' ', '_')}-{i}.log").open("wb")
         target.logs.append(log)
         target.processes.append(subprocess.Popen(command, env=env(), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT))

@@ -11,12 +11,16 @@ answer: two requests.
 It counts the requests in flight and the most it saw at once: ``GET /_bench/stats`` returns
 them, ``POST /_bench/reset`` starts a new count (``total`` counts on since the start).
 ``ModelServer`` runs it in a child process (its work never counts against the server measured).
+``ModelServer(hold=True)`` (``BENCH_MODEL_HOLD=1``, for ``benchmarks.web_heap``) holds every
+answer's stream halfway (``held`` counts them) until ``POST /_bench/release``: the turns then
+all wait at the same point, however fast the machine is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -26,6 +30,8 @@ from typing import Any
 TOKENS = 20
 DELAY = 0.05
 ANSWER_TOOLS = ("final_result", "submit")
+HOLD = os.environ.get("BENCH_MODEL_HOLD") == "1"
+RELEASED = {"event": None}  # the hold's event (made on the server's loop)
 
 
 class Counts:
@@ -36,6 +42,7 @@ class Counts:
         self.calls = 0
         self.answers = 0
         self.total = 0  # every request since the start, never reset
+        self.held = 0  # answers held halfway (``HOLD``) now
 
     def reset(self) -> None:
         """A new count; the requests still in flight stay counted."""
@@ -86,7 +93,20 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, in
 USAGE = {"prompt_tokens": 100, "completion_tokens": TOKENS, "total_tokens": 100 + TOKENS}
 
 
-async def _stream(writer: asyncio.StreamWriter, kind: str, name: str, text: str, usage: bool) -> None:
+async def _hold(counts: Counts) -> None:
+    """An answer held halfway until ``POST /_bench/release`` (``HOLD``)."""
+    released = RELEASED["event"]
+    assert isinstance(released, asyncio.Event)
+    counts.held += 1
+    try:
+        await released.wait()
+    finally:
+        counts.held -= 1
+
+
+async def _stream(
+    writer: asyncio.StreamWriter, kind: str, name: str, text: str, usage: bool, counts: Counts | None = None
+) -> None:
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     writer.write(head)
 
@@ -107,6 +127,8 @@ async def _stream(writer: asyncio.StreamWriter, kind: str, name: str, text: str,
             delta["role"] = "assistant"
         send(_chunk(delta))
         await writer.drain()
+        if HOLD and counts is not None and (kind == "text" or name in ANSWER_TOOLS) and i == TOKENS // 2:
+            await _hold(counts)
     send(_chunk({}, "stop" if kind == "text" else "tool_calls"))
     if usage:
         send(_chunk({}, usage=USAGE))
@@ -154,7 +176,12 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
                     length = int(value)
             raw = await reader.readexactly(length) if length else b""
             if path.startswith("/_bench/"):
-                if method == "POST":
+                if path == "/_bench/release":
+                    released = RELEASED["event"]
+                    assert isinstance(released, asyncio.Event)
+                    released.set()
+                    RELEASED["event"] = asyncio.Event()  # the next answers are held again
+                elif method == "POST":
                     counts.reset()
                 _reply(writer, 200, json.dumps(counts.as_dict()).encode())
                 await writer.drain()
@@ -170,7 +197,7 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
             try:
                 if body.get("stream"):
                     usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                    await _stream(writer, kind, name, text, usage)
+                    await _stream(writer, kind, name, text, usage, counts)
                 else:
                     await asyncio.sleep(DELAY * TOKENS)
                     _reply(writer, 200, _whole(kind, name, text))
@@ -187,6 +214,7 @@ async def handle(counts: Counts, reader: asyncio.StreamReader, writer: asyncio.S
 
 async def serve(port: int = 0) -> None:
     counts = Counts()
+    RELEASED["event"] = asyncio.Event()
     server = await asyncio.start_server(lambda r, w: handle(counts, r, w), "127.0.0.1", port, backlog=4096)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
@@ -194,11 +222,16 @@ async def serve(port: int = 0) -> None:
 
 
 class ModelServer:
-    """The model in a child process: ``base_url`` (``.../v1``), ``reset()``, ``stats()``."""
+    """The model in a child process: ``base_url`` (``.../v1``), ``reset()``, ``stats()``;
+    ``hold``: answers held halfway until ``release()``."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.hold = hold
 
     def __enter__(self) -> ModelServer:
+        env = {**os.environ, "BENCH_MODEL_HOLD": "1" if self.hold else "0"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.web_model"], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-m", "benchmarks.web_model"], stdout=subprocess.PIPE, text=True, env=env
         )
         assert self.process.stdout is not None
         self.root = f"http://127.0.0.1:{int(self.process.stdout.readline())}"
@@ -215,6 +248,12 @@ class ModelServer:
         request = urllib.request.Request(f"{self.root}/_bench/reset", data=b"{}", method="POST")
         with urllib.request.urlopen(request, timeout=30) as response:
             return dict(json.loads(response.read()))
+
+    def release(self) -> None:
+        """The held answers go on (``hold``); the next ones are held again."""
+        request = urllib.request.Request(f"{self.root}/_bench/release", data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
 
     def stats(self) -> dict[str, float]:
         with urllib.request.urlopen(f"{self.root}/_bench/stats", timeout=30) as response:

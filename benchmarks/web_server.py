@@ -6,20 +6,24 @@
 (``message -> reply``, one tool) on ``dspy.LM`` pointed at the loopback model
 (``benchmarks.web_model``), the response cache off. ``--store`` is ``memory``, or a database URL
 for a ``DatabaseStore`` (``sqlite:///...``, ``postgresql://...``). ``--max-turns N`` is passed to
-the app only when it takes that option. ``--kind pydantic-ai`` serves pydantic-ai's AG-UI
-adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
+the app only when it takes that option; ``--no-loop-lag`` passes ``max_loop_lag=None`` to one that
+takes it (``benchmarks.web_heap``: its turns all start at once). ``--kind pydantic-ai`` serves
+pydantic-ai's AG-UI adapter (``AGUIAdapter.dispatch_request``) on ``POST /ag-ui`` for an ``Agent`` with an
 ``OpenAIChatModel`` on the same model and the same tool.
 
 Both kinds are served by uvicorn, which parses HTTP with httptools when it is installed (the
 ``bench`` extra), else with h11, on uvloop's event loop when that is installed (the ``bench``
-extra too: ``run``), else asyncio's.
+extra too: ``run``), else asyncio's; an idle connection is kept 15 s (``KEEP_ALIVE``), longer
+than the load generator waits on a ``Retry-After``.
 
 Besides the app's routes, ``/bench/stats`` returns the lag of the loop (a task sleeping 10 ms,
 its overshoot in ms: p50/p95/p99/max since the last ``/bench/reset``; ``own``: each overshoot less
 the time the loop's thread waited for a core meanwhile), the process's RSS and CPU
 seconds, the garbage collector's time and its pauses by generation (since the reset), and the loop
 thread's CPU seconds and the seconds it waited for a core (``loop_thread``: what of the lag is the
-machine's); ``/bench/reset`` clears the lag samples and the pauses.
+machine's); ``/bench/reset`` clears the lag samples and the pauses. ``/bench/heap`` (for
+``benchmarks.web_heap``) collects the garbage, then counts the objects the cyclic collector walks
+(the frozen ones aside), by type, and times one more full collection of what is left.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -42,6 +47,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 MODEL = "gpt-4o-mini"
 KEY = "sk-bench"
 TICK = 0.01
+KEEP_ALIVE = 15  # seconds an idle connection is kept (uvicorn's default: 5)
 
 ASGI = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
@@ -140,6 +146,36 @@ def loop_thread() -> dict[str, float] | None:
 COLLECTIONS = Collections()
 
 
+def _kind(thing: Any) -> str:
+    """An object's type; a coroutine's, a generator's, a frame's, a function's: with its code's name."""
+    kind = f"{type(thing).__module__}.{type(thing).__qualname__}"
+    code = getattr(thing, "cr_code", None) or getattr(thing, "gi_code", None) or getattr(thing, "ag_code", None)
+    code = code or getattr(thing, "__code__", None)
+    return f"{kind} {code.co_qualname} {code.co_filename.rsplit('site-packages/', 1)[-1]}" if code is not None else kind
+
+
+def heap(top: int = 600) -> dict[str, Any]:
+    """The live objects a full collection walks (``gc.get_objects``: the frozen ones are not among
+    them), by type, the garbage collected first; and the pause of a full collection of them (wall
+    and CPU ms: the walk alone, no garbage left to free)."""
+    gc.collect()
+    objects = gc.get_objects()
+    kinds = Counter(_kind(o) for o in objects)
+    tracked = len(objects)
+    del objects
+    wall, cpu = time.perf_counter(), time.process_time()
+    gc.collect()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "tracked": tracked,
+        "frozen": gc.get_freeze_count(),
+        "by_type": dict(kinds.most_common(top)),
+        "full_ms": round(wall * 1000, 2),
+        "full_cpu_ms": round(cpu * 1000, 2),
+        "threshold": list(gc.get_threshold()),
+    }
+
+
 def with_probe(app: ASGI, probe: Probe) -> ASGI:
     async def outer(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/bench/"):
@@ -147,13 +183,17 @@ def with_probe(app: ASGI, probe: Probe) -> ASGI:
         if scope["path"] == "/bench/reset":
             probe.reset()
             COLLECTIONS.reset()
-        stats = {
-            "lag_ms": probe.stats(),
-            "rss": rss(),
-            "cpu_s": time.process_time(),
-            "gc": COLLECTIONS.stats(),
-            "loop_thread": loop_thread(),
-        }
+        stats = (
+            heap()
+            if scope["path"] == "/bench/heap"
+            else {
+                "lag_ms": probe.stats(),
+                "rss": rss(),
+                "cpu_s": time.process_time(),
+                "gc": COLLECTIONS.stats(),
+                "loop_thread": loop_thread(),
+            }
+        )
         body = json.dumps(stats).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -162,7 +202,7 @@ def with_probe(app: ASGI, probe: Probe) -> ASGI:
     return outer
 
 
-def ours(model: str, store: str, max_turns: int | None, presence: bool = False) -> ASGI:
+def ours(model: str, store: str, max_turns: int | None, presence: bool = False, loop_lag: bool = True) -> ASGI:
     import dspy
 
     import dspy_imp
@@ -179,6 +219,8 @@ def ours(model: str, store: str, max_turns: int | None, presence: bool = False) 
         if "max_turns" not in inspect.signature(dspy_imp.web.app).parameters:
             raise SystemExit("--max-turns: this dspy_imp.web.app takes no `max_turns` option")
         options["max_turns"] = max_turns
+    if not loop_lag and "max_loop_lag" in inspect.signature(dspy_imp.web.app).parameters:
+        options["max_loop_lag"] = None
     return dspy_imp.web.app(agent, **options)
 
 
@@ -203,13 +245,22 @@ def peer(model: str) -> ASGI:
 async def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    app = (
-        peer(args.model) if args.kind == "pydantic-ai" else ours(args.model, args.store, args.max_turns, args.presence)
-    )
+    if args.kind == "pydantic-ai":
+        app = peer(args.model)
+    else:
+        app = ours(args.model, args.store, args.max_turns, args.presence, not args.no_loop_lag)
     probe = Probe()
     task = asyncio.create_task(probe.run())
+    # A client told to come back later (``Retry-After``, up to the load generator's 10 s) keeps its
+    # connection meanwhile: uvicorn's own 5 s would close it under the client's next request.
     config = uvicorn.Config(
-        with_probe(app, probe), host="127.0.0.1", port=args.port, log_level="warning", backlog=4096, access_log=False
+        with_probe(app, probe),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        backlog=4096,
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE,
     )
     try:
         await uvicorn.Server(config).serve()
@@ -225,6 +276,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the loopback model's base URL (.../v1)")
     parser.add_argument("--max-turns", type=int, help="the app's max_turns, when it has that option")
     parser.add_argument("--presence", action="store_true", help="DatabaseStore(presence=True) (Postgres)")
+    parser.add_argument("--no-loop-lag", action="store_true", help="max_loop_lag=None, when the app has that option")
     run(serve(parser.parse_args()))
 
 

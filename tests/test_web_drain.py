@@ -55,6 +55,8 @@ async def test_healthz_and_readyz_answer_without_auth_but_behind_the_host_check(
         "draining": False,
         "running_turns": 0,
         "max_turns": 7,
+        "loop_lag_ms": None,  # not measured: the test client runs no lifespan
+        "max_loop_lag_ms": 15.0,
         "model_requests": 1024,
         "model_requests_in_flight": 0,
         "model_requests_waiting": 0,
@@ -78,6 +80,8 @@ async def test_readyz_is_503_while_the_instance_runs_its_most_turns() -> None:
         "draining": False,
         "running_turns": 1,
         "max_turns": 1,
+        "loop_lag_ms": None,  # not measured: the test client runs no lifespan
+        "max_loop_lag_ms": 15.0,
         "model_requests": 1024,
         "model_requests_in_flight": 0,
         "model_requests_waiting": 0,

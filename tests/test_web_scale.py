@@ -172,12 +172,6 @@ def test_max_turns_must_be_a_whole_number_of_turns(bad: Any) -> None:
         dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"), max_turns=bad)
 
 
-def test_max_turns_defaults_to_256_per_core_and_allows_500_on_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    served = dspy_imp.web.app(dspy_imp.ReActV2("question -> answer"))
-    assert served.runner.max_turns == 512
-
-
 class Counting(FakeOpenAIServer):
     """A model server that holds every request until ``target`` are in flight at once (or, on a
     ceiling that never lets that many through, until the hang guard), counting the most it saw."""

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         help="a host name to answer for besides 127.0.0.1 (behind a proxy: its public name); repeatable",
     )
     parser.add_argument(
-        "--max-turns", type=int, default=None, help="the most turns run at once (default: 256 per core); beyond: 429"
+        "--max-turns", type=int, default=None, help="the most turns run at once (default: 200); beyond: 429"
     )
     parser.add_argument(
         "--drain-seconds",

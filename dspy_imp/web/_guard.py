@@ -74,7 +74,8 @@ class BeforeStream(Refused):
     (``{"error": ...}``): a conversation of another user, or one a decision is sent for that does
     not exist (404); one that waits for none of the decisions sent, answered already (409); one
     running a turn, here or on another instance (409 with ``Retry-After``); an instance at its
-    ``max_turns`` (429) or draining (503), with ``Retry-After``."""
+    ``max_turns`` or whose event loop runs late (429, ``max_loop_lag``) or draining (503), with
+    ``Retry-After``."""
 
 
 MAX_ID = 500

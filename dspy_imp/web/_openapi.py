@@ -120,8 +120,9 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
         },
         "/readyz": {
             "get": op(
-                "Ready for turns, or not: draining, at `max_turns`, or the store unreachable or of a newer "
-                "schema; the body tells which, with the running turns and the limits (no `auth`).",
+                "Ready for turns, or not: draining, at `max_turns` or `max_loop_lag`, or the store unreachable or "
+                "of a newer schema; the body tells which, with the running turns, the loop's lag and the limits "
+                "(no `auth`).",
                 {
                     "200": {"description": "Ready.", "content": {_JSON: {"schema": free}}},
                     "503": {"description": "Not ready; the body says why.", "content": {_JSON: {"schema": free}}},
@@ -246,9 +247,10 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
                     "429": _full(
-                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again. Asked "
-                        "for `text/event-stream`, the body is the stream a client reading only the stream "
-                        "understands: `RUN_STARTED`, then `RUN_ERROR` with `code` `max_turns`; else the JSON error.",
+                        "This instance runs `max_turns` turns already, or its event loop runs late (`max_loop_lag`); "
+                        "`Retry-After` says when to try again. Asked for `text/event-stream`, the body is the stream "
+                        "a client reading only the stream understands: `RUN_STARTED`, then `RUN_ERROR` with `code` "
+                        "the limit (`max_turns`, `max_loop_lag`); else the JSON error.",
                         {"$ref": "#/components/schemas/Event"},
                     ),
                 },
@@ -276,10 +278,10 @@ def description(scheme: Mapping[str, Any] | None, store: Any, client_tools: bool
                         "runs a turn already (here, or on another instance: `Retry-After` says when its lease ends)."
                     ),
                     "429": _full(
-                        "This instance runs `max_turns` turns already; `Retry-After` says when to try again. Asked "
-                        "for `text/event-stream`, the body is the stream a client reading only the stream "
-                        "understands: `start`, an `error` part whose `errorText` begins `max_turns: `, then "
-                        "`[DONE]`; else the JSON error.",
+                        "This instance runs `max_turns` turns already, or its event loop runs late (`max_loop_lag`); "
+                        "`Retry-After` says when to try again. Asked for `text/event-stream`, the body is the stream "
+                        "a client reading only the stream understands: `start`, an `error` part whose `errorText` "
+                        "begins with the limit (`max_turns: `, `max_loop_lag: `), then `[DONE]`; else the JSON error.",
                         {"$ref": "#/components/schemas/ChatPart"},
                         done=True,
                     ),

@@ -36,6 +36,7 @@ from dspy_imp._records.step_error import StepError
 from dspy_imp._watch import genai
 from dspy_imp._watch.events import Observer, TurnEvent, observing
 from dspy_imp.web import _log
+from dspy_imp.web._admission import DEFAULT_MAX_TURNS, RETRY_AFTER, Admission
 from dspy_imp.web._guard import BeforeStream
 from dspy_imp.web._inputs import Call, paused_calls
 
@@ -239,11 +240,18 @@ class Calls:
         # A trace of its own per turn: DSPy's default one is a single list for the whole process, which
         # every concurrent turn appends to (its histories kept alive, up to 10,000 entries); completing
         # a turn's trace (``complete_trace``) then walked what every other turn added meanwhile.
-        with observing(observe), dspy.context(trace=[]):
-            if not self.sync:
-                return await agent.acall(**kwargs)
-            context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
-            return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
+        trace: list[Any] = []
+        try:
+            with observing(observe), dspy.context(trace=trace):
+                if not self.sync:
+                    return await agent.acall(**kwargs)
+                context = contextvars.copy_context()  # the observer and DSPy's settings, in the worker thread
+                return await anyio.to_thread.run_sync(context.run, functools.partial(agent, **kwargs))
+        finally:
+            # Emptied at the end: a timer the turn's HTTP client left (an idle pooled connection's)
+            # keeps the context it was scheduled in, and with it this list, for as long as the
+            # connection idles: each step's inputs and prediction, walked by every full collection.
+            trace.clear()
 
 
 class ModelSlots:
@@ -387,27 +395,15 @@ class Turn:
             yield batch
 
 
-RETRY_AFTER = 1
-"""The ``Retry-After`` seconds of a refusal whose end cannot be known: a conversation running a turn
-in this process, an instance at its ``max_turns``, one draining (its balancer sends the retry elsewhere)."""
-
-TURNS_PER_CORE = 256
-"""``max_turns``' default is this many per core: a turn mostly waits for its model."""
-
-
-def default_max_turns() -> int:
-    """The default bound on turns running at once in one instance: ``TURNS_PER_CORE`` per core."""
-    return TURNS_PER_CORE * (os.cpu_count() or 1)
-
-
 class Runner:
-    """Runs the turns of one agent (played by ``turns``), one at a time per conversation, at most
-    ``max_turns`` at once (``default_max_turns``)."""
+    """Runs the turns of one agent (played by ``turns``), one at a time per conversation; new ones
+    admitted by ``admission`` (``_admission.Admission``: at most ``max_turns`` at once, none while
+    the event loop runs late)."""
 
     def __init__(self, turns: Turns, store: Store, max_turns: int | None = None):
         self.turns = turns
         self.store = store
-        self.max_turns = default_max_turns() if max_turns is None else max_turns
+        self.admission = Admission(DEFAULT_MAX_TURNS if max_turns is None else max_turns)
         self.model_requests: int | None = None  # the app's ceiling on model requests in flight, told by /readyz
         self.slots: ModelSlots | None = None  # its slots (``app`` sets both)
         self.draining = False  # ``drain``: no new turns
@@ -420,6 +416,25 @@ class Runner:
         self.users: dict[str, str | None] = {}  # who runs each running turn
         self.lost: dict[str, BaseException] = {}  # turns whose store lease was lost: stopped, unsaved
         self.tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def max_turns(self) -> int:
+        return self.admission.max_turns
+
+    @max_turns.setter
+    def max_turns(self, value: int) -> None:
+        self.admission.max_turns = value
+
+    def refusal(self) -> BeforeStream | None:
+        """The refusal a new turn gets now whatever its conversation: 503 while draining, 429 at
+        ``max_turns`` or while the loop runs late (``Admission``); ``None`` when it may start. The
+        app asks before it reads a request's body, so that a refusal costs little; ``begin``
+        asks again."""
+        if self.draining:
+            return BeforeStream(
+                503, "this instance is shutting down: it starts no new turns", retry_after=RETRY_AFTER, limit="draining"
+            )
+        return self.admission.refusal(len(self.busy))
 
     def stop(self, key: str, user: str | None) -> bool:
         """Stop the conversation's running turn (history kept; a durable workflow's too, which ends
@@ -490,7 +505,8 @@ class Runner:
         the stream as the run's error (a failed claim, refused input), except what ``BeforeStream``
         raises, which the app answers as an HTTP status with no stream: a draining instance (503),
         a conversation already running a turn here (409) or on another instance (409, the lease's
-        remaining seconds), an instance at ``max_turns`` (429), each with ``retry_after``; a
+        remaining seconds), an instance at ``max_turns`` or whose loop runs late (429, ``Admission``),
+        each with ``retry_after``; a
         conversation of another user (404, as REST answers it), and what ``read`` refuses so (a
         decision for a conversation that is absent or waits for none of it). A refusal before the
         read changes nothing: a paused turn still waits for the decision it refused.
@@ -501,14 +517,9 @@ class Runner:
             )
         if key in self.busy:
             raise BeforeStream(409, f"conversation {key!r} is already running a turn", retry_after=RETRY_AFTER)
-        if len(self.busy) >= self.max_turns:
-            raise BeforeStream(
-                429,
-                f"this instance is running its most turns at once (max_turns={self.max_turns}): try again later",
-                retry_after=RETRY_AFTER,
-                limit="max_turns",
-                max_turns=self.max_turns,
-            )
+        refused = self.admission.refusal(len(self.busy))
+        if refused is not None:
+            raise refused
         self.busy.add(key)  # before the store's lease is asked for: one ask per conversation here
         self.users[key] = user
         try:
@@ -555,6 +566,8 @@ class Runner:
         return Turn(call, queue, task)
 
     def _release(self, key: str) -> None:
+        if key in self.busy:
+            self.admission.ended_turn()  # its place given back: the rate a refused turn's wait is told from
         self.busy.discard(key)
         self.stopping.discard(key)
         self.taken.discard(key)
@@ -597,8 +610,18 @@ class Runner:
             await self._idle.wait()
 
     def readiness(self) -> dict[str, Any]:
-        """What ``/readyz`` tells of the turns: running, the bound, whether it drains."""
-        told = {"draining": self.draining, "running_turns": len(self.busy), "max_turns": self.max_turns}
+        """What ``/readyz`` tells of the turns: running, the bounds, the loop's lag (ms over the
+        last second, ``None`` when not measured), whether it drains, and ``admitting`` (whether a
+        new turn would start now)."""
+        lag, bound = self.admission.lag.recent(), self.admission.max_loop_lag
+        told = {
+            "draining": self.draining,
+            "admitting": not self.draining and self.admission.reason(len(self.busy)) is None,
+            "running_turns": len(self.busy),
+            "max_turns": self.max_turns,
+            "loop_lag_ms": None if lag is None else round(lag * 1000, 1),
+            "max_loop_lag_ms": None if bound is None else round(bound * 1000, 1),
+        }
         slots = self.slots
         return {
             **told,
@@ -659,7 +682,12 @@ class Runner:
         """The turn played; the cancellation Stop asked for returned (``_Cancelled``), with the
         history the program attached to it, rather than ending the task cancelled."""
         try:
-            with genai.conversation(key):  # the thread id: ``gen_ai.conversation.id`` on the turn's spans
+            # DSPy's history off: it would keep every request's entry (its messages, the response) in
+            # the LM's ``history`` and DSPy's global one, 10,000 of each, alive for as long as the
+            # process serves: tens of container objects a request, which every full collection of
+            # the garbage collector walks again, with the loop waiting. The turn's own usage is read
+            # all the same (``_drivers.recorder``).
+            with genai.conversation(key), dspy.context(disable_history=True):
                 return await self.turns.play(key, dict(call.kwargs), observe, call.tools)
         except asyncio.CancelledError as cancelled:
             if key not in self.stopping:

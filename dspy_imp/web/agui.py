@@ -231,8 +231,8 @@ class AGUIEncoder:
         return [SubagentFinishedEvent(subagent_run_id=path, result=result, outcome=SubagentFinishedSuccessOutcome())]
 
     def refused(self, message: str, code: str) -> list[BaseEvent]:
-        """A run refused before it started (the instance at ``max_turns``), for a client that reads
-        only the stream: its error, ``code`` naming the limit."""
+        """A run refused before it started (the instance at ``max_turns`` or ``max_loop_lag``), for a
+        client that reads only the stream: its error, ``code`` naming the limit."""
         return [RunErrorEvent(message=message, code=code)]
 
     def failed(self, error: BaseException) -> list[BaseEvent]:

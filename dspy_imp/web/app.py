@@ -42,13 +42,14 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes.dspy_private import set_model_connections
 from dspy_imp._routes.hosted_types import HOSTED_CALL_NAMES
 from dspy_imp.web import _openapi, agui, vercel
+from dspy_imp.web._admission import DEFAULT_MAX_TURNS, MAX_LOOP_LAG
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
 from dspy_imp.web._inputs import Call, paused_calls
 from dspy_imp.web._migrations import SchemaTooNew
 from dspy_imp.web._narration import Narration
-from dspy_imp.web._turns import Calls, Ended, MemoryStore, ModelSlots, Runner, Store, Turn, default_max_turns
+from dspy_imp.web._turns import Calls, Ended, MemoryStore, ModelSlots, Runner, Store, Turn
 from dspy_imp.web.messages import to_messages
 
 STATIC = Path(__file__).parent / "static"
@@ -88,6 +89,7 @@ def app(
     max_turns: int | None = None,
     drain_seconds: float = DRAIN_SECONDS,
     model_requests: int = MODEL_REQUESTS,
+    max_loop_lag: float | None = MAX_LOOP_LAG,
 ) -> App:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
@@ -117,10 +119,12 @@ def app(
         auth_scheme: The OpenAPI security scheme that says what ``auth`` reads, for the API's
             description (``GET /openapi.json``): ``{"type": "apiKey", "in": "header", "name":
             "x-forwarded-user"}``. With ``auth`` and no ``auth_scheme``, a bearer token.
-        max_turns: The most turns this instance runs at once (by default 256 per core,
-            ``os.cpu_count()``: 512 on 2 cores). A turn asked for beyond it is refused before any event with
-            429 and ``Retry-After`` (a refused approval leaves the turn waiting for it: the client
-            sends it again). ``/readyz`` answers 503 while the instance is full.
+        max_turns: The most turns this instance runs at once (200 by default, whatever the
+            machine's cores: an instance runs its turns on one event loop, one core). A turn asked
+            for beyond it is refused before any event with 429 and ``Retry-After`` (a refused
+            approval leaves the turn waiting for it: the client sends it again), the instance's
+            guess of when a place frees up (from the rate its turns end; 1 to 30 s). ``/readyz``
+            answers 503 while the instance is full.
         drain_seconds: At shutdown (the ASGI lifespan's end; SIGTERM under ``python -m
             dspy_imp.web``), how long running turns may go on ending by themselves; then those
             left are stopped, their history so far saved, and their leases released. New turns
@@ -135,10 +139,17 @@ def app(
             requests, on any engine): a request over it waits for a slot, and the wait shows in
             the turn's log line (``waited=``), ``/readyz`` (``model_requests_waiting``) and, with
             GenAI metrics on, the ``dspy_imp.model_request.wait_duration`` histogram.
+        max_loop_lag: Seconds (0.015 by default; ``None``: no such bound): while the app serves
+            (its lifespan), it measures its event loop's own lag (a timer every 10 ms, how late it
+            runs, less the time the loop's thread waited for a core, where Linux tells it), and
+            while the median over the last second is above this, new turns are refused as beyond
+            ``max_turns`` (429, ``Retry-After``, ``/readyz`` 503): a loop that stays late is busy
+            all the time, and a turn more would slow every running one.
 
     The app also answers ``GET /healthz`` (200 while it serves) and ``GET /readyz`` (200 when it
-    accepts turns, else 503: draining, at ``max_turns``, or its store unreachable or of a newer
-    schema; the body tells which, with the running turns and the limits), behind the ``Host``
+    accepts turns, else 503: draining, at ``max_turns`` or ``max_loop_lag``, or its store
+    unreachable or of a newer schema; the body tells which, with the running turns, the loop's
+    lag and the limits), behind the ``Host``
     check but without ``auth``, for a load balancer. ``await app.drain()`` is the shutdown's
     drain, for a server that calls it itself. While the app serves (its lifespan, startup to
     shutdown), what the process held at startup is frozen out of the garbage collector's walks
@@ -155,14 +166,10 @@ def app(
     if not isinstance(client_tools, bool):
         raise ConfigurationError(f"`client_tools` must be True or False, got {client_tools!r}")
     scheme = _openapi.checked_scheme(auth, auth_scheme)
-    if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
-        raise ConfigurationError(f"`max_turns` must be a whole number of turns >= 1, got {max_turns!r}")
-    if not isinstance(drain_seconds, int | float) or isinstance(drain_seconds, bool) or not drain_seconds >= 0:
-        raise ConfigurationError(f"`drain_seconds` must be a number of seconds >= 0, got {drain_seconds!r}")
-    if not isinstance(model_requests, int) or isinstance(model_requests, bool) or model_requests < 1:
-        raise ConfigurationError(f"`model_requests` must be a whole number of requests >= 1, got {model_requests!r}")
+    _check_bounds(max_turns, drain_seconds, model_requests, max_loop_lag)
     program, runner = _runner(agent, store or MemoryStore(), sync)
-    runner.max_turns = default_max_turns() if max_turns is None else max_turns
+    runner.max_turns = DEFAULT_MAX_TURNS if max_turns is None else max_turns
+    runner.admission.max_loop_lag = None if max_loop_lag is None else float(max_loop_lag)
     runner.model_requests = model_requests
     runner.slots = ModelSlots(model_requests)  # the app's own bound: a request that waits is seen waiting
     set_model_connections(model_requests)  # DSPy's native engine: no hidden ceiling of 100
@@ -202,9 +209,13 @@ def app(
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         runner.draining = False  # served again (a server, or a test client, that starts the app anew)
-        with _collector_settled():
-            yield
-            await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
+        runner.admission.lag.start()  # the loop's lag, which ``max_loop_lag`` bounds
+        try:
+            with _collector_settled():
+                yield
+                await runner.drain(float(drain_seconds))  # the server shutting down: turns end, leases go back
+        finally:
+            runner.admission.lag.stop()
 
     routes_app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     guarded: ASGIApp = Guarded(routes_app, guard, routes)
@@ -212,6 +223,20 @@ def app(
         allowed = [o.rstrip("/") for o in origins]
         guarded = CORSMiddleware(guarded, allow_origins=allowed, allow_methods=["GET", "POST"], allow_headers=["*"])
     return App(guarded, runner, float(drain_seconds))
+
+
+def _check_bounds(max_turns: Any, drain_seconds: Any, model_requests: Any, max_loop_lag: Any) -> None:
+    """``app``'s bounds, each refused naming itself."""
+    if max_turns is not None and (not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1):
+        raise ConfigurationError(f"`max_turns` must be a whole number of turns >= 1, got {max_turns!r}")
+    if not isinstance(drain_seconds, int | float) or isinstance(drain_seconds, bool) or not drain_seconds >= 0:
+        raise ConfigurationError(f"`drain_seconds` must be a number of seconds >= 0, got {drain_seconds!r}")
+    if not isinstance(model_requests, int) or isinstance(model_requests, bool) or model_requests < 1:
+        raise ConfigurationError(f"`model_requests` must be a whole number of requests >= 1, got {model_requests!r}")
+    if max_loop_lag is not None and (
+        not isinstance(max_loop_lag, int | float) or isinstance(max_loop_lag, bool) or not max_loop_lag > 0
+    ):
+        raise ConfigurationError(f"`max_loop_lag` must be a number of seconds > 0 or None, got {max_loop_lag!r}")
 
 
 class App:
@@ -304,9 +329,10 @@ class _Server:
         return JSONResponse({"alive": True}, headers=_NO_STORE)
 
     async def readyz(self, request: Request) -> Response:
-        """Ready for turns (200), or not (503): draining, at ``max_turns``, or the store unreachable
-        or of a newer schema; the body tells which, with the running turns and the limits."""
+        """Ready for turns (200), or not (503): draining, at ``max_turns`` or ``max_loop_lag``, or the
+        store unreachable or of a newer schema; the body tells which, with the running turns and the limits."""
         body: dict[str, Any] = self.runner.readiness()
+        admitting = body.pop("admitting")
         try:
             await self._check_store(reach=True)
             body["store"] = "ok"
@@ -314,8 +340,7 @@ class _Server:
             body["store"] = f"too new: {error}"
         except Exception as error:  # unreachable: told, never raised to the balancer
             body["store"] = f"unreachable: {type(error).__name__}: {error}"
-        full = body["running_turns"] >= body["max_turns"]
-        ready = not body["draining"] and not full and body["store"] == "ok"
+        ready = admitting and body["store"] == "ok"
         return JSONResponse(scrubbed({"ready": ready, **body}), status_code=200 if ready else 503, headers=_NO_STORE)
 
     async def page(self, request: Request) -> Response:
@@ -389,14 +414,37 @@ class _Server:
             return JSONResponse({"error": f"conversation {key!r} runs no turn that can be stopped"}, status_code=409)
         return JSONResponse({"stopping": key})
 
-    async def _user_and(self, request: Request, read: Callable[[Any], Any]) -> tuple[str | None, Any]:
-        """The request's user, then its body (bounded) as ``read`` reads it; ``Refused`` as a refusal."""
+    async def _user_and(
+        self, request: Request, read: Callable[[Any], Any], turned_away: Callable[[Any, BeforeStream], Response | None]
+    ) -> tuple[str | None, Any] | Response:
+        """The request's user, then its body (bounded) as ``read`` reads it; ``Refused`` as a refusal.
+
+        An instance that starts no new turn now (``Runner.refusal``: draining, full, its loop late)
+        answers once the user is known, before anything else is read: the JSON refusal without the
+        body, the streamed one (``_streamed_refusal``) with the few fields of the raw JSON it names
+        (``turned_away``; a body without them gets the JSON refusal). No validation of the
+        conversation sent, no store: a refused client that comes back often costs the running
+        turns little."""
         user = await self.guard.user(request)
+        refused = self.runner.refusal()
+        if refused is not None:
+            if not _streamed_refusal(refused, request):
+                return refused.response()
+            return turned_away(await read_json(request), refused) or refused.response()
         return user, read(await read_json(request))
 
     async def agui(self, request: Request) -> Response:
+        def turned_away(raw: Any, refused: BeforeStream) -> Response | None:
+            thread_id, run_id = (raw.get("threadId"), raw.get("runId")) if isinstance(raw, dict) else (None, None)
+            if not isinstance(thread_id, str) or not isinstance(run_id, str) or not _an_id(thread_id, "threadId"):
+                return None
+            return self._agui_turned_away(refused, request, thread_id, run_id)
+
         try:
-            user, run_input = await self._user_and(request, RunAgentInput.model_validate)
+            read_input = await self._user_and(request, RunAgentInput.model_validate, turned_away)
+            if isinstance(read_input, Response):
+                return read_input
+            user, run_input = read_input
             tools = [t.model_dump(mode="json") for t in run_input.tools] if run_input.tools is not None else None
             offered = self._offered(tools, "tools", "parameters")
             conversation_id(run_input.thread_id, "threadId")
@@ -416,23 +464,34 @@ class _Server:
         except BeforeStream as refused:
             if not _streamed_refusal(refused, request):
                 return refused.response()
-            events_told = narration.turned_away(refused.message, str(refused.details["limit"]))
-            told = "".join(encoder.encode(event) for event in events_told)
-            return _refusal_stream(refused, told, encoder.get_content_type())
+            return self._agui_turned_away(refused, request, run_input.thread_id, run_input.run_id)
         events = self._narrate(narration, turn)
         return StreamingResponse(_lines(events, encoder.encode), media_type=encoder.get_content_type())
 
+    def _agui_turned_away(self, refused: BeforeStream, request: Request, thread_id: str, run_id: str) -> Response:
+        """A refusal told as an AG-UI stream: ``RUN_STARTED``, then ``RUN_ERROR`` naming the limit."""
+        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
+        narration = Narration(agui.AGUIEncoder(thread_id, run_id, self.signature), run_id)
+        events_told = narration.turned_away(refused.message, str(refused.details["limit"]))
+        told = "".join(encoder.encode(event) for event in events_told)
+        return _refusal_stream(refused, told, encoder.get_content_type())
+
     async def chat(self, request: Request) -> Response:
+        def turned_away(raw: Any, refused: BeforeStream) -> Response | None:
+            fits = isinstance(raw, dict) and _an_id(raw.get("id"), "id") and isinstance(raw.get("messages"), list)
+            return self._chat_turned_away(refused, raw) if fits else None
+
         try:
-            user, body = await self._user_and(request, vercel.checked_request)
+            read_body = await self._user_and(request, vercel.checked_request, turned_away)
+            if isinstance(read_body, Response):
+                return read_body
+            user, body = read_body
             offered = self._offered(body.get("tools"), "tools", "inputSchema")
             conversation_id(body["id"], "id")
         except Refused as refused:
             return refused.response()
         await self._check_store()  # a database of a newer schema: 503 before any part, as on every route
         key = body["id"]
-        run_id = f"{key}-{len(body['messages'])}"  # the parts' ids: new on every request
-        narration = Narration(vercel.VercelEncoder(_message_id(body)), run_id)
 
         def read(stored: Any) -> Call:
             return vercel.read_request(body, self.signature, stored, offered)
@@ -442,11 +501,17 @@ class _Server:
         except BeforeStream as refused:
             if not _streamed_refusal(refused, request):
                 return refused.response()
-            told_parts = narration.turned_away(refused.message, str(refused.details["limit"]))
-            told = "".join(encodable(vercel.encode(part)) for part in told_parts) + vercel.DONE
-            return _refusal_stream(refused, told, "text/event-stream", vercel.HEADERS)
+            return self._chat_turned_away(refused, body)
+        narration = Narration(vercel.VercelEncoder(_message_id(body)), _run_id(body))
         parts = self._narrate(narration, turn)
         return StreamingResponse(_vercel_lines(parts), media_type="text/event-stream", headers=vercel.HEADERS)
+
+    def _chat_turned_away(self, refused: BeforeStream, body: dict[str, Any]) -> Response:
+        """A refusal told as an AI SDK stream: ``start``, an ``error`` part naming the limit, ``[DONE]``."""
+        narration = Narration(vercel.VercelEncoder(_message_id(body)), _run_id(body))
+        told_parts = narration.turned_away(refused.message, str(refused.details["limit"]))
+        told = "".join(encodable(vercel.encode(part)) for part in told_parts) + vercel.DONE
+        return _refusal_stream(refused, told, "text/event-stream", vercel.HEADERS)
 
     async def _narrate(self, narration: Narration, turn: Turn) -> AsyncIterator[tuple[list[Any], bool]]:
         """The stream's events, a list at a time (what the turn had ready at once: ``Turn.batches``),
@@ -482,6 +547,20 @@ def _turns_shown(stored: Any, signature: Any) -> list[dict[str, Any]]:
     return shown
 
 
+def _an_id(value: Any, field: str) -> bool:
+    """Whether ``value`` is a conversation id the routes take (``conversation_id``)."""
+    try:
+        conversation_id(value, field)
+    except Refused:
+        return False
+    return True
+
+
+def _run_id(body: dict[str, Any]) -> str:
+    """The AI SDK stream's parts' ids: new on every request."""
+    return f"{body['id']}-{len(body['messages'])}"
+
+
 def _message_id(body: dict[str, Any]) -> str:
     """The assistant message this stream writes: the last one when it resumes it, else a new one."""
     messages = body.get("messages") or []
@@ -492,9 +571,10 @@ def _message_id(body: dict[str, Any]) -> str:
 
 
 def _streamed_refusal(refused: BeforeStream, request: Request) -> bool:
-    """Whether a refusal before the stream is told as a stream too: a full instance's 429 (``max_turns``)
-    to a request that asks for ``text/event-stream``, for a client that reads only the stream. Every
-    other refusal before the stream keeps REST's JSON body (a 409's, a 404's), whatever it asks for."""
+    """Whether a refusal before the stream is told as a stream too: a full instance's 429
+    (``max_turns``, ``max_loop_lag``) to a request that asks for ``text/event-stream``, for a client
+    that reads only the stream. Every other refusal before the stream keeps REST's JSON body (a
+    409's, a 404's), whatever it asks for."""
     return refused.status == 429 and "limit" in refused.details and _SSE in request.headers.get("accept", "")
 
 

@@ -216,8 +216,8 @@ class VercelEncoder:
         return [_data("agent", path, data)]
 
     def refused(self, message: str, code: str) -> list[dict[str, Any]]:
-        """A turn refused before it started (the instance at ``max_turns``), for a client that reads
-        only the stream: an ``error`` part naming the limit."""
+        """A turn refused before it started (the instance at ``max_turns`` or ``max_loop_lag``), for a
+        client that reads only the stream: an ``error`` part naming the limit."""
         return [{"type": "error", "errorText": f"{code}: {message}"}]
 
     def failed(self, error: BaseException) -> list[dict[str, Any]]:
