@@ -42,7 +42,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp._routes.dspy_private import set_model_connections
 from dspy_imp._routes.hosted_types import HOSTED_CALL_NAMES
 from dspy_imp.web import _openapi, agui, vercel
-from dspy_imp.web._admission import DEFAULT_MAX_TURNS, MAX_LOOP_LAG
+from dspy_imp.web._admission import DEFAULT_MAX_TURNS
 from dspy_imp.web._client_tools import Offered, declared
 from dspy_imp.web._conversations import Conversations
 from dspy_imp.web._guard import BeforeStream, Guard, Guarded, Refused, conversation_id, encodable, read_json, scrubbed
@@ -89,7 +89,7 @@ def app(
     max_turns: int | None = None,
     drain_seconds: float = DRAIN_SECONDS,
     model_requests: int = MODEL_REQUESTS,
-    max_loop_lag: float | None = MAX_LOOP_LAG,
+    max_loop_lag: float | None = 0.015,  # MAX_LOOP_LAG written out: the API page shows the value
 ) -> App:
     """An ASGI app serving ``agent`` to a browser: the chat page, AG-UI and the AI SDK stream.
 
