@@ -1,10 +1,11 @@
 """What one turn costs the database, statement by statement, and two claims racing for one
 conversation, on SQLite and Postgres.
 
-A turn on a ``DatabaseStore`` is three transactions: the claim, which reads the conversation in
-the same transaction (the load that follows takes that read, not the database); the save, whose
-upsert checks the owner itself; and the release, a single statement (on Postgres in autocommit:
-no ``BEGIN`` and ``COMMIT`` round trips). The statements are counted by SQLAlchemy's own events
+A turn on a ``DatabaseStore`` is two transactions: the claim, which reads the conversation in
+the same transaction (the load that follows takes that read, not the database); and the save,
+which gives the lease back with it (``save_and_release``: the lease row deleted, which checks and
+locks it as a save's read did, and an upsert that checks the owner itself), so the release that
+follows has nothing left to send. The statements are counted by SQLAlchemy's own events
 on the store's engine: what the driver was asked, in order. The lease renewals (one statement a
 tick for all the store's leases, on a connection of their own) are not a turn's: the lease here
 outlasts the test.
@@ -23,6 +24,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import dspy
 import pytest
 import sqlalchemy as sa
 from test_web_agui import post
@@ -30,8 +32,10 @@ from web_scenarios import run_input
 
 import dspy_imp
 import dspy_imp.web
+from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.testing import ScriptedLM, call, reply
-from dspy_imp.web._database import DatabaseStore
+from dspy_imp.web import Conversation
+from dspy_imp.web._database import DatabaseStore, LeaseLost
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 GUARD = 30  # seconds: a hang guard only, never a timing assertion
@@ -79,7 +83,7 @@ def placeholder(url: str) -> str:
     return "?" if url.startswith("sqlite") else "%(k)s"
 
 
-async def test_a_turn_is_three_transactions_and_its_load_reads_nothing_more(url: str) -> None:
+async def test_a_turn_is_two_transactions_and_its_load_and_release_send_nothing(url: str) -> None:
     store = DatabaseStore(url, lease=3600)  # no renewal tick while the test runs
     app = dspy_imp.web.app(agent(), store=store)
     try:
@@ -94,7 +98,6 @@ async def test_a_turn_is_three_transactions_and_its_load_reads_nothing_more(url:
     k = placeholder(url)
     sqlite = url.startswith("sqlite")
     begin = ["BEGIN IMMEDIATE"] if sqlite else []  # psycopg sends its BEGIN itself, with the first statement
-    lock = "" if sqlite else " FOR UPDATE"
     assert told == [
         "checkout",  # the claim, which reads the conversation for the load
         *begin,
@@ -102,15 +105,11 @@ async def test_a_turn_is_three_transactions_and_its_load_reads_nothing_more(url:
         "INSERT INTO dspy_imp_web_turns",
         f"SELECT owner, history FROM dspy_imp_web_conversations WHERE key = {k}",
         "COMMIT (told)",
-        "checkout",  # the save: the lease checked (locked), the owner checked by the upsert
-        *begin,
-        f"SELECT holder FROM dspy_imp_web_turns WHERE key = {k}{lock}",
-        "INSERT INTO dspy_imp_web_conversations",
-        "COMMIT (told)",
-        "checkout",  # the release: one statement (Postgres: autocommit, nothing to commit)
+        "checkout",  # the save and the release: the lease deleted (checked, locked), the owner checked by the upsert
         *begin,
         f"DELETE FROM dspy_imp_web_turns WHERE key = {k} AND holder = {'?' if sqlite else '%(h)s'}",
-        *(["COMMIT (told)"] if sqlite else []),
+        "INSERT INTO dspy_imp_web_conversations",
+        "COMMIT (told)",
         "checkout",  # the load after the turn: one read, no transaction of its own
         f"SELECT owner, history FROM dspy_imp_web_conversations WHERE key = {k}",
     ]
@@ -200,3 +199,86 @@ async def test_two_instances_claiming_one_conversation_at_once_exactly_one_wins(
     finally:
         for store in stores:
             store.close()
+
+
+def leases(url: str) -> list[tuple[str, str]]:
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as c:
+            return [(r.key, r.holder) for r in c.execute(sa.text("SELECT key, holder FROM dspy_imp_web_turns"))]
+    finally:
+        engine.dispose()
+
+
+def conversation(text: str, owner: str | None) -> Conversation:
+    return Conversation(dspy.History(messages=[{"message": text, "reply": "ok"}]), owner)
+
+
+class AnswerLost(DatabaseStore):
+    """A store whose first save under a lease lands (committed) and then fails as a dropped
+    connection does after the commit: the app is told an error, though the write is there."""
+
+    lost_once = False
+
+    def _save(self, *args: Any) -> None:  # in a worker thread
+        super()._save(*args)
+        if not self.lost_once:
+            self.lost_once = True
+            raise sa.exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+
+async def test_a_save_and_release_whose_answer_was_lost_is_tried_again_and_holds(url: str) -> None:
+    """The retry finds the lease row gone, but the history there is the one it writes: its own
+    earlier try landed (not a lease another turn took), so it ends as saved and released."""
+    store = AnswerLost(url, lease=3600, renew_every=0.01)
+    try:
+        assert await store.claim("t1")
+        await store.save_and_release("t1", conversation("first", "ann"))
+        assert store.lost_once
+        saved = await store.load("t1")
+        assert leases(url) == []
+        await store.release("t1")  # nothing left to give back: no error
+        assert await store.claim("t1")  # and the conversation is free
+        await store.release("t1")
+    finally:
+        store.close()
+    assert saved is not None and saved.owner == "ann"
+    assert saved.history.messages == [{"message": "first", "reply": "ok"}]
+
+
+async def test_a_save_and_release_of_another_users_conversation_writes_nothing_and_keeps_the_lease(url: str) -> None:
+    store = DatabaseStore(url, lease=3600)
+    try:
+        await store.save("t1", conversation("theirs", "bob"))
+        assert await store.claim("t1")
+        with pytest.raises(ConfigurationError, match="belongs to another user"):
+            await store.save_and_release("t1", conversation("mine", "ann"))
+        assert [key for key, _ in leases(url)] == ["t1"]  # rolled back with the refused write: still held
+        await store.release("t1")
+        assert leases(url) == []
+        saved = await store.load("t1")
+    finally:
+        store.close()
+    assert saved is not None and saved.owner == "bob"
+    assert saved.history.messages == [{"message": "theirs", "reply": "ok"}]
+
+
+async def test_a_save_and_release_after_another_instance_took_the_lease_is_lease_lost(url: str) -> None:
+    now = [1000.0]
+    store = DatabaseStore(url, lease=3, clock=lambda: now[0])
+    other = DatabaseStore(url, lease=3, clock=lambda: now[0])
+    try:
+        await store.save("t1", conversation("before", None))
+        assert await store.claim("t1")
+        now[0] += 10  # expired unrenewed: the other instance takes it
+        assert await other.claim("t1")
+        with pytest.raises(LeaseLost, match="another turn took it"):
+            await store.save_and_release("t1", conversation("late", None))
+        assert [holder.split(":")[0] for _, holder in leases(url)] == [other.holder]  # its lease untouched
+        saved = await store.load("t1")
+        await store.release("t1")
+        await other.release("t1")
+    finally:
+        store.close()
+        other.close()
+    assert saved is not None and saved.history.messages == [{"message": "before", "reply": "ok"}]

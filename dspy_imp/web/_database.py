@@ -7,7 +7,7 @@ conversation sends byte-identical requests), with how each turn ended beside its
 holds the *turn lease* of each conversation that is running a turn: which process holds it and
 until when. ``claim`` takes the lease in one statement (an upsert that only replaces an expired
 lease), so across processes and machines at most one turn of a conversation runs at a time; the
-holder renews it while the turn runs and deletes it when the turn ends or fails. A store renews all
+holder renews it while the turn runs and deletes it when the turn ends (with its save) or fails. A store renews all
 the leases it holds in one statement a tick (every ``renew_every``): 500 running turns are one
 statement, not 500. The renewals have a thread and a connection of their own (``renewal_engine``, a
 pool of one), so neither a busy event loop nor a pool whose every connection the turns' loads and
@@ -41,10 +41,12 @@ the turn itself starts no effect once its lease's expiry as this store wrote it 
 (``lapsed``, asked before each effect): while a late renewal has not answered yet, another instance
 may have the conversation.
 
-A turn is three transactions: its claim, which also reads the conversation (the lease is held
-from that read on, so the turn's ``load`` takes it rather than reading again); its save (the
-lease row checked and locked, the owner checked by the upsert itself); and its release, a single
-statement (in autocommit on Postgres: no ``BEGIN``/``COMMIT`` round trips). A single read (a
+A turn is two transactions: its claim, which also reads the conversation (the lease is held
+from that read on, so the turn's ``load`` takes it rather than reading again); and its save,
+which gives the lease back with it (``save_and_release``: the lease row deleted only while it
+names the turn's token, which checks and locks it as a save must; the owner checked by the upsert
+itself). A release on its own is a single statement (in autocommit on Postgres: no
+``BEGIN``/``COMMIT`` round trips). A single read (a
 conversation, the list, a lease's expiry) takes no write lock on SQLite and no transaction on
 Postgres. On SQLite, whose file has one writer, the store's write transactions go one at a time in
 the order asked, a renewal ahead of all those waiting (``_Writes``): a renewal waits for at most
@@ -244,14 +246,32 @@ class DatabaseStore:
         naming another owner is refused). Under a turn's lease, a save the database failed (a
         dropped connection, no answer in ``timeout``) is tried again every ``renew_every`` while
         the lease lasts."""
+        await self._saving(_key(key), conversation, release=False)
+
+    async def save_and_release(self, key: str, conversation: Conversation) -> None:
+        """``save`` then ``release``, in one transaction: the turn's last write gives its lease back
+        with it (the app ends each turn so). The lease row is deleted first, and only a row that
+        still names this turn's lease is (the check a save makes, the row locked as it is); the
+        conversation is written in the same transaction, so a claim elsewhere finds the lease free
+        only once the history is there. Tried again as a save is; an earlier try left behind that
+        landed meanwhile is told apart from a lease another turn took by the history it wrote.
+        Without a lease held here, a ``save``."""
         key = _key(key)
+        await self._saving(key, conversation, release=key in self._tokens)
+        if key not in self._tokens:  # released with the save: what ``release`` forgets, and no statement
+            self._watchers.pop(key, None)
+            self._read.pop(key, None)
+
+    async def _saving(self, key: str, conversation: Conversation, release: bool) -> None:
         token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
-        encoded: list[str] = []  # the row's JSON, made off the event loop by the first try, for every try
+        state: dict[str, Any] = {}  # the row's JSON, made off the event loop by the first try, for every try
         while True:
             try:
-                await self._run(self._encode_and_save, key, conversation, encoded, token)
+                await self._run(self._encode_and_save, key, conversation, state, token, release)
                 return
             except (sa.exc.OperationalError, TimeoutError) as error:
+                if state.get("released"):  # a try left behind landed (and gave the lease back) meanwhile
+                    return
                 expires = self._expires.get(key)
                 if token is None or expires is None or self._tokens.get(key) != token or self.clock() >= expires:
                     raise
@@ -552,21 +572,41 @@ class DatabaseStore:
         with self._reading() as c:
             return c.execute(_ROW, {"k": key}).first()
 
-    def _encode_and_save(self, key: str, conversation: Conversation, encoded: list[str], token: str | None) -> None:
-        """``_save`` of the conversation's JSON, encoded here first if no earlier try did: in the
-        statement's worker thread, one round trip from the loop for both."""
-        if not encoded:
-            encoded.append(_encoded(conversation))
-        self._save(key, encoded[0], conversation.owner, token)
+    def _encode_and_save(
+        self, key: str, conversation: Conversation, state: dict[str, Any], token: str | None, release: bool = False
+    ) -> None:
+        """``_save`` of the conversation's JSON (``release``: and the lease given back with it),
+        encoded here first if no earlier try did: in the statement's worker thread, one round trip
+        from the loop for both."""
+        if "text" not in state:
+            state["text"] = _encoded(conversation)
+        if not release or token is None:
+            self._save(key, state["text"], conversation.owner, token)
+            return
+        self._save(key, state["text"], conversation.owner, token, True)  # positional: doubles wrap it so
+        with self._lock:  # given back: no longer renewed, nothing left for ``release`` to delete
+            if self._tokens.get(key) == token:
+                del self._tokens[key]
+                self._expires.pop(key, None)
+                self._loops.pop(key, None)
+        state["released"] = True
 
-    def _save(self, key: str, text: str, owner: str | None, token: str | None = None) -> None:
+    def _save(self, key: str, text: str, owner: str | None, token: str | None = None, release: bool = False) -> None:
         """Upsert the row; under a lease (``token``) only while that token holds it, the lease row
         locked until the write commits (a concurrent claim cannot slip between the check and the
         write: SQLite's transactions are already one at a time). The owner is checked by the upsert
-        itself (it changes nothing in a row another user owns), not by a read before it."""
+        itself (it changes nothing in a row another user owns), not by a read before it.
+        ``release``: the lease row is deleted instead of read, which checks and locks it the same
+        way; found gone, the history already there is this save's (an earlier try left behind
+        landed), or the lease is lost."""
         now = self.clock()
         with self._transaction() as c:
-            if token is not None:
+            if token is not None and release:
+                if c.execute(_RELEASE, {"k": key, "h": token}).rowcount != 1:
+                    if c.execute(_HISTORY, {"k": key}).scalar() == text:
+                        return  # written and released by that earlier try
+                    raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
+            elif token is not None:
                 lock = _HOLDER_LOCKED if c.dialect.name == "postgresql" else _HOLDER
                 holder = c.execute(lock, {"k": key}).scalar()
                 if holder != token:
@@ -821,6 +861,7 @@ _TAKE_SQL = (
 _TAKE = sa.text(_TAKE_SQL)
 _TAKE_RETURNING = sa.text(_TAKE_SQL + " RETURNING holder, expires")
 _ROW = sa.text(f"SELECT owner, history FROM {T} WHERE key = :k")
+_HISTORY = sa.text(f"SELECT history FROM {T} WHERE key = :k")
 _HOLDER = sa.text(f"SELECT holder FROM {L} WHERE key = :k")
 _HOLDER_LOCKED = sa.text(f"SELECT holder FROM {L} WHERE key = :k FOR UPDATE")
 _UPSERT = sa.text(  # another user's row is left as it is (no row changed: refused)
