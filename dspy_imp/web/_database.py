@@ -90,6 +90,7 @@ from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
+POOL = 15  # the connections a store's turns use at most at once (more wait for one), kept open
 _REFUSALS_KEPT = 10_000  # refused claims' expiries kept for the 409 that follows each
 LEASE = 2.5
 """The turn lease's default seconds: a killed instance's conversations are free again this soon
@@ -962,10 +963,11 @@ def _key(key: Any) -> str:
 
 
 def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = False) -> sa.Engine:
-    """The store's engine; ``renewals``: the renewal thread's, a pool of one connection and two
-    spares while a stalled renewal holds one (a file's or a server's: an in-memory SQLite has a
-    database per connection, shared by nothing); ``presence`` (Postgres): the presence thread's,
-    no pool (its connection closed is its lock released)."""
+    """The store's engine: a pool that keeps up to ``POOL`` connections open; ``renewals``: the
+    renewal thread's, a pool of one connection and two spares while a stalled renewal holds one (a
+    file's or a server's: an in-memory SQLite has a database per connection, shared by nothing);
+    ``presence`` (Postgres): the presence thread's, no pool (its connection closed is its lock
+    released)."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -974,7 +976,11 @@ def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = F
         raise ConfigurationError(f"DatabaseStore url is not a database URL: {url!r} ({error})") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
-    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else {}
+    # The turns' pool keeps every connection it opens (15 at most, as SQLAlchemy's default 5 + 10
+    # overflow): an overflow connection is closed as it is given back, and on Postgres each one
+    # opened again was a server process forked and a login, several a second under load.
+    kept = {"pool_size": POOL, "max_overflow": 0, "pool_timeout": timeout}
+    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else kept
     if parsed.get_backend_name() == "sqlite":
         in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
         return _sqlite(parsed, timeout, {} if in_memory else one)
