@@ -34,7 +34,7 @@ import dspy_imp
 import dspy_imp.web
 from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.testing import ScriptedLM, call, reply
-from dspy_imp.web import Conversation
+from dspy_imp.web import Conversation, _database
 from dspy_imp.web._database import DatabaseStore, LeaseLost
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
@@ -282,3 +282,47 @@ async def test_a_save_and_release_after_another_instance_took_the_lease_is_lease
         store.close()
         other.close()
     assert saved is not None and saved.history.messages == [{"message": "before", "reply": "ok"}]
+
+
+def closed_on_the_server(url: str, store: DatabaseStore) -> None:
+    """Every connection the store's pool holds closed by the server (as a restart closes them),
+    the pool none the wiser."""
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as c:
+            mine = c.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+            ended = c.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> :mine"
+                ),
+                {"mine": mine},
+            ).scalar()
+    finally:
+        engine.dispose()
+    assert ended == store.engine.pool.checkedin() == 1, (ended, store.engine.pool.status())
+
+
+@pytest.mark.parametrize("rested", [True, False])
+async def test_a_pooled_postgres_connection_is_checked_only_after_it_rested(
+    postgres: Any, monkeypatch: pytest.MonkeyPatch, rested: bool
+) -> None:
+    """A connection that rested ``IDLE`` seconds is checked as it is handed out, so one a restart
+    closed meanwhile is replaced and the statement works. One used a moment ago is not checked (a
+    round trip saved per transaction): closed all the same, its statement fails, and the pool
+    replaces its connections for the next."""
+    url = postgres.database(f"rested_{rested}")
+    monkeypatch.setattr(_database, "IDLE", 0.0 if rested else 3600.0)  # the rest, without waiting for it
+    store = DatabaseStore(url, lease=3600)
+    try:
+        await store.save("t1", conversation("kept", None))
+        closed_on_the_server(url, store)
+        if rested:
+            saved = await store.load("t1")
+        else:
+            with pytest.raises(sa.exc.OperationalError):
+                await store.load("t1")
+            saved = await store.load("t1")  # the pool's connections replaced
+    finally:
+        store.close()
+    assert saved is not None and saved.history.messages == [{"message": "kept", "reply": "ok"}]

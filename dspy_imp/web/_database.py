@@ -989,7 +989,40 @@ def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = F
     bound = {"connect_timeout": max(1, round(timeout)), "tcp_user_timeout": round(timeout * 1000)}
     if presence:
         return sa.create_engine(parsed, poolclass=sa.pool.NullPool, connect_args=bound)
-    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
+    if renewals:
+        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
+    return _pinged_when_idle(sa.create_engine(parsed, connect_args=bound, **one))
+
+
+IDLE = 1.0
+"""Seconds a pooled Postgres connection may rest before it is checked (a round trip) as it is
+handed out again: one given back less than this ago is used as it is."""
+
+
+def _pinged_when_idle(engine: sa.Engine) -> sa.Engine:
+    """The pool checks a connection before handing it out only when it has rested ``IDLE``
+    seconds or more (SQLAlchemy's ``pool_pre_ping`` checks every one: a round trip before each
+    transaction). A connection a database restart closed has rested through the restart, so it
+    is checked, found closed and replaced; one that fails anyway (closed within a second of its
+    last use) fails its statement, and SQLAlchemy then replaces every connection of the pool."""
+
+    @sa.event.listens_for(engine, "checkin")
+    def _returned(connection: Any, record: Any) -> None:
+        record.info["dspy_imp_returned"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _checked(connection: Any, record: Any, proxy: Any) -> None:
+        returned = record.info.get("dspy_imp_returned")
+        if returned is None or time.monotonic() - returned < IDLE:
+            return  # just opened, or used a moment ago
+        try:
+            alive = engine.dialect.do_ping(connection)
+        except Exception as error:
+            raise sa.exc.DisconnectionError(f"a pooled connection was closed: {error}") from error
+        if not alive:
+            raise sa.exc.DisconnectionError("a pooled connection was closed")
+
+    return engine
 
 
 def _sqlite(url: sa.URL, timeout: float, pool: dict[str, Any]) -> sa.Engine:
