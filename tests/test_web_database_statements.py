@@ -326,3 +326,14 @@ async def test_a_pooled_postgres_connection_is_checked_only_after_it_rested(
     finally:
         store.close()
     assert saved is not None and saved.history.messages == [{"message": "kept", "reply": "ok"}]
+
+
+async def test_the_store_benchmark_counts_a_turns_statements_as_above(url: str) -> None:
+    from benchmarks import web_store
+
+    measured = await web_store.measure(url, users=3, turns=2, lease=3600)  # one sweep, in the warm-up
+    assert measured["turns"] == 6
+    statements = 7 if url.startswith("sqlite") else 5  # the sequences the first test asserts, less the load's
+    assert measured["per_turn"] == {"checkouts": 2.0, "commits": 2.0, "statements": float(statements)}
+    assert measured["cpu_ms_per_turn"] > 0
+    assert (measured["server_cpu_ms_per_turn"] is None) == url.startswith("sqlite")
