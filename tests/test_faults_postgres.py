@@ -1,8 +1,9 @@
 """Faults between the web app and Postgres, injected by a TCP proxy at each phase of a turn.
 
 The store talks to a throwaway Postgres (``postgres_server.py``) through ``faultproxy.FaultProxy``.
-A store double arms one fault for one phase of the turn (``claim``, ``load``, ``renew``, ``save``):
-the proxy switches to it just before that phase's statement. Each case checks what a user of the
+A store double arms one fault for one phase of the turn (``claim``, ``renew``, ``save``; the
+turn's load is read in its claim's transaction, so a fault there is the claim's): the proxy
+switches to it just before that phase's statement. Each case checks what a user of the
 app is promised: a clear error to the caller (a ``RUN_ERROR`` naming what failed, never a hung
 stream), no conversation locked past its lease, no tool run twice and none lost from the history,
 and the next turn working once the fault clears.
@@ -32,7 +33,7 @@ from dspy_imp.web._database import DatabaseStore
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 GUARD = 60  # seconds: a hang guard only, never a timing assertion
-PHASES = {"claim": "_claim", "load": "_row", "renew": "_extend", "save": "_save"}
+PHASES = {"claim": "_claim", "renew": "_extend", "save": "_save"}  # a turn's load is read in its claim's transaction
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +196,7 @@ async def test_a_fault_at_each_phase_is_told_and_the_next_turn_works(
     if fault == "slow":  # only slower
         assert last["type"] == "RUN_FINISHED", last
         assert first_ran == ["charge A-1", "note done"]
-    elif phase == "claim" or phase == "load":
+    elif phase == "claim":
         assert last["type"] == "RUN_ERROR", last
         assert first_ran == []  # nothing ran
     elif phase == "renew" and fault != "stall":

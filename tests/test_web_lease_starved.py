@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import threading
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import dspy
 import pytest
 import sqlalchemy as sa
 from test_web_agui import post
@@ -27,6 +30,7 @@ from web_scenarios import run_input, with_lm
 import dspy_imp
 import dspy_imp.web
 from dspy_imp.testing import call, reply
+from dspy_imp.web import Conversation
 from dspy_imp.web._database import DatabaseStore
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
@@ -206,3 +210,59 @@ async def test_a_lease_another_holder_took_stops_the_turn_while_the_pool_is_take
     finally:
         engine.dispose()
     assert holder is not None and holder.startswith(other.holder)  # the other instance's lease is untouched
+
+
+async def test_a_renewal_on_sqlite_lands_before_the_stores_writes_queued_behind_it(tmp_path: Path) -> None:
+    """SQLite has one writer, and a writer waiting for its lock polls for it, less often the longer
+    it has waited: a renewal waiting among the store's worker threads' writes lost the lock to
+    each newer one until its lease ran out (``LeaseLost`` under load). The renewal asks first here,
+    while another process holds the write lock, and then the store's saves pile up behind it; once
+    the lock is free the renewal lands first, ahead of every save that came after it."""
+    path = tmp_path / "c.db"
+    store = DatabaseStore(f"sqlite:///{path}", lease=3600)  # no tick of its own: the test renews
+    landed: list[str] = []  # which of the store's transactions got the write lock, in order
+    renewing, saving = threading.Event(), threading.Semaphore(0)
+
+    def asked(conn: Any, cursor: Any, text: str, *args: Any) -> None:
+        if text == "BEGIN IMMEDIATE" and conn.engine is store.renewal_engine:
+            renewing.set()
+
+    def got(conn: Any, cursor: Any, text: str, *args: Any) -> None:
+        if text == "BEGIN IMMEDIATE":
+            landed.append("renewal" if conn.engine is store.renewal_engine else "save")
+
+    saves = 8
+    original = store._save
+
+    def save(*args: Any) -> None:  # in a worker thread
+        saving.release()
+        original(*args)
+
+    store._save = save  # type: ignore[method-assign]
+    try:
+        assert await store.claim("t1")
+        await store.save("c0", Conversation(dspy.History(messages=[]), None))  # the row, before the lock
+        for engine in (store.engine, store.renewal_engine):
+            sa.event.listen(engine, "before_cursor_execute", asked)
+            sa.event.listen(engine, "after_cursor_execute", got)
+        other = sqlite3.connect(path, isolation_level=None)  # another process's writer, holding the lock
+        other.execute("BEGIN IMMEDIATE")
+        renewal = asyncio.ensure_future(asyncio.to_thread(store._renew_once, dict(store._tokens)))
+        assert await asyncio.to_thread(renewing.wait, GUARD)  # the renewal waits for the lock
+        # Neither sleep below decides what is asserted; they give SQLite's busy handler the shape
+        # it had under load: a renewal that has waited a while (polling every 100 ms by then)
+        # among writers that have just begun to (polling every few ms).
+        await asyncio.sleep(0.5)
+        writes = [
+            asyncio.ensure_future(store.save(f"c{n}", Conversation(dspy.History(messages=[]), None)))
+            for n in range(1, saves + 1)
+        ]
+        for _ in range(saves):  # every save on its way to the lock
+            assert await asyncio.to_thread(saving.acquire, True, GUARD)
+        await asyncio.sleep(0.05)  # and at it
+        other.execute("COMMIT")
+        other.close()
+        await asyncio.wait_for(asyncio.gather(renewal, *writes), GUARD)
+    finally:
+        store.close()
+    assert landed == ["renewal"] + ["save"] * saves, landed

@@ -7,7 +7,7 @@ conversation sends byte-identical requests), with how each turn ended beside its
 holds the *turn lease* of each conversation that is running a turn: which process holds it and
 until when. ``claim`` takes the lease in one statement (an upsert that only replaces an expired
 lease), so across processes and machines at most one turn of a conversation runs at a time; the
-holder renews it while the turn runs and deletes it when the turn ends or fails. A store renews all
+holder renews it while the turn runs and deletes it when the turn ends (with its save) or fails. A store renews all
 the leases it holds in one statement a tick (every ``renew_every``): 500 running turns are one
 statement, not 500. The renewals have a thread and a connection of their own (``renewal_engine``, a
 pool of one), so neither a busy event loop nor a pool whose every connection the turns' loads and
@@ -26,7 +26,8 @@ none of it; a save lands only while the turn's own token holds the lease (checke
 transaction, the lease row locked). A process that dies leaves a lease that expires after ``lease``
 seconds (``LEASE``, 2.5, by default), and the conversation is usable again, with what was saved
 before; a claim, of any conversation, deletes the rows of leases expired a whole lease ago (dead
-instances' rows do not stay until each conversation's next turn). On Postgres a dead instance can be
+instances' rows do not stay until each conversation's next turn): a store's first claim, then at
+most one claim a tick (``renew_every``). On Postgres a dead instance can be
 noticed sooner (``presence=True``): each store holds a session advisory lock, keyed on its holder id, on
 a connection of its own, and a thread blocked on that connection learns at once when it closes.
 A process that dies closes its connections, so its lock is free within milliseconds; a claim that
@@ -39,6 +40,17 @@ restores the whole lease. Whatever the renewer is doing,
 the turn itself starts no effect once its lease's expiry as this store wrote it has passed
 (``lapsed``, asked before each effect): while a late renewal has not answered yet, another instance
 may have the conversation.
+
+A turn is two transactions: its claim, which also reads the conversation (the lease is held
+from that read on, so the turn's ``load`` takes it rather than reading again); and its save,
+which gives the lease back with it (``save_and_release``: the lease row deleted only while it
+names the turn's token, which checks and locks it as a save must; the owner checked by the upsert
+itself). A release on its own is a single statement (in autocommit on Postgres: no
+``BEGIN``/``COMMIT`` round trips). A single read (a
+conversation, the list, a lease's expiry) takes no write lock on SQLite and no transaction on
+Postgres. On SQLite, whose file has one writer, the store's write transactions go one at a time in
+the order asked, a renewal ahead of all those waiting (``_Writes``): a renewal waits for at most
+the write in progress, not behind the turns' queue.
 
 Every statement is bounded (``timeout``): a database that answers nothing (a stalled connection,
 a partition) fails the statement with ``TimeoutError`` instead of hanging the request. A renewal
@@ -62,6 +74,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +90,7 @@ from dspy_imp.web._migrations import MIGRATIONS, migrate
 from dspy_imp.web._turns import Conversation, kept_turns
 
 DEFAULT_URL = "sqlite:///conversations.db"
+POOL = 15  # the connections a store's turns use at most at once (more wait for one), kept open
 _REFUSALS_KEPT = 10_000  # refused claims' expiries kept for the 409 that follows each
 LEASE = 2.5
 """The turn lease's default seconds: a killed instance's conversations are free again this soon
@@ -170,6 +184,10 @@ class DatabaseStore:
         self._failure: BaseException | None = None  # the last renewal's error, while they fail
         self._ended: dict[str, str] = {}  # a lease token whose turn ended here but whose release failed
         self._refused: dict[str, float] = {}  # the expiry of the lease a refused claim found (for lease_left)
+        self._read: dict[str, tuple[str, Any]] = {}  # what each claim read of its conversation, until its load
+        self._swept = float("-inf")  # when a claim last deleted dead instances' lease rows (this store's clock)
+        # SQLite: this store's write transactions, one at a time, renewals first (``_Writes``)
+        self._writes = _Writes() if self.engine.dialect.name == "sqlite" else None
         self._watchers: dict[str, Callable[[LeaseLost], None]] = {}
         # This store's presence lock (``presence``): its thread and stop, whether the lock is held,
         # and which holding it is (one more each time it is taken again), under ``_lock`` too.
@@ -211,22 +229,50 @@ class DatabaseStore:
 
     async def load(self, key: str) -> Conversation | None:
         """The conversation, read and decoded in a worker thread (a long history's JSON and its
-        validation never hold the event loop)."""
-        return await self._run(self._load, _key(key))
+        validation never hold the event loop). Right after this store's ``claim`` of ``key``, the
+        row that claim read in its own transaction (the lease held since, so no other turn wrote
+        it), decoded in its thread: a turn's claim and load are one transaction, one round trip
+        from the loop."""
+        key = _key(key)
+        read = self._read.pop(key, None)
+        if read is not None and read[0] == self._tokens.get(key):
+            loaded = read[1]
+            if isinstance(loaded, BaseException):
+                raise loaded
+            return loaded
+        return await self._run(self._load, key)
 
     async def save(self, key: str, conversation: Conversation) -> None:
         """Write the conversation; its owner is set by the first save and never changed after (a save
         naming another owner is refused). Under a turn's lease, a save the database failed (a
         dropped connection, no answer in ``timeout``) is tried again every ``renew_every`` while
         the lease lasts."""
+        await self._saving(_key(key), conversation, release=False)
+
+    async def save_and_release(self, key: str, conversation: Conversation) -> None:
+        """``save`` then ``release``, in one transaction: the turn's last write gives its lease back
+        with it (the app ends each turn so). The lease row is deleted first, and only a row that
+        still names this turn's lease is (the check a save makes, the row locked as it is); the
+        conversation is written in the same transaction, so a claim elsewhere finds the lease free
+        only once the history is there. Tried again as a save is; an earlier try left behind that
+        landed meanwhile is told apart from a lease another turn took by the history it wrote.
+        Without a lease held here, a ``save``."""
         key = _key(key)
+        await self._saving(key, conversation, release=key in self._tokens)
+        if key not in self._tokens:  # released with the save: what ``release`` forgets, and no statement
+            self._watchers.pop(key, None)
+            self._read.pop(key, None)
+
+    async def _saving(self, key: str, conversation: Conversation, release: bool) -> None:
         token = self._tokens.get(key)  # taken now: a save left behind must not use a later turn's
-        encoded: list[str] = []  # the row's JSON, made off the event loop by the first try, for every try
+        state: dict[str, Any] = {}  # the row's JSON, made off the event loop by the first try, for every try
         while True:
             try:
-                await self._run(self._encode_and_save, key, conversation, encoded, token)
+                await self._run(self._encode_and_save, key, conversation, state, token, release)
                 return
             except (sa.exc.OperationalError, TimeoutError) as error:
+                if state.get("released"):  # a try left behind landed (and gave the lease back) meanwhile
+                    return
                 expires = self._expires.get(key)
                 if token is None or expires is None or self._tokens.get(key) != token or self.clock() >= expires:
                     raise
@@ -257,7 +303,7 @@ class DatabaseStore:
             await self._run(self._be_present)
         epoch = self._held_epoch()
         try:
-            expires, held = await self._run(self._claim, key, token, self._ended.get(key))
+            expires, held, loaded = await self._run(self._claim_and_read, key, token, self._ended.get(key))
         except BaseException:
             self._ended[key] = token  # it may land later: this store's next claim may replace it
             raise
@@ -268,6 +314,7 @@ class DatabaseStore:
             return False
         self._ended.pop(key, None)
         trusted = self._trusted(expires, epoch)
+        self._read[key] = (token, loaded)  # the turn's load, next: taken from here, not read again
         with self._lock:
             self._tokens[key] = token
             self._expires[key] = trusted
@@ -406,6 +453,7 @@ class DatabaseStore:
         so another instance need not wait out the whole lease after a restart."""
         key = _key(key)
         self._watchers.pop(key, None)
+        self._read.pop(key, None)
         with self._lock:
             expires = self._expires.pop(key, None)  # no longer renewed
             token = self._tokens.pop(key, None)
@@ -476,8 +524,35 @@ class DatabaseStore:
                 self._settled.notify_all()
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sa.Connection]:
-        with self.engine.begin() as connection:
+    def _transaction(self, urgent: bool = False, engine: sa.Engine | None = None) -> Iterator[sa.Connection]:
+        """A write transaction. On SQLite, this store's one at a time (``_Writes``; ``urgent``: a
+        renewal, ahead of every write still waiting), the connection taken first: the writer whose
+        turn it is never waits for the pool while the others wait for it."""
+        engine = self.engine if engine is None else engine
+        if self._writes is None:
+            with engine.begin() as connection:
+                yield connection
+            return
+        with engine.connect() as connection, self._writes.turn(urgent), connection.begin():
+            yield connection
+
+    @contextlib.contextmanager
+    def _one(self) -> Iterator[sa.Connection]:
+        """A single write statement: on Postgres in autocommit (the statement its own transaction:
+        no ``BEGIN`` and ``COMMIT`` round trips), on SQLite a write transaction as any other."""
+        if self._writes is not None:
+            with self._transaction() as connection:
+                yield connection
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            yield connection
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        """A single read statement, in autocommit: no write lock on SQLite (WAL: it waits for no
+        writer), no ``BEGIN`` and ``COMMIT`` round trips on Postgres."""
+        options = {"dspy_imp_read": True} if self._writes is not None else {"isolation_level": "AUTOCOMMIT"}
+        with self.engine.connect().execution_options(**options) as connection:
             yield connection
 
     def _ping(self) -> None:
@@ -485,83 +560,114 @@ class DatabaseStore:
             c.execute(sa.text("SELECT 1"))
 
     def _left(self, key: str) -> float:
-        with self._transaction() as c:
-            expires = c.execute(sa.text(f"SELECT expires FROM {L} WHERE key = :k"), {"k": key}).scalar()
+        with self._reading() as c:
+            expires = c.execute(_LEASE_OF, {"k": key}).scalar()
         return 0.0 if expires is None else max(0.0, float(expires) - self.clock())
 
     def _load(self, key: str) -> Conversation | None:
-        row = self._row(key)
-        if row is None:
-            return None
-        data = json.loads(row.history)
-        turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
-        return Conversation(load_history(data), row.owner, turns)
+        return _decoded(self._row(key))
 
-    def _row(self, key: str) -> Any:
-        with self._transaction() as c:
-            return c.execute(sa.text(f"SELECT owner, history FROM {T} WHERE key = :k"), {"k": key}).first()
+    def _row(self, key: str, c: sa.Connection | None = None) -> Any:
+        if c is not None:
+            return c.execute(_ROW, {"k": key}).first()
+        with self._reading() as c:
+            return c.execute(_ROW, {"k": key}).first()
 
-    def _encode_and_save(self, key: str, conversation: Conversation, encoded: list[str], token: str | None) -> None:
-        """``_save`` of the conversation's JSON, encoded here first if no earlier try did: in the
-        statement's worker thread, one round trip from the loop for both."""
-        if not encoded:
-            encoded.append(_encoded(conversation))
-        self._save(key, encoded[0], conversation.owner, token)
+    def _encode_and_save(
+        self, key: str, conversation: Conversation, state: dict[str, Any], token: str | None, release: bool = False
+    ) -> None:
+        """``_save`` of the conversation's JSON (``release``: and the lease given back with it),
+        encoded here first if no earlier try did: in the statement's worker thread, one round trip
+        from the loop for both."""
+        if "text" not in state:
+            state["text"] = _encoded(conversation)
+        if not release or token is None:
+            self._save(key, state["text"], conversation.owner, token)
+            return
+        self._save(key, state["text"], conversation.owner, token, True)  # positional: doubles wrap it so
+        with self._lock:  # given back: no longer renewed, nothing left for ``release`` to delete
+            if self._tokens.get(key) == token:
+                del self._tokens[key]
+                self._expires.pop(key, None)
+                self._loops.pop(key, None)
+        state["released"] = True
 
-    def _save(self, key: str, text: str, owner: str | None, token: str | None = None) -> None:
+    def _save(self, key: str, text: str, owner: str | None, token: str | None = None, release: bool = False) -> None:
         """Upsert the row; under a lease (``token``) only while that token holds it, the lease row
         locked until the write commits (a concurrent claim cannot slip between the check and the
-        write: SQLite's transactions are already one at a time)."""
+        write: SQLite's transactions are already one at a time). The owner is checked by the upsert
+        itself (it changes nothing in a row another user owns), not by a read before it.
+        ``release``: the lease row is deleted instead of read, which checks and locks it the same
+        way; found gone, the history already there is this save's (an earlier try left behind
+        landed), or the lease is lost."""
         now = self.clock()
         with self._transaction() as c:
-            if token is not None:
-                lock = " FOR UPDATE" if c.dialect.name == "postgresql" else ""
-                holder = c.execute(sa.text(f"SELECT holder FROM {L} WHERE key = :k{lock}"), {"k": key}).scalar()
+            if token is not None and release:
+                if c.execute(_RELEASE, {"k": key, "h": token}).rowcount != 1:
+                    if c.execute(_HISTORY, {"k": key}).scalar() == text:
+                        return  # written and released by that earlier try
+                    raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
+            elif token is not None:
+                lock = _HOLDER_LOCKED if c.dialect.name == "postgresql" else _HOLDER
+                holder = c.execute(lock, {"k": key}).scalar()
                 if holder != token:
                     raise LeaseLost(f"conversation {key!r}: this turn's lease ran out and another turn took it")
-            mine = c.execute(sa.text(f"SELECT owner FROM {T} WHERE key = :k"), {"k": key}).first()
-            if mine is not None and None not in (mine.owner, owner) and mine.owner != owner:
+            done = c.execute(_UPSERT, {"k": key, "o": owner, "h": text, "now": now})
+            if done.rowcount != 1:  # the row is another user's: nothing written, the transaction rolled back
                 raise ConfigurationError(f"conversation {key!r} belongs to another user")
-            c.execute(
-                sa.text(
-                    f"INSERT INTO {T} (key, owner, title, history, created, updated) "
-                    "VALUES (:k, :o, NULL, :h, :now, :now) "
-                    "ON CONFLICT (key) DO UPDATE SET history = excluded.history, updated = excluded.updated"
-                ),
-                {"k": key, "o": owner, "h": text, "now": now},
-            )
 
-    def _claim(self, key: str, token: str | None = None, ended: str | None = None) -> tuple[float, bool]:
+    def _claim_and_read(self, key: str, token: str, ended: str | None) -> tuple[float, bool, Any]:
+        """``_claim``, with the conversation's row read in the claim's transaction when it was taken,
+        then decoded (the load's work, here in the same worker thread, after the commit): its
+        ``Conversation``, ``None`` (no such row), or the error decoding it raised (the load raises it)."""
+        row: list[Any] = []
+        expires, held = self._claim(key, token, ended, row)
+        if not held:
+            return expires, False, None
+        try:
+            loaded: Any = _decoded(row[0] if row else None)
+        except Exception as error:  # the stored row is refused: told by the load, as a read would
+            loaded = error
+        return expires, True, loaded
+
+    def _claim(
+        self, key: str, token: str | None = None, ended: str | None = None, row: list[Any] | None = None
+    ) -> tuple[float, bool]:
         """Take the lease as ``token`` (this store's holder by default) unless another unexpired one
         holds it; ``ended``: a token of this store whose turn is over (its release failed), replaced too.
         Its expiry and whether it was taken: as written when taken, else the holding lease's. A lease
         another holds is seen by one read, and nothing is written: clients asking again while another
         instance runs the turn (or while a dead one's lease runs out) cost the database a lookup
-        each, not a write. The rows of leases expired a whole lease ago go first: a dead instance's
-        (a live holder whose renewal is only late keeps its own)."""
+        each, not a write. The rows of leases expired a whole lease ago go first (a dead
+        instance's; a live holder whose renewal is only late keeps its own), by this store's first
+        claim and then at most once a tick (``renew_every``), not by every claim. ``row``: the
+        conversation's row is appended to it, read in the same transaction, when the lease was taken."""
         token = self.holder if token is None else token
         with self._transaction() as c:
             now = self.clock()  # in the transaction: the wait for SQLite's write lock does not eat the lease
-            found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
+            found = c.execute(_FOUND, {"k": key}).first()
             gone = {"gone": "", "seen": 0.0}
             if found is not None and float(found.expires) >= now and found.holder != (ended or ""):
                 if not self._holder_gone(c, found.holder, float(found.expires), now):
                     return float(found.expires), False  # held: the upsert below would change nothing
                 gone = {"gone": found.holder, "seen": float(found.expires)}  # that row, not a renewal since
             expires = now + self.lease
-            c.execute(sa.text(f"DELETE FROM {L} WHERE expires < :before"), {"before": now - self.lease})
-            c.execute(
-                sa.text(
-                    f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
-                    f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
-                    f"WHERE {L}.expires < :now OR {L}.holder = :ended OR ({L}.holder = :gone AND {L}.expires = :seen)"
-                ),
-                {"k": key, "h": token, "e": expires, "now": now, "ended": ended or "", **gone},
-            )
-            found = c.execute(sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k"), {"k": key}).first()
-        if found is not None and found.holder == token:
-            return expires, True
-        return (float(found.expires) if found is not None else now), False
+            if now >= self._swept + self.renew_every:
+                c.execute(_SWEEP, {"before": now - self.lease})
+                self._swept = now
+            values = {"k": key, "h": token, "e": expires, "now": now, "ended": ended or "", **gone}
+            if _returning(c):
+                taken = c.execute(_TAKE_RETURNING, values).first()
+                if taken is None:  # another claim took it meanwhile (Postgres: read committed)
+                    taken = c.execute(_FOUND, {"k": key}).first()
+            else:  # an SQLite before 3.35 has no RETURNING: the lease read after, in the transaction
+                c.execute(_TAKE, values)
+                taken = c.execute(_FOUND, {"k": key}).first()
+            if taken is not None and taken.holder == token:
+                if row is not None:
+                    row.append(self._row(key, c))
+                return expires, True
+        return (float(taken.expires) if taken is not None else now), False
 
     def _holder_gone(self, c: sa.Connection, holder: str, expires: float, now: float) -> bool:
         """Whether the unexpired lease ``holder`` holds may be taken over now (``presence``): its
@@ -583,7 +689,7 @@ class DatabaseStore:
         sqlite = self.renewal_engine.dialect.name == "sqlite"
         returning = not (sqlite and sqlite3.sqlite_version_info < (3, 35))
         later = _LATER_SQLITE if sqlite else _LATER
-        with self.renewal_engine.begin() as c:
+        with self._transaction(urgent=True, engine=self.renewal_engine) as c:  # SQLite: ahead of every write waiting
             expires = self.clock() + self.lease  # in the transaction, as the claim's
             for start in range(0, len(tokens), _CHUNK):
                 chunk = {"h": tokens[start : start + _CHUNK], "e": expires}
@@ -596,12 +702,12 @@ class DatabaseStore:
         return expires, renewed
 
     def _release(self, key: str, token: str) -> None:
-        with self._transaction() as c:
-            c.execute(sa.text(f"DELETE FROM {L} WHERE key = :k AND holder = :h"), {"k": key, "h": token})
+        with self._one() as c:
+            c.execute(_RELEASE, {"k": key, "h": token})
 
     def _list(self, owner: str | None) -> list[ConversationInfo]:
         where = "owner IS NULL" if owner is None else "owner = :o"
-        with self._transaction() as c:
+        with self._reading() as c:
             rows = c.execute(
                 sa.text(f"SELECT key, owner, title, created, updated FROM {T} WHERE {where} ORDER BY updated DESC"),
                 {"o": owner},
@@ -744,12 +850,90 @@ def _renewal(later: str, returning: str) -> sa.TextClause:
     return statement.bindparams(sa.bindparam("h", expanding=True))
 
 
+# A turn's statements, made once (a text clause built anew on each call is parsed anew each time).
+_FOUND = sa.text(f"SELECT holder, expires FROM {L} WHERE key = :k")
+_LEASE_OF = sa.text(f"SELECT expires FROM {L} WHERE key = :k")
+_SWEEP = sa.text(f"DELETE FROM {L} WHERE expires < :before")
+_TAKE_SQL = (
+    f"INSERT INTO {L} (key, holder, expires) VALUES (:k, :h, :e) "
+    f"ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
+    f"WHERE {L}.expires < :now OR {L}.holder = :ended OR ({L}.holder = :gone AND {L}.expires = :seen)"
+)
+_TAKE = sa.text(_TAKE_SQL)
+_TAKE_RETURNING = sa.text(_TAKE_SQL + " RETURNING holder, expires")
+_ROW = sa.text(f"SELECT owner, history FROM {T} WHERE key = :k")
+_HISTORY = sa.text(f"SELECT history FROM {T} WHERE key = :k")
+_HOLDER = sa.text(f"SELECT holder FROM {L} WHERE key = :k")
+_HOLDER_LOCKED = sa.text(f"SELECT holder FROM {L} WHERE key = :k FOR UPDATE")
+_UPSERT = sa.text(  # another user's row is left as it is (no row changed: refused)
+    f"INSERT INTO {T} (key, owner, title, history, created, updated) VALUES (:k, :o, NULL, :h, :now, :now) "
+    f"ON CONFLICT (key) DO UPDATE SET history = excluded.history, updated = excluded.updated "
+    f"WHERE {T}.owner IS NULL OR excluded.owner IS NULL OR {T}.owner = excluded.owner"
+)
+_RELEASE = sa.text(f"DELETE FROM {L} WHERE key = :k AND holder = :h")
+
+
+def _returning(c: sa.Connection) -> bool:
+    """Whether the database has ``RETURNING`` (Postgres; SQLite from 3.35)."""
+    return c.dialect.name != "sqlite" or sqlite3.sqlite_version_info >= (3, 35)
+
+
+class _Writes:
+    """This store's write transactions on SQLite: one at a time, in the order they asked, a
+    renewal ahead of every one still waiting.
+
+    A SQLite file has one writer. A transaction that finds the write lock taken polls for it (the
+    busy handler), sleeping longer between tries the longer it has waited (up to 100 ms), so the
+    writer that has waited longest tries least often and loses the lock to every newcomer. Under
+    load a store's worker threads (up to 40) kept arriving, and the renewal, once it had waited a
+    while, lost to each of them until its lease ran out (``LeaseLost``). Here only one of the
+    store's writers asks SQLite at a time (the others wait here, and each hands the turn to the
+    next as it ends), and a renewal is handed the turn before any write: it waits for the one
+    transaction in progress and for other processes' writers, never behind this store's queue."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiting: deque[threading.Lock] = deque()
+        self._urgent: deque[threading.Lock] = deque()
+
+    @contextlib.contextmanager
+    def turn(self, urgent: bool = False) -> Iterator[None]:
+        with self._mutex:
+            mine = None
+            if self._held:
+                mine = threading.Lock()
+                mine.acquire()
+                (self._urgent if urgent else self._waiting).append(mine)
+            self._held = True
+        if mine is not None:
+            mine.acquire()  # released by the writer before this one: the turn handed over
+        try:
+            yield
+        finally:
+            with self._mutex:
+                queue = self._urgent or self._waiting
+                following = queue.popleft() if queue else None
+                self._held = following is not None
+            if following is not None:
+                following.release()
+
+
 _PRESENCE_SPACE = 1685286761  # the advisory locks' first key ("dspi"): a store's presence, by its holder id
 _PRESENCE_TAKE = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"  # session-level: held until the connection ends
 _PRESENCE_TRY = "SELECT pg_try_advisory_xact_lock(:space, hashtext(:holder))"  # released as the claim commits
 _RENEWED = sa.text(f"SELECT key, holder FROM {L} WHERE holder IN :h").bindparams(sa.bindparam("h", expanding=True))
 VERSION = len(MIGRATIONS)
 """The schema version this package writes (``dspy_imp_web_schema``)."""
+
+
+def _decoded(row: Any) -> Conversation | None:
+    """The conversation a row holds (``None``: no row), validated as ``load_history`` does."""
+    if row is None:
+        return None
+    data = json.loads(row.history)
+    turns = kept_turns(data.pop("turns", None) if isinstance(data, dict) else None)
+    return Conversation(load_history(data), row.owner, turns)
 
 
 def _encoded(conversation: Conversation) -> str:
@@ -779,10 +963,11 @@ def _key(key: Any) -> str:
 
 
 def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = False) -> sa.Engine:
-    """The store's engine; ``renewals``: the renewal thread's, a pool of one connection and two
-    spares while a stalled renewal holds one (a file's or a server's: an in-memory SQLite has a
-    database per connection, shared by nothing); ``presence`` (Postgres): the presence thread's,
-    no pool (its connection closed is its lock released)."""
+    """The store's engine: a pool that keeps up to ``POOL`` connections open; ``renewals``: the
+    renewal thread's, a pool of one connection and two spares while a stalled renewal holds one (a
+    file's or a server's: an in-memory SQLite has a database per connection, shared by nothing);
+    ``presence`` (Postgres): the presence thread's, no pool (its connection closed is its lock
+    released)."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"DatabaseStore url must be a SQLAlchemy URL string, got {url!r}")
     try:
@@ -791,7 +976,11 @@ def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = F
         raise ConfigurationError(f"DatabaseStore url is not a database URL: {url!r} ({error})") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
-    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else {}
+    # The turns' pool keeps every connection it opens (15 at most, as SQLAlchemy's default 5 + 10
+    # overflow): an overflow connection is closed as it is given back, and on Postgres each one
+    # opened again was a server process forked and a login, several a second under load.
+    kept = {"pool_size": POOL, "max_overflow": 0, "pool_timeout": timeout}
+    one = {"pool_size": 1, "max_overflow": 2, "pool_timeout": timeout} if renewals else kept
     if parsed.get_backend_name() == "sqlite":
         in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
         return _sqlite(parsed, timeout, {} if in_memory else one)
@@ -800,7 +989,40 @@ def _engine(url: str, timeout: float, renewals: bool = False, presence: bool = F
     bound = {"connect_timeout": max(1, round(timeout)), "tcp_user_timeout": round(timeout * 1000)}
     if presence:
         return sa.create_engine(parsed, poolclass=sa.pool.NullPool, connect_args=bound)
-    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
+    if renewals:
+        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=bound, **one)
+    return _pinged_when_idle(sa.create_engine(parsed, connect_args=bound, **one))
+
+
+IDLE = 1.0
+"""Seconds a pooled Postgres connection may rest before it is checked (a round trip) as it is
+handed out again: one given back less than this ago is used as it is."""
+
+
+def _pinged_when_idle(engine: sa.Engine) -> sa.Engine:
+    """The pool checks a connection before handing it out only when it has rested ``IDLE``
+    seconds or more (SQLAlchemy's ``pool_pre_ping`` checks every one: a round trip before each
+    transaction). A connection a database restart closed has rested through the restart, so it
+    is checked, found closed and replaced; one that fails anyway (closed within a second of its
+    last use) fails its statement, and SQLAlchemy then replaces every connection of the pool."""
+
+    @sa.event.listens_for(engine, "checkin")
+    def _returned(connection: Any, record: Any) -> None:
+        record.info["dspy_imp_returned"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _checked(connection: Any, record: Any, proxy: Any) -> None:
+        returned = record.info.get("dspy_imp_returned")
+        if returned is None or time.monotonic() - returned < IDLE:
+            return  # just opened, or used a moment ago
+        try:
+            alive = engine.dialect.do_ping(connection)
+        except Exception as error:
+            raise sa.exc.DisconnectionError(f"a pooled connection was closed: {error}") from error
+        if not alive:
+            raise sa.exc.DisconnectionError("a pooled connection was closed")
+
+    return engine
 
 
 def _sqlite(url: sa.URL, timeout: float, pool: dict[str, Any]) -> sa.Engine:
@@ -815,7 +1037,8 @@ def _sqlite(url: sa.URL, timeout: float, pool: dict[str, Any]) -> sa.Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if not connection.get_execution_options().get("dspy_imp_read"):  # a single read: autocommit
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 

@@ -119,7 +119,9 @@ class Store(Protocol):
     ``async release(key)``, as ``DatabaseStore`` does; the app calls them around each turn. One
     that can lose a lease mid-turn offers ``watch(key, lost)``: ``lost(error)`` (on the event loop)
     stops the turn before its next effect, and it ends with that error; what it did is saved if the
-    store still takes it (``DatabaseStore``: no other turn took the lease), else it is not.
+    store still takes it (``DatabaseStore``: no other turn took the lease), else it is not. One
+    that offers ``async save_and_release(key, conversation)`` has the turn's last save give its
+    lease back with it (``DatabaseStore``: one transaction, not two); ``release`` is still called.
     """
 
     async def load(self, key: str) -> Conversation | None: ...
@@ -664,8 +666,9 @@ class Runner:
             ended, history = self._ending(key, play)  # no await from the wait to here: Stop cannot slip in
             if history is not None:  # with how each turn ended, which the page shows again on a reload
                 turns = (*before, told(call, ended, history))[-MAX_TURNS:]
+                save = getattr(self.store, "save_and_release", self.store.save)  # the lease given back with it
                 try:
-                    await self.store.save(key, Conversation(history, user, turns))
+                    await save(key, Conversation(history, user, turns))
                 except Exception as error:
                     if key not in self.lost:
                         raise
