@@ -530,7 +530,7 @@ class Runner:
             self._release(key)
             return Turn.told(error)
         except BaseException:
-            self._release(key)
+            self._let_go(key)  # cancelled mid-claim: a lease the claim may have taken is given back
             raise
         if not claimed:
             self._release(key)
@@ -554,7 +554,7 @@ class Runner:
             await self._free(key)
             return Turn.told(error)
         except BaseException:
-            self._release(key)  # cancelled: the store's lease, if any, expires by itself
+            self._let_go(key)  # cancelled: the store would renew its lease until the process ends
             raise
         queue: asyncio.Queue[TurnEvent | Ended] = asyncio.Queue()
         observe = _Observer(asyncio.get_running_loop(), queue, functools.partial(self._stopped, key), self.slots)
@@ -636,6 +636,31 @@ class Runner:
         """The store's turn lease, when it keeps one across processes (``DatabaseStore``)."""
         claim = getattr(self.store, "claim", None)
         return True if claim is None else bool(await claim(key))
+
+    def _let_go(self, key: str) -> None:
+        """The conversation given back by a request cancelled in ``begin`` (its client gone, the
+        server shutting down). The cancelled request cannot wait for the store, so a task of its own
+        releases the store's lease, then the conversation here: a store that renews its leases
+        (``DatabaseStore``) would otherwise keep this one, and refuse the conversation everywhere,
+        until the process ends. Until the release is done the conversation stays busy here, so no
+        new turn's lease is the one released. Releasing a lease the claim never took changes
+        nothing (a release is the holder's)."""
+        release = getattr(self.store, "release", None)
+        if release is None:
+            self._release(key)
+            return
+
+        async def give_back() -> None:
+            try:
+                await release(key)
+            except Exception as error:  # the lease expires by itself once no longer renewed
+                _log.logger.warning("conversation %r: its turn lease was not released: %s", key, error)
+            finally:
+                self._release(key)
+
+        task = asyncio.get_running_loop().create_task(give_back())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def _free(self, key: str) -> None:
         """The conversation given back: here, and the store's lease."""
