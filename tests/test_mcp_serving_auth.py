@@ -16,7 +16,12 @@ from typing import Any
 
 import dspy
 import httpx
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 
 import dspy_imp
 from dspy_imp import mcp
@@ -24,6 +29,7 @@ from dspy_imp._records.errors import ConfigurationError
 from dspy_imp.mcp import BearerAuth
 from dspy_imp.testing import ScriptedLM, call, reply
 from tests import mcp_served_auth as served_module
+from tests import mcp_served_program as tests_program
 
 pytestmark = pytest.mark.block_network(allowed_hosts=[r"127\.0\.0\.1$"])
 
@@ -189,6 +195,42 @@ async def test_a_task_is_found_only_with_the_token_of_its_creator() -> None:
     }
     assert found["result"]["structuredContent"] == {"answer": "hi"}
     assert theirs.status_code == 404  # the SDK binds the session to alice's principal
+
+
+def caller(subject: str) -> AuthenticatedUser:
+    return AuthenticatedUser(AccessToken(token=subject, client_id="app", scopes=["ask"], subject=subject))
+
+
+async def test_a_paused_turn_is_resumed_only_with_the_token_of_the_call_that_paused() -> None:
+    """On 2026-07-28 the paused turn waits under its ``requestState``; a retry carrying another
+    principal's token is told no turn waits, and does not spend it. In process, the token set as the
+    bearer middleware sets it (the SDK hands the request's context to the handler)."""
+    served = tests_program.program.as_mcp_server("repeat")
+    arguments = {"question": "refund it", "times": 1}
+    accepted = {"approval-0": types.ElicitResult(action="accept", content={})}
+
+    async def accept(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={})
+
+    tests_program.events.clear()
+    async with Client(served.server, elicitation_callback=accept) as client:
+        auth_context_var.set(caller("alice"))
+        paused = await client.session.call_tool("repeat", arguments, allow_input_required=True)
+        assert isinstance(paused, types.InputRequiredResult)
+        auth_context_var.set(caller("bob"))
+        theirs = await client.session.call_tool(
+            "repeat", arguments, input_responses=accepted, request_state=paused.request_state
+        )
+        auth_context_var.set(caller("alice"))
+        mine = await client.session.call_tool(
+            "repeat", arguments, input_responses=accepted, request_state=paused.request_state
+        )
+    assert theirs.is_error is True
+    assert theirs.content[0].text == (  # type: ignore[union-attr]
+        "no turn waits under this requestState (it was answered already, or let go): call the tool again"
+    )
+    assert mine.structured_content == {"answer": "refund it: refunded 5", "length": 21}
+    assert tests_program.events == ["refund 5"]
 
 
 async def test_without_a_resource_check_the_verifier_decides_the_audience() -> None:

@@ -62,11 +62,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import mcp_types as types
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import principal_components
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from dspy_imp.mcp._serving_auth import Principal, principal
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -130,7 +130,7 @@ class ServedTask:
     task_id: str
     owner: Any
     """The connection that created it (its ``initialize`` params, the same object for every request)."""
-    principal: tuple[str, str | None, str | None] | None
+    principal: Principal | None
     """Who created it, when the server requires OAuth tokens (the token's client, issuer and
     subject, as the SDK binds a session); only requests with that principal find it."""
     seq: int
@@ -282,7 +282,7 @@ class ServedTasks:
             self._drop(ended)
         granted = granted_ttl(ttl)
         task = ServedTask(
-            task_id=secrets.token_urlsafe(32), owner=ctx.session.client_params, principal=_principal(),
+            task_id=secrets.token_urlsafe(32), owner=ctx.session.client_params, principal=principal(),
             seq=next(self._seq),
             version=ctx.protocol_version, ttl_ms=granted, ends_at=self.clock() + granted / 1000,
         )  # fmt: skip
@@ -445,7 +445,7 @@ class ServedTasks:
         self._check(ctx)
         self.purge()
         task = self.tasks.get(task_id)
-        if task is None or (task.principal is not None and task.principal != _principal()):
+        if task is None or (task.principal is not None and task.principal != principal()):
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found (or its ttl elapsed)")
         return task
 
@@ -453,13 +453,6 @@ class ServedTasks:
     def _check(ctx: Any) -> None:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # tasks are the 2025-11-25 protocol's
             raise MCPError(METHOD_NOT_FOUND, "Method not found", ctx.method)
-
-
-def _principal() -> tuple[str, str | None, str | None] | None:
-    """The principal of the request being handled (its verified OAuth token's), or ``None``
-    when the server takes requests without a token."""
-    token = get_access_token()
-    return principal_components(token) if token is not None else None
 
 
 def _stopped(said: str) -> dict[str, Any]:

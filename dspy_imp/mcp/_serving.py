@@ -36,8 +36,9 @@ output fields. A call runs one turn:
   capability, no task method, every call plain.
 - **Authorization** (streamable HTTP): ``http_app(auth=BearerAuth(...))`` has every request carry
   a valid OAuth bearer token with the scopes asked (``_serving_auth``, on the SDK's resource-server
-  pieces); the program's tools read the token with the SDK's ``get_access_token()``, and a task is
-  bound to the principal whose token created it. Over stdio there is no token.
+  pieces); the program's tools read the token with the SDK's ``get_access_token()``, and a task,
+  or a turn paused for a 2026-07-28 client's answers, is bound to the principal whose token
+  created it. Over stdio there is no token.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ from dspy_imp._watch.events import (
 )
 from dspy_imp._watch.status import StatusMessageProvider, short
 from dspy_imp.mcp import _served_tasks
-from dspy_imp.mcp._serving_auth import BearerAuth, protect
+from dspy_imp.mcp._serving_auth import BearerAuth, Principal, principal, protect
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -111,6 +112,8 @@ class _Waiting:
     pending: tuple[dict[str, Any], ...]
     arguments: dict[str, Any]
     """The call's arguments: the retry must repeat them."""
+    principal: Principal | None
+    """Whose token the call carried (``None`` without OAuth): the retry must carry that principal's."""
 
 
 class ProgramServer:
@@ -335,7 +338,7 @@ class ProgramServer:
         one form elicitation per pending call (``approval-<n>``), answered when it retries."""
         state = secrets.token_urlsafe(32)
         pending = tuple(metadata.pending_calls)
-        self._waiting[state] = _Waiting(metadata.history, pending, arguments)
+        self._waiting[state] = _Waiting(metadata.history, pending, arguments, principal())
         while len(self._waiting) > MAX_WAITING:
             self._waiting.popitem(last=False)
         asked: types.InputRequests = {
@@ -352,6 +355,9 @@ class ProgramServer:
         """The paused turn a retry names and the client's decisions, as the program's resume arguments;
         or why it cannot resume. Accept approves a call as it was shown; anything else refuses it."""
         waiting = self._waiting.pop(params.request_state or "", None)
+        if waiting is not None and waiting.principal is not None and waiting.principal != principal():
+            self._waiting[params.request_state or ""] = waiting  # another's token: not spent, not shown
+            waiting = None
         if waiting is None:
             return "no turn waits under this requestState (it was answered already, or let go): call the tool again"
         if waiting.arguments != arguments:

@@ -28,7 +28,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pydantic
-from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import TokenVerifier, principal_components
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes, validate_issuer_url
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
@@ -143,6 +144,17 @@ class BearerAuth:
             f"BearerAuth(authorization_servers={list(self.authorization_servers)!r}, resource={self.resource!r}, "
             f"scopes={list(self.scopes)!r})"
         )
+
+
+Principal = tuple[str, str | None, str | None]
+"""Who a verified token speaks for: its client, issuer and subject (the SDK's ``principal_components``)."""
+
+
+def principal() -> Principal | None:
+    """The principal of the request being handled (its verified token's), or ``None`` when the
+    server takes requests without a token."""
+    token = get_access_token()
+    return principal_components(token) if token is not None else None
 
 
 def protect(app: Any, auth: BearerAuth, path: str, name: str) -> Any:
