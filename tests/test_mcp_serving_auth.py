@@ -16,9 +16,16 @@ from typing import Any
 
 import dspy
 import httpx
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    extract_resource_metadata_from_www_auth,
+    extract_scope_from_www_auth,
+    handle_protected_resource_response,
+)
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -141,6 +148,22 @@ async def test_the_protected_resource_metadata_is_served() -> None:
         "bearer_methods_supported": ["header"],
         "resource_name": "program",
     }
+
+
+async def test_the_sdk_client_reads_the_challenge_and_the_metadata() -> None:
+    """What the ``mcp`` SDK's OAuth client (``mcp.http(auth=mcp.OAuth(...))``'s) reads of them:
+    where the metadata is, the scopes to ask, and the metadata itself."""
+    async with app() as (client, _):
+        refused = await client.post("/mcp", json=INITIALIZE, headers=ACCEPT)
+        found = await client.get("/.well-known/oauth-protected-resource/mcp")
+    challenged = httpx2.Response(refused.status_code, headers=dict(refused.headers))
+    assert extract_resource_metadata_from_www_auth(challenged) == METADATA_URL
+    assert extract_scope_from_www_auth(challenged) == "ask"
+    assert build_protected_resource_metadata_discovery_urls(METADATA_URL, served_module.RESOURCE)[0] == METADATA_URL
+    metadata = await handle_protected_resource_response(httpx2.Response(200, content=found.content))
+    assert metadata is not None
+    assert [str(url) for url in metadata.authorization_servers] == served_module.ISSUERS
+    assert str(metadata.resource) == served_module.RESOURCE
 
 
 async def test_the_metadata_names_the_resource_as_given() -> None:
