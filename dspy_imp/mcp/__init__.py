@@ -5,7 +5,8 @@
 with ``dspy_imp.mcp.OAuth``), ``dspy_imp.mcp.memory(server)``
 serves an ``mcp`` SDK server object in this process (tests), and ``dspy_imp.mcp.from_config(path)``
 reads the ``mcpServers`` JSON of Claude Desktop, Cursor and VS Code. ``agent.as_mcp_server(name)``
-(or ``python -m dspy_imp.mcp serve module:program``) serves a program as one. Built on the official ``mcp``
+(or ``python -m dspy_imp.mcp serve module:program``) serves a program as one, over HTTP with OAuth
+bearer tokens required when given a ``dspy_imp.mcp.BearerAuth``. Built on the official ``mcp``
 SDK. See ``docs/mcp.md``.
 
 Example:
@@ -28,11 +29,13 @@ from dspy_imp.mcp._results import ServerToolError
 from dspy_imp.mcp._server import Server, ServerDisconnected, ServerUnavailable
 from dspy_imp.mcp._servers import Approval, Elicit, ElicitUrl, http, memory, stdio
 from dspy_imp.mcp._serving import ProgramServer
+from dspy_imp.mcp._serving_auth import BearerAuth
 from dspy_imp.mcp._tasks import TaskMode
 from dspy_imp.mcp._tools import McpTool
 
 __all__ = [
     "Approval",
+    "BearerAuth",
     "Elicit",
     "ElicitUrl",
     "Listing",

@@ -5,7 +5,9 @@ The module configures the program's LM itself (``program.set_lm(...)`` or ``dspy
 argument or saved file chooses a model or credentials here, so whoever starts the server with
 arguments cannot point it at another account. ``--http`` serves streamable HTTP on
 ``--host`` (127.0.0.1) and ``--port`` (0: a free one, printed once it listens) with Host and Origin
-checked (``--allow-host`` for a proxy's public name). ``--no-tasks`` serves no MCP tasks: every
+checked (``--allow-host`` for a proxy's public name); ``--auth module:attribute`` names a
+``dspy_imp.mcp.BearerAuth`` every request's OAuth bearer token is checked with (its verifier is
+code, so it comes from a module as the program does). ``--no-tasks`` serves no MCP tasks: every
 call runs inline.
 """
 
@@ -36,12 +38,21 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME", help="another Host name to answer for"
     )
+    serve.add_argument(
+        "--auth",
+        default=None,
+        metavar="MODULE:ATTRIBUTE",
+        help="with --http: a dspy_imp.mcp.BearerAuth; every request then needs a valid OAuth bearer token",
+    )
     options = parser.parse_args(argv)
+    if options.auth is not None and not options.http:
+        parser.error("--auth needs --http (a stdio server takes its credentials from its environment)")
+    auth = load_auth(options.auth) if options.auth is not None else None
     program = load(options.program)
     name = options.name or options.program.partition(":")[2]
     served = program.as_mcp_server(name, sync=options.sync, tasks=not options.no_tasks)
     if options.http:
-        served.run_http(options.host, options.port, hosts=options.allow_host)
+        served.run_http(options.host, options.port, hosts=options.allow_host, auth=auth)
     else:
         import anyio
 
@@ -61,6 +72,16 @@ def load(target: str) -> Any:
             "no argument chooses the model or its credentials"
         )
     return program
+
+
+def load_auth(target: str) -> Any:
+    """The ``BearerAuth`` ``module:attribute`` names; else exit with one line saying what it is."""
+    _, auth = load_target(target, "auth")
+    from dspy_imp.mcp._serving_auth import BearerAuth
+
+    if not isinstance(auth, BearerAuth):
+        sys.exit(f"--auth {target} is {type(auth).__name__} {auth!r:.80}: expected a dspy_imp.mcp.BearerAuth")
+    return auth
 
 
 if __name__ == "__main__":

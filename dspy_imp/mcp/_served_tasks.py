@@ -38,11 +38,13 @@ once the task's end was sent. Bounded: at most ``MAX_QUEUED`` notifications wait
 go; the end, the last, is kept), and a send that takes longer than ``SEND_SECONDS`` ends the
 sender (the client reads the rest with ``tasks/get``).
 
-Access. A served program has no authorization context to bind a task to, so a task's id is what
-gives access to it: 256 random bits (``secrets.token_urlsafe(32)``), never listed to another
-connection. ``tasks/get``, ``tasks/result`` and ``tasks/cancel`` take the id from any connection
-to this server (a client that reconnects reads its result); ``tasks/list`` lists only the tasks
-created on the connection that asks.
+Access. A task's id gives access to it: 256 random bits (``secrets.token_urlsafe(32)``), never
+listed to another connection. ``tasks/get``, ``tasks/result`` and ``tasks/cancel`` take the id from
+any connection to this server (a client that reconnects reads its result); ``tasks/list`` lists
+only the tasks created on the connection that asks. When the server requires OAuth tokens
+(``_serving_auth``), a task is also bound to the principal whose token created it (client, issuer,
+subject: ``principal_components``, as the SDK binds a session): a request with another principal's
+token is told no such task exists. Without tokens there is no authorization context to bind to.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from dspy_imp.mcp._serving_auth import Principal, principal
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -126,6 +130,9 @@ class ServedTask:
     task_id: str
     owner: Any
     """The connection that created it (its ``initialize`` params, the same object for every request)."""
+    principal: Principal | None
+    """Who created it, when the server requires OAuth tokens (the token's client, issuer and
+    subject, as the SDK binds a session); only requests with that principal find it."""
     seq: int
     version: str
     """The protocol version of the connection that created it (its result is shaped for it)."""
@@ -275,7 +282,8 @@ class ServedTasks:
             self._drop(ended)
         granted = granted_ttl(ttl)
         task = ServedTask(
-            task_id=secrets.token_urlsafe(32), owner=ctx.session.client_params, seq=next(self._seq),
+            task_id=secrets.token_urlsafe(32), owner=ctx.session.client_params, principal=principal(),
+            seq=next(self._seq),
             version=ctx.protocol_version, ttl_ms=granted, ends_at=self.clock() + granted / 1000,
         )  # fmt: skip
         self.tasks[task.task_id] = task
@@ -437,7 +445,7 @@ class ServedTasks:
         self._check(ctx)
         self.purge()
         task = self.tasks.get(task_id)
-        if task is None:
+        if task is None or (task.principal is not None and task.principal != principal()):
             raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found (or its ttl elapsed)")
         return task
 

@@ -34,6 +34,11 @@ output fields. A call runs one turn:
   ``progressToken``. Only on a 2025-11-25 connection (the 2026-07-28 protocol moved tasks to an
   extension): on a later one the call is a plain call. ``tasks=False`` turns them off: no
   capability, no task method, every call plain.
+- **Authorization** (streamable HTTP): ``http_app(auth=BearerAuth(...))`` has every request carry
+  a valid OAuth bearer token with the scopes asked (``_serving_auth``, on the SDK's resource-server
+  pieces); the program's tools read the token with the SDK's ``get_access_token()``, and a task,
+  or a turn paused for a 2026-07-28 client's answers, is bound to the principal whose token
+  created it. Over stdio there is no token.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ from dspy_imp._watch.events import (
 )
 from dspy_imp._watch.status import StatusMessageProvider, short
 from dspy_imp.mcp import _served_tasks
+from dspy_imp.mcp._serving_auth import BearerAuth, Principal, principal, protect
 
 logger = logging.getLogger("dspy_imp.mcp")
 
@@ -106,6 +112,8 @@ class _Waiting:
     pending: tuple[dict[str, Any], ...]
     arguments: dict[str, Any]
     """The call's arguments: the retry must repeat them."""
+    principal: Principal | None
+    """Whose token the call carried (``None`` without OAuth): the retry must carry that principal's."""
 
 
 class ProgramServer:
@@ -113,7 +121,8 @@ class ProgramServer:
 
     ``server`` is the SDK's low-level ``Server`` (give it to ``mcp.Client`` in a test);
     ``run_stdio()`` serves it over stdio, ``http_app()`` is its streamable-HTTP ASGI app with
-    Host and Origin checked, ``run_http()`` serves that on 127.0.0.1 by default. ``tasks`` holds
+    Host and Origin checked (and, with ``auth=``, OAuth bearer tokens required), ``run_http()``
+    serves that on 127.0.0.1 by default. ``tasks`` holds
     the calls run as tasks (``close()`` stops the ones still running); with ``tasks=False``
     (``serves_tasks`` false) no call runs as one: the server declares no ``capabilities.tasks``,
     its tool no ``execution``, answers no task method, and runs a call that carries ``task`` as a
@@ -329,7 +338,7 @@ class ProgramServer:
         one form elicitation per pending call (``approval-<n>``), answered when it retries."""
         state = secrets.token_urlsafe(32)
         pending = tuple(metadata.pending_calls)
-        self._waiting[state] = _Waiting(metadata.history, pending, arguments)
+        self._waiting[state] = _Waiting(metadata.history, pending, arguments, principal())
         while len(self._waiting) > MAX_WAITING:
             self._waiting.popitem(last=False)
         asked: types.InputRequests = {
@@ -346,6 +355,9 @@ class ProgramServer:
         """The paused turn a retry names and the client's decisions, as the program's resume arguments;
         or why it cannot resume. Accept approves a call as it was shown; anything else refuses it."""
         waiting = self._waiting.pop(params.request_state or "", None)
+        if waiting is not None and waiting.principal is not None and waiting.principal != principal():
+            self._waiting[params.request_state or ""] = waiting  # another's token: not spent, not shown
+            waiting = None
         if waiting is None:
             return "no turn waits under this requestState (it was answered already, or let go): call the tool again"
         if waiting.arguments != arguments:
@@ -390,25 +402,49 @@ class ProgramServer:
         """Stop the turns of the tasks still running and let every task go."""
         self.tasks.close()
 
-    def http_app(self, *, hosts: Sequence[str] = (), origins: Sequence[str] = (), path: str = "/mcp") -> Any:
+    def http_app(
+        self,
+        *,
+        hosts: Sequence[str] = (),
+        origins: Sequence[str] = (),
+        path: str = "/mcp",
+        auth: BearerAuth | None = None,
+    ) -> Any:
         """The streamable-HTTP ASGI app at ``path``, Host and Origin checked (DNS rebinding).
 
         A request's ``Host`` must be a loopback name (with any port) or one of ``hosts``; a
         browser's ``Origin`` must be ``http(s)://`` one of those names, or one of ``origins``.
         The SDK's ``TransportSecuritySettings`` does the checking (421 for a Host, 403 for an
-        Origin), with the rule the web app keeps."""
-        return self.server.streamable_http_app(
+        Origin), with the rule the web app keeps.
+
+        With ``auth`` (a ``BearerAuth``), every request to ``path`` needs a valid OAuth bearer
+        token with its scopes (401 ``invalid_token``, 403 ``insufficient_scope``, each with the
+        ``WWW-Authenticate`` challenge MCP's authorization asks), and the Protected Resource
+        Metadata is served at ``auth.metadata_url``'s path; all by the ``mcp`` SDK's pieces."""
+        _check_auth(auth)
+        app = self.server.streamable_http_app(
             streamable_http_path=path,
             transport_security=security(hosts, origins),
             max_request_body_size=MAX_BODY,
+            auth=auth.settings() if auth is not None else None,
+            token_verifier=auth.verifier if auth is not None else None,
         )
+        return protect(app, auth, path, self.name) if auth is not None else app
 
     def run_http(
-        self, host: str = "127.0.0.1", port: int = 0, *, hosts: Sequence[str] = (), origins: Sequence[str] = ()
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        hosts: Sequence[str] = (),
+        origins: Sequence[str] = (),
+        auth: BearerAuth | None = None,
     ) -> None:
-        """Serve ``http_app()`` with uvicorn on ``host:port`` (``0``: a free port), printing the URL."""
+        """Serve ``http_app()`` with uvicorn on ``host:port`` (``0``: a free port), printing the URL;
+        ``auth`` as ``http_app``'s."""
         import uvicorn
 
+        _check_auth(auth)  # refused before the port is taken
         listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         listener.bind((host, port))
         listener.listen(128)
@@ -416,7 +452,7 @@ class ProgramServer:
         shown = f"[{host}]" if ":" in host else host
         names = list(hosts) if host in ("127.0.0.1", "::1", "localhost") else [host, *hosts]
         print(f"dspy-imp mcp: serving {self.name} on http://{shown}:{bound}/mcp", flush=True)
-        app = self.http_app(hosts=names, origins=origins)
+        app = self.http_app(hosts=names, origins=origins, auth=auth)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 
@@ -432,6 +468,11 @@ class _Served(LowLevelServer[Any]):
         if self.serves_tasks and kwargs.get("protocol_version") not in MODERN_PROTOCOL_VERSIONS:
             found.tasks = _served_tasks.capability()
         return found
+
+
+def _check_auth(auth: Any) -> None:
+    if auth is not None and not isinstance(auth, BearerAuth):
+        raise ConfigurationError(f"`auth` must be a dspy_imp.mcp.BearerAuth or None, got {auth!r:.80}")
 
 
 def _refusal(ctx: Any, pending: Sequence[dict[str, Any]]) -> str | None:
