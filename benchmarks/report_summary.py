@@ -257,8 +257,8 @@ and reading of each request; *DSPy's* is `Predict`, the adapter base and `dspy.L
 default native engine validated the whole message list and wrote it into the body on every
 request (since 2026-12-04 a turn's rows are read into lm15's types once, and each message is
 written into the body and encoded as JSON once; this table is from the full `make bench` before
-that, the end-to-end figures above from after the first of those). Ours stays flat; DSPy's grew
-with the history.
+that, the end-to-end figures above from after it). Ours stays flat; DSPy's grew with the
+history.
 
 {split}
 
