@@ -382,16 +382,25 @@ very steps it rendered takes constant time, as does finding which replayable rea
 blocks the history holds; the request pinned on a prediction for fine-tuning is the sent
 list itself, not a copy.
 
-On `dspy.LM`'s native engine, DSPy read the whole OpenAI-style message list into an lm15
-request (`_ingest_messages`) and walked it to refuse unencodable text (`_check_encodable`)
-for every request; within a turn a step request's rows are read and checked once: a row
+On `dspy.LM`'s native engine, for every request DSPy read the whole OpenAI-style message
+list into an lm15 request (`_ingest_messages`) and walked it to refuse unencodable text
+(`_check_encodable`), checked every message again at each of the three copies it makes of
+that request, and lm15 wrote every message into the body again (`_build_messages`) and
+encoded the whole body as JSON. Within a turn each of these is done once per message: a row
 equal to the one the request before held at its place (compared with a copy made only of
-dicts, lists, strings and `None`) keeps what lm15 made of it, and anything else goes through
-DSPy's own functions (the one place that touches DSPy's private names). What
-still grows is DSPy's and lm15's, per request and proportional to the history: the request's
-validation of its messages, the engine writing them into the body and its JSON, and the
-comparison itself; Python's garbage collector also walks a heap that grows with DSPy's
-`lm.history`, which keeps every request.
+dicts, lists, strings and `None`) keeps what lm15 made of it; a request whose leading lm15
+messages are the very objects the request before held keeps the wire messages lm15 wrote of
+them and their JSON, and lm15 writes and encodes only the new ones (a message holding media,
+the one at a cache breakpoint, another writer or system prompt: written again); a tuple of
+messages that passed lm15's check is not walked again; anything else goes through DSPy's and
+lm15's own functions (the one place that touches DSPy's private names), so no byte of any
+request changes. What still grows with the history per request runs in C: the comparison of
+the rows with their copies, finding how many leading messages are the same objects, joining
+the body's bytes and sending them; Python's garbage collector also walks a heap that grows
+with DSPy's `lm.history`, which keeps every request. On LiteLLM (`engine="litellm"`), DSPy's
+deep copy of each attempt's request is made in C (`marshal`) when its rows are plain data;
+LiteLLM's and the OpenAI SDK's own passes over the messages (their checks, copies and the
+body's JSON) still grow with the history.
 """
 
 _TARGETS = """## In-process targets

@@ -254,10 +254,11 @@ and highest round and the number of rounds. {load}
 In-process, one turn of N tool steps against a scripted engine that answers at once (the
 method is in *Where a request's time goes* below). *Ours* is the state machine, the rendering
 and reading of each request; *DSPy's* is `Predict`, the adapter base and `dspy.LM`, which on the
-default native engine validates the whole message list and writes it into the body on every
-request (a turn's rows are read into lm15's types once since 2026-12-04; this table is from the
-full `make bench` before that, the end-to-end figures above from after it). Ours stays flat;
-DSPy's grows with the history.
+default native engine validated the whole message list and wrote it into the body on every
+request (since 2026-12-04 a turn's rows are read into lm15's types once, and each message is
+written into the body and encoded as JSON once; this table is from the full `make bench` before
+that, the end-to-end figures above from after it). Ours stays flat; DSPy's grew with the
+history.
 
 {split}
 

@@ -42,12 +42,15 @@ from dspy_imp._records.steps import now_iso
 from dspy_imp._routes.caching import install as install_native_breakpoints
 from dspy_imp._routes.chat_extras import install as install_chat_extras
 from dspy_imp._routes.dspy_private import (
+    install_built_messages_reuse,
     install_converted_rows_reuse,
     install_engine_routes_once,
+    install_legacy_copies,
     install_model_info_once,
     install_offline_routes_once,
     install_planned_body_reuse,
     install_proxy_lookup_once,
+    install_validated_messages_once,
 )
 from dspy_imp._routes.hosted_anthropic import install as install_anthropic_served
 from dspy_imp._routes.hosted_gemini import install as install_gemini_served
@@ -128,6 +131,7 @@ class Effects:
         self.program = program
         child = current_child(program)  # a sub-agent's turn: its lines and events name it
         self.watch = Watch.of(program, child.name, child.call_id) if child is not None else Watch.of(program)
+        install_built_messages_reuse(_turn_memo)  # first: it must see lm15's own writer (``dspy_private`` says why)
         install_chat_extras()
         install_native_breakpoints()
         install_responses_bridge()
@@ -143,6 +147,8 @@ class Effects:
         install_offline_routes_once()
         install_engine_routes_once()
         install_converted_rows_reuse(_turn_memo)
+        install_validated_messages_once()
+        install_legacy_copies(_turn_memo)
         install_finetune_data()
 
     def listing(self, program: Any) -> Any:

@@ -42,6 +42,7 @@ class RenderMemo:
     reasoned: tuple[Any, int, bool] | None = None  # ``holds_reasoning``: window, steps read, found
     inputs_written: tuple[Any, tuple[tuple[str, Any], ...], str] | None = None  # dialect, inputs, content
     converted: Any = None  # what DSPy last checked and converted of these rows (``dspy_private._RowMemo``)
+    built: Any = None  # the wire messages lm15 last wrote of them, and their JSON (``dspy_private._BuiltMemo``)
 
     def block_kinds(self, steps: Sequence[Step]) -> frozenset[str]:
         """The kinds of reasoning blocks in ``steps``, reading only steps earlier requests did not."""

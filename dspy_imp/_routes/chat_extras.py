@@ -39,7 +39,10 @@ def install() -> None:
 
     def wrap(original: Any) -> Any:
         def build(self: Any, request: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-            items = with_extras(original(self, request, *args, **kwargs), request.messages)
+            items = original(self, request, *args, **kwargs)
+            # Wire messages handed out again already hold their fields (written from the same messages).
+            again, start = dspy_private.written_again(request.messages)
+            with_extras(items[start:] if again else items, request.messages[again:])
             mark = caching.current_mark() if getattr(self, "provider", None) == OPENROUTER else None
             return caching.marked(items, mark, openrouter=True) if mark is not None else items
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from types import ModuleType
 from typing import Any
 
 import dspy
@@ -929,7 +931,7 @@ class _RowMemo:
     holds one request's rows at most, and it lives as long as its turn.
     """
 
-    __slots__ = ("checked", "compat", "messages", "provider", "rows", "runs")
+    __slots__ = ("checked", "compat", "listed", "messages", "provider", "pure", "rows", "runs", "verified")
 
     def __init__(self) -> None:
         self.checked: list[Any] = []
@@ -938,6 +940,9 @@ class _RowMemo:
         self.messages: list[Any] = []
         self.provider: Any = None
         self.compat: Any = _UNKEPT
+        self.verified: Any = None  # the message list DSPy's check just found equal to ``checked``, row by row
+        self.listed: Any = None  # the same, kept for the request's copies (``install_legacy_copies``)
+        self.pure = False  # whether every one of ``checked`` is a copy (no row held anything else)
 
     def copy_of(self, index: int, row: Any) -> Any:
         """A copy of ``row``, the one made when it was checked if it still holds the same."""
@@ -1018,7 +1023,8 @@ def _checked_once(memo_of: Callable[[], Any], check: Callable[[Any, str], None])
                     check(row, where)  # DSPy's check and error, row by row in the same order
                     copy = _kept_copy(row)
                 fresh.append(copy)
-            memo.checked = fresh
+            memo.checked, memo.verified, memo.listed = fresh, value, value
+            memo.pure = _UNKEPT not in fresh  # every row made only of dicts, lists, strings and None
         finally:
             _CHECKING.reset(token)
         return None
@@ -1052,7 +1058,15 @@ def _shared_prefix(memo: _RowMemo, rows: list[Any]) -> int:
     if not memo.runs:
         return 0
     cut = memo.runs[-1][0]
-    if not 0 < cut <= len(rows) or rows[:cut] != memo.rows[:cut]:
+    verified, memo.verified = memo.verified, None
+    if verified is rows and len(memo.checked) == len(rows):
+        # The rows were just found equal to ``checked`` (this request's check in DSPy's ``prepare``, with
+        # only DSPy's own code since); ``copy_of`` made ``rows``' copies of those very objects, so the two
+        # lists compare by identity, at once, and say what comparing the rows themselves would.
+        differs = memo.checked[:cut] != memo.rows[:cut]
+    else:
+        differs = rows[:cut] != memo.rows[:cut]
+    if not 0 < cut <= len(rows) or differs:
         return 0
     return 0 if cut < len(rows) and _is_tool(rows[cut - 1]) and _is_tool(rows[cut]) else cut
 
@@ -1119,3 +1133,387 @@ def _by_runs(memo: _RowMemo, ingest: Callable[..., Any], provider: Any, rows: li
         return None  # which breakpoint wins (or that two are refused) is lm15's to say
     memo.rows, memo.runs, memo.messages = copies, runs, messages
     return system, list(messages), system_mark, mark
+
+
+class _BuiltMemo:
+    """One turn's Chat Completions wire messages as lm15 last wrote them (see ``install_built_messages_reuse``).
+
+    ``owner``, ``compat``, ``system``, ``stable``: the dialect object, its compat policy, the system prompt
+    and whether it carried the stable-prefix mark; ``messages``: the request's lm15 messages; ``items``: the
+    wire messages written of them (the system's first, when there is one); ``ends``: where each message's
+    wire messages end in ``items``; ``plain``: how many messages from the first hold no media;
+    ``breakpoint``: the message that carried the cache breakpoint. And the JSON lm15 made of the last
+    messages array: ``encoded`` (its wire messages), ``blob`` (their JSON, joined by commas) and
+    ``offsets`` (where each one's JSON ends in ``blob``). Each is replaced by the next request's.
+    """
+
+    __slots__ = (
+        "blob", "breakpoint", "compat", "encoded", "ends", "items", "messages", "offsets", "owner", "plain", "stable",
+        "system",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.owner: Any = None
+        self.compat: Any = None
+        self.system: Any = None
+        self.stable: Any = None
+        self.messages: tuple[Any, ...] = ()
+        self.items: list[Any] = []
+        self.ends: list[int] = []
+        self.plain = 0
+        self.breakpoint: int | None = None
+        self.encoded: list[Any] = []
+        self.blob = b""
+        self.offsets: list[int] = []
+
+
+_MARKER = "\x00dspy_imp_messages_" + secrets.token_hex(8)  # never in a request: the array's place
+
+
+def install_built_messages_reuse(memo_of: Callable[[], Any]) -> None:
+    """A step request's wire messages (Chat Completions, the native engine) are written, and written as
+    JSON, once per message, not once per request.
+
+    Why: for every request lm15 writes every message of the history into the body again
+    (``OpenAIChatLM._build_messages``: each tool call's arguments through ``json.dumps``, each tool
+    result's text checked and joined) and then the whole body as JSON (``common.json_dumps``): at 1,000
+    steps about half of the loop's own time per request, and growing with the history. Within a turn a
+    request's lm15 messages are the previous request's very objects, then the new ones
+    (``install_converted_rows_reuse`` hands them out again, and lm15's ``Message`` and parts are frozen);
+    what ``_build_messages`` writes for a message is a function of that message, the dialect object, its
+    compat policy and whether the message carries the cache breakpoint (its loop over the messages keeps
+    nothing from one message to the next but that index), and the system prompt's of the system prompt
+    and the stable-prefix flag. So ``memo_of()`` (the turn's ``RenderMemo``, or None outside a step) keeps
+    ``_BuiltMemo``: the request's messages and the wire messages written of them, and a request whose
+    leading messages are those very objects (compared by identity), on the same dialect object, compat
+    policy and system prompt, takes their wire messages again and has lm15 write only the rest (its own
+    function, on a request of those messages alone). A message holding media (whose bytes lm15 reads at
+    each build, and leaves out while planning), the message at the breakpoint (this request's or the last
+    one's), a build that recorded an adaptation, and a count of wire messages that does not match the
+    messages (one per assistant message, one per tool result, at most one for any other) are written
+    whole by lm15 as before, and a breakpoint on an assistant or tool message (which lm15 refuses, naming
+    its index) too. The wire messages handed out again are the same dicts: only the body writer sees them,
+    and the one patch that writes into them (``_routes.chat_extras``: a replayed reasoning's fields, from
+    the message) writes the same keys and values each time. Installed innermost (before
+    ``chat_extras``'s patch, which marks positions on the whole list), or not at all.
+
+    Then the body's JSON: the messages array is the previous request's wire messages (the same dicts, in
+    the same order) and then new ones, so their JSON is kept (lm15's ``json_dumps`` of each message,
+    joined by commas: ``json.dumps`` of a list is exactly that with these separators) and only the new
+    ones are encoded; the rest of the body is encoded by lm15's function with a marker in the array's
+    place, and the array put there. Any body whose messages are not this memo's (another dialect, a
+    marked copy), any error (lm15 raises it again on the whole body), and anything outside a step is
+    encoded whole, as before. ``make_json_request`` looks ``json_dumps`` up in its module at each call,
+    and ``_payload`` calls ``_build_messages`` on the dialect, so those attributes are the hooks.
+    Installed once.
+    """
+    import importlib
+
+    chat = lm15_openai_chat()
+    common: Any = importlib.import_module("dspy._vendor.lm15.providers.common")
+    adaptation: Any = importlib.import_module("dspy._vendor.lm15.adaptation")
+
+    def wrap_build(build: Callable[..., Any]) -> Callable[..., Any]:
+        return _built_once(memo_of, adaptation._scope, chat, build)
+
+    def wrap_dumps(dumps: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+        return _encoded_once(memo_of, dumps)
+
+    wrap_innermost(chat.OpenAIChatLM, "_build_messages", wrap_build)
+    wrap_innermost(common, "json_dumps", wrap_dumps)
+
+
+def wrap_innermost(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    """``wrap_once``, only while no other patch holds ``owner.<name>`` (a patch that must see the
+    original function itself; once another is there, it is never installed)."""
+    original = getattr(owner, name)
+    patch = f"{wrap.__module__}.{wrap.__qualname__}"
+    installed: frozenset[str] = getattr(original, "dspy_imp_patches", frozenset())
+    if installed and patch not in installed:
+        return
+    wrap_once(owner, name, wrap)
+
+
+def _built_memo(memo_of: Callable[[], Any]) -> _BuiltMemo | None:
+    if _TYPED.get():
+        return None
+    holder = memo_of()
+    if holder is None:
+        return None
+    memo = getattr(holder, "built", None)
+    if not isinstance(memo, _BuiltMemo):
+        memo = _BuiltMemo()
+        holder.built = memo
+    return memo
+
+
+_MEDIA = frozenset({"image", "audio", "video", "document", "binary"})  # lm15's ``MEDIA_KINDS``
+
+
+def _is_plain(message: Any) -> bool:
+    for part in message.parts:
+        kind = part.type
+        if kind in _MEDIA:
+            return False
+        if kind == "tool_result" and any(inner.type in _MEDIA for inner in part.content):
+            return False
+    return True
+
+
+def _written_count(message: Any) -> int:
+    """How many wire messages lm15 writes for ``message``: one per tool result of a tool message, one for an
+    assistant message, at most one for any other (none when it holds nothing to write)."""
+    if message.role == "tool":
+        return sum(part.type == "tool_result" for part in message.parts)
+    return 1
+
+
+def _same_objects(known: Any, messages: Any) -> int:
+    """How many leading entries of ``messages`` are the very objects of ``known`` (in C: no call per entry)."""
+    import itertools
+    import operator
+
+    count = min(len(known), len(messages))
+    return next(itertools.compress(itertools.count(), map(operator.is_not, known, messages)), count)
+
+
+def _built_once(memo_of: Callable[[], Any], scopes: ContextVar[Any], chat: Any, build: Callable[..., Any]) -> Any:
+    def built(self: Any, request: Any, compat: Any, *, breakpoint_index: int | None = None) -> list[dict[str, Any]]:
+        memo = _built_memo(memo_of)
+        messages, at = request.messages, breakpoint_index
+        _AGAIN.set(None)
+        if memo is None or type(messages) is not tuple:
+            return build(self, request, compat, breakpoint_index=at)
+        if at is not None and not (
+            type(at) is int and 0 <= at < len(messages) and messages[at].role not in ("assistant", "tool")
+        ):
+            memo.owner = None  # lm15 refuses it, naming the index: its own function on the whole list
+            return build(self, request, compat, breakpoint_index=at)
+        scope = scopes.get()
+        recorded = len(scope.records) if scope is not None else 0
+        stable = chat._cache_stable_prefix(request, compat.cache_control)
+        reuse = _reusable(memo, self, compat, stable, request, at)
+        memo.owner = None  # kept again below, once this request's messages are written and counted
+        if reuse:
+            tail, start = messages[reuse:], memo.ends[reuse - 1]
+            try:
+                alone = _replace(request, messages=tail, system=None) if tail else None
+                written = (
+                    []
+                    if alone is None
+                    else build(self, alone, compat, breakpoint_index=None if at is None else at - reuse)
+                )
+            except Exception:  # lm15 raises it again on the whole list, naming the message
+                if scope is not None:
+                    del scope.records[recorded:]
+                return build(self, request, compat, breakpoint_index=at)
+            items = memo.items[:start] + written
+            ends, plain = memo.ends[:reuse], reuse
+        else:
+            tail, start = messages, 1 if request.system else 0
+            items = build(self, request, compat, breakpoint_index=at)
+            ends, plain = [], 0
+        if scope is not None and len(scope.records) != recorded:
+            return items  # what lm15 recorded while writing is recorded again only by writing again
+        plain = _counted_ends(tail, start, ends, plain)
+        if (ends[-1] if ends else start) != len(items):  # a message written as nothing: not kept
+            return items
+        memo.owner, memo.compat, memo.stable, memo.system = self, compat, stable, request.system
+        memo.messages, memo.items, memo.ends, memo.plain, memo.breakpoint = messages, list(items), ends, plain, at
+        if reuse:
+            _AGAIN.set((messages, reuse, start))
+        return items
+
+    return built
+
+
+_AGAIN: ContextVar[tuple[Any, int, int] | None] = ContextVar("dspy_imp_written_again", default=None)
+
+
+def written_again(messages: Any) -> tuple[int, int]:
+    """How many leading ``messages`` (a request's lm15 messages, just written by ``_build_messages``) had
+    their wire messages handed out again from the request before (``install_built_messages_reuse``), and
+    how many wire messages those are; ``(0, 0)``: none. Asked once: the answer is for that write only."""
+    again = _AGAIN.get()
+    if again is None:
+        return 0, 0
+    _AGAIN.set(None)
+    return (again[1], again[2]) if again[0] is messages else (0, 0)
+
+
+def _reusable(memo: _BuiltMemo, owner: Any, compat: Any, stable: Any, request: Any, at: int | None) -> int:
+    """How many leading messages of ``request`` keep the wire messages ``memo`` holds for them."""
+    if not (memo.owner is owner and memo.compat == compat and memo.stable == stable and memo.system == request.system):
+        return 0
+    reuse = min(_same_objects(memo.messages, request.messages), memo.plain)
+    for mark in (memo.breakpoint, at):
+        if mark is not None:
+            reuse = min(reuse, mark)
+    return reuse
+
+
+def _counted_ends(tail: Any, start: int, ends: list[int], plain: int) -> int:
+    """``ends`` (where each message's wire messages end) extended by ``tail``'s, from ``start``; the count of
+    leading plain messages, ``plain`` before ``tail`` (all plain), counted on."""
+    end, clean = start, plain == len(ends)
+    for message in tail:
+        end += _written_count(message)
+        ends.append(end)
+        clean = clean and _is_plain(message)
+        plain += clean
+    return plain
+
+
+def _replace(request: Any, **changes: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(request, **changes)
+
+
+def _encoded_once(memo_of: Callable[[], Any], dumps: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    def json_dumps(value: Any) -> bytes:
+        items = value.get("messages") if type(value) is dict else None
+        memo = _built_memo(memo_of) if type(items) is list and items else None
+        if memo is None or items is None or memo.owner is None or not memo.items or items[0] is not memo.items[0]:
+            return dumps(value)
+        try:
+            return _spliced(memo, dumps, value, items)
+        except Exception:  # lm15 raises it again on the whole body
+            memo.encoded, memo.blob, memo.offsets = [], b"", []
+            return dumps(value)
+
+    return json_dumps
+
+
+def _spliced(memo: _BuiltMemo, dumps: Callable[[Any], bytes], value: dict[str, Any], items: list[Any]) -> bytes:
+    """``dumps(value)``, with the JSON of the leading wire messages the last body held taken as it was."""
+    kept = _same_objects(memo.encoded, items)
+    shell = dict(value)
+    shell["messages"] = _MARKER
+    around = dumps(shell)
+    marker = dumps(_MARKER)
+    at = around.find(marker)
+    if at < 0 or around.find(marker, at + 1) >= 0:
+        raise ValueError("the marker is not in the body once")
+    blob = memo.blob[: memo.offsets[kept - 1]] if kept else b""
+    offsets = memo.offsets[:kept]
+    pieces = [blob] if kept else []
+    end = len(blob)
+    for item in items[kept:]:
+        text = dumps(item)
+        end += len(text) + (1 if pieces else 0)
+        pieces.append(text)
+        offsets.append(end)
+    blob = b",".join(pieces)
+    memo.encoded, memo.blob, memo.offsets = list(items), blob, offsets
+    return b"".join((around[:at], b"[", blob, b"]", around[at + len(marker) :]))
+
+
+_VALIDATED: ContextVar[tuple[Any, ...] | None] = ContextVar("dspy_imp_validated_messages", default=None)
+
+
+def install_validated_messages_once() -> None:
+    """An lm15 ``Request`` remade from another (``dataclasses.replace``) checks its messages once, not at
+    every copy.
+
+    Why: ``Request.__post_init__`` checks that every message is a ``Message`` (a Python generator over the
+    whole history), and DSPy remakes each request three more times on its way to the wire (its engine's
+    ``plan`` and ``_target``, lm15's router's ``_routed_request``), each a new ``Request`` holding the very
+    same tuple of messages: at 1,000 steps about a tenth of the loop's own time per request. A tuple's
+    entries cannot change, so a tuple that passed the check passes it again; the last such tuple is kept
+    (per context), and a request holding that very tuple is checked by lm15's own ``__post_init__`` with
+    its first message only, then given the whole tuple back: every other field is normalised and checked
+    as before, and any other request is checked whole. The generated ``__init__`` calls
+    ``__post_init__`` on the class, so that attribute is the one hook. Installed once.
+    """
+    import importlib
+
+    lm15_types: Any = importlib.import_module("dspy._vendor.lm15.types")
+    wrap_once(lm15_types.Request, "__post_init__", _validated_once)
+
+
+def _validated_once(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    def checked(self: Any) -> None:
+        messages = self.messages
+        if type(messages) is tuple and len(messages) > 1 and messages is _VALIDATED.get():
+            object.__setattr__(self, "messages", messages[:1])
+            try:
+                post_init(self)
+            finally:
+                object.__setattr__(self, "messages", messages)
+            return
+        post_init(self)
+        if type(self.messages) is tuple:
+            _VALIDATED.set(self.messages)
+
+    return checked
+
+
+def install_legacy_copies(memo_of: Callable[[], Any]) -> None:
+    """The copy DSPy makes of a step request for each attempt on LiteLLM is made in C when its rows are
+    plain data (``dspy.clients.execution._attempt``: ``copy.deepcopy(call.legacy)``).
+
+    Why: DSPy hands LiteLLM a deep copy of the request (LiteLLM may change what it is given) at every
+    attempt, and ``copy.deepcopy`` walks the whole history in Python: at 1,000 steps about 10 ms a
+    request, a third of the loop's own time on that engine. ``marshal`` copies exact ``dict``, ``list``,
+    ``tuple``, ``str``, ``int``, ``float``, ``bool`` and ``None`` in C into the same values of the same
+    types, keys in the same order and an object held twice held twice by the copy, as ``deepcopy``
+    does; it refuses any subclass, and would turn a buffer (``bytearray``, ``memoryview``) into
+    ``bytes``. So the copy is ``marshal``'s only when the request's messages are the very list DSPy's
+    check found equal, row by row, to copies made only of dicts, lists, strings and None (this
+    request's, in ``prepare``: ``install_converted_rows_reuse``'s memo, so no row holds a buffer or a
+    number) and everything else in the request is one of those exact types (looked at, it is small);
+    any other request, any value ``marshal`` refuses and any ``memo`` argument go to ``copy.deepcopy``
+    as before. ``_attempt`` looks ``copy`` up in its module at each call, so that attribute is the one
+    hook: a module object whose ``deepcopy`` does this and whose every other name is ``copy``'s.
+    Installed once.
+    """
+    import importlib
+
+    execution: Any = importlib.import_module("dspy.clients.execution")
+    if not isinstance(execution.copy, _LegacyCopies):
+        execution.copy = _LegacyCopies(memo_of, execution.copy)
+
+
+class _LegacyCopies(ModuleType):
+    """``copy`` as ``dspy.clients.execution`` sees it (see ``install_legacy_copies``)."""
+
+    def __init__(self, memo_of: Callable[[], Any], original: Any):
+        super().__init__(original.__name__, original.__doc__)
+        self._memo_of, self._original = memo_of, original
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+    def deepcopy(self, value: Any, memo: Any = None, *rest: Any) -> Any:
+        original = self._original
+        if memo is not None or rest or type(value) is not dict:
+            return original.deepcopy(value, memo, *rest)
+        rows = _row_memo(self._memo_of)
+        messages = value.get("messages")
+        if rows is None or not rows.pure or messages is not rows.listed or len(messages) != len(rows.checked):
+            return original.deepcopy(value)
+        if not all(_marshalled(item) for key, item in value.items() if key != "messages"):
+            return original.deepcopy(value)
+        import marshal
+
+        try:
+            return marshal.loads(marshal.dumps(value))
+        except (ValueError, TypeError):  # a subclass (marshal writes exact types only)
+            return original.deepcopy(value)
+
+
+_MARSHALLED = (str, int, float, bool, type(None))
+
+
+def _marshalled(value: Any) -> bool:
+    """Whether ``value`` is made only of exact ``dict``, ``list``, ``tuple``, ``str``, ``int``, ``float``,
+    ``bool`` and ``None`` (what ``marshal`` copies as ``deepcopy`` does)."""
+    kind = type(value)
+    if kind in _MARSHALLED:
+        return True
+    if kind is dict:
+        return all(type(key) in _MARSHALLED and _marshalled(item) for key, item in value.items())
+    if kind is list or kind is tuple:
+        return all(_marshalled(item) for item in value)
+    return False

@@ -24,7 +24,7 @@ from typing import Any
 import dspy
 import pytest
 from emulator import Emulator
-from responses import anthropic, chat, gemini, thinking
+from responses import anthropic, chat, chat_server_error, gemini, thinking
 
 import dspy_imp
 from dspy_imp._drivers import driver
@@ -49,6 +49,7 @@ ROUTER: Any = importlib.import_module("dspy._vendor.lm15.router")
 EXECUTION: Any = importlib.import_module("dspy.clients.execution")
 ANTHROPIC: Any = importlib.import_module("dspy._vendor.lm15.providers.anthropic")
 GEMINI: Any = importlib.import_module("dspy._vendor.lm15.providers.gemini")
+TYPES: Any = importlib.import_module("dspy._vendor.lm15.types")
 SAVINGS = (
     (ANTHROPIC.AnthropicLM, "_payload"),
     (GEMINI.GeminiLM, "_payload"),
@@ -60,8 +61,11 @@ SAVINGS = (
     (COSTS, "model_info"),
     (CAPABILITIES, "resolve"),
     (ENGINES._Routing, "resolve"),
+    (TYPES.Request, "__post_init__"),
 )
 INSTALLS = (
+    "install_built_messages_reuse",
+    "install_validated_messages_once",
     "install_planned_body_reuse",
     "install_proxy_lookup_once",
     "install_model_info_once",
@@ -103,6 +107,9 @@ def _undone(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(owner, name, patched.__wrapped__)
     assert SELECTION.LM15Engine.dspy_imp_offline
     monkeypatch.setattr(SELECTION, "LM15Engine", ENGINES.LM15Engine)
+    # The wire messages and their JSON kept per turn: lm15's writer and encoder under the patches that stay
+    # (``chat_extras``'s, the planned body's) find no memo, and write and encode every request whole.
+    monkeypatch.setattr(dspy_private, "_built_memo", lambda memo_of: None)
     for install in INSTALLS:
         monkeypatch.setattr(driver, install, lambda *args: None)  # each turn would install them again
     monkeypatch.setattr(hosted_openai_chat, "_unannotated", lambda response: False)
@@ -558,3 +565,334 @@ def test_an_anthropic_or_gemini_request_dspy_plans_is_written_once(monkeypatch, 
         assert kept == (STEPS, messages) and written[0] == 2 * messages - 1
     else:
         assert kept == (STEPS + 1, messages + 1) and written[0] == 2 * messages
+
+
+# -- The history's wire messages and their JSON, written once per turn ------------------------------------
+
+LONG = 8  # steps of the turns below: enough for every request to hold settled steps
+
+
+def _tool_rows_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """lm15's writes of a tool result into a wire message (``_build_messages`` calls it per tool result)."""
+    return _counted(monkeypatch, CHAT, "_tool_row_content")
+
+
+def _result_encoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """JSON encodings holding the first tool result's text (lm15 encodes with ``json.dumps``)."""
+    return _counted(monkeypatch, json, "dumps", lambda value, *args, **kwargs: "nothing at place 0" in repr(value))
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_each_history_message_is_written_and_encoded_once_per_turn(monkeypatch, run_async):
+    _turn(1, run_async=run_async)
+    with monkeypatch.context() as spied:
+        written, encoded = _tool_rows_written(spied), _result_encoded(spied)
+        _, saved, _ = _turn(LONG, run_async=run_async)
+        kept = (written[0], encoded[0])
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        written, encoded = _tool_rows_written(undone), _result_encoded(undone)
+        _, plain, _ = _turn(LONG, run_async=run_async)
+        before = (written[0], encoded[0])
+    assert saved == plain
+    # Request k (k = 0..LONG) holds k tool results: DSPy's own path writes and encodes each request twice
+    # (planned, then sent), so each result into every later request twice; kept, each is written and
+    # encoded once. (The loop's own records encode the first result too, as many times either way.)
+    assert (before[0], kept[0]) == (LONG * (LONG + 1), LONG)
+    assert before[1] - kept[1] == 2 * LONG - 1
+
+
+def _reads(where: str) -> str:
+    """Read somewhere (forty words, so that a context policy clears old results)."""
+    return f"read at {where}: " + " ".join(["word"] * 40)
+
+
+def _policy_turn(*, run_async: bool) -> list[str]:
+    """A turn whose context policy clears old tool results mid-turn: the history a request holds changes."""
+    script = [chat(None, [(f"call_{i}", "_reads", {"where": f"place {i}"})]) for i in range(LONG)]
+    counter = lambda messages, tools, model: sum(len(str(m.get("content") or "").split()) for m in messages)  # noqa: E731
+    context = dspy_imp.Context(trigger=150, target=100, window=4000, keep_results=1, counter=counter)
+    with Emulator([*script, chat("found")]) as emulator:
+        lm = dspy.LM("openai/gpt-4o-mini", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False)
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[_reads], max_iters=LONG + 2, context=context)
+        with dspy.context(lm=lm):
+            call = program.acall(question=QUESTION) if run_async else None
+            prediction = asyncio.run(call) if call is not None else program(question=QUESTION)
+    assert prediction.answer == "found"
+    return [json.dumps(r.body) for r in emulator.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_a_history_a_context_policy_changes_mid_turn_is_sent_as_without_the_reuse(monkeypatch, run_async):
+    _turn(1, run_async=run_async)
+    saved = _policy_turn(run_async=run_async)
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        plain = _policy_turn(run_async=run_async)
+    assert saved == plain
+    cleared = [[m["content"] for m in json.loads(body)["messages"] if m["role"] == "tool"] for body in saved]
+    assert any(r.startswith("[The result of _reads") for r in cleared[-1])  # old results cleared by the end
+    assert cleared[-1][-1] == _reads(f"place {LONG - 1}")
+
+
+def _fallback_turn(*, run_async: bool) -> tuple[list[str], list[str]]:
+    """A turn whose second request fails on its LM and goes to a fallback LM (another engine, another writer);
+    every later request starts at the first LM again. Each server's bodies."""
+    first = [chat(None, [("call_0", "look", {"where": "place 0"})]), chat_server_error()]
+    first += [chat(None, [(f"call_{i}", "look", {"where": f"place {i}"})]) for i in range(2, LONG)]
+    with (
+        Emulator([*first, chat("found")]) as one,
+        Emulator([chat(None, [("call_1", "look", {"where": "place 1"})])]) as two,
+    ):
+        lm = dspy.LM("openai/gpt-4o-mini", api_base=one.base_url + "/v1", api_key="sk-test", cache=False, num_retries=0)
+        spare = dspy.LM("openai/gpt-4o", api_base=two.base_url + "/v1", api_key="sk-test", cache=False)
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[look], max_iters=LONG + 2, fallback=[spare])
+        with dspy.context(lm=lm):
+            prediction = asyncio.run(program.acall(question=QUESTION)) if run_async else program(question=QUESTION)
+    assert prediction.answer == "found"
+    assert len(two.requests) == 1
+    return [json.dumps(r.body) for r in one.requests], [json.dumps(r.body) for r in two.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_a_turn_that_switches_models_mid_turn_sends_what_it_sent_without_the_reuse(monkeypatch, run_async):
+    _turn(1, run_async=run_async)
+    saved = _fallback_turn(run_async=run_async)
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        plain = _fallback_turn(run_async=run_async)
+    assert saved == plain
+    assert json.loads(saved[1][0])["model"] == "gpt-4o"
+
+
+def _two_turns(*, run_async: bool) -> list[str]:
+    """Two turns of one conversation on one program (the second continues the first's history)."""
+    script = [*_script(LONG)[:-1], chat("found"), *_script(2)]
+    with Emulator(script) as emulator:
+        lm = dspy.LM("openai/gpt-4o-mini", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False)
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[look], max_iters=LONG + 2)
+        history = None
+        with dspy.context(lm=lm):
+            for _ in range(2):
+                run = program.acall(question=QUESTION, history=history) if run_async else None
+                prediction = asyncio.run(run) if run is not None else program(question=QUESTION, history=history)
+                history = prediction.metadata.history
+    assert len(emulator.requests) == LONG + 1 + 3
+    return [json.dumps(r.body) for r in emulator.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_a_second_turn_on_the_same_program_sends_what_it_sent_without_the_reuse(monkeypatch, run_async):
+    _turn(1, run_async=run_async)
+    saved = _two_turns(run_async=run_async)
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        plain = _two_turns(run_async=run_async)
+    assert saved == plain
+    assert json.loads(saved[-1])["messages"][2 : 2 + 2 * LONG] == json.loads(saved[LONG])["messages"][2:]
+
+
+def test_two_programs_in_threads_each_send_what_they_send_alone(monkeypatch):
+    import threading
+
+    _turn(1)
+    barrier = threading.Barrier(2)
+    found: dict[int, list[str]] = {}
+
+    def one(index: int) -> None:
+        barrier.wait()
+        found[index] = _turn(LONG + index)[1]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        alone = {i: _turn(LONG + i)[1] for i in range(2)}
+    assert found == alone
+
+
+class _Turn:
+    built: Any = None
+
+
+def _messages(steps: int) -> tuple[Any, ...]:
+    m = TYPES.Message
+    out = [m.user("look")]
+    for i in range(steps):
+        out.append(m(role="assistant", parts=(TYPES.ToolCallPart(id=f"c{i}", name="look", input={"n": i}),)))
+        out.append(m(role="tool", parts=(TYPES.ToolResultPart(id=f"c{i}", content=(TYPES.TextPart(f"r{i}"),)),)))
+    return tuple(out)
+
+
+def _writer() -> tuple[Any, list[int]]:
+    """``_build_messages`` with the memo of one turn, over lm15's own, counting the messages lm15 writes."""
+    original = _plain(CHAT.OpenAIChatLM._build_messages)
+    wrote: list[int] = []
+
+    def build(self: Any, request: Any, compat: Any, **kwargs: Any) -> Any:
+        wrote.append(len(request.messages))
+        return original(self, request, compat, **kwargs)
+
+    holder = _Turn()
+    return dspy_private._built_once(lambda: holder, contextvars.ContextVar("scope", default=None), CHAT, build), wrote
+
+
+DIALECT = type("Dialect", (), {"provider": "openai"})()
+
+
+def _request(messages: tuple[Any, ...], system: str = "be brief") -> Any:
+    return TYPES.Request(model="gpt-4o-mini", messages=messages, system=system)
+
+
+def test_the_messages_of_the_request_before_are_written_again_only_when_they_are_those_objects():
+    built, wrote = _writer()
+    original = _plain(CHAT.OpenAIChatLM._build_messages)
+    history = _messages(4)
+    first = built(DIALECT, _request(history[:3]), COMPAT)
+    grown = built(DIALECT, _request(history), COMPAT)
+    assert grown == original(DIALECT, _request(history), COMPAT)
+    assert all(a is b for a, b in zip(first, grown[:4], strict=False))  # the same wire messages
+    assert wrote == [3, 6]  # the first request whole, then only the messages after it
+    copies = tuple(TYPES.Message(role=m.role, parts=m.parts) for m in history)  # equal, not the same objects
+    assert built(DIALECT, _request(copies), COMPAT) == original(DIALECT, _request(copies), COMPAT)
+    assert wrote[-1] == 9
+    other = built(DIALECT, _request(copies, system="be long"), COMPAT)
+    assert other == original(DIALECT, _request(copies, system="be long"), COMPAT) and wrote[-1] == 9
+    again = built(type("Dialect", (), {"provider": "openai"})(), _request(copies, system="be long"), COMPAT)
+    assert again == other and wrote[-1] == 9  # another dialect object: written whole
+
+
+def test_a_message_holding_media_and_the_breakpoint_s_message_are_written_each_time():
+    built, wrote = _writer()
+    original = _plain(CHAT.OpenAIChatLM._build_messages)
+    image = TYPES.Message.user(
+        [TYPES.TextPart("see"), TYPES.ImagePart(url="https://example.test/a.png", media_type="image/png")]
+    )
+    history = (image, *_messages(3)[1:])
+    built(DIALECT, _request(history[:3]), COMPAT)
+    assert built(DIALECT, _request(history), COMPAT) == original(DIALECT, _request(history), COMPAT)
+    assert wrote == [3, 7]  # the image's message first: nothing after it is kept
+    plain = _messages(3)
+    built(DIALECT, _request(plain), COMPAT)
+    marked = (*plain, TYPES.Message.user("more"))
+    for at in (None, 7, None, 0):  # no breakpoint, then on the last message, none again, then on the first
+        assert built(DIALECT, _request(marked), COMPAT, breakpoint_index=at) == original(
+            DIALECT, _request(marked), COMPAT, breakpoint_index=at
+        )
+    # The new message; the message at the breakpoint; that message again, without it; and at the first
+    # message, nothing before it to keep.
+    assert wrote[-4:] == [1, 1, 1, 8]
+    with pytest.raises(Exception) as ours:
+        built(DIALECT, _request(marked), COMPAT, breakpoint_index=2)
+    with pytest.raises(Exception) as theirs:
+        original(DIALECT, _request(marked), COMPAT, breakpoint_index=2)
+    assert (type(ours.value), str(ours.value)) == (type(theirs.value), str(theirs.value))  # lm15's, naming index 2
+
+
+def test_a_body_s_json_is_lm15_s_whole_and_a_messages_array_not_the_writer_s_is_encoded_whole():
+    holder = _Turn()
+    original = _plain(COMMON.json_dumps)
+    encoded: list[Any] = []
+
+    def dumps(value: Any) -> bytes:
+        encoded.append(value)
+        return original(value)
+
+    built = dspy_private._built_once(
+        lambda: holder, contextvars.ContextVar("scope", default=None), CHAT, _plain(CHAT.OpenAIChatLM._build_messages)
+    )
+    encode = dspy_private._encoded_once(lambda: holder, dumps)
+    history = _messages(3)
+    for end in (3, 5, 7):
+        items = built(DIALECT, _request(history[:end]), COMPAT)
+        body = {"model": "gpt-4o-mini", "messages": items, "tools": [{"type": "function"}], "text": "é\u2028"}
+        encoded.clear()
+        assert encode(body) == original(body)
+    assert [e for e in encoded if isinstance(e, dict) and "role" in e] == items[-2:]  # only the new ones
+    copy = {**body, "messages": [dict(m) for m in body["messages"]]}  # equal wire messages, not the writer's
+    encoded.clear()
+    assert encode(copy) == original(copy) and encoded == [copy]
+    reordered = {**body, "messages": [{**dict(reversed(list(items[0].items())))}, *items[1:]]}
+    assert encode(reordered) == original(reordered)
+
+
+# -- LiteLLM: DSPy's copy of each attempt's request -----------------------------------------------------
+
+COPY: Any = importlib.import_module("copy")
+
+
+def _litellm_turn(steps: int = LONG, *, run_async: bool = False) -> list[str]:
+    """One turn on ``engine="litellm"``: each request's body as JSON text (key order kept)."""
+    with Emulator(_script(steps)) as emulator:
+        lm = dspy.LM(
+            "openai/gpt-4o-mini", api_base=emulator.base_url + "/v1", api_key="sk-test", cache=False, engine="litellm"
+        )
+        program = dspy_imp.ReActV2(SIGNATURE, tools=[look], max_iters=steps + 2)
+        with dspy.context(lm=lm):
+            prediction = asyncio.run(program.acall(question=QUESTION)) if run_async else program(question=QUESTION)
+    assert prediction.answer == "found"
+    assert len(emulator.requests) == steps + 1
+    return [json.dumps(r.body) for r in emulator.requests]
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["call", "acall"])
+def test_litellm_gets_each_attempt_s_request_copied_in_c_and_sends_the_same_bytes(monkeypatch, run_async):
+    _litellm_turn(1, run_async=run_async)
+    assert isinstance(EXECUTION.copy, dspy_private._LegacyCopies)
+    with monkeypatch.context() as spied:
+        walked = _counted(spied, COPY, "_keep_alive")  # one call per dict, list or tuple ``copy.deepcopy`` copies
+        saved = _litellm_turn(run_async=run_async)
+        kept = walked[0]
+    with monkeypatch.context() as undone:
+        _undone(undone)
+        undone.setattr(EXECUTION, "copy", COPY)
+        undone.setattr(driver, "install_legacy_copies", lambda *args: None)
+        walked = _counted(undone, COPY, "_keep_alive")
+        plain = _litellm_turn(run_async=run_async)
+        before = walked[0]
+    assert saved == plain  # every request, whole, key order included
+    # DSPy's own copy copies every dict and list of every request (at least the two rows of each step the
+    # request holds, and its system and question rows); the copies made in C, none of them. (What is
+    # left, as many either way, is LiteLLM's and pydantic's own small copies.)
+    rows = sum(2 + 2 * k for k in range(LONG + 1))
+    assert before - kept >= rows
+    last = json.loads(saved[-1])
+    assert [m["role"] for m in last["messages"]] == ["system", "user", *["assistant", "tool"] * LONG]
+
+
+def _legacy_copies() -> tuple[Any, Any, list[Any]]:
+    holder = _Holder()
+    checked = dspy_private._checked_once(lambda: holder, _plain(EXECUTION._check_encodable))
+    copies = dspy_private._LegacyCopies(lambda: holder, COPY)
+    return copies, checked, [*_rows(_call(0), _result(0))]
+
+
+def test_a_request_is_copied_in_c_only_when_its_rows_were_just_checked_and_all_of_it_is_plain_data():
+    copies, check, rows = _legacy_copies()
+    shared = {"type": "object"}
+    legacy = {"model": "openai/gpt-4o-mini", "messages": rows, "temperature": 0.5, "n": 1, "tools": [shared, shared]}
+    made = copies.deepcopy(legacy)
+    assert made == COPY.deepcopy(legacy)  # nothing checked yet: DSPy's own copy
+    check(rows, "messages")
+    made = copies.deepcopy(legacy)
+    assert made == legacy and json.dumps(made) == json.dumps(legacy)  # the same values, keys in the same order
+    assert made["tools"][0] is made["tools"][1]  # held twice, as ``deepcopy`` keeps it
+
+    def objects(value: Any) -> list[int]:
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        return [id(value), *(i for item in inner for i in objects(item))] if isinstance(value, (dict, list)) else []
+
+    assert not set(objects(made)) & set(objects(legacy))  # no dict or list of the request in the copy
+    odd = {**legacy, "extra_body": bytearray(b"x")}  # marshal would make it bytes
+    assert type(copies.deepcopy(odd)["extra_body"]) is bytearray
+    other = {**legacy, "messages": list(rows)}  # not the list DSPy checked
+    made = copies.deepcopy(other)
+    assert made == other and made["messages"] is not other["messages"]
+    numbered = [*rows, {"role": "user", "content": [{"type": "text", "text": "x", "n": 1}]}]
+    check(numbered, "messages")  # a row holding a number: not known to be plain
+    made = copies.deepcopy({**legacy, "messages": numbered})
+    assert made["messages"] == numbered and type(made["messages"][-1]["content"][0]["n"]) is int
+    assert copies.copy is COPY.copy and copies.deepcopy(rows, {}) == rows
