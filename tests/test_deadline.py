@@ -344,6 +344,34 @@ def test_a_rate_limit_is_retried_after_its_retry_after(run, fake_clock):
     assert pred.metadata.termination_reason == "answered"
 
 
+def test_a_request_that_waited_out_its_rung_ends_the_turn_at_the_deadline(run, fake_clock):
+    # The request's timeout is nine tenths of the 1 s left; it timed out at 0.95 s. What is left
+    # (50 ms) is the ladder's slack, not time for a retry or a last-text request: had they gone, the
+    # turn's end would have turned on how soon the machine noticed the second timeout.
+    timed_out = dspy.utils.exceptions.LMTimeoutError("Request timed out.")
+    lm = ScriptedLM([fake_clock.after(0.95, fail.raises(timed_out)), reply("too late")])
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=1.0):
+        pred = run(agent, intent="hello")
+
+    assert len(lm.requests) == 1
+    assert (pred.metadata.termination_reason, pred.metadata.termination_cause) == ("incomplete", "deadline_exceeded")
+    assert fake_clock.slept == []
+
+
+def test_a_timeout_shorter_than_the_rung_is_retried_while_time_remains(run, fake_clock):
+    # the LM's own 0.1 s timeout, well inside the deadline's 27 s rung: the loop retries it
+    timed_out = dspy.utils.exceptions.LMTimeoutError("Request timed out.")
+    lm = ScriptedLM([fake_clock.after(0.1, fail.raises(timed_out)), reply("ok")])
+    agent = dspy_imp.ReActV2(TA, tools=[Look()])
+    with dspy.context(lm=lm), dspy_imp.deadline(seconds=30):
+        pred = run(agent, intent="hello")
+
+    assert len(lm.requests) == 2
+    assert fake_clock.slept == [1]
+    assert (pred.answer, pred.metadata.termination_reason) == ("ok", "answered")
+
+
 def test_without_a_deadline_the_loop_does_not_retry(run):
     lm = ScriptedLM([fail.server_error(), reply("ok")])
     agent = dspy_imp.ReActV2(TA, tools=[Look()])

@@ -127,6 +127,19 @@ def rung(left: float, previous: float | None) -> float:
     return max(left * RUNG, 0.001)
 
 
+def rung_spent(timeout: float | None) -> bool:
+    """Whether a request sent with ``timeout`` (a rung) and timed out has left no time worth a retry.
+
+    A rung is at least nine tenths of the time left when the request left, so once a request has
+    waited all of it, at most a ninth of the rung is left: the deadline has come, less the ladder's
+    slack. Decided by the clock alone, not by how long the machine took to notice the timeout (a
+    retry in that sliver timed out again before the deadline on a fast machine, after it on a slow
+    one). A shorter timeout of the LM's own fires with more left, and is retried as before.
+    """
+    left = time_left()
+    return timeout is not None and left is not None and left <= timeout * (1 - RUNG) / RUNG + 1e-6
+
+
 def passed() -> bool:
     """Whether a deadline is set and has passed."""
     left = time_left()

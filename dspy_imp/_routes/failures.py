@@ -18,6 +18,7 @@ from dspy.utils.exceptions import (
     LMError,
     LMInvalidRequestError,
     LMNotConfiguredError,
+    LMTimeoutError,
     LMUnsupportedFeatureError,
     is_retryable_lm_error,
 )
@@ -130,6 +131,11 @@ def refuses_named_choice(error: BaseException) -> bool:
         and ("invalid" in text or "unsupported" in text)
         and ("required" in text or "supported string" in text)
     )
+
+
+def is_timeout(error: BaseException) -> bool:
+    """The provider request timed out (either engine's timeout, as DSPy names it)."""
+    return in_chain(error, LMTimeoutError) is not None
 
 
 def retry_delay(error: BaseException, attempt: int, retries: int) -> float | None:

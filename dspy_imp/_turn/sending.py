@@ -37,6 +37,7 @@ from dspy_imp._routes.failures import (
     is_blocked_reply,
     is_context_window,
     is_fatal,
+    is_timeout,
     retry_delay,
 )
 from dspy_imp._turn.busts import CacheWatch
@@ -112,7 +113,7 @@ class Sender:
             if not isinstance(outcome, Failed):
                 return (yield from self._settle(kind, outcome))
             error = outcome.error
-            if isinstance(error, clock.DeadlinePassed):  # caught right before the send: nothing left
+            if self._cut_by_deadline(error):
                 return self.log.incomplete("deadline_exceeded")
             if self.models.next(kind, error):  # the same request, at once, to the next LM
                 continue
@@ -128,6 +129,13 @@ class Sender:
                 return outcome
             attempt += 1
             yield Sleep(delay)
+
+    def _cut_by_deadline(self, error: BaseException) -> bool:
+        """Caught right before the send (nothing left), or waited the deadline's rung out (what is
+        left is the ladder's slack: no retry or last-text request goes into it)."""
+        if isinstance(error, clock.DeadlinePassed):
+            return True
+        return is_timeout(error) and clock.rung_spent(self.timeout)
 
     def _settle(self, kind: RequestKind, outcome: Reply | Extracted) -> Generator[Effect, Any, Sent]:
         """A reply the content filter stopped ends the turn; one the provider paused goes on at once,
